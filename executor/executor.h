@@ -1,0 +1,44 @@
+// The executor: compiles a Graph for concrete input shapes into a Plan (cached per input signature) and runs
+// it on the CPU with a TBB flow graph.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/tensor.h"
+
+namespace ot {
+
+struct ExecutorOptions {
+  uint64_t seed = 0;  // random ops (Dropout in training mode) draw from this seed
+};
+
+class Plan;
+
+class Executor {
+ public:
+  explicit Executor(const Graph& g, ExecutorOptions opts = {});
+  ~Executor();
+  // Runs the graph on its inputs, by name (every real input must be given; an initializer may be overridden).
+  // Returns the graph outputs in order.
+  std::vector<Tensor> Run(const std::map<std::string, Tensor>& feeds);
+  // Plan statistics of the last run (for `plan`/tests): kernels run per step and arena bytes.
+  int64_t last_kernel_count() const;
+  int64_t last_arena_bytes() const;
+
+ private:
+  const Graph& graph_;
+  ExecutorOptions opts_;
+  std::vector<std::string> shape_relevant_inputs_;  // inputs whose values enter the plan signature
+  std::map<std::string, std::unique_ptr<Plan>> plans_;
+  Plan* last_ = nullptr;
+};
+
+// --threads N: bounds TBB's global parallelism and oneDNN's OpenMP team. 0 = all cores. Call once, early.
+void SetThreadCount(int n);
+int ThreadCount();
+
+}  // namespace ot

@@ -1,0 +1,44 @@
+#include "executor/kernel_registry.h"
+
+namespace ot {
+
+const TensorDesc& KernelContext::in(int i) const {
+  if (!has_input(i)) Fail("input " + std::to_string(i) + " is missing");
+  return inputs[i];
+}
+
+const TensorDesc& KernelContext::out(int i) const {
+  if (i >= static_cast<int>(outputs.size())) Fail("output " + std::to_string(i) + " does not exist");
+  return outputs[i];
+}
+
+void KernelContext::RequireDType(int i, std::initializer_list<DataType> allowed) const {
+  DataType t = in(i).dtype;
+  for (DataType a : allowed)
+    if (a == t) return;
+  Unsupported("input " + std::to_string(i) + " dtype " + DataTypeName(t) + " is not supported");
+}
+
+const CpuKernelRegistry& CpuKernelRegistry::Global() {
+  static const CpuKernelRegistry* reg = [] {
+    auto* r = new CpuKernelRegistry();
+    RegisterElementwiseKernels(*r);
+    RegisterReductionKernels(*r);
+    RegisterNormKernels(*r);
+    RegisterLinalgKernels(*r);
+    RegisterShapeKernels(*r);
+    return r;
+  }();
+  return *reg;
+}
+
+void CpuKernelRegistry::Register(const std::string& op_type, KernelFactory f, const std::string& domain) {
+  factories_[{domain == "ai.onnx" ? "" : domain, op_type}] = std::move(f);
+}
+
+const KernelFactory* CpuKernelRegistry::Find(const std::string& domain, const std::string& op_type) const {
+  auto it = factories_.find({domain == "ai.onnx" ? "" : domain, op_type});
+  return it == factories_.end() ? nullptr : &it->second;
+}
+
+}  // namespace ot

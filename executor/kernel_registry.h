@@ -1,0 +1,80 @@
+// CPU kernel factories, one per op, adapting an IR node to the plain kernels of cpu_ops/.
+// A factory runs once when a plan is made: it reads the node's attributes, the concrete input/output dtypes and
+// dims, and any input values known at plan time, and returns a closure over raw buffers that the executor calls
+// every step. Unsupported attribute values or dtypes throw UnsupportedError naming the node.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
+#include "graph/graph.h"
+
+namespace ot {
+
+struct TensorDesc {
+  DataType dtype = DataType::kUndefined;
+  std::vector<int64_t> dims;
+  bool present = false;
+  int64_t numel() const { return NumElements(dims); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * SizeOf(dtype); }
+};
+
+struct KernelContext {
+  const Node& node;
+  std::vector<TensorDesc> inputs;
+  std::vector<const Tensor*> input_values;  // known at plan time, else nullptr
+  std::vector<TensorDesc> outputs;          // concrete, from the registry's inference
+  uint64_t seed = 0;                        // for random ops (Dropout): fixed per node and run seed
+
+  bool has_input(int i) const { return i < static_cast<int>(inputs.size()) && inputs[i].present; }
+  bool has_output(int i) const { return i < static_cast<int>(outputs.size()) && outputs[i].present; }
+  const TensorDesc& in(int i) const;
+  const TensorDesc& out(int i) const;
+  [[noreturn]] void Fail(const std::string& msg) const { throw Error(node.Describe() + ": " + msg); }
+  [[noreturn]] void Unsupported(const std::string& msg) const {
+    throw UnsupportedError(node.Describe() + ": " + msg);
+  }
+  // Throws UnsupportedError unless input i's dtype is one of `allowed`.
+  void RequireDType(int i, std::initializer_list<DataType> allowed) const;
+};
+
+// Buffers of one kernel call: in[i] is null for an absent input; every present output has a buffer of
+// out(i).nbytes() (never null, even for empty tensors). The kernel must write every output element.
+struct KernelIO {
+  const void* const* in;
+  void* const* out;
+  template <typename T> const T* In(int i) const { return static_cast<const T*>(in[i]); }
+  template <typename T> T* Out(int i) const { return static_cast<T*>(out[i]); }
+};
+
+using Kernel = std::function<void(const KernelIO&)>;
+
+struct KernelInfo {
+  Kernel fn;
+  // True for kernels whose library runs its own OpenMP team (oneDNN): the executor runs them with no other
+  // kernel beside them, so `--threads N` is never exceeded.
+  bool exclusive = false;
+};
+
+using KernelFactory = std::function<KernelInfo(const KernelContext&)>;
+
+class CpuKernelRegistry {
+ public:
+  static const CpuKernelRegistry& Global();
+  void Register(const std::string& op_type, KernelFactory f, const std::string& domain = "");
+  const KernelFactory* Find(const std::string& domain, const std::string& op_type) const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, KernelFactory> factories_;
+};
+
+// One registration function per family (executor/kernels/<family>.cc).
+void RegisterElementwiseKernels(CpuKernelRegistry& r);
+void RegisterReductionKernels(CpuKernelRegistry& r);
+void RegisterNormKernels(CpuKernelRegistry& r);
+void RegisterLinalgKernels(CpuKernelRegistry& r);
+void RegisterShapeKernels(CpuKernelRegistry& r);
+
+}  // namespace ot

@@ -1,0 +1,100 @@
+// The op registry: one entry per op with everything the rest of the system asks about it.
+// Type/shape inference lives here; the gradient rule, AMP class and fusible kind are filled by later passes'
+// issues. No pass or executor switches on op-type strings of its own: they ask this table.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace ot {
+
+struct TypeShape {
+  DataType dtype = DataType::kUndefined;
+  Shape shape;
+  bool present = false;  // false for an omitted optional input/output
+};
+
+// What an inference function sees of one node: its attributes (through `node`), its inputs' types, shapes and
+// (where known) values, and the outputs it must set. Used both on graphs with symbolic dims and by the
+// executor with concrete shapes and the values it folded at plan time.
+class InferContext {
+ public:
+  InferContext(const Node& node, std::vector<TypeShape> inputs, std::vector<const Tensor*> values,
+               int num_outputs);
+  const Node& node;
+
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  bool has_input(int i) const { return i < num_inputs() && inputs_[i].present; }
+  DataType input_type(int i) const;
+  const Shape& input_shape(int i) const;
+  // The input's value when known (initializer, Constant, folded at plan time); nullptr otherwise.
+  const Tensor* input_value(int i) const { return i < static_cast<int>(values_.size()) ? values_[i] : nullptr; }
+  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  bool has_output(int i) const { return i < num_outputs() && node.has_output(i); }
+  int opset() const { return node.opset; }
+
+  void set_output(int i, DataType t, Shape s);
+  const std::vector<TypeShape>& outputs() const { return outputs_; }
+  // A fresh unknown dim (for data-dependent sizes whose value is not known).
+  Dim UnknownDim() const { return Dim(); }
+
+  // Throws Error("<node description>: msg").
+  [[noreturn]] void Fail(const std::string& msg) const;
+  // Throws UnsupportedError("<node description>: msg").
+  [[noreturn]] void Unsupported(const std::string& msg) const;
+  // Requires input i to be present; returns its shape.
+  const Shape& Require(int i) const;
+
+ private:
+  std::vector<TypeShape> inputs_;
+  std::vector<const Tensor*> values_;
+  std::vector<TypeShape> outputs_;
+};
+
+using InferFn = std::function<void(InferContext&)>;
+
+// Mixed-precision class (TF AutoMixedPrecision lists / PyTorch autocast); filled by the AMP issue.
+enum class AmpClass { kUnset, kAllow, kInfer, kDeny, kClear };
+// How cluster fusion may treat the op; filled by the fusion issue.
+enum class FusibleKind { kOpaque, kElementwise, kReduction };
+
+struct OpSchema {
+  std::string op_type;
+  std::string domain;      // "" = ai.onnx
+  int min_opset = 1;       // earliest opset version whose semantics the entry implements
+  InferFn infer;
+  // Inputs whose *values* determine output shapes (Reshape's shape, Slice's starts...). The executor must know
+  // them when it makes a plan; it folds their producers or asks the caller for them.
+  std::vector<int> value_inputs;
+  // False for ops that read only their inputs' shapes (Shape, Size): they fold whenever shapes are known.
+  bool reads_input_data = true;
+  AmpClass amp = AmpClass::kUnset;
+  FusibleKind fusible = FusibleKind::kOpaque;
+};
+
+class OpRegistry {
+ public:
+  // The registry with every op of onnx-train registered.
+  static const OpRegistry& Global();
+  void Register(OpSchema schema);
+  // The entry for (domain, op) or nullptr. "ai.onnx" and "" are the same domain.
+  const OpSchema* Find(const std::string& domain, const std::string& op_type) const;
+  std::vector<const OpSchema*> All() const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, OpSchema> ops_;
+};
+
+// Why a node cannot run here ("" when supported as far as the registry knows): unknown op, domain, or an
+// opset older than the registry's entry implements.
+std::string UnsupportedReason(const OpRegistry& reg, const Node& n);
+
+// Runs the registry's inference over the graph in topological order, filling every node output's dtype and
+// shape. Initializer and Constant values are known values. Nodes whose op is not registered get unknown
+// outputs (when `strict` is false) or raise UnsupportedError (when true).
+void InferShapes(Graph& g, bool strict = false);
+
+}  // namespace ot

@@ -1,0 +1,20 @@
+// One registration function per op family (graph/ops/<family>.cc). Explicit calls, not static
+// initialisers, so a static library never drops a family.
+#pragma once
+
+namespace ot {
+class OpRegistry;
+void RegisterElementwiseOps(OpRegistry& r);  // unary, binary, comparison, logical, variadic, Cast, Clip, Dropout...
+void RegisterReductionOps(OpRegistry& r);    // Reduce*, ArgMax/ArgMin, CumSum
+void RegisterNormOps(OpRegistry& r);         // BatchNorm, LayerNorm, InstanceNorm, Softmax, LogSoftmax, losses
+void RegisterLinalgOps(OpRegistry& r);       // MatMul, Gemm, Conv, ConvTranspose, pooling, Einsum
+void RegisterShapeOps(OpRegistry& r);        // Reshape ... OneHot: shape and data movement
+
+inline void RegisterAllOps(OpRegistry& r) {
+  RegisterElementwiseOps(r);
+  RegisterReductionOps(r);
+  RegisterNormOps(r);
+  RegisterLinalgOps(r);
+  RegisterShapeOps(r);
+}
+}  // namespace ot

@@ -1,0 +1,80 @@
+#include "tests/test_util.h"
+
+#include <cmath>
+
+#include "executor/executor.h"
+
+namespace ot::test {
+
+std::mt19937_64& Rng() {
+  static std::mt19937_64 rng(std::random_device{}());
+  return rng;
+}
+
+std::vector<Tensor> RunOp(const std::string& op_type, const std::vector<Tensor>& inputs,
+                          const std::map<std::string, Attribute>& attrs, int num_outputs, int opset,
+                          const std::vector<int>& constant_inputs) {
+  Graph g;
+  g.opset_imports[""] = opset;
+  std::vector<Value*> ins;
+  std::map<std::string, Tensor> feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].empty_tensor()) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    std::string name = "in" + std::to_string(i);
+    bool is_const = std::find(constant_inputs.begin(), constant_inputs.end(), static_cast<int>(i)) !=
+                    constant_inputs.end();
+    Value* v;
+    if (is_const) {
+      v = g.AddInitializer(name, inputs[i]);
+    } else {
+      v = g.AddValue(name);
+      v->dtype = inputs[i].dtype();
+      v->shape = Shape::Static(inputs[i].dims());
+      g.inputs.push_back(v);
+      feeds[name] = inputs[i];
+    }
+    ins.push_back(v);
+  }
+  std::vector<Value*> outs;
+  for (int i = 0; i < num_outputs; ++i) {
+    Value* o = g.AddValue("out" + std::to_string(i));
+    outs.push_back(o);
+    g.outputs.push_back(o);
+  }
+  Node* n = g.AddNode(op_type, ins, outs, "node");
+  n->attrs = attrs;
+  n->opset = opset;
+  Executor ex(g);
+  return ex.Run(feeds);
+}
+
+Tensor RandomTensor(DataType t, const std::vector<int64_t>& dims, double lo, double hi) {
+  Tensor r(t, dims);
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    double v = u(Rng());
+    if (IsInteger(t) || t == DataType::kBool) v = std::floor(v);
+    r.SetDouble(i, v);
+  }
+  return r;
+}
+
+void ExpectClose(const Tensor& a, const Tensor& e, double rtol, double atol) {
+  ASSERT_EQ(DataTypeName(a.dtype()), DataTypeName(e.dtype()));
+  ASSERT_EQ(DimsToString(a.dims()), DimsToString(e.dims()));
+  int bad = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.GetDouble(i), y = e.GetDouble(i);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    if (std::isinf(y) && x == y) continue;
+    if (!(std::fabs(x - y) <= atol + rtol * std::fabs(y))) {
+      if (++bad <= 5) ADD_FAILURE() << "element " << i << ": got " << x << ", expected " << y;
+    }
+  }
+  EXPECT_EQ(bad, 0) << "elements out of tolerance (rtol " << rtol << ", atol " << atol << ")";
+}
+
+}  // namespace ot::test
