@@ -56,6 +56,9 @@ struct KernelInfo {
   // True for kernels whose library runs its own OpenMP team (oneDNN): the executor runs them with no other
   // kernel beside them, so `--threads N` is never exceeded.
   bool exclusive = false;
+  // True when the outputs are random draws (Dropout in training mode with ratio > 0): a reference computed
+  // with another RNG cannot match, so the conformance runner reports such a mismatch as a skip.
+  bool random = false;
 };
 
 using KernelFactory = std::function<KernelInfo(const KernelContext&)>;
