@@ -1,0 +1,70 @@
+#include "cpu_ops/loss.h"
+
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "cpu_ops/softmax.h"
+#include "kernel_common/half.h"
+
+namespace ot::cpu {
+
+namespace {
+template <typename T>
+T Store(double v) {
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) return T(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+template <typename T>
+double Load(T v) {
+  return static_cast<double>(static_cast<std::conditional_t<std::is_same_v<T, double>, double, float>>(v));
+}
+}  // namespace
+
+template <typename T, typename I>
+void NllLoss(LossReduction red, int64_t n, int64_t c, int64_t d, const T* input, const I* target, const T* weight,
+             int64_t ignore_index, T* out) {
+  double sum = 0, wsum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < d; ++k) {
+      const int64_t t = static_cast<int64_t>(target[i * d + k]);
+      double l = 0;
+      if (t != ignore_index) {
+        if (t < 0 || t >= c)
+          throw std::out_of_range("target " + std::to_string(t) + " at element " + std::to_string(i * d + k) +
+                                  " is outside [0, " + std::to_string(c) + ")");
+        const double w = weight ? Load(weight[t]) : 1.0;
+        l = -Load(input[(i * c + t) * d + k]) * w;
+        wsum += w;
+      }
+      if (red == LossReduction::kNone) out[i * d + k] = Store<T>(l);
+      else sum += l;
+    }
+  }
+  if (red == LossReduction::kSum) out[0] = Store<T>(sum);
+  if (red == LossReduction::kMean) out[0] = Store<T>(sum / wsum);
+}
+
+template <typename T, typename I>
+void SoftmaxCrossEntropyLoss(LossReduction red, int64_t n, int64_t c, int64_t d, const T* scores, const I* target,
+                             const T* weight, int64_t ignore_index, T* out, T* log_prob) {
+  Softmax<T>(SoftmaxKind::kLogSoftmax, n, c, d, scores, log_prob);
+  NllLoss<T, I>(red, n, c, d, log_prob, target, weight, ignore_index, out);
+}
+
+#define OT_INSTANTIATE(T, I)                                                                                  \
+  template void NllLoss<T, I>(LossReduction, int64_t, int64_t, int64_t, const T*, const I*, const T*, int64_t, \
+                              T*);                                                                            \
+  template void SoftmaxCrossEntropyLoss<T, I>(LossReduction, int64_t, int64_t, int64_t, const T*, const I*,    \
+                                              const T*, int64_t, T*, T*);
+OT_INSTANTIATE(float, int32_t)
+OT_INSTANTIATE(float, int64_t)
+OT_INSTANTIATE(double, int32_t)
+OT_INSTANTIATE(double, int64_t)
+OT_INSTANTIATE(float16, int32_t)
+OT_INSTANTIATE(float16, int64_t)
+OT_INSTANTIATE(bfloat16, int32_t)
+OT_INSTANTIATE(bfloat16, int64_t)
+#undef OT_INSTANTIATE
+
+}  // namespace ot::cpu

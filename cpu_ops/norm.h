@@ -1,0 +1,49 @@
+// Normalisations over raw buffers: BatchNormalization (inference and training statistics),
+// LayerNormalization, InstanceNormalization, MeanVarianceNormalization, LpNormalization.
+// Statistics are computed in double (two passes: mean, then centred variance), one task per statistic, so the
+// results do not depend on the thread count. T: float, double, float16, bfloat16 (computed in float/double,
+// rounded on store).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "cpu_ops/reduce.h"
+
+namespace ot::cpu {
+
+// Mean and biased variance of each of `rows` rows of `cols` contiguous elements.
+template <typename T>
+void RowMoments(int64_t rows, int64_t cols, const T* x, double* mean, double* var);
+
+// Mean and biased variance per channel of x laid out [n, c, spatial] (over n and spatial).
+template <typename T>
+void ChannelMoments(int64_t n, int64_t c, int64_t spatial, const T* x, double* mean, double* var);
+
+// y[n,c,s] = (x - mean[c]) * scale[c] / sqrt(var[c] + eps) + bias[c]; per-channel params given in double.
+template <typename T>
+void BatchNormApply(int64_t n, int64_t c, int64_t spatial, const T* x, const double* scale, const double* bias,
+                    const double* mean, const double* var, double eps, T* y);
+
+// LayerNormalization over rows of `cols`: y = (x - mean) * invstd * scale[idx[j]] + bias[idx[j]], where
+// idx maps a column to its (broadcast) parameter element; empty idx = identity. bias may be null.
+// mean_out / invstd_out (one per row, may be null) receive the statistics.
+template <typename T>
+void LayerNorm(int64_t rows, int64_t cols, const T* x, const T* scale, const T* bias,
+               const std::vector<int64_t>& scale_idx, const std::vector<int64_t>& bias_idx, double eps, T* y,
+               float* mean_out, float* invstd_out);
+
+// InstanceNormalization of x [n, c, spatial] with scale[c], bias[c].
+template <typename T>
+void InstanceNorm(int64_t n, int64_t c, int64_t spatial, const T* x, const T* scale, const T* bias, double eps,
+                  T* y);
+
+// MeanVarianceNormalization: y = (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9) with the statistics over the
+// reduced dims of g (a geometry over x's dims); x and y have the same (full) shape `dims`.
+template <typename T>
+void MeanVarianceNorm(const std::vector<int64_t>& dims, const std::vector<bool>& reduce, const T* x, T* y);
+
+// LpNormalization along the middle dim of [outer, n, inner], p = 1 or 2; a zero norm gives 0.
+template <typename T>
+void LpNorm(int p, int64_t outer, int64_t n, int64_t inner, const T* x, T* y);
+
+}  // namespace ot::cpu

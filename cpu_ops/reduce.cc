@@ -1,0 +1,270 @@
+#include "cpu_ops/reduce.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "kernel_common/half.h"
+
+namespace ot::cpu {
+
+ReduceGeometry MakeReduceGeometry(const std::vector<int64_t>& dims, const std::vector<bool>& reduce) {
+  // Runs of (size, reduced) with size-1 dims dropped; adjacent runs of the same kind merge.
+  std::vector<int64_t> sizes;
+  std::vector<bool> red;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == 1) continue;
+    if (!sizes.empty() && red.back() == reduce[d]) {
+      sizes.back() *= dims[d];
+    } else {
+      sizes.push_back(dims[d]);
+      red.push_back(reduce[d]);
+    }
+  }
+  std::vector<int64_t> strides(sizes.size());
+  int64_t s = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= sizes[i];
+  }
+  ReduceGeometry g;
+  size_t n = sizes.size();
+  if (n > 0 && !red[n - 1]) {
+    g.inner = sizes[n - 1];
+    --n;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (red[i]) {
+      g.red_dims.push_back(sizes[i]);
+      g.red_strides.push_back(strides[i]);
+      g.count *= sizes[i];
+    } else {
+      g.kept_dims.push_back(sizes[i]);
+      g.kept_strides.push_back(strides[i]);
+      g.rows *= sizes[i];
+    }
+  }
+  return g;
+}
+
+int64_t RowBase(const ReduceGeometry& g, int64_t r) {
+  int64_t off = 0;
+  for (size_t d = g.kept_dims.size(); d-- > 0;) {
+    off += (r % g.kept_dims[d]) * g.kept_strides[d];
+    r /= g.kept_dims[d];
+  }
+  return off;
+}
+
+namespace {
+
+template <typename T>
+constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+
+template <typename T>
+using FloatAcc = std::conditional_t<std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>, float, double>;
+
+template <typename A>
+A Lowest() {
+  return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity()
+                                              : std::numeric_limits<A>::lowest();
+}
+template <typename A>
+A Highest() {
+  return std::numeric_limits<A>::has_infinity ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max();
+}
+
+template <typename A>
+bool IsNan(A v) {
+  if constexpr (std::is_floating_point_v<A>) return std::isnan(v);
+  else return false;
+}
+
+template <typename T, typename A>
+T Store(A v) {
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) return T(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+
+// Chunks of outputs a task handles: tiles of `inner` so a small number of long rows still spreads.
+constexpr int64_t kInnerTile = 512;
+
+template <typename T, typename A>
+void ReduceTyped(ReduceKind kind, const ReduceGeometry& g, const T* x, T* y) {
+  const int64_t inner = g.inner;
+  const int64_t tiles_per_row = std::max<int64_t>(1, (inner + kInnerTile - 1) / kInnerTile);
+  const int64_t tasks = g.rows * tiles_per_row;
+  const int64_t work_per_task = std::max<int64_t>(1, std::min(inner, kInnerTile) * std::max<int64_t>(g.count, 1));
+  const int64_t grain = std::max<int64_t>(1, 32768 / work_per_task);
+  auto body = [&](const tbb::blocked_range<int64_t>& range) {
+    std::vector<A> acc(std::min(inner, kInnerTile)), aux;
+    if (kind == ReduceKind::kLogSumExp) aux.resize(acc.size());
+    for (int64_t t = range.begin(); t < range.end(); ++t) {
+      const int64_t row = t / tiles_per_row;
+      const int64_t j0 = (t % tiles_per_row) * kInnerTile;
+      const int64_t nj = std::min(kInnerTile, inner - j0);
+      const T* xb = x + RowBase(g, row) + j0;
+      T* yb = y + row * inner + j0;
+      A init = 0;
+      if (kind == ReduceKind::kMax || kind == ReduceKind::kLogSumExp) init = Lowest<A>();
+      else if (kind == ReduceKind::kMin) init = Highest<A>();
+      else if (kind == ReduceKind::kProd) init = 1;
+      std::fill(acc.begin(), acc.begin() + nj, init);
+      auto accumulate = [&](auto&& op) {
+        ForEachReducedRun(g, [&](int64_t off, int64_t n, int64_t stride) {
+          for (int64_t k = 0; k < n; ++k) {
+            const T* p = xb + off + k * stride;
+            for (int64_t j = 0; j < nj; ++j) op(acc[j], static_cast<A>(p[j]), j);
+          }
+        });
+      };
+      switch (kind) {
+        case ReduceKind::kSum:
+        case ReduceKind::kMean:
+        case ReduceKind::kLogSum:
+          accumulate([](A& a, A v, int64_t) { a += v; });
+          break;
+        case ReduceKind::kMax:
+          accumulate([](A& a, A v, int64_t) {
+            if (v > a || IsNan(v)) a = IsNan(a) ? a : v;
+          });
+          break;
+        case ReduceKind::kMin:
+          accumulate([](A& a, A v, int64_t) {
+            if (v < a || IsNan(v)) a = IsNan(a) ? a : v;
+          });
+          break;
+        case ReduceKind::kProd:
+          accumulate([](A& a, A v, int64_t) { a *= v; });
+          break;
+        case ReduceKind::kL1:
+          accumulate([](A& a, A v, int64_t) { a += v < 0 ? -v : v; });
+          break;
+        case ReduceKind::kL2:
+        case ReduceKind::kSumSquare:
+          accumulate([](A& a, A v, int64_t) { a += v * v; });
+          break;
+        case ReduceKind::kLogSumExp: {
+          accumulate([](A& a, A v, int64_t) {
+            if (v > a || IsNan(v)) a = IsNan(a) ? a : v;
+          });
+          std::copy(acc.begin(), acc.begin() + nj, aux.begin());
+          std::fill(acc.begin(), acc.begin() + nj, A(0));
+          accumulate([&](A& a, A v, int64_t j) {
+            const A m = std::isinf(aux[j]) ? A(0) : aux[j];
+            a += std::exp(v - m);
+          });
+          for (int64_t j = 0; j < nj; ++j) acc[j] = std::log(acc[j]) + (std::isinf(aux[j]) ? A(0) : aux[j]);
+          break;
+        }
+      }
+      for (int64_t j = 0; j < nj; ++j) {
+        A v = acc[j];
+        switch (kind) {
+          case ReduceKind::kMean:
+            if constexpr (std::is_floating_point_v<A>) v = v / static_cast<A>(g.count);
+            else v = g.count ? v / static_cast<A>(g.count) : A(0);
+            break;
+          case ReduceKind::kL2: v = std::sqrt(v); break;
+          case ReduceKind::kLogSum: v = std::log(v); break;
+          default: break;
+        }
+        yb[j] = Store<T>(v);
+      }
+    }
+  };
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, tasks, grain), body, tbb::simple_partitioner());
+}
+
+}  // namespace
+
+template <typename T>
+void Reduce(ReduceKind kind, const ReduceGeometry& g, const T* x, T* y) {
+  if (g.out_numel() == 0) return;
+  if constexpr (kIsFloat<T>) {
+    ReduceTyped<T, FloatAcc<T>>(kind, g, x, y);
+  } else {
+    if (kind == ReduceKind::kL2 || kind == ReduceKind::kLogSum || kind == ReduceKind::kLogSumExp)
+      ReduceTyped<T, double>(kind, g, x, y);
+    else
+      ReduceTyped<T, int64_t>(kind, g, x, y);
+  }
+}
+
+template <typename T>
+void ArgReduce(bool is_max, bool select_last, int64_t outer, int64_t n, int64_t inner, const T* x, int64_t* y) {
+  const int64_t total = outer * inner;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, total, grain),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t o = r.begin(); o < r.end(); ++o) {
+          const int64_t i = o / inner, j = o % inner;
+          const T* p = x + i * n * inner + j;
+          using A = std::conditional_t<kIsFloat<T>, float, T>;
+          A best = static_cast<A>(p[0]);
+          int64_t bi = 0;
+          for (int64_t k = 1; k < n; ++k) {
+            A v = static_cast<A>(p[k * inner]);
+            bool better = is_max ? (select_last ? v >= best : v > best) : (select_last ? v <= best : v < best);
+            if (better) {
+              best = v;
+              bi = k;
+            }
+          }
+          y[o] = bi;
+        }
+      },
+      tbb::simple_partitioner());
+}
+
+template <typename T>
+void CumSum(bool exclusive, bool reverse, int64_t outer, int64_t n, int64_t inner, const T* x, T* y) {
+  using A = std::conditional_t<kIsFloat<T>, FloatAcc<T>, int64_t>;
+  const int64_t total = outer * inner;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, total, grain),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t o = r.begin(); o < r.end(); ++o) {
+          const int64_t i = o / inner, j = o % inner;
+          const T* p = x + i * n * inner + j;
+          T* q = y + i * n * inner + j;
+          A acc = 0;
+          for (int64_t t = 0; t < n; ++t) {
+            const int64_t k = reverse ? n - 1 - t : t;
+            const A v = static_cast<A>(p[k * inner]);
+            if (exclusive) {
+              q[k * inner] = Store<T>(acc);
+              acc += v;
+            } else {
+              acc += v;
+              q[k * inner] = Store<T>(acc);
+            }
+          }
+        }
+      },
+      tbb::simple_partitioner());
+}
+
+#define OT_INSTANTIATE(T)                                                                                   \
+  template void Reduce<T>(ReduceKind, const ReduceGeometry&, const T*, T*);                                 \
+  template void ArgReduce<T>(bool, bool, int64_t, int64_t, int64_t, const T*, int64_t*);                    \
+  template void CumSum<T>(bool, bool, int64_t, int64_t, int64_t, const T*, T*);
+OT_INSTANTIATE(float)
+OT_INSTANTIATE(double)
+OT_INSTANTIATE(float16)
+OT_INSTANTIATE(bfloat16)
+OT_INSTANTIATE(int32_t)
+OT_INSTANTIATE(int64_t)
+OT_INSTANTIATE(uint8_t)
+OT_INSTANTIATE(int8_t)
+OT_INSTANTIATE(uint32_t)
+OT_INSTANTIATE(uint64_t)
+#undef OT_INSTANTIATE
+
+}  // namespace ot::cpu

@@ -1,0 +1,15 @@
+// Softmax, LogSoftmax and Hardmax along the middle dim of [outer, n, inner] (the executor maps both the
+// opset < 13 "coerce to 2-D at axis" form, inner = 1, and the opset >= 13 single-axis form onto this).
+// Statistics in float (double for float64 inputs); the max is subtracted before exp.
+#pragma once
+#include <cstdint>
+
+namespace ot::cpu {
+
+enum class SoftmaxKind { kSoftmax, kLogSoftmax, kHardmax };
+
+// T: float, double, float16, bfloat16. y may not alias x.
+template <typename T>
+void Softmax(SoftmaxKind kind, int64_t outer, int64_t n, int64_t inner, const T* x, T* y);
+
+}  // namespace ot::cpu
