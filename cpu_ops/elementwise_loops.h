@@ -1,0 +1,43 @@
+// Internal to cpu_ops: the broadcast loops the binary/ternary kernels share (templates over storage types and
+// a scalar function). Fast paths: all operands contiguous (one flat loop), and runs where each operand steps
+// by 1 or is constant (scalar and row broadcasts).
+#pragma once
+#include <algorithm>
+
+#include "cpu_ops/elementwise_binary.h"
+#include "cpu_ops/elementwise_common.h"
+
+namespace ot::cpu {
+
+template <typename A, typename B, typename O, typename F>
+void BinaryLoop(const A* a, const B* b, O* out, const BroadcastPlan& p, F f) {
+  if (p.all_contiguous) {
+    ParallelChunks(p.numel, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) out[i] = f(a[i], b[i]);
+    });
+    return;
+  }
+  ForEachRun(p, [&](int64_t o, int64_t len, const int64_t* off, const int64_t* st) {
+    const A* pa = a + off[0];
+    const B* pb = b + off[1];
+    O* po = out + o;
+    const int64_t sa = st[0], sb = st[1];
+    if (sa == 1 && sb == 1) {
+      for (int64_t i = 0; i < len; ++i) po[i] = f(pa[i], pb[i]);
+    } else if (sa == 1 && sb == 0) {
+      const B bv = *pb;
+      for (int64_t i = 0; i < len; ++i) po[i] = f(pa[i], bv);
+    } else if (sa == 0 && sb == 1) {
+      const A av = *pa;
+      for (int64_t i = 0; i < len; ++i) po[i] = f(av, pb[i]);
+    } else {
+      for (int64_t i = 0; i < len; ++i) po[i] = f(pa[i * sa], pb[i * sb]);
+    }
+  });
+}
+
+// Comparison/logic half of Binary (defined in elementwise_compare.cc).
+template <typename T>
+void CompareBinary(BinaryOp op, const T* a, const T* b, bool* out, const BroadcastPlan& plan);
+
+}  // namespace ot::cpu
