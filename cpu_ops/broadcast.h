@@ -1,6 +1,7 @@
 // N-d broadcasting over raw buffers: per-input element strides into a common output shape (0 on broadcast
 // dims), and an odometer that walks the output in row-major order. Kernels know nothing of the IR.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

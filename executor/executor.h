@@ -9,6 +9,7 @@
 
 #include "graph/graph.h"
 #include "graph/tensor.h"
+#include "executor/threads.h"
 
 namespace ot {
 
@@ -28,6 +29,9 @@ class Executor {
   // Plan statistics of the last run (for `plan`/tests): kernels run per step and arena bytes.
   int64_t last_kernel_count() const;
   int64_t last_arena_bytes() const;
+  // True when the last run drew random numbers (Dropout in training mode): its outputs are not reproducible
+  // by another RNG.
+  bool last_has_random_kernels() const;
 
  private:
   const Graph& graph_;
@@ -37,8 +41,5 @@ class Executor {
   Plan* last_ = nullptr;
 };
 
-// --threads N: bounds TBB's global parallelism and oneDNN's OpenMP team. 0 = all cores. Call once, early.
-void SetThreadCount(int n);
-int ThreadCount();
 
 }  // namespace ot

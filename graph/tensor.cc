@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "graph/error.h"
+#include "graph/shape.h"
 
 namespace ot {
 

@@ -1,0 +1,103 @@
+#include "executor/executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "executor/plan.h"
+#include "graph/error.h"
+#include "graph/op_registry.h"
+
+namespace ot {
+
+namespace {
+// Graph inputs whose values decide shapes somewhere (through value_inputs and the producers feeding them).
+std::vector<std::string> ShapeRelevantInputs(const Graph& g) {
+  const OpRegistry& reg = OpRegistry::Global();
+  std::set<const Value*> seen;
+  std::vector<const Value*> stack;
+  for (const auto& n : g.nodes()) {
+    const OpSchema* s = reg.Find(n->domain, n->op_type);
+    if (!s) continue;
+    for (int i : s->value_inputs)
+      if (n->has_input(i)) stack.push_back(n->inputs[i]);
+  }
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    if (!seen.insert(v).second || !v->producer) continue;
+    const OpSchema* s = reg.Find(v->producer->domain, v->producer->op_type);
+    if (s && !s->reads_input_data) continue;
+    for (const Value* in : v->producer->inputs)
+      if (in) stack.push_back(in);
+  }
+  std::vector<std::string> r;
+  for (const Value* v : g.inputs)
+    if (seen.count(v)) r.push_back(v->name);
+  return r;
+}
+
+void CheckFeed(const Value* v, const Tensor& t) {
+  if (v->dtype != DataType::kUndefined && v->dtype != t.dtype())
+    throw Error("input '" + v->name + "' is " + DataTypeName(t.dtype()) + " but the model declares " +
+                DataTypeName(v->dtype));
+  if (!v->shape.known_rank()) return;
+  bool ok = v->shape.rank() == t.rank();
+  for (int i = 0; ok && i < t.rank(); ++i)
+    if (v->shape[i].is_static() && v->shape[i].value != t.dims()[i]) ok = false;
+  if (!ok)
+    throw Error("input '" + v->name + "' has shape " + DimsToString(t.dims()) + " but the model declares " +
+                v->shape.ToString());
+}
+}  // namespace
+
+Executor::Executor(const Graph& g, ExecutorOptions opts) : graph_(g), opts_(opts) {
+  shape_relevant_inputs_ = ShapeRelevantInputs(g);
+}
+
+Executor::~Executor() = default;
+
+std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds) {
+  std::map<std::string, TensorDesc> descs;
+  std::string sig;
+  for (const auto& [name, t] : feeds) {
+    const Value* v = graph_.FindValue(name);
+    bool is_input = v && std::find(graph_.inputs.begin(), graph_.inputs.end(), v) != graph_.inputs.end();
+    if (!is_input && !(v && v->is_initializer()))
+      throw Error("'" + name + "' is not an input of the model");
+    if (t.empty_tensor()) throw Error("input '" + name + "' is empty");
+    CheckFeed(v, t);
+    descs[name] = TensorDesc{t.dtype(), t.dims(), true};
+    sig += name + ":" + DataTypeName(t.dtype()) + DimsToString(t.dims()) + ";";
+  }
+  for (const Value* v : graph_.RealInputs())
+    if (!feeds.count(v->name)) throw Error("input '" + v->name + "' was not given");
+  std::map<std::string, const Tensor*> known;
+  for (const std::string& name : shape_relevant_inputs_) {
+    auto it = feeds.find(name);
+    if (it == feeds.end()) continue;
+    known[name] = &it->second;
+    sig += name + "=";
+    const auto* b = static_cast<const uint8_t*>(it->second.raw());
+    static const char* hex = "0123456789abcdef";
+    for (size_t i = 0; i < it->second.nbytes(); ++i) {
+      sig += hex[b[i] >> 4];
+      sig += hex[b[i] & 15];
+    }
+    sig += ";";
+  }
+  auto it = plans_.find(sig);
+  if (it == plans_.end()) {
+    // Values in `known` point into this call's feeds: the plan copies what it keeps (folded constants are
+    // owned by the plan; known feeds are only read while compiling).
+    it = plans_.emplace(sig, Plan::Compile(graph_, descs, known, opts_.seed)).first;
+  }
+  last_ = it->second.get();
+  return last_->Run(feeds);
+}
+
+int64_t Executor::last_kernel_count() const { return last_ ? last_->kernel_count() : 0; }
+int64_t Executor::last_arena_bytes() const { return last_ ? last_->arena_bytes() : 0; }
+bool Executor::last_has_random_kernels() const { return last_ && last_->has_random_kernels(); }
+
+}  // namespace ot

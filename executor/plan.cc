@@ -1,0 +1,432 @@
+#include "executor/plan.h"
+
+#include <tbb/flow_graph.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "executor/threads.h"
+#include "graph/error.h"
+#include "graph/op_registry.h"
+
+namespace ot {
+
+namespace {
+
+// Nodes whose inputs are all known fold at plan time when their outputs are at most this many elements, or
+// whatever their size when a later node needs their value to know its shapes.
+constexpr int64_t kFoldLimit = 1 << 16;
+constexpr size_t kAlign = 64;
+
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::shared_ptr<uint8_t> AllocBytes(size_t n) {
+  void* p = std::aligned_alloc(kAlign, std::max(AlignUp(n), kAlign));
+  if (!p) throw Error("out of host memory: the plan's arena needs " + std::to_string(n) + " bytes");
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+
+TensorDesc DescOf(const Tensor& t) { return TensorDesc{t.dtype(), t.dims(), true}; }
+
+// Values whose values some node needs when the plan is made (value_inputs), transitively through the producers
+// that compute them (stopping at ops that read only shapes).
+std::vector<const Value*> ValuesNeededAtPlanTime(const Graph& g) {
+  const OpRegistry& reg = OpRegistry::Global();
+  std::vector<const Value*> stack, out;
+  std::unordered_map<const Value*, bool> seen;
+  for (const auto& n : g.nodes()) {
+    const OpSchema* s = reg.Find(n->domain, n->op_type);
+    if (!s) continue;
+    for (int i : s->value_inputs)
+      if (n->has_input(i)) stack.push_back(n->inputs[i]);
+  }
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    if (seen[v]) continue;
+    seen[v] = true;
+    out.push_back(v);
+    if (!v->producer) continue;
+    const OpSchema* s = reg.Find(v->producer->domain, v->producer->op_type);
+    if (s && !s->reads_input_data) continue;
+    for (const Value* in : v->producer->inputs)
+      if (in) stack.push_back(in);
+  }
+  return out;
+}
+
+}  // namespace
+
+struct Plan::FlowGraph {
+  tbb::flow::graph graph;
+  tbb::flow::broadcast_node<tbb::flow::continue_msg> start{graph};
+  std::vector<std::unique_ptr<tbb::flow::continue_node<tbb::flow::continue_msg>>> nodes;
+};
+
+Plan::~Plan() = default;
+
+std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, TensorDesc>& inputs,
+                                    const std::map<std::string, const Tensor*>& known, uint64_t seed) {
+  const OpRegistry& reg = OpRegistry::Global();
+  const CpuKernelRegistry& kreg = CpuKernelRegistry::Global();
+  std::unique_ptr<Plan> p(new Plan());
+
+  struct Info {
+    TensorDesc desc;
+    const Tensor* value = nullptr;  // known at plan time
+    int buf = -1;                   // runtime buffer
+  };
+  std::unordered_map<const Value*, Info> info;
+  std::unordered_map<const Value*, bool> needed;
+  for (const Value* v : ValuesNeededAtPlanTime(g)) needed[v] = true;
+
+  // Graph inputs (a fed value overrides an initializer of the same name).
+  for (const auto& [name, desc] : inputs) {
+    const Value* v = g.FindValue(name);
+    if (!v) throw Error("input '" + name + "' is not an input of the model");
+    Info& in = info[v];
+    in.desc = desc;
+    auto k = known.find(name);
+    if (k != known.end()) in.value = k->second;
+    Buffer b;
+    b.kind = BufKind::kInput;
+    b.desc = desc;
+    b.name = name;
+    b.io_index = static_cast<int>(p->input_names_.size());
+    p->input_names_.push_back(name);
+    in.buf = static_cast<int>(p->bufs_.size());
+    p->bufs_.push_back(b);
+  }
+  for (const auto& v : g.values()) {
+    if (!v->initializer || info.count(v.get())) continue;
+    info[v.get()] = Info{DescOf(*v->initializer), v->initializer.get(), -1};
+  }
+
+  auto const_buf = [&](const Value* v) -> int {
+    Info& in = info[v];
+    if (in.buf >= 0) return in.buf;
+    Buffer b;
+    b.kind = BufKind::kConst;
+    b.desc = in.desc;
+    b.name = v->name;
+    b.constant = in.value;
+    in.buf = static_cast<int>(p->bufs_.size());
+    p->bufs_.push_back(b);
+    return in.buf;
+  };
+
+  for (const Node* n : g.TopologicalOrder()) {
+    std::string why = UnsupportedReason(reg, *n);
+    if (!why.empty()) throw UnsupportedError(n->Describe() + ": " + why);
+    const OpSchema* schema = reg.Find(n->domain, n->op_type);
+
+    std::vector<TypeShape> ts;
+    std::vector<const Tensor*> vals;
+    std::vector<TensorDesc> in_descs;
+    bool all_known = true;
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      const Value* v = n->inputs[i];
+      if (!v) {
+        ts.push_back({});
+        vals.push_back(nullptr);
+        in_descs.push_back({});
+        continue;
+      }
+      auto it = info.find(v);
+      if (it == info.end())
+        throw Error(n->Describe() + ": input '" + v->name + "' has no value (not fed, not an initializer, and " +
+                    "not produced by any node)");
+      ts.push_back({it->second.desc.dtype, Shape::Static(it->second.desc.dims), true});
+      vals.push_back(it->second.value);
+      in_descs.push_back(it->second.desc);
+      if (!it->second.value && schema->reads_input_data) all_known = false;
+    }
+    for (int i : schema->value_inputs)
+      if (n->has_input(i) && !vals[i])
+        throw Error(n->Describe() + ": input " + std::to_string(i) + " ('" + n->inputs[i]->name +
+                    "') decides the output shape, but its value is computed from data at run time; " +
+                    "data-dependent shapes are not supported");
+
+    InferContext ctx(*n, ts, vals, static_cast<int>(n->outputs.size()));
+    schema->infer(ctx);
+    std::vector<TensorDesc> out_descs(n->outputs.size());
+    int64_t out_elems = 0;
+    bool out_needed = false;
+    for (size_t i = 0; i < n->outputs.size(); ++i) {
+      if (!n->outputs[i]) continue;
+      const TypeShape& o = ctx.outputs()[i];
+      if (!o.present || !o.shape.is_static())
+        throw Error(n->Describe() + ": the shape of output '" + n->outputs[i]->name + "' cannot be determined (" +
+                    (o.present ? o.shape.ToString() : std::string("not inferred")) + ")");
+      out_descs[i] = TensorDesc{o.dtype, o.shape.StaticDims(), true};
+      out_elems += out_descs[i].numel();
+      if (needed.count(n->outputs[i])) out_needed = true;
+    }
+
+    KernelContext kctx{*n, in_descs, vals, out_descs, seed ^ (std::hash<std::string>{}(n->name) * 0x9e3779b97f4a7c15ull)};
+    const KernelFactory* factory = kreg.Find(n->domain, n->op_type);
+    if (!factory) throw UnsupportedError(n->Describe() + ": no CPU kernel for op " + n->op_type);
+    KernelInfo kinfo = (*factory)(kctx);
+
+    if (all_known && !kinfo.random && (out_elems <= kFoldLimit || out_needed)) {
+      // Fold: run the kernel now on the known inputs; its outputs become constants of the plan.
+      std::vector<const void*> in_ptrs;
+      for (const Tensor* t : vals) in_ptrs.push_back(t ? t->raw() : nullptr);
+      // Shape/Size read no data: hand them a dummy non-null pointer for unknown inputs.
+      std::vector<std::shared_ptr<Tensor>> outs(n->outputs.size());
+      std::vector<void*> out_ptrs(n->outputs.size(), nullptr);
+      for (size_t i = 0; i < n->outputs.size(); ++i) {
+        if (!out_descs[i].present) continue;
+        outs[i] = std::make_shared<Tensor>(out_descs[i].dtype, out_descs[i].dims);
+        out_ptrs[i] = outs[i]->raw();
+      }
+      kinfo.fn(KernelIO{in_ptrs.data(), out_ptrs.data()});
+      for (size_t i = 0; i < n->outputs.size(); ++i) {
+        if (!outs[i]) continue;
+        p->owned_.push_back(outs[i]);
+        info[n->outputs[i]] = Info{out_descs[i], outs[i].get(), -1};
+      }
+      ++p->folded_;
+      continue;
+    }
+    if (kinfo.random) p->random_ = true;
+
+    Step st;
+    st.node = n;
+    st.kernel = std::move(kinfo);
+    int step_index = static_cast<int>(p->steps_.size());
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      const Value* v = n->inputs[i];
+      if (!v) {
+        st.in_bufs.push_back(-1);
+        continue;
+      }
+      Info& in = info[v];
+      int b = in.buf >= 0 ? in.buf : const_buf(v);
+      st.in_bufs.push_back(b);
+      p->bufs_[b].last_step = step_index;
+    }
+    for (size_t i = 0; i < n->outputs.size(); ++i) {
+      if (!out_descs[i].present) {
+        st.out_bufs.push_back(-1);
+        continue;
+      }
+      Buffer b;
+      b.kind = BufKind::kArena;
+      b.desc = out_descs[i];
+      b.name = n->outputs[i]->name;
+      b.def_step = b.last_step = step_index;
+      int id = static_cast<int>(p->bufs_.size());
+      p->bufs_.push_back(b);
+      info[n->outputs[i]] = Info{out_descs[i], nullptr, id};
+      st.out_bufs.push_back(id);
+    }
+    p->steps_.push_back(std::move(st));
+  }
+
+  // Graph outputs: runtime values are written straight into the caller's output tensors.
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const Value* v = g.outputs[i];
+    auto it = info.find(v);
+    if (it == info.end()) throw Error("graph output '" + v->name + "' is not computed by the model");
+    int b = it->second.buf;
+    if (b < 0) b = const_buf(v);
+    Buffer& buf = p->bufs_[b];
+    if (buf.kind == BufKind::kArena && buf.io_index < 0) {
+      buf.kind = BufKind::kOutput;
+      buf.io_index = static_cast<int>(i);
+    }
+    p->output_bufs_.push_back(b);
+  }
+
+  p->PlanArena();
+  p->BuildFlowGraph();
+  return p;
+}
+
+// Offsets by best fit over lifetimes (largest first), then memory dependencies: a step that writes a region
+// waits for every step that used an earlier occupant of the region, so concurrent execution never overwrites
+// a value that is still being read.
+void Plan::PlanArena() {
+  std::vector<int> order;
+  for (size_t i = 0; i < bufs_.size(); ++i)
+    if (bufs_[i].kind == BufKind::kArena) order.push_back(static_cast<int>(i));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return bufs_[a].desc.nbytes() > bufs_[b].desc.nbytes(); });
+  std::vector<int> placed;
+  size_t peak = 0;
+  for (int id : order) {
+    Buffer& b = bufs_[id];
+    size_t size = AlignUp(b.desc.nbytes());
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (int o : placed) {
+      const Buffer& q = bufs_[o];
+      if (q.last_step < b.def_step || b.last_step < q.def_step) continue;
+      busy.push_back({q.offset, q.offset + AlignUp(q.desc.nbytes())});
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t best = SIZE_MAX, best_gap = SIZE_MAX, cur = 0;
+    for (auto [lo, hi] : busy) {
+      if (lo >= cur + size && lo - cur - size < best_gap) {
+        best = cur;
+        best_gap = lo - cur - size;
+      }
+      cur = std::max(cur, hi);
+    }
+    if (best == SIZE_MAX) best = cur;
+    b.offset = best;
+    peak = std::max(peak, best + size);
+    placed.push_back(id);
+  }
+  arena_size_ = peak;
+  arena_ = AllocBytes(arena_size_);
+
+  // Users of each buffer (steps that read or write it).
+  std::vector<std::vector<int>> users(bufs_.size());
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    for (int b : steps_[s].in_bufs)
+      if (b >= 0) users[b].push_back(static_cast<int>(s));
+    for (int b : steps_[s].out_bufs)
+      if (b >= 0) users[b].push_back(static_cast<int>(s));
+  }
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    std::vector<int>& deps = steps_[s].deps;
+    for (int b : steps_[s].in_bufs)
+      if (b >= 0 && (bufs_[b].kind == BufKind::kArena || bufs_[b].kind == BufKind::kOutput) &&
+          bufs_[b].def_step >= 0 && bufs_[b].def_step != static_cast<int>(s))
+        deps.push_back(bufs_[b].def_step);
+  }
+  for (int a : placed) {
+    const Buffer& A = bufs_[a];
+    size_t a_end = A.offset + AlignUp(A.desc.nbytes());
+    for (int b : placed) {
+      const Buffer& B = bufs_[b];
+      if (A.last_step >= B.def_step) continue;  // A must end before B starts
+      if (B.offset >= a_end || A.offset >= B.offset + AlignUp(B.desc.nbytes())) continue;
+      for (int u : users[a]) steps_[B.def_step].deps.push_back(u);
+    }
+  }
+  for (auto& st : steps_) {
+    std::sort(st.deps.begin(), st.deps.end());
+    st.deps.erase(std::unique(st.deps.begin(), st.deps.end()), st.deps.end());
+  }
+}
+
+void Plan::BuildFlowGraph() {
+  flow_ = std::make_unique<FlowGraph>();
+  auto& fg = *flow_;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    fg.nodes.push_back(std::make_unique<tbb::flow::continue_node<tbb::flow::continue_msg>>(
+        fg.graph, [this, i](const tbb::flow::continue_msg&) {
+          if (error_) return tbb::flow::continue_msg();
+          try {
+            std::vector<const void*> in;
+            std::vector<void*> out;
+            RunStep(i, in, out);
+          } catch (...) {
+            std::lock_guard<std::mutex> l(error_mu_);
+            if (!error_) error_ = std::current_exception();
+          }
+          return tbb::flow::continue_msg();
+        }));
+  }
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (steps_[i].deps.empty()) tbb::flow::make_edge(fg.start, *fg.nodes[i]);
+    for (int d : steps_[i].deps) tbb::flow::make_edge(*fg.nodes[d], *fg.nodes[i]);
+  }
+}
+
+namespace {
+// Kernels that run their own OpenMP team take the lock exclusively; all others share it.
+std::shared_mutex& KernelLock() {
+  static std::shared_mutex m;
+  return m;
+}
+}  // namespace
+
+void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& out) {
+  const Step& st = steps_[i];
+  auto ptr = [&](int b) -> uint8_t* {
+    if (b < 0) return nullptr;
+    const Buffer& buf = bufs_[b];
+    switch (buf.kind) {
+      case BufKind::kArena: return arena_.get() + buf.offset;
+      case BufKind::kConst: return const_cast<uint8_t*>(static_cast<const uint8_t*>(buf.constant->raw()));
+      case BufKind::kInput: return const_cast<uint8_t*>(static_cast<const uint8_t*>(input_ptrs_[buf.io_index]));
+      case BufKind::kOutput: return static_cast<uint8_t*>(output_ptrs_[buf.io_index]);
+    }
+    return nullptr;
+  };
+  in.clear();
+  out.clear();
+  for (int b : st.in_bufs) in.push_back(ptr(b));
+  for (int b : st.out_bufs) out.push_back(ptr(b));
+  KernelIO io{in.data(), out.data()};
+  try {
+    if (ThreadCount() == 1) {
+      st.kernel.fn(io);
+    } else if (st.kernel.exclusive) {
+      std::unique_lock<std::shared_mutex> l(KernelLock());
+      st.kernel.fn(io);
+    } else {
+      std::shared_lock<std::shared_mutex> l(KernelLock());
+      // Isolation: while this kernel waits on its own parallel_for, the thread steals only that loop's tasks,
+      // never another kernel (which could wait for this lock).
+      tbb::this_task_arena::isolate([&] { st.kernel.fn(io); });
+    }
+  } catch (const UnsupportedError&) {
+    throw;
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.find(st.node->name) == std::string::npos) msg = st.node->Describe() + ": " + msg;
+    throw Error(msg);
+  }
+}
+
+std::vector<Tensor> Plan::Run(const std::map<std::string, Tensor>& feeds) {
+  input_ptrs_.assign(input_names_.size(), nullptr);
+  for (size_t i = 0; i < input_names_.size(); ++i) {
+    auto it = feeds.find(input_names_[i]);
+    if (it == feeds.end()) throw Error("input '" + input_names_[i] + "' was not given");
+    input_ptrs_[i] = it->second.raw();
+  }
+  std::vector<Tensor> results(output_bufs_.size());
+  output_ptrs_.assign(output_bufs_.size(), nullptr);
+  for (size_t i = 0; i < output_bufs_.size(); ++i) {
+    const Buffer& b = bufs_[output_bufs_[i]];
+    results[i] = Tensor(b.desc.dtype, b.desc.dims);
+    output_ptrs_[i] = results[i].raw();
+  }
+  error_ = nullptr;
+  if (ThreadCount() == 1 || steps_.size() <= 1) {
+    std::vector<const void*> in;
+    std::vector<void*> out;
+    for (size_t i = 0; i < steps_.size(); ++i) RunStep(i, in, out);
+  } else {
+    RunInArena([&] {
+      flow_->start.try_put(tbb::flow::continue_msg());
+      flow_->graph.wait_for_all();
+    });
+    if (error_) std::rethrow_exception(error_);
+  }
+  // Outputs that are constants, inputs, or a runtime value listed twice among the outputs.
+  for (size_t i = 0; i < output_bufs_.size(); ++i) {
+    const Buffer& b = bufs_[output_bufs_[i]];
+    if (b.kind == BufKind::kOutput && b.io_index == static_cast<int>(i)) continue;
+    const void* src = nullptr;
+    switch (b.kind) {
+      case BufKind::kConst: src = b.constant->raw(); break;
+      case BufKind::kInput: src = input_ptrs_[b.io_index]; break;
+      case BufKind::kOutput: src = output_ptrs_[b.io_index]; break;
+      case BufKind::kArena: src = arena_.get() + b.offset; break;
+    }
+    if (b.desc.nbytes()) std::memcpy(results[i].raw(), src, b.desc.nbytes());
+  }
+  return results;
+}
+
+}  // namespace ot

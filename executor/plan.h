@@ -1,0 +1,77 @@
+// A Plan: one Graph compiled for concrete input shapes (and the values of shape-deciding inputs).
+// Compile-time work: shape inference with concrete dims, folding of every node whose inputs are known
+// (constants, initializers, Shape of a static tensor, and the integer arithmetic exporters put on top), a kernel
+// per remaining node from the CPU kernel registry, and buffer offsets in one arena from the values' lifetimes.
+// Run-time work: kernels only, issued by a TBB flow graph as their inputs (and reused memory) become ready.
+#pragma once
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "executor/kernel_registry.h"
+#include "graph/graph.h"
+
+
+namespace ot {
+
+class Plan {
+ public:
+  // `inputs`: dtype and dims of every fed graph input; `known`: values of the fed inputs that decide shapes.
+  static std::unique_ptr<Plan> Compile(const Graph& g, const std::map<std::string, TensorDesc>& inputs,
+                                       const std::map<std::string, const Tensor*>& known, uint64_t seed);
+  ~Plan();
+  std::vector<Tensor> Run(const std::map<std::string, Tensor>& feeds);
+
+  int64_t kernel_count() const { return static_cast<int64_t>(steps_.size()); }
+  int64_t arena_bytes() const { return static_cast<int64_t>(arena_size_); }
+  int64_t folded_count() const { return folded_; }
+  // True when a kernel draws random numbers (Dropout in training mode).
+  bool has_random_kernels() const { return random_; }
+
+ private:
+  enum class BufKind { kArena, kConst, kInput, kOutput };
+  struct Buffer {
+    BufKind kind = BufKind::kArena;
+    TensorDesc desc;
+    std::string name;
+    size_t offset = 0;                 // kArena
+    const Tensor* constant = nullptr;  // kConst
+    int io_index = -1;                 // kInput: index into input_names_; kOutput: graph output index
+    int def_step = -1, last_step = -1;
+  };
+  struct Step {
+    const Node* node = nullptr;
+    KernelInfo kernel;
+    std::vector<int> in_bufs, out_bufs;  // -1 = absent
+    std::vector<int> deps;               // steps that must finish first
+  };
+  struct FlowGraph;
+
+  Plan() = default;
+  void PlanArena();
+  void BuildFlowGraph();
+  void RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& out);
+
+  std::vector<Buffer> bufs_;
+  std::vector<Step> steps_;
+  std::vector<std::string> input_names_;
+  std::vector<int> output_bufs_;  // per graph output
+  std::vector<std::shared_ptr<Tensor>> owned_;
+  size_t arena_size_ = 0;
+  std::shared_ptr<uint8_t> arena_;
+  int64_t folded_ = 0;
+  bool random_ = false;
+
+  // Per-run pointer tables.
+  std::vector<const void*> input_ptrs_;
+  std::vector<void*> output_ptrs_;
+  std::unique_ptr<FlowGraph> flow_;
+  std::exception_ptr error_;
+  std::mutex error_mu_;
+};
+
+}  // namespace ot

@@ -1,0 +1,234 @@
+// `onnx-train check DIR...`: the ONNX backend-test runner. For every directory below DIR holding model.onnx and
+// test_data_set_*/{input,output}_*.pb, run the model and compare with the reference outputs by the ONNX
+// runner's rule: same output count, dtype and shape; allclose with rtol 1e-3, atol 1e-7 (NaN equals NaN).
+// A model using something onnx-train does not implement is a skip with its reason, never a failure or crash.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "executor/executor.h"
+#include "graph/error.h"
+#include "onnx_import/model_io.h"
+#include "onnx_import/tensor_io.h"
+#include "tools/commands.h"
+
+namespace fs = std::filesystem;
+
+namespace ot::tools {
+
+namespace {
+
+enum class Outcome { kPass, kFail, kSkip };
+
+struct Result {
+  Outcome outcome = Outcome::kFail;
+  std::string reason;
+};
+
+std::vector<fs::path> SortedFiles(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, fs::path>> r;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind(prefix, 0) == 0 && e.path().extension() == ".pb")
+      r.push_back({std::atoi(n.c_str() + prefix.size()), e.path()});
+  }
+  std::sort(r.begin(), r.end());
+  std::vector<fs::path> out;
+  for (auto& [i, p] : r) out.push_back(p);
+  return out;
+}
+
+// Why `actual` differs from `expected` by the runner's rule, or "" when it does not.
+std::string Compare(const Tensor& actual, const Tensor& expected) {
+  if (actual.dtype() != expected.dtype())
+    return "dtype " + DataTypeName(actual.dtype()) + ", expected " + DataTypeName(expected.dtype());
+  if (actual.dims() != expected.dims())
+    return "shape " + DimsToString(actual.dims()) + ", expected " + DimsToString(expected.dims());
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < actual.numel(); ++i) {
+    double a = actual.GetDouble(i), e = expected.GetDouble(i);
+    if (std::isnan(a) || std::isnan(e)) {
+      if (std::isnan(a) != std::isnan(e)) { ++bad; if (first < 0) first = i; }
+      continue;
+    }
+    if (std::isinf(e) || std::isinf(a)) {
+      if (a != e) { ++bad; if (first < 0) first = i; }
+      continue;
+    }
+    if (std::fabs(a - e) > 1e-7 + 1e-3 * std::fabs(e)) {
+      ++bad;
+      if (first < 0) first = i;
+    }
+  }
+  if (!bad) return "";
+  std::ostringstream s;
+  s << bad << " of " << actual.numel() << " elements differ; first at " << first << ": got "
+    << actual.GetDouble(first) << ", expected " << expected.GetDouble(first);
+  return s.str();
+}
+
+Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
+  Result res;
+  try {
+    std::unique_ptr<Graph> g = LoadModel((dir / "model.onnx").string());
+    if (o.roundtrip) g = ParseModel(SerializeModel(*g), dir.string(), (dir / "model.onnx").string() + " (re-imported)");
+    Executor ex(*g);
+    std::vector<Value*> real = g->RealInputs();
+    int sets = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (!e.is_directory() || e.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
+      ++sets;
+      std::vector<fs::path> ins = SortedFiles(e.path(), "input_");
+      std::vector<fs::path> outs = SortedFiles(e.path(), "output_");
+      // Inputs are positional over the graph inputs that are not initializers (or over all inputs when the
+      // files cover every input, initializers included).
+      const std::vector<Value*>& targets = ins.size() == real.size() ? real : g->inputs;
+      if (ins.size() != targets.size())
+        throw Error(e.path().string() + ": " + std::to_string(ins.size()) + " input files for " +
+                    std::to_string(real.size()) + " model inputs");
+      std::map<std::string, Tensor> feeds;
+      for (size_t i = 0; i < ins.size(); ++i) feeds[targets[i]->name] = ReadTensorPb(ins[i].string()).tensor;
+      std::vector<Tensor> got = ex.Run(feeds);
+      if (got.size() != outs.size())
+        throw Error(std::to_string(got.size()) + " outputs, expected " + std::to_string(outs.size()));
+      for (size_t i = 0; i < outs.size(); ++i) {
+        Tensor want = ReadTensorPb(outs[i].string()).tensor;
+        std::string why = Compare(got[i], want);
+        if (!why.empty()) {
+          if (ex.last_has_random_kernels()) {
+            res.outcome = Outcome::kSkip;
+            res.reason = "outputs are random draws (Dropout in training mode); the reference used numpy's RNG";
+            return res;
+          }
+          res.outcome = Outcome::kFail;
+          res.reason = e.path().filename().string() + " output " + std::to_string(i) + " ('" +
+                       g->outputs[i]->name + "'): " + why;
+          return res;
+        }
+      }
+    }
+    if (!sets) throw Error("no test_data_set_* directory");
+    res.outcome = Outcome::kPass;
+  } catch (const UnsupportedError& e) {
+    res.outcome = Outcome::kSkip;
+    res.reason = e.what();
+  } catch (const std::exception& e) {
+    res.outcome = Outcome::kFail;
+    res.reason = e.what();
+  }
+  return res;
+}
+
+// Runs one model dir in a child process: a crash, abort or timeout becomes a failure with its signal.
+Result RunIsolated(const fs::path& dir, const CheckOptions& o) {
+  int fds[2];
+  if (pipe(fds) != 0) return RunModelDir(dir, o);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return RunModelDir(dir, o);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(static_cast<unsigned>(o.timeout_s));
+    SetThreadCount(o.threads);
+    Result r = RunModelDir(dir, o);
+    std::string msg = std::to_string(static_cast<int>(r.outcome)) + r.reason;
+    size_t off = 0;
+    while (off < msg.size()) {
+      ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Result r;
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    r.outcome = Outcome::kFail;
+    r.reason = sig == SIGALRM ? "timed out after " + std::to_string(o.timeout_s) + " s"
+                              : std::string("crashed with signal ") + strsignal(sig);
+    return r;
+  }
+  if (msg.empty() || (WIFEXITED(status) && WEXITSTATUS(status) != 0)) {
+    r.outcome = Outcome::kFail;
+    r.reason = "child exited with status " + std::to_string(WEXITSTATUS(status)) + " without a result";
+    return r;
+  }
+  r.outcome = static_cast<Outcome>(msg[0] - '0');
+  r.reason = msg.substr(1);
+  return r;
+}
+
+void FindModelDirs(const fs::path& root, std::vector<fs::path>& out) {
+  if (fs::exists(root / "model.onnx")) {
+    out.push_back(root);
+    return;
+  }
+  std::vector<fs::path> subs;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory()) subs.push_back(e.path());
+  std::sort(subs.begin(), subs.end());
+  for (const auto& s : subs) FindModelDirs(s, out);
+}
+
+}  // namespace
+
+int Check(const CheckOptions& o) {
+  std::vector<fs::path> dirs;
+  for (const std::string& d : o.dirs) {
+    if (!fs::is_directory(d)) throw Error(d + ": not a directory");
+    FindModelDirs(d, dirs);
+  }
+  if (!o.fork) SetThreadCount(o.threads);
+  int passed = 0, failed = 0, skipped = 0;
+  std::ofstream plist;
+  if (!o.passed_list.empty()) {
+    plist.open(o.passed_list);
+    if (!plist) throw Error(o.passed_list + ": cannot write");
+  }
+  for (const fs::path& d : dirs) {
+    Result r = o.fork ? RunIsolated(d, o) : RunModelDir(d, o);
+    std::string name = d.filename().string();
+    switch (r.outcome) {
+      case Outcome::kPass:
+        ++passed;
+        if (!o.quiet) std::cout << "PASS " << name << "\n";
+        if (plist) plist << name << "\n";
+        break;
+      case Outcome::kFail:
+        ++failed;
+        std::cout << "FAIL " << name << ": " << r.reason << "\n";
+        break;
+      case Outcome::kSkip:
+        ++skipped;
+        if (!o.quiet) std::cout << "SKIP " << name << ": " << r.reason << "\n";
+        break;
+    }
+    std::cout.flush();
+  }
+  std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped" << std::endl;
+  return failed ? 1 : 0;
+}
+
+}  // namespace ot::tools

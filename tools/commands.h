@@ -1,0 +1,27 @@
+// The onnx-train subcommands. Each returns the process exit code; errors a user can cause throw ot::Error and
+// are printed by main as one line.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace ot::tools {
+
+struct CheckOptions {
+  std::vector<std::string> dirs;
+  bool roundtrip = false;    // import -> export -> import before running
+  bool fork = true;          // run each model in a child process (a crash is a failure, not the end)
+  bool quiet = false;        // print only failures and the summary
+  int timeout_s = 300;       // per model
+  int threads = 0;
+  std::string passed_list;   // write the names of passed tests to this file
+};
+int Check(const CheckOptions& o);
+
+int Info(const std::string& model);
+
+struct RunOptions {
+  std::string model, data, output;
+};
+int Run(const RunOptions& o);
+
+}  // namespace ot::tools

@@ -1,0 +1,65 @@
+// onnx-train: the command-line front end. See README.md for the command reference.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <new>
+
+#include "executor/executor.h"
+#include "graph/error.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"onnx-train: train and run ONNX models on the CPU (and CUDA)"};
+  app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads, "Threads for everything (TBB and oneDNN); 0 = all cores")
+      ->check(CLI::NonNegativeNumber);
+
+  ot::tools::RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "Inference: run MODEL on the arrays of an .npz file");
+  run_cmd->add_option("model", run.model, "MODEL.onnx")->required();
+  run_cmd->add_option("--data", run.data, "IN.npz whose arrays are named after the model's inputs")->required();
+  run_cmd->add_option("-o,--output", run.output, "OUT.npz for the model's outputs (else a summary is printed)");
+  run_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
+
+  std::string info_model;
+  auto* info_cmd = app.add_subcommand("info", "Inputs, outputs, opsets, op counts, parameters, unsupported ops");
+  info_cmd->add_option("model", info_model, "MODEL.onnx")->required();
+
+  ot::tools::CheckOptions check;
+  auto* check_cmd = app.add_subcommand("check", "Run ONNX backend-test directories against their reference outputs");
+  check_cmd->add_option("dirs", check.dirs, "Directories searched for model.onnx + test_data_set_*")->required();
+  check_cmd->add_flag("--roundtrip", check.roundtrip, "Import, export and re-import each model before running it");
+  check_cmd->add_flag("!--no-fork", check.fork, "Run models in this process (no crash isolation)");
+  check_cmd->add_flag("-q,--quiet", check.quiet, "Print only failures and the summary");
+  check_cmd->add_option("--timeout", check.timeout_s, "Seconds per model");
+  check_cmd->add_option("--passed-list", check.passed_list, "Write the names of passed tests to this file");
+  check_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*check_cmd) {
+      // Threads start in each checked model's child process, never in the parent that forks.
+      check.threads = threads;
+      return ot::tools::Check(check);
+    }
+    ot::SetThreadCount(threads);
+    if (*run_cmd) return ot::tools::Run(run);
+    if (*info_cmd) return ot::tools::Info(info_model);
+  } catch (const ot::Error& e) {
+    std::fprintf(stderr, "onnx-train: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "onnx-train: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "onnx-train: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

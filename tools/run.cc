@@ -1,0 +1,57 @@
+// `onnx-train run MODEL --data IN.npz [-o OUT.npz]`: inference on the CPU.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "executor/executor.h"
+#include "graph/error.h"
+#include "onnx_import/model_io.h"
+#include "onnx_import/tensor_io.h"
+#include "tools/commands.h"
+
+namespace ot::tools {
+
+int Run(const RunOptions& o) {
+  std::unique_ptr<Graph> g = LoadModel(o.model);
+  std::map<std::string, Tensor> feeds;
+  for (NamedTensor& nt : ReadNpz(o.data)) {
+    const Value* v = g->FindValue(nt.name);
+    bool is_input = v && std::find(g->inputs.begin(), g->inputs.end(), v) != g->inputs.end();
+    if (!is_input) {
+      std::string names;
+      for (const Value* in : g->RealInputs()) names += (names.empty() ? "" : ", ") + in->name;
+      throw Error(o.data + ": array '" + nt.name + "' is not an input of " + o.model + " (inputs: " + names + ")");
+    }
+    feeds[nt.name] = std::move(nt.tensor);
+  }
+  for (const Value* v : g->RealInputs())
+    if (!feeds.count(v->name)) throw Error(o.data + ": no array for the model input '" + v->name + "'");
+  Executor ex(*g);
+  std::vector<Tensor> outs;
+  try {
+    outs = ex.Run(feeds);
+  } catch (const UnsupportedError& e) {
+    throw Error(o.model + ": " + e.what());
+  }
+  if (!o.output.empty()) {
+    std::vector<NamedTensor> named;
+    for (size_t i = 0; i < outs.size(); ++i) named.push_back({g->outputs[i]->name, outs[i]});
+    WriteNpz(o.output, named);
+    std::printf("wrote %zu outputs to %s\n", outs.size(), o.output.c_str());
+    return 0;
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor& t = outs[i];
+    std::printf("%s: %s%s", g->outputs[i]->name.c_str(), DataTypeName(t.dtype()).c_str(),
+                DimsToString(t.dims()).c_str());
+    double sum = 0;
+    for (int64_t k = 0; k < t.numel(); ++k) sum += t.GetDouble(k);
+    std::printf(" sum=%.6g first=[", sum);
+    for (int64_t k = 0; k < std::min<int64_t>(t.numel(), 6); ++k) std::printf(k ? ", %.6g" : "%.6g", t.GetDouble(k));
+    std::printf(t.numel() > 6 ? ", ...]\n" : "]\n");
+  }
+  return 0;
+}
+
+}  // namespace ot::tools
