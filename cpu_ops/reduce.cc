@@ -110,8 +110,14 @@ void ReduceTyped(ReduceKind kind, const ReduceGeometry& g, const T* x, T* y) {
       const T* xb = x + RowBase(g, row) + j0;
       T* yb = y + row * inner + j0;
       A init = 0;
-      if (kind == ReduceKind::kMax || kind == ReduceKind::kLogSumExp) init = Lowest<A>();
-      else if (kind == ReduceKind::kMin) init = Highest<A>();
+      // Identities in T's range (an empty reduction of int32 max gives INT32_MIN, not a wrapped int64).
+      if (kind == ReduceKind::kMax || kind == ReduceKind::kLogSumExp) {
+        if constexpr (std::is_integral_v<T>) init = static_cast<A>(std::numeric_limits<T>::lowest());
+        else init = Lowest<A>();
+      } else if (kind == ReduceKind::kMin) {
+        if constexpr (std::is_integral_v<T>) init = static_cast<A>(std::numeric_limits<T>::max());
+        else init = Highest<A>();
+      }
       else if (kind == ReduceKind::kProd) init = 1;
       std::fill(acc.begin(), acc.begin() + nj, init);
       auto accumulate = [&](auto&& op) {

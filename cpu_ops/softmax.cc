@@ -48,8 +48,9 @@ void SoftmaxColumn(SoftmaxKind kind, int64_t n, int64_t inner, const T* p, T* q)
     const A inv = static_cast<A>(1.0 / sum);
     for (int64_t k = 0; k < n; ++k) q[k * inner] = Store<T>(std::exp(static_cast<A>(p[k * inner]) - m) * inv);
   } else {
-    const A lse = static_cast<A>(std::log(sum)) + m;
-    for (int64_t k = 0; k < n; ++k) q[k * inner] = Store<T>(static_cast<A>(p[k * inner]) - lse);
+    // (x - max) - log(sum): subtracting max first keeps the precision of large inputs.
+    const A ls = static_cast<A>(std::log(sum));
+    for (int64_t k = 0; k < n; ++k) q[k * inner] = Store<T>((static_cast<A>(p[k * inner]) - m) - ls);
   }
 }
 

@@ -1,0 +1,117 @@
+// cpu_ops normalisations against naive double references: batch norm (inference and batch statistics),
+// layer norm (with broadcast parameters and statistics outputs), instance norm, MVN, Lp norm.
+#include "cpu_ops/norm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace ot::cpu {
+namespace {
+
+std::vector<float> Rand(int64_t n, uint64_t seed, double lo = -2, double hi = 2) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(u(g));
+  return v;
+}
+
+TEST(CpuNorm, BatchNormInferenceAndTrainingStatistics) {
+  const int64_t N = 3, C = 4, S = 5;
+  std::vector<float> x = Rand(N * C * S, 1);
+  std::vector<double> scale = {0.5, 1, 2, -1}, bias = {0, 1, -1, 0.25}, mean = {0.1, -0.2, 0.3, 0}, var = {1, 2, 0.5, 3};
+  std::vector<float> y(x.size());
+  BatchNormApply<float>(N, C, S, x.data(), scale.data(), bias.data(), mean.data(), var.data(), 1e-5, y.data());
+  for (int64_t i = 0; i < N * C * S; ++i) {
+    const int64_t c = (i / S) % C;
+    const double e = (x[i] - mean[c]) / std::sqrt(var[c] + 1e-5) * scale[c] + bias[c];
+    ASSERT_NEAR(y[i], e, 1e-5);
+  }
+  std::vector<double> bm(C), bv(C);
+  ChannelMoments<float>(N, C, S, x.data(), bm.data(), bv.data());
+  for (int64_t c = 0; c < C; ++c) {
+    double s = 0, s2 = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < S; ++j) s += x[(n * C + c) * S + j];
+    const double m = s / (N * S);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < S; ++j) s2 += std::pow(x[(n * C + c) * S + j] - m, 2);
+    EXPECT_NEAR(bm[c], m, 1e-12);
+    EXPECT_NEAR(bv[c], s2 / (N * S), 1e-12);
+  }
+}
+
+TEST(CpuNorm, LayerNormWithBroadcastScaleAndStatistics) {
+  const int64_t rows = 6, cols = 12;  // normalized dims [3, 4]; scale [4] broadcast, bias [3, 4]
+  std::vector<float> x = Rand(rows * cols, 2), scale = Rand(4, 3), bias = Rand(cols, 4);
+  std::vector<int64_t> sidx(cols);
+  for (int64_t j = 0; j < cols; ++j) sidx[j] = j % 4;
+  std::vector<float> y(x.size()), mean(rows), inv(rows);
+  LayerNorm<float>(rows, cols, x.data(), scale.data(), bias.data(), sidx, {}, 1e-5, y.data(), mean.data(), inv.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (int64_t j = 0; j < cols; ++j) m += x[r * cols + j];
+    m /= cols;
+    for (int64_t j = 0; j < cols; ++j) v += std::pow(x[r * cols + j] - m, 2);
+    v /= cols;
+    const double is = 1 / std::sqrt(v + 1e-5);
+    EXPECT_NEAR(mean[r], m, 1e-6);
+    EXPECT_NEAR(inv[r], is, 1e-5 * is);
+    for (int64_t j = 0; j < cols; ++j)
+      ASSERT_NEAR(y[r * cols + j], (x[r * cols + j] - m) * is * scale[j % 4] + bias[j], 1e-5);
+  }
+}
+
+TEST(CpuNorm, InstanceNormPerSampleAndChannel) {
+  const int64_t N = 2, C = 3, S = 10;
+  std::vector<float> x = Rand(N * C * S, 5), scale = Rand(C, 6), bias = Rand(C, 7), y(x.size());
+  InstanceNorm<float>(N, C, S, x.data(), scale.data(), bias.data(), 1e-3, y.data());
+  for (int64_t nc = 0; nc < N * C; ++nc) {
+    double m = 0, v = 0;
+    for (int64_t j = 0; j < S; ++j) m += x[nc * S + j];
+    m /= S;
+    for (int64_t j = 0; j < S; ++j) v += std::pow(x[nc * S + j] - m, 2);
+    v /= S;
+    for (int64_t j = 0; j < S; ++j)
+      ASSERT_NEAR(y[nc * S + j], (x[nc * S + j] - m) / std::sqrt(v + 1e-3) * scale[nc % C] + bias[nc % C], 1e-5);
+  }
+}
+
+TEST(CpuNorm, MeanVarianceNormOverAxes023) {
+  const std::vector<int64_t> dims = {2, 3, 2, 4};
+  std::vector<float> x = Rand(48, 8), y(48);
+  MeanVarianceNorm<float>(dims, {true, false, true, true}, x.data(), y.data());
+  for (int64_t c = 0; c < 3; ++c) {
+    double s = 0, s2 = 0;
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t j = 0; j < 8; ++j) {
+        const double v = x[(n * 3 + c) * 8 + j];
+        s += v;
+        s2 += v * v;
+      }
+    const double m = s / 16, sd = std::sqrt(s2 / 16 - m * m);
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t j = 0; j < 8; ++j) {
+        const int64_t i = (n * 3 + c) * 8 + j;
+        ASSERT_NEAR(y[i], (x[i] - m) / (sd + 1e-9), 1e-5);
+      }
+  }
+}
+
+TEST(CpuNorm, LpNormP1P2AndZeroVector) {
+  std::vector<float> x = {3, 0, 4, 0, 0, 0}, y(6);  // [outer=1, n=2, inner=3]
+  LpNorm<float>(2, 1, 2, 3, x.data(), y.data());
+  EXPECT_NEAR(y[0], 1, 1e-7);
+  EXPECT_NEAR(y[2], 1, 1e-7);
+  EXPECT_EQ(y[1], 0);  // a zero column stays 0 (not NaN)
+  std::vector<float> a = {1, -3}, b(2);
+  LpNorm<float>(1, 1, 2, 1, a.data(), b.data());
+  EXPECT_NEAR(b[0], 0.25, 1e-7);
+  EXPECT_NEAR(b[1], -0.75, 1e-7);
+}
+
+}  // namespace
+}  // namespace ot::cpu
