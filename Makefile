@@ -1,0 +1,66 @@
+# onnx-train: `make demo` and `make test` are the whole set-up on a fresh Debian 12 machine.
+JOBS       ?= $(shell nproc)
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+CUDA       ?= AUTO
+FUZZ_SECONDS ?= 60
+TESTDATA   := /usr/share/libonnx-testdata/data
+SHELL      := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+
+.PHONY: all bootstrap build build-asan demo test test-unit test-conformance test-asan fuzz test-full bench clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DONNXTRAIN_CUDA=$(CUDA)
+
+build: bootstrap $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Core libraries, tools and the fuzzer with clang + ASan/UBSan (no CUDA: the sanitizers cover the host code).
+$(ASAN_BUILD)/build.ninja:
+	CC=clang CXX=clang++ cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DONNXTRAIN_CUDA=OFF -DONNXTRAIN_SANITIZE=ON -DONNXTRAIN_FUZZ=ON -DONNXTRAIN_TESTS=OFF
+
+build-asan: bootstrap $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target onnx-train fuzz_model_import
+
+demo: build
+	$(BUILD)/onnx-train info examples/mlp/model.onnx
+	$(BUILD)/onnx-train run examples/mlp/model.onnx --data examples/mlp/input.npz -o $(BUILD)/mlp_out.npz
+	$(BUILD)/onnx-train run examples/mlp/model.onnx --data examples/mlp/input.npz
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L 'unit|cli'
+
+test-conformance: build
+	cd $(BUILD) && ctest --output-on-failure -L conformance
+
+# The conformance suites again under ASan+UBSan (every model, round-tripped through export), then the fuzzer.
+test-asan: build-asan
+	ASAN_OPTIONS=detect_leaks=1 $(ASAN_BUILD)/onnx-train check --quiet --roundtrip \
+	  $(TESTDATA)/node $(TESTDATA)/simple $(TESTDATA)/pytorch-operator $(TESTDATA)/pytorch-converted \
+	  | tail -n 30
+	tests/fuzz/run.sh $(ASAN_BUILD) $(FUZZ_SECONDS)
+
+fuzz: build-asan
+	tests/fuzz/run.sh $(ASAN_BUILD) $(FUZZ_SECONDS)
+
+test: build build-asan
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-asan
+
+# Heavier suites: the newer ONNX node tests (opsets up to 22) shipped inside the onnx 1.22 wheel (needs PyPI).
+test-full: build
+	scripts/onnx-newer-tests .venv
+	$(BUILD)/onnx-train check --quiet $$(.venv/bin/python -c 'import onnx,os;print(os.path.join(os.path.dirname(onnx.__file__),"backend/test/data/node"))')
+
+bench: build
+	bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
