@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "graph/error.h"
 #include "graph/op_registry.h"
 #include "onnx_import/model_io.h"
 #include "tools/commands.h"
