@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -77,8 +78,39 @@ std::string Compare(const Tensor& actual, const Tensor& expected) {
   return s.str();
 }
 
+// Tests of ONNX 1.12's data whose reference contradicts the current ONNX spec or the test's own model; each is
+// reported as a skip with the reason (never silently passed).
+const std::map<std::string, std::string>& KnownDataDefects() {
+  static const std::map<std::string, std::string> m = {
+      {"test_cast_FLOAT_to_BFLOAT16",
+       "ONNX 1.12's reference truncates float to bfloat16; the spec (and onnx-train) rounds to nearest even"},
+      {"test_castlike_FLOAT_to_BFLOAT16", "the test data's 'like' input is [1] but the model declares [3,4]"},
+      {"test_castlike_FLOAT_to_BFLOAT16_expanded", "the test data's 'like' input is [1] but the model declares [3,4]"},
+      {"test_castlike_BFLOAT16_to_FLOAT", "the test data's 'like' input is [1] but the model declares [3,4]"},
+      {"test_castlike_BFLOAT16_to_FLOAT_expanded", "the test data's 'like' input is [1] but the model declares [3,4]"},
+  };
+  return m;
+}
+
+// numpy has no bfloat16, so ONNX 1.12's test data stores bfloat16 tensors as uint16 with the same bits: read
+// them as the bfloat16 the model declares.
+Tensor AsDeclared(Tensor t, DataType declared) {
+  if (declared == DataType::kBFloat16 && t.dtype() == DataType::kUint16) {
+    Tensor r(DataType::kBFloat16, t.dims());
+    std::memcpy(r.raw(), t.raw(), t.nbytes());
+    return r;
+  }
+  return t;
+}
+
 Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
   Result res;
+  auto defect = KnownDataDefects().find(dir.filename().string());
+  if (defect != KnownDataDefects().end()) {
+    res.outcome = Outcome::kSkip;
+    res.reason = "reference data defect: " + defect->second;
+    return res;
+  }
   try {
     std::unique_ptr<Graph> g = LoadModel((dir / "model.onnx").string());
     if (o.roundtrip) g = ParseModel(SerializeModel(*g), dir.string(), (dir / "model.onnx").string() + " (re-imported)");
@@ -97,12 +129,13 @@ Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
         throw Error(e.path().string() + ": " + std::to_string(ins.size()) + " input files for " +
                     std::to_string(real.size()) + " model inputs");
       std::map<std::string, Tensor> feeds;
-      for (size_t i = 0; i < ins.size(); ++i) feeds[targets[i]->name] = ReadTensorPb(ins[i].string()).tensor;
+      for (size_t i = 0; i < ins.size(); ++i)
+        feeds[targets[i]->name] = AsDeclared(ReadTensorPb(ins[i].string()).tensor, targets[i]->dtype);
       std::vector<Tensor> got = ex.Run(feeds);
       if (got.size() != outs.size())
         throw Error(std::to_string(got.size()) + " outputs, expected " + std::to_string(outs.size()));
       for (size_t i = 0; i < outs.size(); ++i) {
-        Tensor want = ReadTensorPb(outs[i].string()).tensor;
+        Tensor want = AsDeclared(ReadTensorPb(outs[i].string()).tensor, g->outputs[i]->dtype);
         std::string why = Compare(got[i], want);
         if (!why.empty()) {
           if (ex.last_has_random_kernels()) {
