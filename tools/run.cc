@@ -31,7 +31,7 @@ int Run(const RunOptions& o) {
   std::vector<Tensor> outs;
   try {
     outs = ex.Run(feeds);
-  } catch (const UnsupportedError& e) {
+  } catch (const Error& e) {
     throw Error(o.model + ": " + e.what());
   }
   if (!o.output.empty()) {

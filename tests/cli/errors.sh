@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Every error a user can cause gives one line on stderr that names the problem, and a non-zero exit; never a
+# crash. Usage: errors.sh ONNX_TRAIN_BINARY TESTS_CLI_DIR
+set -u
+tool=$(realpath "$1")
+data=$2/data
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+
+expect_error() {  # expect_error "EXPECTED SUBSTRING" ARGS...
+  local want=$1
+  shift
+  "$tool" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? lines
+  lines=$(wc -l <"$tmp/err")
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$lines" -eq 1 ] && grep -qF -- "$want" "$tmp/err"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL: onnx-train $*"
+    echo "  exit $rc, $lines stderr lines, wanted '$want':"
+    sed 's/^/  | /' "$tmp/err"
+  fi
+}
+
+cd "$data"
+expect_error "truncated.onnx: not a valid ONNX model" run truncated.onnx --data good.npz
+expect_error "random.onnx: not a valid ONNX model" run random.onnx --data good.npz
+expect_error "node 'add1' (Add): input 'nope' is not defined" run missing_input.onnx --data good.npz
+expect_error "node 'add1' (Add, opset 17): shapes do not broadcast" run shape_mismatch.onnx --data shape_mismatch.npz
+expect_error "input 'y' has shape [5] but the model declares [3]" run good.onnx --data wrong_shape.npz
+expect_error "node 'add1' (Resize, opset 17): op Resize is not supported" run unsupported_op.onnx --data good.npz
+expect_error "external data location '../outside.bin' refused" run external_escape.onnx --data good.npz
+expect_error "external data location '/etc/hostname' refused" run external_absolute.onnx --data good.npz
+expect_error "tensor 'w': declared [3,4] float32 = 48 bytes but raw_data has 40" run size_mismatch.onnx --data good.npz
+expect_error "array 'why' is not an input" run good.onnx --data wrong_name.npz
+expect_error "truncated.npz: not a valid .npz" run good.onnx --data truncated.npz
+expect_error "missing.npz: cannot open" run good.onnx --data missing.npz
+expect_error "missing.onnx: cannot open" info missing.onnx
+expect_error "truncated.onnx: not a valid ONNX model" info truncated.onnx
+expect_error "not a directory" check missing_dir
+
+# The good model runs, and writes an .npz that reads back as data.
+"$tool" run good.onnx --data good.npz -o "$tmp/out.npz" >/dev/null 2>&1 && [ -s "$tmp/out.npz" ] &&
+  "$tool" run good.onnx --data good.npz >"$tmp/sum" 2>&1 && grep -q "z: float32\[2,3\]" "$tmp/sum" &&
+  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: good model did not run"; }
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

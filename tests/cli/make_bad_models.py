@@ -1,0 +1,64 @@
+"""Writes the small malformed models and data files that tests/cli/errors.sh feeds to onnx-train.
+Run with a Python that has onnx and numpy (scripts/onnx-newer-tests .venv): .venv/bin/python tests/cli/make_bad_models.py
+"""
+import os
+import random
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+os.makedirs(here, exist_ok=True)
+
+
+def save(model, name):
+    with open(os.path.join(here, name), "wb") as f:
+        f.write(model.SerializeToString())
+
+
+def add_model(y_dims=(3,), extra_nodes=(), inits=(), op="Add", inputs=("x", "y")):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_dims))
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, None)
+    nodes = [helper.make_node(op, list(inputs), ["z"], name="add1")] + list(extra_nodes)
+    g = helper.make_graph(nodes, "g", [x, y], [z], initializer=list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="bad-models")
+
+
+good = add_model()
+save(good, "good.onnx")
+b = good.SerializeToString()
+with open(os.path.join(here, "truncated.onnx"), "wb") as f:
+    f.write(b[: len(b) // 2])
+rng = random.Random(1234)
+with open(os.path.join(here, "random.onnx"), "wb") as f:
+    f.write(bytes(rng.randrange(256) for _ in range(4096)))
+save(add_model(inputs=("x", "nope")), "missing_input.onnx")
+save(add_model(y_dims=(4,)), "shape_mismatch.onnx")
+save(add_model(op="Resize"), "unsupported_op.onnx")
+
+# Initializers whose data lives outside the model's folder, or whose declared size disagrees with the bytes.
+def with_init(t, name):
+    m = add_model(inputs=("x", "w"), inits=[t])
+    save(m, name)
+
+for loc, name in [("../outside.bin", "external_escape.onnx"), ("/etc/hostname", "external_absolute.onnx")]:
+    t = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[3])
+    t.data_location = TensorProto.EXTERNAL
+    e = t.external_data.add()
+    e.key, e.value = "location", loc
+    with_init(t, name)
+t = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[3, 4], raw_data=b"\0" * 40)
+with_init(t, "size_mismatch.onnx")
+
+x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+np.savez(os.path.join(here, "good.npz"), x=x, y=np.ones(3, np.float32))
+np.savez(os.path.join(here, "wrong_shape.npz"), x=x, y=np.ones(5, np.float32))
+np.savez(os.path.join(here, "shape_mismatch.npz"), x=x, y=np.ones(4, np.float32))
+np.savez(os.path.join(here, "wrong_name.npz"), x=x, why=np.ones(3, np.float32))
+with open(os.path.join(here, "good.npz"), "rb") as f:
+    data = f.read()
+with open(os.path.join(here, "truncated.npz"), "wb") as f:
+    f.write(data[: len(data) // 2])
+print("wrote", sorted(os.listdir(here)))
