@@ -26,6 +26,8 @@ std::string SerializeNpy(const Tensor& t);
 
 // .npz: a zip of .npy members (".npy" stripped from names), stored or deflated, ZIP64 understood.
 std::vector<NamedTensor> ReadNpz(const std::string& path);
+// The same over bytes in memory; `what` names the source in error messages.
+std::vector<NamedTensor> ParseNpz(const std::string& bytes, const std::string& what);
 void WriteNpz(const std::string& path, const std::vector<NamedTensor>& tensors, bool compress = true);
 
 }  // namespace ot

@@ -1,0 +1,104 @@
+#include "onnx_import/file_util.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "graph/error.h"
+
+namespace ot::io {
+
+namespace {
+std::string Errno() { return std::strerror(errno); }
+
+// Opens a regular file read-only; returns the fd and its size.
+int OpenRegular(const std::string& path, size_t* size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open (" + Errno() + ")");
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    std::string e = Errno();
+    ::close(fd);
+    throw Error(path + ": cannot stat (" + e + ")");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(path + ": not a regular file");
+  }
+  *size = static_cast<size_t>(st.st_size);
+  return fd;
+}
+}  // namespace
+
+std::string ReadFile(const std::string& path) {
+  size_t size = 0;
+  int fd = OpenRegular(path, &size);
+  std::string out;
+  try {
+    out.resize(size);
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+    throw Error(path + ": file too large to read (" + std::to_string(size) + " bytes)");
+  }
+  size_t got = 0;
+  while (got < size) {
+    ssize_t r = ::read(fd, out.data() + got, size - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      std::string e = r < 0 ? Errno() : "unexpected end of file";
+      ::close(fd);
+      throw Error(path + ": read failed (" + e + ")");
+    }
+    got += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  return out;
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(path + ": cannot create (" + Errno() + ")");
+  size_t put = 0;
+  while (put < bytes.size()) {
+    ssize_t r = ::write(fd, bytes.data() + put, bytes.size() - put);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      std::string e = Errno();
+      ::close(fd);
+      throw Error(path + ": write failed (" + e + ")");
+    }
+    put += static_cast<size_t>(r);
+  }
+  if (::close(fd) != 0) throw Error(path + ": write failed (" + Errno() + ")");
+}
+
+MappedFile::MappedFile(const std::string& path) {
+  int fd = OpenRegular(path, &size_);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      std::string e = Errno();
+      ::close(fd);
+      throw Error(path + ": cannot map (" + e + ")");
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+std::string DirName(const std::string& path) {
+  size_t p = path.find_last_of('/');
+  if (p == std::string::npos) return ".";
+  if (p == 0) return "/";
+  return path.substr(0, p);
+}
+
+}  // namespace ot::io

@@ -1,0 +1,456 @@
+// ModelProto <-> Graph. The import parses the protobuf itself (no onnx checker or shape inference: they reject
+// opsets newer than the library) and validates what a hostile file could abuse: tensor sizes against the bytes
+// present, external-data paths, names defined twice or never.
+#include "onnx_import/model_io.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <climits>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graph/error.h"
+#include "onnx_import/file_util.h"
+#include "onnx_import/proto_tensor.h"
+
+namespace ot {
+
+using onnx_detail::DataTypeFromOnnx;
+using onnx_detail::TensorFromProto;
+using onnx_detail::TensorToProto;
+
+namespace {
+
+std::string NormalizeDomain(const std::string& d) { return d == "ai.onnx" ? "" : d; }
+
+const char* TypeCaseName(onnx::TypeProto::ValueCase c) {
+  switch (c) {
+    case onnx::TypeProto::kSequenceType: return "sequence";
+    case onnx::TypeProto::kMapType: return "map";
+    case onnx::TypeProto::kOptionalType: return "optional";
+    case onnx::TypeProto::kSparseTensorType: return "sparse tensor";
+    case onnx::TypeProto::kOpaqueType: return "opaque";
+    default: return "unknown";
+  }
+}
+
+class Importer {
+ public:
+  Importer(const std::string& base_dir, const std::string& what, Graph& g) : base_dir_(base_dir), what_(what), g_(g) {}
+
+  void Run(const onnx::ModelProto& m) {
+    if (!m.has_graph()) throw Error(what_ + ": model has no graph");
+    g_.ir_version = m.ir_version();
+    g_.producer_name = m.producer_name();
+    g_.producer_version = m.producer_version();
+    g_.doc_string = m.doc_string();
+    g_.opset_imports.clear();
+    for (const auto& op : m.opset_import()) {
+      std::string d = NormalizeDomain(op.domain());
+      if (op.version() < 0 || op.version() > INT_MAX)
+        throw Error(what_ + ": opset import for domain '" + op.domain() + "' has invalid version " +
+                    std::to_string(op.version()));
+      int v = static_cast<int>(op.version());
+      auto it = g_.opset_imports.find(d);
+      if (it != g_.opset_imports.end() && it->second != v)
+        throw Error(what_ + ": domain '" + op.domain() + "' is imported twice with different versions");
+      g_.opset_imports[d] = v;
+    }
+    const onnx::GraphProto& gp = m.graph();
+    g_.name = gp.name();
+    if (gp.sparse_initializer_size() > 0)
+      throw UnsupportedError(what_ + ": sparse initializers are not supported ('" + gp.sparse_initializer(0).values().name() +
+                             "')");
+    ReadInitializers(gp);
+    ReadInputs(gp);
+    ReadNodes(gp);
+    ReadOutputs(gp);
+    ReadValueInfo(gp);
+    g_.TopologicalOrder();  // throws on a cycle (a node that needs its own output)
+  }
+
+ private:
+  void ReadInitializers(const onnx::GraphProto& gp) {
+    for (const auto& tp : gp.initializer()) {
+      if (tp.name().empty()) throw Error(what_ + ": an initializer has no name");
+      if (defined_.count(tp.name())) throw Error(what_ + ": initializer '" + tp.name() + "' is defined twice");
+      Tensor t = TensorFromProto(tp, base_dir_, what_, "tensor '" + tp.name() + "'");
+      g_.AddInitializer(tp.name(), std::move(t));
+      defined_[tp.name()] = "an initializer";
+    }
+  }
+
+  // Reads a value's declared type. Non-tensor types throw UnsupportedError when `strict`, else are ignored.
+  // Returns false when the type was ignored.
+  bool ReadType(const onnx::TypeProto& tp, const std::string& context, bool strict, DataType* dt, Shape* shape) {
+    *dt = DataType::kUndefined;
+    *shape = Shape();
+    if (tp.value_case() == onnx::TypeProto::VALUE_NOT_SET) return true;
+    if (tp.value_case() != onnx::TypeProto::kTensorType) {
+      if (strict)
+        throw UnsupportedError(context + " has a non-tensor type (" + std::string(TypeCaseName(tp.value_case())) + "), which is not supported");
+      return false;
+    }
+    const auto& tt = tp.tensor_type();
+    if (tt.elem_type() != 0) {
+      if (strict) {
+        *dt = DataTypeFromOnnx(tt.elem_type(), context);
+      } else {
+        try {
+          *dt = DataTypeFromOnnx(tt.elem_type(), context);
+        } catch (const Error&) {
+          return false;
+        }
+      }
+    }
+    if (tt.has_shape()) {
+      std::vector<Dim> dims;
+      dims.reserve(tt.shape().dim_size());
+      for (const auto& d : tt.shape().dim()) {
+        if (d.has_dim_value()) {
+          if (d.dim_value() < 0)
+            throw Error(context + ": negative dimension " + std::to_string(d.dim_value()) + " in its shape");
+          dims.emplace_back(d.dim_value());
+        } else if (d.has_dim_param() && !d.dim_param().empty()) {
+          dims.push_back(Dim::Symbol(d.dim_param()));
+        } else {
+          dims.emplace_back();
+        }
+      }
+      *shape = Shape(std::move(dims));
+    }
+    return true;
+  }
+
+  void ReadInputs(const onnx::GraphProto& gp) {
+    std::unordered_set<std::string> seen;
+    for (const auto& vi : gp.input()) {
+      const std::string& name = vi.name();
+      const std::string context = what_ + ": graph input '" + name + "'";
+      if (name.empty()) throw Error(what_ + ": a graph input has no name");
+      if (!seen.insert(name).second) throw Error(context + " is listed twice");
+      DataType dt;
+      Shape shape;
+      ReadType(vi.type(), context, /*strict=*/true, &dt, &shape);
+      Value* v = g_.FindValue(name);
+      if (v && v->is_initializer()) {
+        // An initializer that is also an input (an overridable default): the initializer's static type wins,
+        // but the declared element type must agree with it.
+        if (dt != DataType::kUndefined && dt != v->dtype)
+          throw Error(context + " is declared " + DataTypeName(dt) + " but its initializer is " +
+                      DataTypeName(v->dtype));
+      } else {
+        v = g_.AddValue(name);
+        v->dtype = dt;
+        v->shape = shape;
+        defined_[name] = "a graph input";
+      }
+      g_.inputs.push_back(v);
+    }
+  }
+
+  Attribute ReadAttribute(const onnx::AttributeProto& ap, const std::string& node_desc) {
+    int type = ap.type();
+    if (!ap.ref_attr_name().empty()) type = -1;  // function-body reference: keep opaque
+    if (type == onnx::AttributeProto::UNDEFINED) {  // very old writers: infer from the field that is set
+      if (ap.has_f()) type = onnx::AttributeProto::FLOAT;
+      else if (ap.has_i()) type = onnx::AttributeProto::INT;
+      else if (ap.has_s()) type = onnx::AttributeProto::STRING;
+      else if (ap.has_t()) type = onnx::AttributeProto::TENSOR;
+      else if (ap.has_g()) type = onnx::AttributeProto::GRAPH;
+      else if (ap.floats_size()) type = onnx::AttributeProto::FLOATS;
+      else if (ap.ints_size()) type = onnx::AttributeProto::INTS;
+      else if (ap.strings_size()) type = onnx::AttributeProto::STRINGS;
+      else if (ap.tensors_size()) type = onnx::AttributeProto::TENSORS;
+      else if (ap.graphs_size()) type = onnx::AttributeProto::GRAPHS;
+    }
+    Attribute a;
+    switch (type) {
+      case onnx::AttributeProto::FLOAT: a = Attribute::Float(ap.f()); break;
+      case onnx::AttributeProto::INT: a = Attribute::Int(ap.i()); break;
+      case onnx::AttributeProto::STRING: a = Attribute::String(ap.s()); break;
+      case onnx::AttributeProto::TENSOR:
+        a = Attribute::TensorValue(TensorFromProto(ap.t(), base_dir_, what_, node_desc + ": attribute '" + ap.name() + "'"));
+        break;
+      case onnx::AttributeProto::FLOATS: a = Attribute::Floats({ap.floats().begin(), ap.floats().end()}); break;
+      case onnx::AttributeProto::INTS: a = Attribute::Ints({ap.ints().begin(), ap.ints().end()}); break;
+      case onnx::AttributeProto::STRINGS:
+        a.kind = Attribute::Kind::kStrings;
+        a.strings.assign(ap.strings().begin(), ap.strings().end());
+        break;
+      case onnx::AttributeProto::TENSORS:
+        a.kind = Attribute::Kind::kTensors;
+        for (int i = 0; i < ap.tensors_size(); ++i)
+          a.tensors.push_back(TensorFromProto(ap.tensors(i), base_dir_, what_,
+                                              node_desc + ": attribute '" + ap.name() + "'[" + std::to_string(i) + "]"));
+        break;
+      case onnx::AttributeProto::GRAPH:
+        a.kind = Attribute::Kind::kGraph;
+        a.opaque = ap.SerializeAsString();
+        break;
+      default:  // GRAPHS, sparse tensors, type protos, references: kept as written for export
+        a.kind = Attribute::Kind::kOther;
+        a.opaque = ap.SerializeAsString();
+        break;
+    }
+    return a;
+  }
+
+  void ReadNodes(const onnx::GraphProto& gp) {
+    // Names given in the file, so generated names for unnamed nodes do not collide with them.
+    std::unordered_set<std::string> node_names;
+    for (const auto& np : gp.node())
+      if (!np.name().empty()) node_names.insert(np.name());
+    struct PendingInput {
+      Node* node;
+      std::string name;
+    };
+    std::vector<PendingInput> pending;
+    for (int idx = 0; idx < gp.node_size(); ++idx) {
+      const auto& np = gp.node(idx);
+      std::string name = np.name();
+      if (name.empty()) {
+        name = np.op_type() + "_" + std::to_string(idx);
+        for (int k = 1; node_names.count(name); ++k) name = np.op_type() + "_" + std::to_string(idx) + "_" + std::to_string(k);
+        node_names.insert(name);
+      }
+      const std::string domain = NormalizeDomain(np.domain());
+      std::string desc = "node '" + name + "' (" + (domain.empty() ? "" : domain + ".") + np.op_type() + ")";
+      if (np.op_type().empty()) throw Error(what_ + ": node '" + name + "' has no op_type");
+      std::vector<Value*> inputs, outputs;
+      inputs.reserve(np.input_size());
+      for (const auto& in : np.input()) {
+        if (in.empty()) {
+          inputs.push_back(nullptr);
+          continue;
+        }
+        inputs.push_back(g_.GetOrAddValue(in));
+      }
+      std::unordered_set<std::string> own;
+      for (const auto& out : np.output()) {
+        if (out.empty()) {
+          outputs.push_back(nullptr);
+          continue;
+        }
+        auto it = defined_.find(out);
+        if (it != defined_.end())
+          throw Error(what_ + ": " + desc + ": output '" + out + "' is already defined by " + it->second);
+        if (!own.insert(out).second) throw Error(what_ + ": " + desc + ": output '" + out + "' is listed twice");
+        outputs.push_back(g_.GetOrAddValue(out));
+      }
+      Node* n = g_.AddNode(np.op_type(), inputs, outputs, name);
+      n->domain = domain;
+      n->opset = g_.OpsetOf(domain);
+      n->doc_string = np.doc_string();
+      for (const auto& ap : np.attribute()) {
+        if (ap.name().empty()) throw Error(what_ + ": " + desc + ": an attribute has no name");
+        if (n->attrs.count(ap.name())) throw Error(what_ + ": " + desc + ": attribute '" + ap.name() + "' is given twice");
+        n->attrs.emplace(ap.name(), ReadAttribute(ap, desc));
+      }
+      for (const auto& out : np.output())
+        if (!out.empty()) defined_[out] = desc;
+      for (const auto& in : np.input())
+        if (!in.empty()) pending.push_back({n, in});
+    }
+    // ONNX files may list nodes out of order, so inputs are checked once every node is known.
+    for (const auto& p : pending)
+      if (!defined_.count(p.name))
+        throw Error(what_ + ": node '" + p.node->name + "' (" + p.node->op_type + "): input '" + p.name +
+                    "' is not defined by any node, input or initializer");
+  }
+
+  void ReadOutputs(const onnx::GraphProto& gp) {
+    std::unordered_set<std::string> seen;
+    for (const auto& vi : gp.output()) {
+      const std::string& name = vi.name();
+      const std::string context = what_ + ": graph output '" + name + "'";
+      if (name.empty()) throw Error(what_ + ": a graph output has no name");
+      if (!seen.insert(name).second) throw Error(context + " is listed twice");
+      if (!defined_.count(name)) throw Error(context + " is not defined by any node, input or initializer");
+      DataType dt;
+      Shape shape;
+      ReadType(vi.type(), context, /*strict=*/true, &dt, &shape);
+      Value* v = g_.FindValue(name);
+      if (v->dtype == DataType::kUndefined) v->dtype = dt;
+      if (!v->shape.known_rank()) v->shape = shape;
+      g_.outputs.push_back(v);
+    }
+  }
+
+  void ReadValueInfo(const onnx::GraphProto& gp) {
+    for (const auto& vi : gp.value_info()) {
+      Value* v = g_.FindValue(vi.name());
+      if (!v || v->is_initializer()) continue;
+      DataType dt;
+      Shape shape;
+      if (!ReadType(vi.type(), what_ + ": value_info '" + vi.name() + "'", /*strict=*/false, &dt, &shape)) continue;
+      if (v->dtype == DataType::kUndefined) v->dtype = dt;
+      if (!v->shape.known_rank()) v->shape = shape;
+    }
+  }
+
+  const std::string& base_dir_;
+  const std::string& what_;
+  Graph& g_;
+  std::unordered_map<std::string, std::string> defined_;  // value name -> what defines it
+};
+
+// Names for values that have none (made by passes), so export never writes "" (= omitted) for a real value.
+class NameTable {
+ public:
+  explicit NameTable(const Graph& g) {
+    std::unordered_set<std::string> used;
+    for (const auto& v : g.values())
+      if (!v->name.empty()) used.insert(v->name);
+    int64_t k = 0;
+    for (const auto& v : g.values()) {
+      if (!v->name.empty()) continue;
+      std::string n;
+      do n = "_ot_value_" + std::to_string(k++);
+      while (used.count(n));
+      used.insert(n);
+      names_[v.get()] = n;
+    }
+  }
+  const std::string& operator()(const Value* v) const {
+    auto it = names_.find(v);
+    return it == names_.end() ? v->name : it->second;
+  }
+
+ private:
+  std::unordered_map<const Value*, std::string> names_;
+};
+
+void WriteValueInfo(const Value* v, const std::string& name, onnx::ValueInfoProto* vi) {
+  vi->set_name(name);
+  if (v->dtype == DataType::kUndefined && !v->shape.known_rank()) return;
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(static_cast<int32_t>(v->dtype));
+  if (!v->shape.known_rank()) return;
+  auto* sh = tt->mutable_shape();
+  for (const Dim& d : v->shape.dims()) {
+    auto* dp = sh->add_dim();
+    if (d.is_static()) dp->set_dim_value(d.value);
+    else if (!d.symbol.empty()) dp->set_dim_param(d.symbol);
+  }
+}
+
+void WriteAttribute(const std::string& key, const Attribute& a, const Node& n, onnx::AttributeProto* ap) {
+  switch (a.kind) {
+    case Attribute::Kind::kGraph:
+    case Attribute::Kind::kOther:
+      if (a.opaque.empty() || !onnx_detail::ParseProto(a.opaque, ap))
+        throw Error(n.Describe() + ": attribute '" + key + "' cannot be exported (no serialized form)");
+      ap->set_name(key);
+      return;
+    default: break;
+  }
+  ap->set_name(key);
+  switch (a.kind) {
+    case Attribute::Kind::kFloat: ap->set_type(onnx::AttributeProto::FLOAT); ap->set_f(a.f); break;
+    case Attribute::Kind::kInt: ap->set_type(onnx::AttributeProto::INT); ap->set_i(a.i); break;
+    case Attribute::Kind::kString: ap->set_type(onnx::AttributeProto::STRING); ap->set_s(a.s); break;
+    case Attribute::Kind::kTensor:
+      ap->set_type(onnx::AttributeProto::TENSOR);
+      TensorToProto(a.t, "", ap->mutable_t());
+      break;
+    case Attribute::Kind::kFloats:
+      ap->set_type(onnx::AttributeProto::FLOATS);
+      for (float f : a.floats) ap->add_floats(f);
+      break;
+    case Attribute::Kind::kInts:
+      ap->set_type(onnx::AttributeProto::INTS);
+      for (int64_t i : a.ints) ap->add_ints(i);
+      break;
+    case Attribute::Kind::kStrings:
+      ap->set_type(onnx::AttributeProto::STRINGS);
+      for (const auto& s : a.strings) ap->add_strings(s);
+      break;
+    case Attribute::Kind::kTensors:
+      ap->set_type(onnx::AttributeProto::TENSORS);
+      for (const auto& t : a.tensors) TensorToProto(t, "", ap->add_tensors());
+      break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Graph> ParseModel(const std::string& bytes, const std::string& base_dir, const std::string& what) {
+  onnx::ModelProto m;
+  if (!onnx_detail::ParseProto(bytes, &m)) throw Error(what + ": not a valid ONNX model (protobuf parse failed)");
+  auto g = std::make_unique<Graph>();
+  Importer imp(base_dir, what, *g);
+  try {
+    imp.Run(m);
+  } catch (const UnsupportedError&) {
+    throw;
+  } catch (const Error& e) {
+    // Errors raised by the IR itself (e.g. Tensor limits) do not know the file: add it.
+    std::string msg = e.what();
+    if (msg.compare(0, what.size(), what) != 0) throw Error(what + ": " + msg);
+    throw;
+  }
+  return g;
+}
+
+std::unique_ptr<Graph> LoadModel(const std::string& path) {
+  std::string bytes = io::ReadFile(path);
+  return ParseModel(bytes, io::DirName(path), path);
+}
+
+std::string SerializeModel(const Graph& g) {
+  onnx::ModelProto m;
+  m.set_ir_version(g.ir_version);
+  if (!g.producer_name.empty()) m.set_producer_name(g.producer_name);
+  if (!g.producer_version.empty()) m.set_producer_version(g.producer_version);
+  if (!g.doc_string.empty()) m.set_doc_string(g.doc_string);
+  std::map<std::string, int> opsets = g.opset_imports;
+  for (const auto& n : g.nodes()) {  // a domain used by a node but not imported: import the node's opset
+    std::string d = NormalizeDomain(n->domain);
+    if (n->opset > 0 && !opsets.count(d)) opsets[d] = n->opset;
+  }
+  for (const auto& [d, v] : opsets) {
+    auto* op = m.add_opset_import();
+    op->set_domain(d);
+    op->set_version(v);
+  }
+  NameTable names(g);
+  onnx::GraphProto* gp = m.mutable_graph();
+  gp->set_name(g.name);
+  for (const auto& v : g.values())
+    if (v->is_initializer()) TensorToProto(*v->initializer, names(v.get()), gp->add_initializer());
+  std::unordered_set<const Value*> io;
+  for (const Value* v : g.inputs) {
+    WriteValueInfo(v, names(v), gp->add_input());
+    io.insert(v);
+  }
+  for (const Value* v : g.outputs) {
+    WriteValueInfo(v, names(v), gp->add_output());
+    io.insert(v);
+  }
+  for (Node* n : g.TopologicalOrder()) {
+    auto* np = gp->add_node();
+    np->set_name(n->name);
+    np->set_op_type(n->op_type);
+    if (!n->domain.empty()) np->set_domain(n->domain);
+    if (!n->doc_string.empty()) np->set_doc_string(n->doc_string);
+    for (const Value* in : n->inputs) np->add_input(in ? names(in) : std::string());
+    for (const Value* out : n->outputs) np->add_output(out ? names(out) : std::string());
+    for (const auto& [key, a] : n->attrs) WriteAttribute(key, a, *n, np->add_attribute());
+  }
+  for (const auto& v : g.values()) {
+    if (!v->producer || io.count(v.get()) || v->is_initializer() || v->dtype == DataType::kUndefined) continue;
+    WriteValueInfo(v.get(), names(v.get()), gp->add_value_info());
+  }
+  if (m.ByteSizeLong() > static_cast<size_t>(INT_MAX))
+    throw Error("model '" + g.name + "' is larger than 2 GiB, which a single ONNX file cannot hold");
+  std::string out;
+  if (!m.SerializeToString(&out)) throw Error("model '" + g.name + "': serialization failed");
+  return out;
+}
+
+void SaveModel(const Graph& g, const std::string& path) { io::WriteFile(path, SerializeModel(g)); }
+
+}  // namespace ot
