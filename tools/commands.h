@@ -25,3 +25,8 @@ struct RunOptions {
 int Run(const RunOptions& o);
 
 }  // namespace ot::tools
+
+namespace ot::tools {
+// `onnx-train ops [--markdown]`: every op with a schema and a CPU kernel, from the registries.
+int Ops(bool markdown);
+}  // namespace ot::tools

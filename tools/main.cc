@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
   auto* info_cmd = app.add_subcommand("info", "Inputs, outputs, opsets, op counts, parameters, unsupported ops");
   info_cmd->add_option("model", info_model, "MODEL.onnx")->required();
 
+  bool markdown = false;
+  auto* ops_cmd = app.add_subcommand("ops", "List the supported ops (schema and CPU kernel)");
+  ops_cmd->add_flag("--markdown", markdown, "As a Markdown table (the README's)");
+
   ot::tools::CheckOptions check;
   auto* check_cmd = app.add_subcommand("check", "Run ONNX backend-test directories against their reference outputs");
   check_cmd->add_option("dirs", check.dirs, "Directories searched for model.onnx + test_data_set_*")->required();
@@ -51,6 +55,7 @@ int main(int argc, char** argv) {
     ot::SetThreadCount(threads);
     if (*run_cmd) return ot::tools::Run(run);
     if (*info_cmd) return ot::tools::Info(info_model);
+    if (*ops_cmd) return ot::tools::Ops(markdown);
   } catch (const ot::Error& e) {
     std::fprintf(stderr, "onnx-train: error: %s\n", e.what());
     return 1;
