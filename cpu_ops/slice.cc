@@ -1,0 +1,191 @@
+#include "cpu_ops/slice.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu_ops/broadcast.h"
+
+namespace ot::cpu {
+namespace {
+
+constexpr size_t kParallelBytes = 1 << 18;   // below this a copy runs on the calling thread
+constexpr size_t kChunkBytes = 1 << 16;      // bytes per task of a parallel copy
+
+template <typename T>
+void FillT(T* dst, int64_t n, T v) {
+  std::fill(dst, dst + n, v);
+}
+
+// Copies n elements from src (stride s elements) to contiguous dst.
+void CopyRow(const uint8_t* src, int64_t s, uint8_t* dst, int64_t n, size_t esz) {
+  if (s == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * esz);
+    return;
+  }
+  if (s == 0) {
+    FillElements(dst, n, src, esz);
+    return;
+  }
+  switch (esz) {
+    case 1:
+      for (int64_t i = 0; i < n; ++i) dst[i] = src[i * s];
+      break;
+    case 2: {
+      auto* d = reinterpret_cast<uint16_t*>(dst);
+      auto* p = reinterpret_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) d[i] = p[i * s];
+      break;
+    }
+    case 4: {
+      auto* d = reinterpret_cast<uint32_t*>(dst);
+      auto* p = reinterpret_cast<const uint32_t*>(src);
+      for (int64_t i = 0; i < n; ++i) d[i] = p[i * s];
+      break;
+    }
+    case 8: {
+      auto* d = reinterpret_cast<uint64_t*>(dst);
+      auto* p = reinterpret_cast<const uint64_t*>(src);
+      for (int64_t i = 0; i < n; ++i) d[i] = p[i * s];
+      break;
+    }
+    default:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * esz, src + i * s * static_cast<int64_t>(esz), esz);
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
+  return s;
+}
+
+int64_t NumElementsOf(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+void CopyBytes(void* dst, const void* src, size_t n) {
+  if (n == 0 || dst == src) return;
+  if (n < kParallelBytes) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  const size_t chunks = (n + kChunkBytes - 1) / kChunkBytes;
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, chunks, 1),
+      [&](const tbb::blocked_range<size_t>& r) {
+        for (size_t c = r.begin(); c != r.end(); ++c) {
+          size_t off = c * kChunkBytes;
+          std::memcpy(static_cast<uint8_t*>(dst) + off, static_cast<const uint8_t*>(src) + off,
+                      std::min(kChunkBytes, n - off));
+        }
+      },
+      tbb::simple_partitioner());
+}
+
+void FillElements(void* dst, int64_t n, const void* value, size_t esz) {
+  if (n <= 0) return;
+  switch (esz) {
+    case 1: std::memset(dst, *static_cast<const uint8_t*>(value), static_cast<size_t>(n)); return;
+    case 2: {
+      uint16_t v;
+      std::memcpy(&v, value, 2);
+      FillT(static_cast<uint16_t*>(dst), n, v);
+      return;
+    }
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, value, 4);
+      FillT(static_cast<uint32_t*>(dst), n, v);
+      return;
+    }
+    case 8: {
+      uint64_t v;
+      std::memcpy(&v, value, 8);
+      FillT(static_cast<uint64_t*>(dst), n, v);
+      return;
+    }
+    default:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(static_cast<uint8_t*>(dst) + i * esz, value, esz);
+  }
+}
+
+void StridedCopy(const void* in, int64_t base, void* out, size_t esz, std::vector<int64_t> dims,
+                 std::vector<int64_t> in_strides) {
+  for (int64_t d : dims)
+    if (d == 0) return;
+  const auto* src = static_cast<const uint8_t*>(in) + base * static_cast<int64_t>(esz);
+  auto* dst = static_cast<uint8_t*>(out);
+  if (dims.empty()) {
+    std::memcpy(dst, src, esz);
+    return;
+  }
+  std::vector<std::vector<int64_t>> strides{std::move(in_strides), ContiguousStrides(dims)};
+  CoalesceDims(dims, strides);
+  const std::vector<int64_t>& is = strides[0];
+  const int rank = static_cast<int>(dims.size());
+  const int64_t n = dims[rank - 1];
+  const int64_t s = is[rank - 1];
+  int64_t rows = 1;
+  for (int k = 0; k + 1 < rank; ++k) rows *= dims[k];
+  if (rows == 1 && s == 1) {
+    CopyBytes(dst, src, static_cast<size_t>(n) * esz);
+    return;
+  }
+  const int64_t eszi = static_cast<int64_t>(esz);
+  // Rows [r0, r1): an odometer over the outer dims keeps the input offset without divisions in the loop.
+  auto do_rows = [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> idx(rank, 0);
+    int64_t off = 0, rem = r0;
+    for (int k = rank - 2; k >= 0; --k) {
+      idx[k] = rem % dims[k];
+      rem /= dims[k];
+      off += idx[k] * is[k];
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      CopyRow(src + off * eszi, s, dst + r * n * eszi, n, esz);
+      for (int k = rank - 2; k >= 0; --k) {
+        off += is[k];
+        if (++idx[k] < dims[k]) break;
+        off -= idx[k] * is[k];
+        idx[k] = 0;
+      }
+    }
+  };
+  const size_t total = static_cast<size_t>(rows * n) * esz;
+  if (total < kParallelBytes || rows == 1) {
+    do_rows(0, rows);
+    return;
+  }
+  const int64_t row_bytes = std::max<int64_t>(1, n * eszi);
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes) / row_bytes);
+  const int64_t tasks = (rows + grain - 1) / grain;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, tasks, 1),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t t = r.begin(); t != r.end(); ++t) do_rows(t * grain, std::min(rows, (t + 1) * grain));
+      },
+      tbb::simple_partitioner());
+}
+
+void Slice(const void* in, void* out, size_t esz, const std::vector<int64_t>& in_dims,
+           const std::vector<int64_t>& starts, const std::vector<int64_t>& steps,
+           const std::vector<int64_t>& out_dims) {
+  std::vector<int64_t> cs = ContiguousStrides(in_dims);
+  std::vector<int64_t> strides(in_dims.size());
+  int64_t base = 0;
+  for (size_t k = 0; k < in_dims.size(); ++k) {
+    strides[k] = cs[k] * steps[k];
+    if (out_dims[k] > 0) base += starts[k] * cs[k];
+  }
+  StridedCopy(in, base, out, esz, out_dims, std::move(strides));
+}
+
+}  // namespace ot::cpu

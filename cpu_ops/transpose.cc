@@ -1,0 +1,106 @@
+#include "cpu_ops/transpose.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu_ops/broadcast.h"
+#include "cpu_ops/slice.h"
+
+namespace ot::cpu {
+namespace {
+
+constexpr int64_t kTile = 32;
+
+// dims/in_strides are in output order; `j` is the output axis whose input stride is 1, and the last output
+// axis has output stride 1. Each task transposes one kTile x kTile tile of one outer index.
+template <typename T>
+void TiledTranspose(const T* in, T* out, const std::vector<int64_t>& dims, const std::vector<int64_t>& is, int j) {
+  const int rank = static_cast<int>(dims.size());
+  const int last = rank - 1;
+  const std::vector<int64_t> os = ContiguousStrides(dims);
+  std::vector<int> outer_axes;
+  for (int k = 0; k < rank; ++k)
+    if (k != j && k != last) outer_axes.push_back(k);
+  int64_t outer = 1;
+  for (int k : outer_axes) outer *= dims[k];
+  const int64_t X = dims[j], Y = dims[last];
+  const int64_t sy = is[last], ox = os[j];
+  const int64_t tx = (X + kTile - 1) / kTile, ty = (Y + kTile - 1) / kTile;
+  const int64_t tasks = outer * tx * ty;
+  auto run = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t o = t / (tx * ty), rem = t % (tx * ty);
+      int64_t x0 = (rem / ty) * kTile, y0 = (rem % ty) * kTile;
+      int64_t ib = 0, ob = 0;
+      for (int a = static_cast<int>(outer_axes.size()) - 1; a >= 0; --a) {
+        int k = outer_axes[a];
+        int64_t i = o % dims[k];
+        o /= dims[k];
+        ib += i * is[k];
+        ob += i * os[k];
+      }
+      const int64_t x1 = std::min(X, x0 + kTile), y1 = std::min(Y, y0 + kTile);
+      for (int64_t x = x0; x < x1; ++x) {
+        const T* s = in + ib + x;
+        T* d = out + ob + x * ox;
+        for (int64_t y = y0; y < y1; ++y) d[y] = s[y * sy];
+      }
+    }
+  };
+  if (outer * X * Y < (1 << 15)) {
+    run(0, tasks);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, 16384 / (kTile * kTile));
+  const int64_t chunks = (tasks + grain - 1) / grain;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, chunks, 1),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t c = r.begin(); c != r.end(); ++c) run(c * grain, std::min(tasks, (c + 1) * grain));
+      },
+      tbb::simple_partitioner());
+}
+
+}  // namespace
+
+void Transpose(const void* in, void* out, size_t esz, const std::vector<int64_t>& in_dims,
+               const std::vector<int64_t>& perm) {
+  const int rank = static_cast<int>(in_dims.size());
+  const std::vector<int64_t> cs = ContiguousStrides(in_dims);
+  std::vector<int64_t> dims, is;
+  for (int k = 0; k < rank; ++k) {
+    int64_t d = in_dims[perm[k]];
+    if (d == 0) return;
+    if (d == 1) continue;
+    dims.push_back(d);
+    is.push_back(cs[perm[k]]);
+  }
+  if (dims.empty()) {
+    std::memcpy(out, in, esz);
+    return;
+  }
+  std::vector<std::vector<int64_t>> strides{is, ContiguousStrides(dims)};
+  CoalesceDims(dims, strides);
+  is = strides[0];
+  const int r = static_cast<int>(dims.size());
+  int j = -1;
+  for (int k = 0; k < r; ++k)
+    if (is[k] == 1) j = k;
+  if (j == r - 1 || j < 0) {  // innermost axis stays innermost: contiguous rows
+    StridedCopy(in, 0, out, esz, dims, is);
+    return;
+  }
+  switch (esz) {
+    case 1: TiledTranspose(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), dims, is, j); return;
+    case 2: TiledTranspose(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out), dims, is, j); return;
+    case 4: TiledTranspose(static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out), dims, is, j); return;
+    case 8: TiledTranspose(static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out), dims, is, j); return;
+    default: StridedCopy(in, 0, out, esz, dims, is);
+  }
+}
+
+}  // namespace ot::cpu
