@@ -1,6 +1,209 @@
-// CPU kernel factories of the linalg family (placeholder until the family lands).
+// CPU kernel factories of the linalg family. MatMul, Gemm, Conv and ConvTranspose in f32/f16/bf16 run through
+// oneDNN (primitives created here, once per plan; exclusive kernels since oneDNN runs an OpenMP team);
+// float64 and integer types use plain loops. Pooling is in linalg_pool.cc, Einsum in linalg_einsum.cc.
+#include <algorithm>
+#include <memory>
+
+#include "cpu_ops/conv.h"
+#include "cpu_ops/matmul.h"
 #include "executor/kernel_registry.h"
+#include "graph/ops/linalg_util.h"
+#include "graph/tensor.h"
 
 namespace ot {
-void RegisterLinalgKernels(CpuKernelRegistry& r) {}
+
+void RegisterLinalgPoolKernels(CpuKernelRegistry& r);    // linalg_pool.cc
+void RegisterLinalgEinsumKernels(CpuKernelRegistry& r);  // linalg_einsum.cc
+
+namespace {
+
+bool IsDnnType(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
+
+cpu::DnnType ToDnnType(DataType t) {
+  return t == DataType::kFloat16 ? cpu::DnnType::kF16 : t == DataType::kBFloat16 ? cpu::DnnType::kBF16
+                                                                                  : cpu::DnnType::kF32;
+}
+
+// A GEMM kernel for spec over dtype t: oneDNN for float types, loops otherwise. `prefill(io)` (may be empty)
+// runs first and writes the addend into the output when spec.accumulate.
+KernelInfo MakeGemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMulSpec& spec,
+                          std::function<void(const KernelIO&)> prefill) {
+  KernelInfo info;
+  if (IsDnnType(t)) {
+    cpu::MatMulSpec s = spec;
+    s.type = ToDnnType(t);
+    auto mm = std::make_shared<cpu::DnnlMatMul>(s);
+    info.fn = [mm, prefill](const KernelIO& io) {
+      if (prefill) prefill(io);
+      mm->Run(io.in[0], io.in[1], io.out[0]);
+    };
+    info.exclusive = true;
+    return info;
+  }
+  auto loops = [&](auto tag, auto acc_tag) -> KernelInfo {
+    using T = decltype(tag);
+    using Acc = decltype(acc_tag);
+    KernelInfo k;
+    k.fn = [spec, prefill](const KernelIO& io) {
+      if (prefill) prefill(io);
+      cpu::NaiveMatMul<T, Acc>(spec, io.In<T>(0), io.In<T>(1), io.Out<T>(0));
+    };
+    return k;
+  };
+  switch (t) {
+    case DataType::kFloat64: return loops(double{}, double{});
+    case DataType::kInt32: return loops(int32_t{}, int64_t{});
+    case DataType::kInt64: return loops(int64_t{}, int64_t{});
+    case DataType::kUint32: return loops(uint32_t{}, uint64_t{});
+    case DataType::kUint64: return loops(uint64_t{}, uint64_t{});
+    default: break;
+  }
+  ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
+}
+
+KernelInfo MatMulKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (ctx.in(1).dtype != t) ctx.Fail("inputs have different dtypes");
+  std::vector<int64_t> a = ctx.in(0).dims, b = ctx.in(1).dims;
+  if (a.empty() || b.empty()) ctx.Fail("MatMul operands must have rank >= 1");
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+  const size_t rank = std::max(a.size(), b.size());
+  cpu::MatMulSpec spec;
+  spec.m = a[a.size() - 2];
+  spec.k = a[a.size() - 1];
+  spec.n = b[b.size() - 1];
+  if (b[b.size() - 2] != spec.k)
+    ctx.Fail("inner dimensions differ: A " + DimsToString(ctx.in(0).dims) + ", B " + DimsToString(ctx.in(1).dims));
+  spec.a_batch.assign(rank - a.size(), 1);
+  spec.a_batch.insert(spec.a_batch.end(), a.begin(), a.end() - 2);
+  spec.b_batch.assign(rank - b.size(), 1);
+  spec.b_batch.insert(spec.b_batch.end(), b.begin(), b.end() - 2);
+  for (size_t i = 0; i < spec.a_batch.size(); ++i)
+    if (spec.a_batch[i] != spec.b_batch[i] && spec.a_batch[i] != 1 && spec.b_batch[i] != 1)
+      ctx.Fail("batch dims do not broadcast: A " + DimsToString(ctx.in(0).dims) + ", B " +
+               DimsToString(ctx.in(1).dims));
+  // B shared by every batch (a weight matrix): one GEMM with the batch folded into M.
+  if (std::all_of(spec.b_batch.begin(), spec.b_batch.end(), [](int64_t d) { return d == 1; })) {
+    for (int64_t d : spec.a_batch) spec.m *= d;
+    spec.a_batch.clear();
+    spec.b_batch.clear();
+  }
+  return MakeGemmKernel(ctx, t, spec, nullptr);
+}
+
+template <typename T>
+std::function<void(const KernelIO&)> MakeGemmPrefill(int64_t cs_m, int64_t cs_n, float beta, int64_t m, int64_t n) {
+  return [=](const KernelIO& io) { cpu::FillScaledBroadcast2D<T>(io.In<T>(2), cs_m, cs_n, beta, m, n, io.Out<T>(0)); };
+}
+
+KernelInfo GemmKernel(const KernelContext& ctx) {
+  const Node& node = ctx.node;
+  const DataType t = ctx.in(0).dtype;
+  const auto& a = ctx.in(0).dims;
+  const auto& b = ctx.in(1).dims;
+  if (a.size() != 2 || b.size() != 2) ctx.Fail("Gemm operands must be 2-D");
+  cpu::MatMulSpec spec;
+  spec.trans_a = node.attr_int("transA", 0) != 0;
+  spec.trans_b = node.attr_int("transB", 0) != 0;
+  spec.m = spec.trans_a ? a[1] : a[0];
+  spec.k = spec.trans_a ? a[0] : a[1];
+  spec.n = spec.trans_b ? b[0] : b[1];
+  if ((spec.trans_b ? b[1] : b[0]) != spec.k) ctx.Fail("inner dimensions differ");
+  spec.alpha = node.attr_float("alpha", 1.0f);
+  const float beta = node.attr_float("beta", 1.0f);
+  std::function<void(const KernelIO&)> prefill;
+  if (ctx.has_input(2) && beta != 0.0f) {
+    const auto& c = ctx.in(2).dims;
+    if (c.size() > 2) ctx.Fail("C must have rank <= 2");
+    std::vector<int64_t> c2(2 - c.size(), 1);
+    c2.insert(c2.end(), c.begin(), c.end());
+    if ((c2[0] != 1 && c2[0] != spec.m) || (c2[1] != 1 && c2[1] != spec.n))
+      ctx.Fail("C " + DimsToString(c) + " does not broadcast to [" + std::to_string(spec.m) + "," +
+               std::to_string(spec.n) + "]");
+    const int64_t cs_m = c2[0] == 1 ? 0 : c2[1], cs_n = c2[1] == 1 ? 0 : 1;
+    spec.accumulate = true;
+    switch (t) {
+      case DataType::kFloat32: prefill = MakeGemmPrefill<float>(cs_m, cs_n, beta, spec.m, spec.n); break;
+      case DataType::kFloat16: prefill = MakeGemmPrefill<float16>(cs_m, cs_n, beta, spec.m, spec.n); break;
+      case DataType::kBFloat16: prefill = MakeGemmPrefill<bfloat16>(cs_m, cs_n, beta, spec.m, spec.n); break;
+      case DataType::kFloat64: prefill = MakeGemmPrefill<double>(cs_m, cs_n, beta, spec.m, spec.n); break;
+      case DataType::kInt32: prefill = MakeGemmPrefill<int32_t>(cs_m, cs_n, beta, spec.m, spec.n); break;
+      case DataType::kInt64: prefill = MakeGemmPrefill<int64_t>(cs_m, cs_n, beta, spec.m, spec.n); break;
+      case DataType::kUint32: prefill = MakeGemmPrefill<uint32_t>(cs_m, cs_n, beta, spec.m, spec.n); break;
+      case DataType::kUint64: prefill = MakeGemmPrefill<uint64_t>(cs_m, cs_n, beta, spec.m, spec.n); break;
+      default: ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
+    }
+  }
+  return MakeGemmKernel(ctx, t, spec, prefill);
+}
+
+KernelInfo ConvKernel(const KernelContext& ctx) {
+  const Node& node = ctx.node;
+  const bool transpose = node.op_type == "ConvTranspose";
+  const DataType t = ctx.in(0).dtype;
+  if (!IsDnnType(t) && t != DataType::kFloat64) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
+  const auto& x = ctx.in(0).dims;
+  const auto& w = ctx.in(1).dims;
+  const auto& y = ctx.out(0).dims;
+  const int r = static_cast<int>(x.size()) - 2;
+  if (r < 1 || static_cast<int>(w.size()) != r + 2) ctx.Fail("X and W must have the same rank >= 3");
+  if (r > 3) ctx.Unsupported(std::to_string(r) + "-D convolution is not supported (1-D to 3-D are)");
+  cpu::ConvSpec spec;
+  spec.type = ToDnnType(t);
+  spec.transpose = transpose;
+  spec.group = node.attr_int("group", 1);
+  spec.n = x[0];
+  spec.c_in = x[1];
+  spec.c_out = y[1];
+  spec.has_bias = ctx.has_input(2);
+  spec.in_spatial.assign(x.begin() + 2, x.end());
+  spec.out_spatial.assign(y.begin() + 2, y.end());
+  spec.kernel.assign(w.begin() + 2, w.end());
+  spec.strides = node.attr_ints("strides", std::vector<int64_t>(r, 1));
+  spec.dilations = node.attr_ints("dilations", std::vector<int64_t>(r, 1));
+  const auto pads = node.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
+  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  auto op = node.attr_ints("output_padding", std::vector<int64_t>(r, 0));
+  auto os = node.attr_ints("output_shape");
+  if (static_cast<int>(os.size()) == r + 2) os.erase(os.begin(), os.begin() + 2);
+  for (int i = 0; i < r; ++i) {
+    const auto g = transpose ? linalg::ConvTransposeAxis(x[2 + i], spec.kernel[i], spec.strides[i],
+                                                         spec.dilations[i], pads[i], pads[r + i], op[i],
+                                                         os.empty() ? -1 : os[i], auto_pad)
+                             : linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i],
+                                                pads[i], pads[r + i], auto_pad, false);
+    if (g.out != spec.out_spatial[i]) ctx.Fail("output shape disagrees with the convolution geometry");
+    spec.pad_begin.push_back(g.pad_begin);
+    spec.pad_end.push_back(g.pad_end);
+  }
+  const int64_t cin_w = transpose ? w[0] : w[1] * spec.group;
+  if (cin_w != spec.c_in) ctx.Fail("X's channels do not match W");
+  if (spec.c_out % spec.group != 0 || spec.c_in % spec.group != 0) ctx.Fail("channels not divisible by group");
+  KernelInfo info;
+  if (t == DataType::kFloat64) {
+    info.fn = [spec](const KernelIO& io) {
+      cpu::NaiveConv<double>(spec, io.In<double>(0), io.In<double>(1), io.In<double>(2), io.Out<double>(0));
+    };
+    return info;
+  }
+  auto conv = std::make_shared<cpu::DnnlConv>(spec);
+  info.fn = [conv](const KernelIO& io) { conv->Run(io.in[0], io.in[1], io.in[2], io.out[0]); };
+  info.exclusive = true;
+  return info;
+}
+
+}  // namespace
+
+void RegisterLinalgKernels(CpuKernelRegistry& r) {
+  r.Register("MatMul", MatMulKernel);
+  r.Register("Gemm", GemmKernel);
+  r.Register("Conv", ConvKernel);
+  r.Register("ConvTranspose", ConvKernel);
+  RegisterLinalgPoolKernels(r);
+  RegisterLinalgEinsumKernels(r);
+}
+
 }  // namespace ot

@@ -1,0 +1,206 @@
+#include "cpu_ops/conv.h"
+
+#include <tbb/parallel_for.h>
+
+#include <cstring>
+#include <unordered_map>
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace ot::cpu {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using dims_t = dnnl::memory::dims;
+
+dt ToDnnl(DnnType t) {
+  switch (t) {
+    case DnnType::kF16: return dt::f16;
+    case DnnType::kBF16: return dt::bf16;
+    default: return dt::f32;
+  }
+}
+
+dims_t Contiguous(const dims_t& d) {
+  dims_t s(d.size(), 1);
+  for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(d[i + 1], 1);
+  return s;
+}
+
+int64_t Prod(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+}  // namespace
+
+struct DnnlConv::Impl {
+  dnnl::primitive prim;
+  dnnl::memory::desc x_md, w_md, b_md, y_md;
+  bool convert = false;
+  bool empty = false;
+  int64_t x_elems = 0, w_elems = 0, y_elems = 0;
+};
+
+DnnlConv::DnnlConv(const ConvSpec& spec) : spec_(spec), impl_(std::make_shared<Impl>()) {
+  Impl& im = *impl_;
+  const int64_t ks = Prod(spec.kernel);
+  im.x_elems = spec.n * spec.c_in * Prod(spec.in_spatial);
+  im.y_elems = spec.n * spec.c_out * Prod(spec.out_spatial);
+  im.w_elems = (spec.transpose ? spec.c_in * (spec.c_out / spec.group) : spec.c_out * (spec.c_in / spec.group)) * ks;
+  if (im.y_elems == 0) {
+    im.empty = true;
+    return;
+  }
+  const int64_t g = spec.group, ocg = spec.c_out / g, icg = spec.c_in / g;
+  dims_t xd{spec.n, spec.c_in}, yd{spec.n, spec.c_out};
+  xd.insert(xd.end(), spec.in_spatial.begin(), spec.in_spatial.end());
+  yd.insert(yd.end(), spec.out_spatial.begin(), spec.out_spatial.end());
+  // Logical weight dims oneDNN wants: [G,] OC/G, IC/G, k...; strides follow ONNX's physical layout.
+  dims_t wd, ws;
+  if (g > 1) wd.push_back(g);
+  wd.push_back(ocg);
+  wd.push_back(icg);
+  wd.insert(wd.end(), spec.kernel.begin(), spec.kernel.end());
+  {
+    dims_t phys;  // ONNX's layout, in the same order as wd with OC/IC swapped for a transposed conv
+    if (g > 1) phys.push_back(g);
+    phys.push_back(spec.transpose ? icg : ocg);
+    phys.push_back(spec.transpose ? ocg : icg);
+    phys.insert(phys.end(), spec.kernel.begin(), spec.kernel.end());
+    ws = Contiguous(phys);
+    const size_t o = g > 1 ? 1 : 0;
+    if (spec.transpose) std::swap(ws[o], ws[o + 1]);
+  }
+  dims_t strides(spec.strides.begin(), spec.strides.end());
+  dims_t dil(spec.dilations.size());
+  for (size_t i = 0; i < dil.size(); ++i) dil[i] = spec.dilations[i] - 1;
+  dims_t pl(spec.pad_begin.begin(), spec.pad_begin.end()), pr(spec.pad_end.begin(), spec.pad_end.end());
+
+  auto make = [&](dt t) {
+    im.x_md = dnnl::memory::desc(xd, t, Contiguous(xd));
+    im.y_md = dnnl::memory::desc(yd, t, Contiguous(yd));
+    im.w_md = dnnl::memory::desc(wd, t, ws);
+    im.b_md = spec.has_bias ? dnnl::memory::desc({spec.c_out}, t, dims_t{1}) : dnnl::memory::desc();
+    const auto pk = dnnl::prop_kind::forward_inference;
+    if (!spec.transpose) {
+      auto d = spec.has_bias ? dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, im.x_md,
+                                                               im.w_md, im.b_md, im.y_md, strides, dil, pl, pr)
+                             : dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, im.x_md,
+                                                               im.w_md, im.y_md, strides, dil, pl, pr);
+      im.prim = dnnl::convolution_forward(dnnl::convolution_forward::primitive_desc(d, DnnlEngine()));
+    } else {
+      auto d = spec.has_bias
+                   ? dnnl::deconvolution_forward::desc(pk, dnnl::algorithm::deconvolution_direct, im.x_md, im.w_md,
+                                                       im.b_md, im.y_md, strides, dil, pl, pr)
+                   : dnnl::deconvolution_forward::desc(pk, dnnl::algorithm::deconvolution_direct, im.x_md, im.w_md,
+                                                       im.y_md, strides, dil, pl, pr);
+      im.prim = dnnl::deconvolution_forward(dnnl::deconvolution_forward::primitive_desc(d, DnnlEngine()));
+    }
+  };
+  if (spec.type == DnnType::kF32) {
+    make(dt::f32);
+    return;
+  }
+  try {
+    make(ToDnnl(spec.type));
+  } catch (const dnnl::error&) {
+    im.convert = true;
+    make(dt::f32);
+  }
+}
+
+DnnlConv::~DnnlConv() = default;
+
+void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) const {
+  const Impl& im = *impl_;
+  if (im.empty) return;
+  dnnl::engine& eng = DnnlEngine();
+  dnnl::stream& s = DnnlStream();
+  PrepareDnnlCall();
+  auto exec = [&](const void* xp, const void* wp, const void* bp, void* yp) {
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(im.x_md, eng, const_cast<void*>(xp))},
+                                               {DNNL_ARG_WEIGHTS, dnnl::memory(im.w_md, eng, const_cast<void*>(wp))},
+                                               {DNNL_ARG_DST, dnnl::memory(im.y_md, eng, yp)}};
+    if (spec_.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(im.b_md, eng, const_cast<void*>(bp)));
+    im.prim.execute(s, args);
+    s.wait();
+  };
+  if (!im.convert) {
+    exec(x, w, bias, y);
+    return;
+  }
+  std::vector<float> xf(im.x_elems), wf(im.w_elems), yf(im.y_elems), bf(spec_.has_bias ? spec_.c_out : 0);
+  ToFloat(spec_.type, x, xf.data(), im.x_elems);
+  ToFloat(spec_.type, w, wf.data(), im.w_elems);
+  if (spec_.has_bias) ToFloat(spec_.type, bias, bf.data(), spec_.c_out);
+  exec(xf.data(), wf.data(), bf.data(), yf.data());
+  FromFloat(spec_.type, yf.data(), y, im.y_elems);
+}
+
+template <typename T>
+void NaiveConv(const ConvSpec& spec, const T* x, const T* w, const T* bias, T* y) {
+  // Pad every geometry vector to 3 dims (leading 1s) so one loop nest serves 1-D, 2-D and 3-D.
+  auto pad3 = [](const std::vector<int64_t>& v, int64_t fill) {
+    std::vector<int64_t> r(3 - v.size(), fill);
+    r.insert(r.end(), v.begin(), v.end());
+    return r;
+  };
+  const auto in = pad3(spec.in_spatial, 1), out = pad3(spec.out_spatial, 1), k = pad3(spec.kernel, 1);
+  const auto st = pad3(spec.strides, 1), dl = pad3(spec.dilations, 1), pb = pad3(spec.pad_begin, 0);
+  const int64_t g = spec.group, icg = spec.c_in / g, ocg = spec.c_out / g;
+  const int64_t in_sz = in[0] * in[1] * in[2], out_sz = out[0] * out[1] * out[2], k_sz = k[0] * k[1] * k[2];
+  tbb::parallel_for(int64_t{0}, spec.n * spec.c_out, [&](int64_t nc) {
+    const int64_t n = nc / spec.c_out, oc = nc % spec.c_out, gi = oc / ocg, ocl = oc % ocg;
+    T* yp = y + nc * out_sz;
+    for (int64_t o = 0; o < out_sz; ++o) yp[o] = T(0);
+    std::vector<double> acc(out_sz, spec.has_bias ? static_cast<double>(bias[oc]) : 0.0);
+    for (int64_t icl = 0; icl < icg; ++icl) {
+      const int64_t ic = gi * icg + icl;
+      const T* xp = x + (n * spec.c_in + ic) * in_sz;
+      const T* wp = spec.transpose ? w + (ic * ocg + ocl) * k_sz : w + (oc * icg + icl) * k_sz;
+      for (int64_t kd = 0; kd < k[0]; ++kd)
+        for (int64_t kh = 0; kh < k[1]; ++kh)
+          for (int64_t kw = 0; kw < k[2]; ++kw) {
+            const double wv = static_cast<double>(wp[(kd * k[1] + kh) * k[2] + kw]);
+            if (!spec.transpose) {
+              for (int64_t od = 0; od < out[0]; ++od) {
+                const int64_t id = od * st[0] - pb[0] + kd * dl[0];
+                if (id < 0 || id >= in[0]) continue;
+                for (int64_t oh = 0; oh < out[1]; ++oh) {
+                  const int64_t ih = oh * st[1] - pb[1] + kh * dl[1];
+                  if (ih < 0 || ih >= in[1]) continue;
+                  for (int64_t ow = 0; ow < out[2]; ++ow) {
+                    const int64_t iw = ow * st[2] - pb[2] + kw * dl[2];
+                    if (iw < 0 || iw >= in[2]) continue;
+                    acc[(od * out[1] + oh) * out[2] + ow] += wv * static_cast<double>(xp[(id * in[1] + ih) * in[2] + iw]);
+                  }
+                }
+              }
+            } else {
+              // Each input position scatters into output position i*stride - pad + k*dilation.
+              for (int64_t id = 0; id < in[0]; ++id) {
+                const int64_t od = id * st[0] - pb[0] + kd * dl[0];
+                if (od < 0 || od >= out[0]) continue;
+                for (int64_t ih = 0; ih < in[1]; ++ih) {
+                  const int64_t oh = ih * st[1] - pb[1] + kh * dl[1];
+                  if (oh < 0 || oh >= out[1]) continue;
+                  for (int64_t iw = 0; iw < in[2]; ++iw) {
+                    const int64_t ow = iw * st[2] - pb[2] + kw * dl[2];
+                    if (ow < 0 || ow >= out[2]) continue;
+                    acc[(od * out[1] + oh) * out[2] + ow] += wv * static_cast<double>(xp[(id * in[1] + ih) * in[2] + iw]);
+                  }
+                }
+              }
+            }
+          }
+    }
+    for (int64_t o = 0; o < out_sz; ++o) yp[o] = static_cast<T>(acc[o]);
+  });
+}
+
+template void NaiveConv<double>(const ConvSpec&, const double*, const double*, const double*, double*);
+template void NaiveConv<float>(const ConvSpec&, const float*, const float*, const float*, float*);
+
+}  // namespace ot::cpu

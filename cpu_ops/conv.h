@@ -1,0 +1,42 @@
+// Convolution and transposed convolution (1-D, 2-D, 3-D, grouped, dilated, strided, padded) through oneDNN's
+// convolution_forward / deconvolution_forward, with ONNX's tensor layouts:
+//   X [N, C_in, spatial...], Y [N, C_out, spatial...], bias [C_out];
+//   forward W [C_out, C_in/group, k...]; transposed W [C_in, C_out/group, k...].
+// The primitive is created once (per plan) and executed over the caller's buffers.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cpu_ops/dnnl_util.h"
+
+namespace ot::cpu {
+
+struct ConvSpec {
+  DnnType type = DnnType::kF32;
+  bool transpose = false;
+  int64_t n = 0, c_in = 0, c_out = 0, group = 1;
+  // All of length rank (1..3). dilations are ONNX-style (1 = dense). pad_end may be negative for a transposed
+  // convolution whose output_padding exceeds its end padding.
+  std::vector<int64_t> in_spatial, out_spatial, kernel, strides, dilations, pad_begin, pad_end;
+  bool has_bias = false;
+};
+
+class DnnlConv {
+ public:
+  explicit DnnlConv(const ConvSpec& spec);
+  ~DnnlConv();
+  // bias may be null when !has_bias.
+  void Run(const void* x, const void* w, const void* bias, void* y) const;
+
+ private:
+  struct Impl;
+  ConvSpec spec_;
+  std::shared_ptr<Impl> impl_;
+};
+
+// The same contract with plain loops (float64; also a reference). Parallel over (n, c_out).
+template <typename T>
+void NaiveConv(const ConvSpec& spec, const T* x, const T* w, const T* bias, T* y);
+
+}  // namespace ot::cpu

@@ -1,0 +1,39 @@
+// Process-wide oneDNN state shared by the GEMM, convolution and deconvolution kernels: one CPU engine and
+// stream, and the OpenMP team size oneDNN runs with (set from `--threads`).
+// Kernels that call oneDNN run with no other kernel beside them (KernelInfo::exclusive), so the team size is
+// the whole thread budget.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace dnnl {
+struct engine;
+struct stream;
+}  // namespace dnnl
+
+namespace ot::cpu {
+
+// OpenMP threads oneDNN primitives use; defaults to the number of cores. The same setting as
+// cpu_ops/threads.h's IntraOpThreads (which the executor's --threads sets).
+int OmpThreads();
+// n <= 0 restores the default. Takes effect at the next oneDNN call.
+void SetOmpThreads(int n);
+
+// Element types the oneDNN kernels take. Types the CPU has no oneDNN implementation for (f16/bf16 without
+// AVX-512) are converted to f32 around the call, so callers never see the difference.
+enum class DnnType { kF32, kF16, kBF16 };
+
+dnnl::engine& DnnlEngine();
+// The stream every primitive runs on. oneDNN CPU streams execute synchronously in the calling thread; kernels
+// are exclusive, so the shared stream is never used by two threads at once.
+dnnl::stream& DnnlStream();
+// Sets the OpenMP team size before a oneDNN execute call.
+void PrepareDnnlCall();
+
+// Element-wise conversions between a DnnType buffer and float (n elements).
+void ToFloat(DnnType t, const void* src, float* dst, int64_t n);
+void FromFloat(DnnType t, const float* src, void* dst, int64_t n);
+size_t DnnTypeSize(DnnType t);
+
+}  // namespace ot::cpu

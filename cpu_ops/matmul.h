@@ -1,0 +1,49 @@
+// Batched GEMM: oneDNN's matmul primitive for f32/f16/bf16 (created once, executed per call over the caller's
+// buffers), and plain loops for float64 and integer types.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cpu_ops/dnnl_util.h"
+
+namespace ot::cpu {
+
+// C[b..., M, N] = alpha * op(A)[b..., M, K] x op(B)[b..., K, N] (+ C when accumulate).
+// a_batch and b_batch have the same length (pad with 1s); each dim is equal to the other's or 1 (broadcast).
+// op(A) = A, or A stored as [b..., K, M] when trans_a; likewise B stored as [b..., N, K] when trans_b.
+// C is contiguous with batch dims max(a_batch, b_batch).
+struct MatMulSpec {
+  DnnType type = DnnType::kF32;
+  std::vector<int64_t> a_batch, b_batch;
+  int64_t m = 0, k = 0, n = 0;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f;
+  bool accumulate = false;  // C += alpha * A x B, reading C's prior contents (oneDNN sum post-op)
+};
+
+class DnnlMatMul {
+ public:
+  // Creates the primitive (slow: do it once per plan). Falls back to an f32 primitive with conversions when
+  // the CPU has no implementation for the half type.
+  explicit DnnlMatMul(const MatMulSpec& spec);
+  ~DnnlMatMul();
+  void Run(const void* a, const void* b, void* c) const;
+  const MatMulSpec& spec() const { return spec_; }
+
+ private:
+  struct Impl;
+  MatMulSpec spec_;
+  std::shared_ptr<Impl> impl_;
+};
+
+// The same contract with plain loops (float64 and integers; also a reference). Acc is the accumulator type.
+// Parallel over output rows; each element accumulates over k in order.
+template <typename T, typename Acc>
+void NaiveMatMul(const MatMulSpec& spec, const T* a, const T* b, T* c);
+
+// Y[M, N] = beta * C broadcast, where C has 2-D strides (cs_m, cs_n), 0 on a broadcast dim.
+template <typename T>
+void FillScaledBroadcast2D(const T* c, int64_t cs_m, int64_t cs_n, float beta, int64_t m, int64_t n, T* y);
+
+}  // namespace ot::cpu

@@ -1,0 +1,115 @@
+#include "cpu_ops/pool.h"
+
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "kernel_common/half.h"
+
+namespace ot::cpu {
+
+namespace {
+
+std::vector<int64_t> Pad3(const std::vector<int64_t>& v, int64_t fill) {
+  std::vector<int64_t> r(3 - v.size(), fill);
+  r.insert(r.end(), v.begin(), v.end());
+  return r;
+}
+
+template <typename T>
+struct Compute {
+  using type = std::conditional_t<std::is_same_v<T, double>, double,
+                                  std::conditional_t<std::is_integral_v<T>, T, float>>;
+};
+
+}  // namespace
+
+template <typename T>
+void Pool(const PoolSpec& spec, const T* x, T* y, int64_t* indices) {
+  using C = typename Compute<T>::type;
+  const int rank = static_cast<int>(spec.in_spatial.size());
+  const auto in = Pad3(spec.in_spatial, 1), out = Pad3(spec.out_spatial, 1), k = Pad3(spec.kernel, 1);
+  const auto st = Pad3(spec.strides, 1), dl = Pad3(spec.dilations, 1), pb = Pad3(spec.pad_begin, 0),
+             pe = Pad3(spec.pad_end, 0);
+  const int64_t in_sz = in[0] * in[1] * in[2], out_sz = out[0] * out[1] * out[2];
+  // Column-major plane offsets for storage_order = 1: the first spatial dim varies fastest.
+  std::vector<int64_t> cm_stride(3, 0);
+  {
+    int64_t s = 1;
+    for (int d = 3 - rank; d < 3; ++d) {
+      cm_stride[d] = s;
+      s *= in[d];
+    }
+  }
+  tbb::parallel_for(int64_t{0}, spec.n * spec.c, [&](int64_t plane) {
+    const T* xp = x + plane * in_sz;
+    T* yp = y + plane * out_sz;
+    int64_t* ip = indices ? indices + plane * out_sz : nullptr;
+    for (int64_t od = 0; od < out[0]; ++od)
+      for (int64_t oh = 0; oh < out[1]; ++oh)
+        for (int64_t ow = 0; ow < out[2]; ++ow) {
+          const int64_t o = (od * out[1] + oh) * out[2] + ow;
+          const int64_t s0 = od * st[0] - pb[0], s1 = oh * st[1] - pb[1], s2 = ow * st[2] - pb[2];
+          C best = std::numeric_limits<C>::lowest();
+          if constexpr (!std::is_integral_v<C>) best = -std::numeric_limits<C>::infinity();
+          int64_t best_idx = -1;
+          double sum = 0;
+          int64_t count_in = 0, count_pad = 0;
+          for (int64_t kd = 0; kd < k[0]; ++kd) {
+            const int64_t id = s0 + kd * dl[0];
+            if (id >= in[0] + pe[0]) break;
+            const bool vd = id >= 0 && id < in[0];
+            for (int64_t kh = 0; kh < k[1]; ++kh) {
+              const int64_t ih = s1 + kh * dl[1];
+              if (ih >= in[1] + pe[1]) break;
+              const bool vh = vd && ih >= 0 && ih < in[1];
+              for (int64_t kw = 0; kw < k[2]; ++kw) {
+                const int64_t iw = s2 + kw * dl[2];
+                if (iw >= in[2] + pe[2]) break;
+                ++count_pad;
+                if (!vh || iw < 0 || iw >= in[2]) continue;
+                ++count_in;
+                const int64_t off = (id * in[1] + ih) * in[2] + iw;
+                const C v = static_cast<C>(xp[off]);
+                if (spec.kind == PoolKind::kMax) {
+                  // The first maximum wins; a NaN, once met, stays (it compares false with everything).
+                  if (best_idx < 0 || v > best || (v != v && !(best != best))) {
+                    best = v;
+                    best_idx = spec.indices_col_major ? id * cm_stride[0] + ih * cm_stride[1] + iw * cm_stride[2]
+                                                      : off;
+                  }
+                } else if (spec.kind == PoolKind::kAvg) {
+                  sum += static_cast<double>(v);
+                } else {
+                  const double a = std::fabs(static_cast<double>(v));
+                  sum += spec.p == 1 ? a : spec.p == 2 ? a * a : std::pow(a, static_cast<double>(spec.p));
+                }
+              }
+            }
+          }
+          if (spec.kind == PoolKind::kMax) {
+            yp[o] = static_cast<T>(best);
+            if (ip) ip[o] = best_idx < 0 ? -1 : plane * in_sz + best_idx;
+          } else if (spec.kind == PoolKind::kAvg) {
+            const int64_t cnt = spec.count_include_pad ? count_pad : count_in;
+            yp[o] = static_cast<T>(cnt > 0 ? sum / static_cast<double>(cnt) : 0.0);
+          } else {
+            const double r = spec.p == 1 ? sum : spec.p == 2 ? std::sqrt(sum) : std::pow(sum, 1.0 / spec.p);
+            yp[o] = static_cast<T>(r);
+          }
+        }
+  });
+}
+
+template void Pool<float>(const PoolSpec&, const float*, float*, int64_t*);
+template void Pool<double>(const PoolSpec&, const double*, double*, int64_t*);
+template void Pool<float16>(const PoolSpec&, const float16*, float16*, int64_t*);
+template void Pool<bfloat16>(const PoolSpec&, const bfloat16*, bfloat16*, int64_t*);
+template void Pool<int8_t>(const PoolSpec&, const int8_t*, int8_t*, int64_t*);
+template void Pool<uint8_t>(const PoolSpec&, const uint8_t*, uint8_t*, int64_t*);
+template void Pool<int32_t>(const PoolSpec&, const int32_t*, int32_t*, int64_t*);
+template void Pool<int64_t>(const PoolSpec&, const int64_t*, int64_t*, int64_t*);
+
+}  // namespace ot::cpu

@@ -1,0 +1,157 @@
+// DnnlConv and NaiveConv against a direct double reference: 1-D/2-D/3-D, groups, dilations, strides,
+// asymmetric pads, bias; transposed convolution including a negative end pad (output_padding).
+#include "cpu_ops/conv.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "graph/ops/linalg_util.h"
+
+namespace ot::cpu {
+namespace {
+
+std::vector<float> Rand(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+int64_t Prod(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (auto x : v) p *= x;
+  return p;
+}
+
+// Direct reference over flattened spatial indices (any rank): for every output and kernel position, the
+// input position is out*stride - pad + k*dilation (forward), or the reverse mapping (transposed).
+std::vector<double> Reference(const ConvSpec& s, const std::vector<float>& x, const std::vector<float>& w,
+                              const std::vector<float>& b) {
+  const int r = static_cast<int>(s.kernel.size());
+  const int64_t in_sz = Prod(s.in_spatial), out_sz = Prod(s.out_spatial), k_sz = Prod(s.kernel);
+  const int64_t g = s.group, icg = s.c_in / g, ocg = s.c_out / g;
+  std::vector<double> y(s.n * s.c_out * out_sz, 0.0);
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t oc = 0; oc < s.c_out; ++oc) {
+      const int64_t gi = oc / ocg;
+      for (int64_t o = 0; o < out_sz; ++o) y[(n * s.c_out + oc) * out_sz + o] = s.has_bias ? b[oc] : 0.0;
+      for (int64_t icl = 0; icl < icg; ++icl)
+        for (int64_t kk = 0; kk < k_sz; ++kk) {
+          const int64_t ic = gi * icg + icl;
+          const double wv = s.transpose ? w[(ic * ocg + oc % ocg) * k_sz + kk] : w[(oc * icg + icl) * k_sz + kk];
+          // Iterate over the "small" side: outputs for forward, inputs for transposed.
+          const int64_t iter = s.transpose ? in_sz : out_sz;
+          for (int64_t p = 0; p < iter; ++p) {
+            int64_t rem_p = p, rem_k = kk, other = 0, mul = 1;
+            bool ok = true;
+            for (int d = r - 1; d >= 0; --d) {
+              const auto& pdims = s.transpose ? s.in_spatial : s.out_spatial;
+              const auto& odims = s.transpose ? s.out_spatial : s.in_spatial;
+              const int64_t pi = rem_p % pdims[d], ki = rem_k % s.kernel[d];
+              rem_p /= pdims[d];
+              rem_k /= s.kernel[d];
+              const int64_t q = pi * s.strides[d] - s.pad_begin[d] + ki * s.dilations[d];
+              if (q < 0 || q >= odims[d]) ok = false;
+              other += q * mul;
+              mul *= odims[d];
+            }
+            if (!ok) continue;
+            if (!s.transpose)
+              y[(n * s.c_out + oc) * out_sz + p] += wv * x[(n * s.c_in + ic) * in_sz + other];
+            else
+              y[(n * s.c_out + oc) * out_sz + other] += wv * x[(n * s.c_in + ic) * in_sz + p];
+          }
+        }
+    }
+  return y;
+}
+
+ConvSpec Make(bool transpose, int64_t n, int64_t cin, int64_t cout, int64_t group, std::vector<int64_t> in,
+              std::vector<int64_t> k, std::vector<int64_t> st, std::vector<int64_t> dl, std::vector<int64_t> pb,
+              std::vector<int64_t> pe, std::vector<int64_t> out_pad = {}) {
+  ConvSpec s;
+  s.transpose = transpose;
+  s.n = n, s.c_in = cin, s.c_out = cout, s.group = group;
+  s.in_spatial = in, s.kernel = k, s.strides = st, s.dilations = dl;
+  s.has_bias = true;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const auto g = transpose ? linalg::ConvTransposeAxis(in[i], k[i], st[i], dl[i], pb[i], pe[i],
+                                                         out_pad.empty() ? 0 : out_pad[i], -1, "NOTSET")
+                             : linalg::ConvAxis(in[i], k[i], st[i], dl[i], pb[i], pe[i], "NOTSET", false);
+    s.out_spatial.push_back(g.out);
+    s.pad_begin.push_back(g.pad_begin);
+    s.pad_end.push_back(g.pad_end);
+  }
+  return s;
+}
+
+void Check(const ConvSpec& s, uint64_t seed) {
+  const int64_t ks = Prod(s.kernel);
+  const int64_t nw = s.transpose ? s.c_in * (s.c_out / s.group) * ks : s.c_out * (s.c_in / s.group) * ks;
+  auto x = Rand(s.n * s.c_in * Prod(s.in_spatial), seed), w = Rand(nw, seed + 1), b = Rand(s.c_out, seed + 2);
+  auto ref = Reference(s, x, w, b);
+  std::vector<float> y(ref.size(), 123.f);
+  DnnlConv(s).Run(x.data(), w.data(), b.data(), y.data());
+  std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()), bd(b.begin(), b.end()), yd(ref.size());
+  NaiveConv<double>(s, xd.data(), wd.data(), bd.data(), yd.data());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_NEAR(y[i], ref[i], 1e-4 + 1e-4 * std::abs(ref[i])) << "dnnl element " << i;
+    ASSERT_NEAR(yd[i], ref[i], 1e-9) << "naive element " << i;
+  }
+}
+
+TEST(ConvKernel, Conv1DStridedPadded) { Check(Make(false, 2, 3, 4, 1, {11}, {3}, {2}, {1}, {1}, {2}), 1); }
+
+TEST(ConvKernel, Conv2DGroupedDilatedAsymmetricPads) {
+  Check(Make(false, 2, 4, 6, 2, {7, 8}, {3, 2}, {1, 2}, {2, 1}, {1, 0}, {2, 1}), 2);
+}
+
+TEST(ConvKernel, Conv2DDepthwise) { Check(Make(false, 1, 4, 8, 4, {6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}), 3); }
+
+TEST(ConvKernel, Conv3DStridedPadded) {
+  Check(Make(false, 1, 2, 3, 1, {5, 6, 4}, {2, 3, 2}, {2, 1, 1}, {1, 1, 2}, {1, 1, 0}, {0, 1, 1}), 4);
+}
+
+TEST(ConvKernel, ConvTranspose2DGroupedStrided) {
+  Check(Make(true, 2, 4, 6, 2, {3, 4}, {3, 2}, {2, 3}, {1, 2}, {1, 0}, {0, 1}), 5);
+}
+
+TEST(ConvKernel, ConvTransposeOutputPaddingBeyondEndPad) {
+  // output_padding 1 with end pad 0: the last output row has no input contribution (bias only).
+  ConvSpec s = Make(true, 1, 2, 3, 1, {3, 3}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, {1, 1});
+  EXPECT_EQ(s.out_spatial, (std::vector<int64_t>{8, 8}));
+  EXPECT_EQ(s.pad_end, (std::vector<int64_t>{-1, -1}));
+  Check(s, 6);
+}
+
+TEST(ConvKernel, ConvTranspose1DAnd3D) {
+  Check(Make(true, 1, 3, 2, 1, {5}, {3}, {3}, {1}, {1}, {1}), 7);
+  Check(Make(true, 1, 2, 2, 1, {2, 3, 2}, {2, 2, 2}, {2, 1, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 0, 1}), 8);
+}
+
+TEST(ConvKernel, HalfTypesMatchFloat) {
+  ConvSpec s = Make(false, 1, 2, 3, 1, {5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1});
+  auto x = Rand(1 * 2 * 25, 9), w = Rand(3 * 2 * 9, 10), b = Rand(3, 11);
+  for (DnnType t : {DnnType::kF16, DnnType::kBF16}) {
+    std::vector<uint16_t> xh(x.size()), wh(w.size()), bh(b.size()), yh(3 * 25);
+    FromFloat(t, x.data(), xh.data(), x.size());
+    FromFloat(t, w.data(), wh.data(), w.size());
+    FromFloat(t, b.data(), bh.data(), b.size());
+    std::vector<float> xr(x.size()), wr(w.size()), br(b.size()), y(yh.size());
+    ToFloat(t, xh.data(), xr.data(), x.size());
+    ToFloat(t, wh.data(), wr.data(), w.size());
+    ToFloat(t, bh.data(), br.data(), b.size());
+    ConvSpec st = s;
+    st.type = t;
+    DnnlConv(st).Run(xh.data(), wh.data(), bh.data(), yh.data());
+    ToFloat(t, yh.data(), y.data(), y.size());
+    auto ref = Reference(s, xr, wr, br);
+    const double tol = t == DnnType::kF16 ? 3e-3 : 2e-2;
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], tol * (1 + std::abs(ref[i])));
+  }
+}
+
+}  // namespace
+}  // namespace ot::cpu

@@ -1,0 +1,154 @@
+// DnnlMatMul / NaiveMatMul against a double reference: batch broadcasting, transposes, alpha, accumulate,
+// half types (converted when the CPU has no native kernel), K = 0.
+#include "cpu_ops/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "kernel_common/half.h"
+
+namespace ot::cpu {
+namespace {
+
+std::vector<float> Rand(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+int64_t Prod(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (auto x : v) p *= x;
+  return p;
+}
+
+// Reference: C = alpha * op(A) op(B) (+ C0) over broadcast batches, in double.
+std::vector<double> Reference(const MatMulSpec& s, const std::vector<float>& a, const std::vector<float>& b,
+                              const std::vector<float>& c0) {
+  const size_t nb = s.a_batch.size();
+  std::vector<int64_t> cb(nb);
+  for (size_t i = 0; i < nb; ++i) cb[i] = std::max(s.a_batch[i], s.b_batch[i]);
+  const int64_t batches = Prod(cb);
+  std::vector<double> c(batches * s.m * s.n);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t rem = bi, ab = 0, bb = 0, am = 1, bm = 1;
+    for (int d = static_cast<int>(nb) - 1; d >= 0; --d) {
+      const int64_t idx = rem % cb[d];
+      rem /= cb[d];
+      ab += (s.a_batch[d] == 1 ? 0 : idx) * am;
+      bb += (s.b_batch[d] == 1 ? 0 : idx) * bm;
+      am *= s.a_batch[d];
+      bm *= s.b_batch[d];
+    }
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < s.k; ++k) {
+          const double av = s.trans_a ? a[ab * s.m * s.k + k * s.m + i] : a[ab * s.m * s.k + i * s.k + k];
+          const double bv = s.trans_b ? b[bb * s.k * s.n + j * s.k + k] : b[bb * s.k * s.n + k * s.n + j];
+          acc += av * bv;
+        }
+        const int64_t o = (bi * s.m + i) * s.n + j;
+        c[o] = s.alpha * acc + (s.accumulate ? c0[o] : 0.0);
+      }
+  }
+  return c;
+}
+
+void CheckF32(const MatMulSpec& s, uint64_t seed) {
+  const int64_t na = Prod(s.a_batch) * s.m * s.k, nb = Prod(s.b_batch) * s.k * s.n;
+  std::vector<int64_t> cb(s.a_batch.size());
+  for (size_t i = 0; i < cb.size(); ++i) cb[i] = std::max(s.a_batch[i], s.b_batch[i]);
+  const int64_t nc = Prod(cb) * s.m * s.n;
+  auto a = Rand(na, seed), b = Rand(nb, seed + 1), c0 = Rand(nc, seed + 2);
+  auto ref = Reference(s, a, b, c0);
+  std::vector<float> c = c0;
+  DnnlMatMul(s).Run(a.data(), b.data(), c.data());
+  std::vector<float> c2 = c0;
+  NaiveMatMul<float, double>(s, a.data(), b.data(), c2.data());
+  for (int64_t i = 0; i < nc; ++i) {
+    ASSERT_NEAR(c[i], ref[i], 1e-4 + 1e-4 * std::abs(ref[i])) << "dnnl element " << i;
+    ASSERT_NEAR(c2[i], ref[i], 1e-5 + 1e-5 * std::abs(ref[i])) << "naive element " << i;
+  }
+}
+
+TEST(MatMulKernel, Plain2D) {
+  MatMulSpec s;
+  s.m = 7, s.k = 13, s.n = 5;
+  CheckF32(s, 1);
+}
+
+TEST(MatMulKernel, BatchBroadcastBothSides) {
+  MatMulSpec s;
+  s.a_batch = {2, 1, 3};
+  s.b_batch = {1, 4, 3};
+  s.m = 3, s.k = 6, s.n = 4;
+  CheckF32(s, 2);
+}
+
+TEST(MatMulKernel, TransposedWithAlphaAndAccumulate) {
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      MatMulSpec s;
+      s.a_batch = {2};
+      s.b_batch = {2};
+      s.m = 5, s.k = 9, s.n = 3;
+      s.trans_a = ta, s.trans_b = tb;
+      s.alpha = 0.5f;
+      s.accumulate = true;
+      CheckF32(s, 10 + ta * 2 + tb);
+    }
+}
+
+TEST(MatMulKernel, HalfTypesMatchFloatWithinRounding) {
+  MatMulSpec s;
+  s.m = 4, s.k = 16, s.n = 6;
+  auto a = Rand(s.m * s.k, 3), b = Rand(s.k * s.n, 4);
+  for (DnnType t : {DnnType::kF16, DnnType::kBF16}) {
+    // Round inputs to the half type first so the reference sees the same values.
+    std::vector<uint16_t> ah(a.size()), bh(b.size()), ch(s.m * s.n);
+    std::vector<float> ar(a.size()), br(b.size());
+    FromFloat(t, a.data(), ah.data(), a.size());
+    FromFloat(t, b.data(), bh.data(), b.size());
+    ToFloat(t, ah.data(), ar.data(), a.size());
+    ToFloat(t, bh.data(), br.data(), b.size());
+    MatMulSpec st = s;
+    st.type = t;
+    DnnlMatMul(st).Run(ah.data(), bh.data(), ch.data());
+    std::vector<float> c(ch.size());
+    ToFloat(t, ch.data(), c.data(), ch.size());
+    auto ref = Reference(s, ar, br, {});
+    const double tol = t == DnnType::kF16 ? 2e-3 : 1e-2;
+    for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], ref[i], tol * (1 + std::abs(ref[i])));
+  }
+}
+
+TEST(MatMulKernel, ZeroInnerDimGivesZeros) {
+  MatMulSpec s;
+  s.m = 3, s.k = 0, s.n = 2;
+  std::vector<float> c(6, 7.f);
+  DnnlMatMul(s).Run(nullptr, nullptr, c.data());
+  for (float v : c) EXPECT_EQ(v, 0.f);
+}
+
+TEST(MatMulKernel, IntegerLoopsAreExact) {
+  MatMulSpec s;
+  s.a_batch = {2};
+  s.b_batch = {1};
+  s.m = 2, s.k = 3, s.n = 2;
+  std::vector<int64_t> a{1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6}, b{1, 0, 0, 1, 2, 2}, c(8);
+  NaiveMatMul<int64_t, int64_t>(s, a.data(), b.data(), c.data());
+  EXPECT_EQ(c, (std::vector<int64_t>{7, 8, 16, 17, -7, -8, -16, -17}));
+}
+
+TEST(MatMulKernel, FillScaledBroadcastRowVector) {
+  std::vector<float> c{1, 2, 3}, y(6);
+  FillScaledBroadcast2D<float>(c.data(), 0, 1, 2.f, 2, 3, y.data());
+  EXPECT_EQ(y, (std::vector<float>{2, 4, 6, 2, 4, 6}));
+}
+
+}  // namespace
+}  // namespace ot::cpu

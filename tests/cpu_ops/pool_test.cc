@@ -1,0 +1,136 @@
+// Pool against a brute-force reference: max with indices (row- and column-major), average with and without
+// padding in the count, Lp, ceil mode, dilations, 1-D/2-D/3-D; plus the ceil-mode geometry rule.
+#include "cpu_ops/pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "graph/ops/linalg_util.h"
+
+namespace ot::cpu {
+namespace {
+
+int64_t Prod(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (auto x : v) p *= x;
+  return p;
+}
+
+PoolSpec Make(PoolKind kind, std::vector<int64_t> in, std::vector<int64_t> k, std::vector<int64_t> st,
+              std::vector<int64_t> dl, std::vector<int64_t> pb, std::vector<int64_t> pe, bool ceil) {
+  PoolSpec s;
+  s.kind = kind;
+  s.n = 2, s.c = 3;
+  s.in_spatial = in, s.kernel = k, s.strides = st, s.dilations = dl;
+  for (size_t i = 0; i < in.size(); ++i) {
+    auto g = linalg::ConvAxis(in[i], k[i], st[i], dl[i], pb[i], pe[i], "NOTSET", ceil);
+    s.out_spatial.push_back(g.out);
+    s.pad_begin.push_back(g.pad_begin);
+    s.pad_end.push_back(g.pad_end);
+  }
+  return s;
+}
+
+// Brute force: enumerate window positions per output via index vectors.
+void Check(const PoolSpec& s, uint64_t seed) {
+  const int r = static_cast<int>(s.in_spatial.size());
+  const int64_t in_sz = Prod(s.in_spatial), out_sz = Prod(s.out_spatial), k_sz = Prod(s.kernel);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  std::vector<float> x(s.n * s.c * in_sz);
+  for (auto& v : x) v = u(rng);
+  std::vector<float> y(s.n * s.c * out_sz);
+  std::vector<int64_t> idx(y.size());
+  Pool<float>(s, x.data(), y.data(), s.kind == PoolKind::kMax ? idx.data() : nullptr);
+  for (int64_t plane = 0; plane < s.n * s.c; ++plane)
+    for (int64_t o = 0; o < out_sz; ++o) {
+      double best = -INFINITY, sum = 0;
+      int64_t best_i = -1, cnt_in = 0, cnt_pad = 0;
+      for (int64_t kk = 0; kk < k_sz; ++kk) {
+        int64_t ro = o, rk = kk, off = 0, off_cm = 0, mul = 1;
+        bool inside = true, in_padded = true;
+        std::vector<int64_t> pos(r);
+        for (int d = r - 1; d >= 0; --d) {
+          const int64_t oi = ro % s.out_spatial[d], ki = rk % s.kernel[d];
+          ro /= s.out_spatial[d];
+          rk /= s.kernel[d];
+          pos[d] = oi * s.strides[d] - s.pad_begin[d] + ki * s.dilations[d];
+          if (pos[d] < 0 || pos[d] >= s.in_spatial[d]) inside = false;
+          if (pos[d] >= s.in_spatial[d] + s.pad_end[d]) in_padded = false;
+          off += pos[d] * mul;
+          mul *= s.in_spatial[d];
+        }
+        int64_t cm = 1;
+        for (int d = 0; d < r; ++d) {
+          off_cm += pos[d] * cm;
+          cm *= s.in_spatial[d];
+        }
+        if (in_padded) ++cnt_pad;
+        if (!inside) continue;
+        ++cnt_in;
+        const double v = x[plane * in_sz + off];
+        if (v > best) {
+          best = v;
+          best_i = plane * in_sz + (s.indices_col_major ? off_cm : off);
+        }
+        sum += s.kind == PoolKind::kLp ? v * v : v;
+      }
+      const int64_t i = plane * out_sz + o;
+      if (s.kind == PoolKind::kMax) {
+        ASSERT_EQ(y[i], static_cast<float>(best)) << i;
+        ASSERT_EQ(idx[i], best_i) << i;
+      } else if (s.kind == PoolKind::kAvg) {
+        ASSERT_NEAR(y[i], sum / (s.count_include_pad ? cnt_pad : cnt_in), 1e-5) << i;
+      } else {
+        ASSERT_NEAR(y[i], std::sqrt(sum), 1e-5) << i;
+      }
+    }
+}
+
+TEST(PoolKernel, CeilModeDropsWindowStartingInPadding) {
+  // in 5, k 2, s 2, pads 1/1: floor gives 3, ceil gives 4 but the 4th window would start at 6 > 5+1-1.
+  EXPECT_EQ(linalg::ConvAxis(5, 2, 2, 1, 1, 1, "NOTSET", false).out, 3);
+  EXPECT_EQ(linalg::ConvAxis(5, 2, 2, 1, 1, 1, "NOTSET", true).out, 3);
+  EXPECT_EQ(linalg::ConvAxis(6, 3, 2, 1, 0, 0, "NOTSET", true).out, 3);
+  EXPECT_EQ(linalg::ConvAxis(6, 3, 2, 1, 0, 0, "NOTSET", false).out, 2);
+  auto same = linalg::ConvAxis(7, 4, 2, 1, 0, 0, "SAME_LOWER", false);
+  EXPECT_EQ(same.out, 4);
+  EXPECT_EQ(same.pad_begin, 2);
+  EXPECT_EQ(same.pad_end, 1);
+}
+
+TEST(PoolKernel, MaxWithIndices2D) {
+  Check(Make(PoolKind::kMax, {7, 6}, {3, 2}, {2, 2}, {1, 1}, {1, 0}, {1, 1}, true), 1);
+}
+
+TEST(PoolKernel, MaxColumnMajorIndicesDilated3D) {
+  PoolSpec s = Make(PoolKind::kMax, {5, 6, 4}, {2, 2, 2}, {1, 2, 1}, {2, 1, 2}, {0, 1, 0}, {1, 0, 1}, false);
+  s.indices_col_major = true;
+  Check(s, 2);
+}
+
+TEST(PoolKernel, AverageExcludeAndIncludePad) {
+  for (bool include : {false, true}) {
+    PoolSpec s = Make(PoolKind::kAvg, {6, 5}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, true);
+    s.count_include_pad = include;
+    Check(s, 3);
+  }
+}
+
+TEST(PoolKernel, Average1DAndLp) {
+  Check(Make(PoolKind::kAvg, {9}, {4}, {3}, {1}, {2}, {1}, false), 4);
+  Check(Make(PoolKind::kLp, {6, 6}, {2, 3}, {2, 1}, {1, 1}, {0, 1}, {0, 1}, false), 5);
+}
+
+TEST(PoolKernel, MaxUint8) {
+  PoolSpec s = Make(PoolKind::kMax, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, false);
+  s.n = 1, s.c = 1;
+  std::vector<uint8_t> x{3, 250, 7, 1}, y(1);
+  Pool<uint8_t>(s, x.data(), y.data(), nullptr);
+  EXPECT_EQ(y[0], 250);
+}
+
+}  // namespace
+}  // namespace ot::cpu
