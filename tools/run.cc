@@ -1,5 +1,6 @@
 // `onnx-train run MODEL --data IN.npz [-o OUT.npz]`: inference on the CPU.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -33,6 +34,18 @@ int Run(const RunOptions& o) {
     outs = ex.Run(feeds);
   } catch (const Error& e) {
     throw Error(o.model + ": " + e.what());
+  }
+  if (o.repeat > 1) {
+    std::vector<double> ms;
+    for (int r = 0; r < o.repeat; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      outs = ex.Run(feeds);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("runs: %d  median: %.3f ms  best: %.3f ms  threads: %d  kernels: %lld  arena: %lld bytes\n",
+                o.repeat, ms[ms.size() / 2], ms[0], ThreadCount(), static_cast<long long>(ex.last_kernel_count()),
+                static_cast<long long>(ex.last_arena_bytes()));
   }
   if (!o.output.empty()) {
     std::vector<NamedTensor> named;
