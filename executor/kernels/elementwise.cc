@@ -124,11 +124,15 @@ KernelInfo MakeDropout(const KernelContext& ctx) {
   } else if (node.opset < 12) {
     ratio = node.attr_float("ratio", 0.5f);
   } else {
-    for (int i = 1; i <= 2; ++i)
-      if (ctx.has_input(i) && !(i < static_cast<int>(ctx.input_values.size()) && ctx.input_values[i]))
-        ctx.Unsupported(std::string(i == 1 ? "ratio" : "training_mode") + " must be known when the plan is made");
-    if (ctx.has_input(1)) ratio = static_cast<float>(ctx.input_values[1]->GetDouble(0));
-    if (ctx.has_input(2)) training = ctx.input_values[2]->GetDouble(0) != 0;
+    auto known = [&](int i) -> const Tensor* {
+      if (!ctx.has_input(i)) return nullptr;
+      const Tensor* v = i < static_cast<int>(ctx.input_values.size()) ? ctx.input_values[i] : nullptr;
+      if (!v) ctx.Unsupported(std::string(i == 1 ? "ratio" : "training_mode") + " must be known when the plan is made");
+      return v;
+    };
+    if (const Tensor* m = known(2)) training = m->GetDouble(0) != 0;
+    if (training)  // the ratio matters only in training mode
+      if (const Tensor* r = known(1)) ratio = static_cast<float>(r->GetDouble(0));
   }
   if (training && !(ratio >= 0.f && ratio < 1.f))
     ctx.Fail("ratio " + std::to_string(ratio) + " is outside [0, 1)");

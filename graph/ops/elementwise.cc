@@ -131,7 +131,7 @@ void RequireScalarInput(const InferContext& ctx, int i, const char* what) {
   const Shape& s = ctx.input_shape(i);
   auto n = s.NumElements();
   if (n && *n != 1) ctx.Fail(std::string(what) + " must be a scalar, got shape " + s.ToString());
-  if (ctx.input_type(i) != ctx.input_type(0) && ctx.input_type(i) != DataType::kBool)
+  if (ctx.input_type(i) != ctx.input_type(0))
     ctx.Fail(std::string(what) + " has type " + DataTypeName(ctx.input_type(i)) + ", input is " +
              DataTypeName(ctx.input_type(0)));
 }
