@@ -94,6 +94,25 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+std::string OneLine(const std::string& msg) {
+  std::string out;
+  out.reserve(msg.size());
+  static const char kHex[] = "0123456789abcdef";
+  for (unsigned char c : msg) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+
 std::string DirName(const std::string& path) {
   size_t p = path.find_last_of('/');
   if (p == std::string::npos) return ".";

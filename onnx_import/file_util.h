@@ -27,6 +27,9 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// `msg` with control characters (a newline in a hostile name) escaped, so every message stays one line.
+std::string OneLine(const std::string& msg);
+
 // The folder part of a path ("." when there is none).
 std::string DirName(const std::string& path);
 

@@ -39,7 +39,8 @@ class Importer {
  public:
   Importer(const std::string& base_dir, const std::string& what, Graph& g) : base_dir_(base_dir), what_(what), g_(g) {}
 
-  void Run(const onnx::ModelProto& m) {
+  // Takes the model mutable so each initializer's bytes are freed once converted (peak memory ~1x the weights).
+  void Run(onnx::ModelProto& m) {
     if (!m.has_graph()) throw Error(what_ + ": model has no graph");
     g_.ir_version = m.ir_version();
     g_.producer_name = m.producer_name();
@@ -57,7 +58,7 @@ class Importer {
         throw Error(what_ + ": domain '" + op.domain() + "' is imported twice with different versions");
       g_.opset_imports[d] = v;
     }
-    const onnx::GraphProto& gp = m.graph();
+    onnx::GraphProto& gp = *m.mutable_graph();
     g_.name = gp.name();
     if (gp.sparse_initializer_size() > 0)
       throw UnsupportedError(what_ + ": sparse initializers are not supported ('" + gp.sparse_initializer(0).values().name() +
@@ -71,11 +72,12 @@ class Importer {
   }
 
  private:
-  void ReadInitializers(const onnx::GraphProto& gp) {
-    for (const auto& tp : gp.initializer()) {
+  void ReadInitializers(onnx::GraphProto& gp) {
+    for (auto& tp : *gp.mutable_initializer()) {
       if (tp.name().empty()) throw Error(what_ + ": an initializer has no name");
       if (defined_.count(tp.name())) throw Error(what_ + ": initializer '" + tp.name() + "' is defined twice");
       Tensor t = TensorFromProto(tp, base_dir_, what_, "tensor '" + tp.name() + "'");
+      std::string().swap(*tp.mutable_raw_data());  // release the bytes now held by the Tensor
       g_.AddInitializer(tp.name(), std::move(t));
       defined_[tp.name()] = "an initializer";
     }
@@ -377,27 +379,40 @@ void WriteAttribute(const std::string& key, const Attribute& a, const Node& n, o
 
 }  // namespace
 
-std::unique_ptr<Graph> ParseModel(const std::string& bytes, const std::string& base_dir, const std::string& what) {
+namespace {
+
+std::unique_ptr<Graph> ParseModelBytes(const uint8_t* data, size_t size, const std::string& base_dir,
+                                       const std::string& what) {
+  if (size > static_cast<size_t>(INT_MAX))
+    throw Error(io::OneLine(what + ": model file is larger than 2 GiB (" + std::to_string(size) +
+                                     " bytes); store its weights as external data"));
   onnx::ModelProto m;
-  if (!onnx_detail::ParseProto(bytes, &m)) throw Error(what + ": not a valid ONNX model (protobuf parse failed)");
+  if (!onnx_detail::ParseProto(data, size, &m))
+    throw Error(io::OneLine(what + ": not a valid ONNX model (protobuf parse failed)"));
   auto g = std::make_unique<Graph>();
   Importer imp(base_dir, what, *g);
   try {
     imp.Run(m);
-  } catch (const UnsupportedError&) {
-    throw;
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(io::OneLine(e.what()));
   } catch (const Error& e) {
     // Errors raised by the IR itself (e.g. Tensor limits) do not know the file: add it.
     std::string msg = e.what();
-    if (msg.compare(0, what.size(), what) != 0) throw Error(what + ": " + msg);
-    throw;
+    if (msg.compare(0, what.size(), what) != 0) msg = what + ": " + msg;
+    throw Error(io::OneLine(msg));
   }
   return g;
 }
 
+}  // namespace
+
+std::unique_ptr<Graph> ParseModel(const std::string& bytes, const std::string& base_dir, const std::string& what) {
+  return ParseModelBytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), base_dir, what);
+}
+
 std::unique_ptr<Graph> LoadModel(const std::string& path) {
-  std::string bytes = io::ReadFile(path);
-  return ParseModel(bytes, io::DirName(path), path);
+  io::MappedFile f(path);  // parsed in place: no heap copy of the file
+  return ParseModelBytes(f.data(), f.size(), io::DirName(path), path);
 }
 
 std::string SerializeModel(const Graph& g) {

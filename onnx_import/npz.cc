@@ -226,15 +226,26 @@ struct CentralEntry {
   uint64_t comp, uncomp, offset;
 };
 
+// Member names come from the file: keep messages on one line whatever they hold.
+std::vector<NamedTensor> ParseZipOneLine(const uint8_t* p, size_t n, const std::string& what) {
+  try {
+    return ParseZip(p, n, what);
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(io::OneLine(e.what()));
+  } catch (const Error& e) {
+    throw Error(io::OneLine(e.what()));
+  }
+}
+
 }  // namespace
 
 std::vector<NamedTensor> ParseNpz(const std::string& bytes, const std::string& what) {
-  return ParseZip(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what);
+  return ParseZipOneLine(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what);
 }
 
 std::vector<NamedTensor> ReadNpz(const std::string& path) {
   io::MappedFile f(path);
-  return ParseZip(f.data(), f.size(), path);
+  return ParseZipOneLine(f.data(), f.size(), path);
 }
 
 void WriteNpz(const std::string& path, const std::vector<NamedTensor>& tensors, bool compress) {

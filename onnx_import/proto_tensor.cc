@@ -254,9 +254,12 @@ void TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* 
 }
 
 bool ParseProto(const std::string& bytes, google::protobuf::MessageLite* m) {
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) return false;
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            static_cast<int>(bytes.size()));
+  return ParseProto(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), m);
+}
+
+bool ParseProto(const uint8_t* data, size_t size, google::protobuf::MessageLite* m) {
+  if (size > static_cast<size_t>(INT_MAX)) return false;
+  google::protobuf::io::CodedInputStream in(data, static_cast<int>(size));
   in.SetTotalBytesLimit(INT_MAX);
   return m->ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
 }

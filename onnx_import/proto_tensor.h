@@ -24,5 +24,6 @@ void TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* 
 
 // Parses `bytes` as message `m` with a 2 GiB limit; false on malformed input.
 bool ParseProto(const std::string& bytes, google::protobuf::MessageLite* m);
+bool ParseProto(const uint8_t* data, size_t size, google::protobuf::MessageLite* m);
 
 }  // namespace ot::onnx_detail

@@ -19,10 +19,17 @@ NamedTensor ReadTensorPb(const std::string& path) { return ParseTensorProto(io::
 
 NamedTensor ParseTensorProto(const std::string& bytes, const std::string& what) {
   onnx::TensorProto tp;
-  if (!onnx_detail::ParseProto(bytes, &tp)) throw Error(what + ": not a valid TensorProto (protobuf parse failed)");
+  if (!onnx_detail::ParseProto(bytes, &tp))
+    throw Error(io::OneLine(what + ": not a valid TensorProto (protobuf parse failed)"));
   NamedTensor nt;
   nt.name = tp.name();
-  nt.tensor = onnx_detail::TensorFromProto(tp, "", what, "tensor '" + tp.name() + "'");
+  try {
+    nt.tensor = onnx_detail::TensorFromProto(tp, "", what, "tensor '" + tp.name() + "'");
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(io::OneLine(e.what()));
+  } catch (const Error& e) {
+    throw Error(io::OneLine(e.what()));
+  }
   return nt;
 }
 

@@ -362,6 +362,10 @@ TEST(ModelIoErrors, UndefinedNodeInput) {
   AddNode(m, "Add", {"x", "foo"}, {"y"}, "x_add");
   ExpectError([&] { Parse(m); },
               {"bad.onnx: node 'x_add' (Add): input 'foo' is not defined by any node, input or initializer"});
+  // Hostile names cannot break the one-line message (ExpectError checks there is no newline).
+  onnx::ModelProto m2 = BaseModel();
+  AddNode(m2, "Add", {"x", "foo\nERROR: fake"}, {"y"}, "a\rb");
+  ExpectError([&] { Parse(m2); }, {"bad.onnx: node 'a\\rb' (Add): input 'foo\\nERROR: fake' is not defined"});
 }
 
 TEST(ModelIoErrors, DuplicatedNames) {
