@@ -92,10 +92,81 @@ T Store(A v) {
 
 // Chunks of outputs a task handles: tiles of `inner` so a small number of long rows still spreads.
 constexpr int64_t kInnerTile = 512;
+// Chunk of a long contiguous reduction that one task reduces when there are too few outputs to spread.
+constexpr int64_t kChunk = 16384;
+
+template <typename A>
+A Finalize(ReduceKind kind, A v, int64_t count) {
+  switch (kind) {
+    case ReduceKind::kMean:
+      if constexpr (std::is_floating_point_v<A>) return v / static_cast<A>(count);
+      else return count ? v / static_cast<A>(count) : A(0);
+    case ReduceKind::kL2: return static_cast<A>(std::sqrt(v));
+    case ReduceKind::kLogSum: return static_cast<A>(std::log(v));
+    default: return v;
+  }
+}
+
+// Few outputs, each a long contiguous run (reduce-all, or a handful of rows): fixed chunks of kChunk
+// elements are reduced in parallel and their partials combined in chunk order, so the result depends only on
+// the sizes, never on the thread count. Not for LogSumExp (two passes).
+template <typename T, typename A>
+void ReduceChunked(ReduceKind kind, const ReduceGeometry& g, A init, const T* x, T* y) {
+  const int64_t chunks = (g.count + kChunk - 1) / kChunk;
+  std::vector<A> part(g.rows * chunks);
+  auto elem = [kind](A v) -> A {
+    switch (kind) {
+      case ReduceKind::kL1: return v < 0 ? -v : v;
+      case ReduceKind::kL2:
+      case ReduceKind::kSumSquare: return v * v;
+      default: return v;
+    }
+  };
+  auto combine = [kind](A a, A v) -> A {
+    switch (kind) {
+      case ReduceKind::kMax: return (v > a || IsNan(v)) && !IsNan(a) ? v : a;
+      case ReduceKind::kMin: return (v < a || IsNan(v)) && !IsNan(a) ? v : a;
+      case ReduceKind::kProd: return a * v;
+      default: return a + v;
+    }
+  };
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, g.rows * chunks, 1),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t t = r.begin(); t < r.end(); ++t) {
+          const int64_t row = t / chunks, c0 = (t % chunks) * kChunk, nc = std::min(kChunk, g.count - c0);
+          const T* p = x + RowBase(g, row) + c0;
+          A a = init;
+          for (int64_t k = 0; k < nc; ++k) a = combine(a, elem(static_cast<A>(p[k])));
+          part[t] = a;
+        }
+      },
+      tbb::simple_partitioner());
+  for (int64_t row = 0; row < g.rows; ++row) {
+    A a = init;
+    for (int64_t c = 0; c < chunks; ++c) a = combine(a, part[row * chunks + c]);
+    y[row] = Store<T>(Finalize(kind, a, g.count));
+  }
+}
 
 template <typename T, typename A>
 void ReduceTyped(ReduceKind kind, const ReduceGeometry& g, const T* x, T* y) {
   const int64_t inner = g.inner;
+  if (inner == 1 && g.red_dims.size() == 1 && g.red_strides[0] == 1 && g.rows < 8 && g.count >= 4 * kChunk &&
+      kind != ReduceKind::kLogSumExp) {
+    A init = 0;
+    if (kind == ReduceKind::kMax) {
+      if constexpr (std::is_integral_v<T>) init = static_cast<A>(std::numeric_limits<T>::lowest());
+      else init = Lowest<A>();
+    } else if (kind == ReduceKind::kMin) {
+      if constexpr (std::is_integral_v<T>) init = static_cast<A>(std::numeric_limits<T>::max());
+      else init = Highest<A>();
+    } else if (kind == ReduceKind::kProd) {
+      init = 1;
+    }
+    ReduceChunked<T, A>(kind, g, init, x, y);
+    return;
+  }
   const int64_t tiles_per_row = std::max<int64_t>(1, (inner + kInnerTile - 1) / kInnerTile);
   const int64_t tasks = g.rows * tiles_per_row;
   const int64_t work_per_task = std::max<int64_t>(1, std::min(inner, kInnerTile) * std::max<int64_t>(g.count, 1));
@@ -168,19 +239,7 @@ void ReduceTyped(ReduceKind kind, const ReduceGeometry& g, const T* x, T* y) {
           break;
         }
       }
-      for (int64_t j = 0; j < nj; ++j) {
-        A v = acc[j];
-        switch (kind) {
-          case ReduceKind::kMean:
-            if constexpr (std::is_floating_point_v<A>) v = v / static_cast<A>(g.count);
-            else v = g.count ? v / static_cast<A>(g.count) : A(0);
-            break;
-          case ReduceKind::kL2: v = std::sqrt(v); break;
-          case ReduceKind::kLogSum: v = std::log(v); break;
-          default: break;
-        }
-        yb[j] = Store<T>(v);
-      }
+      for (int64_t j = 0; j < nj; ++j) yb[j] = Store<T>(Finalize(kind, acc[j], g.count));
     }
   };
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, tasks, grain), body, tbb::simple_partitioner());

@@ -54,20 +54,84 @@ void SoftmaxColumn(SoftmaxKind kind, int64_t n, int64_t inner, const T* p, T* q)
   }
 }
 
+// A tile of `nj` adjacent columns (inner > 1): the same arithmetic as SoftmaxColumn, column by column, but
+// every pass reads rows of nj contiguous elements.
+template <typename T>
+void SoftmaxTile(SoftmaxKind kind, int64_t n, int64_t inner, int64_t nj, const T* p, T* q, std::vector<float>& mf,
+                 std::vector<double>& md, std::vector<double>& sum, std::vector<int64_t>& arg) {
+  using A = Acc<T>;
+  A* m;
+  if constexpr (std::is_same_v<A, double>) m = md.data();
+  else m = mf.data();
+  for (int64_t j = 0; j < nj; ++j) {
+    m[j] = -std::numeric_limits<A>::infinity();
+    arg[j] = 0;
+    sum[j] = 0;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const T* row = p + k * inner;
+    for (int64_t j = 0; j < nj; ++j) {
+      const A v = static_cast<A>(row[j]);
+      if (v > m[j] || (k == 0 && !(v <= m[j]))) {
+        m[j] = v;
+        arg[j] = k;
+      }
+    }
+  }
+  if (kind == SoftmaxKind::kHardmax) {
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < nj; ++j) q[k * inner + j] = Store<T>(A(arg[j] == k ? 1 : 0));
+    return;
+  }
+  for (int64_t j = 0; j < nj; ++j)
+    if (std::isinf(m[j]) && m[j] < 0) m[j] = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const T* row = p + k * inner;
+    for (int64_t j = 0; j < nj; ++j) sum[j] += std::exp(static_cast<A>(row[j]) - m[j]);
+  }
+  if (kind == SoftmaxKind::kSoftmax) {
+    for (int64_t j = 0; j < nj; ++j) sum[j] = static_cast<A>(1.0 / sum[j]);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < nj; ++j)
+        q[k * inner + j] = Store<T>(std::exp(static_cast<A>(p[k * inner + j]) - m[j]) * static_cast<A>(sum[j]));
+  } else {
+    for (int64_t j = 0; j < nj; ++j) sum[j] = static_cast<A>(std::log(sum[j]));
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < nj; ++j)
+        q[k * inner + j] = Store<T>((static_cast<A>(p[k * inner + j]) - m[j]) - static_cast<A>(sum[j]));
+  }
+}
+
+constexpr int64_t kTile = 256;
+
 }  // namespace
 
 template <typename T>
 void Softmax(SoftmaxKind kind, int64_t outer, int64_t n, int64_t inner, const T* x, T* y) {
-  const int64_t total = outer * inner;
-  if (total == 0 || n == 0) return;
-  const int64_t grain = std::max<int64_t>(1, 16384 / n);
-  // Each task owns whole columns; inner > 1 walks the columns of one outer slice in order.
+  if (outer * inner == 0 || n == 0) return;
+  if (inner == 1) {
+    // Contiguous rows: one task owns whole rows.
+    tbb::parallel_for(
+        tbb::blocked_range<int64_t>(0, outer, std::max<int64_t>(1, 16384 / n)),
+        [&](const tbb::blocked_range<int64_t>& r) {
+          for (int64_t i = r.begin(); i < r.end(); ++i) SoftmaxColumn(kind, n, 1, x + i * n, y + i * n);
+        },
+        tbb::simple_partitioner());
+    return;
+  }
+  // Columns in tiles of up to kTile adjacent columns of one outer slice; each tile belongs to one task.
+  const int64_t tiles = (inner + kTile - 1) / kTile;
+  const int64_t grain = std::max<int64_t>(1, 16384 / (n * std::min(inner, kTile)));
   tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, total, grain),
+      tbb::blocked_range<int64_t>(0, outer * tiles, grain),
       [&](const tbb::blocked_range<int64_t>& r) {
-        for (int64_t o = r.begin(); o < r.end(); ++o) {
-          const int64_t i = o / inner, j = o % inner;
-          SoftmaxColumn(kind, n, inner, x + i * n * inner + j, y + i * n * inner + j);
+        std::vector<float> mf(kTile);
+        std::vector<double> md(kTile), sum(kTile);
+        std::vector<int64_t> arg(kTile);
+        for (int64_t t = r.begin(); t < r.end(); ++t) {
+          const int64_t i = t / tiles, j0 = (t % tiles) * kTile, nj = std::min(kTile, inner - j0);
+          const int64_t off = i * n * inner + j0;
+          SoftmaxTile(kind, n, inner, nj, x + off, y + off, mf, md, sum, arg);
         }
       },
       tbb::simple_partitioner());
