@@ -59,7 +59,12 @@ void EyeLike(void* out, int64_t rows, int64_t cols, int64_t k, const void* one, 
 
 template <typename T>
 void Range(T start, T delta, int64_t n, T* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+    const float s = static_cast<float>(start), d = static_cast<float>(delta);
+    for (int64_t i = 0; i < n; ++i) out[i] = T(s + static_cast<float>(i) * d);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+  }
 }
 
 namespace {
@@ -120,6 +125,8 @@ OT_MISC_INSTANTIATE(int16_t)
 OT_MISC_INSTANTIATE(int32_t)
 OT_MISC_INSTANTIATE(int64_t)
 #undef OT_MISC_INSTANTIATE
+template void Range<float16>(float16, float16, int64_t, float16*);
+template void Range<bfloat16>(bfloat16, bfloat16, int64_t, bfloat16*);
 template void TopK<float16>(const float16*, int64_t, int64_t, int64_t, int64_t, bool, bool, float16*, int64_t*);
 template void TopK<bfloat16>(const bfloat16*, int64_t, int64_t, int64_t, int64_t, bool, bool, bfloat16*, int64_t*);
 template void TopK<int8_t>(const int8_t*, int64_t, int64_t, int64_t, int64_t, bool, bool, int8_t*, int64_t*);

@@ -191,7 +191,8 @@ KernelInfo RangeKernel(const KernelContext& ctx) {
     DispatchDType(t, [&](auto tag) {
       using T = decltype(tag);
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int16_t> ||
-                    std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>)
+                    std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> || std::is_same_v<T, float16> ||
+                    std::is_same_v<T, bfloat16>)
         cpu::Range<T>(io.In<T>(0)[0], io.In<T>(2)[0], n, io.Out<T>(0));
     });
   }};

@@ -150,6 +150,7 @@ void InferSqueeze(InferContext& ctx) {
   const Shape& in = ctx.Require(0);
   const DataType t = ctx.input_type(0);
   IntsArg axes = ReadInts(ctx.node, "axes", 1, 13, ValuesOf(ctx));
+  if (axes.known && axes.v.empty()) axes.present = false;  // an empty list squeezes every 1, as no list does
   if (!in.known_rank() || (axes.present && !axes.known)) {
     ctx.set_output(0, t, Shape());
     return;

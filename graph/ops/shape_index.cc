@@ -152,8 +152,7 @@ void InferRange(InferContext& ctx) {
     if (s.known_rank() && s.rank() != 0 && !(s.rank() == 1 && s[0].is_static() && s[0].value == 1))
       ctx.Fail("input " + std::to_string(i) + " must be a scalar, got " + s.ToString());
   }
-  if (t != DataType::kFloat32 && t != DataType::kFloat64 && t != DataType::kInt16 && t != DataType::kInt32 &&
-      t != DataType::kInt64)
+  if (!IsFloat(t) && t != DataType::kInt16 && t != DataType::kInt32 && t != DataType::kInt64)
     ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
   const Tensor* s = ctx.input_value(0);
   const Tensor* l = ctx.input_value(1);
