@@ -13,6 +13,9 @@
 namespace ot {
 
 void RegisterLinalgPoolKernels(CpuKernelRegistry& r);    // linalg_pool.cc
+void RegisterLinalgQuantKernels(CpuKernelRegistry& r);   // linalg_quant.cc
+cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi);
+cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi);
 void RegisterLinalgEinsumKernels(CpuKernelRegistry& r);  // linalg_einsum.cc
 
 namespace {
@@ -63,10 +66,11 @@ KernelInfo MakeGemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMu
   ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
 }
 
-KernelInfo MatMulKernel(const KernelContext& ctx) {
-  const DataType t = ctx.in(0).dtype;
-  if (ctx.in(1).dtype != t) ctx.Fail("inputs have different dtypes");
-  std::vector<int64_t> a = ctx.in(0).dims, b = ctx.in(1).dims;
+}  // namespace
+
+// numpy matmul of inputs ai and bi as a batched GEMM spec (1-D operands promoted, batch dims broadcast).
+cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi) {
+  std::vector<int64_t> a = ctx.in(ai).dims, b = ctx.in(bi).dims;
   if (a.empty() || b.empty()) ctx.Fail("MatMul operands must have rank >= 1");
   if (a.size() == 1) a.insert(a.begin(), 1);
   if (b.size() == 1) b.push_back(1);
@@ -76,22 +80,30 @@ KernelInfo MatMulKernel(const KernelContext& ctx) {
   spec.k = a[a.size() - 1];
   spec.n = b[b.size() - 1];
   if (b[b.size() - 2] != spec.k)
-    ctx.Fail("inner dimensions differ: A " + DimsToString(ctx.in(0).dims) + ", B " + DimsToString(ctx.in(1).dims));
+    ctx.Fail("inner dimensions differ: A " + DimsToString(ctx.in(ai).dims) + ", B " + DimsToString(ctx.in(bi).dims));
   spec.a_batch.assign(rank - a.size(), 1);
   spec.a_batch.insert(spec.a_batch.end(), a.begin(), a.end() - 2);
   spec.b_batch.assign(rank - b.size(), 1);
   spec.b_batch.insert(spec.b_batch.end(), b.begin(), b.end() - 2);
   for (size_t i = 0; i < spec.a_batch.size(); ++i)
     if (spec.a_batch[i] != spec.b_batch[i] && spec.a_batch[i] != 1 && spec.b_batch[i] != 1)
-      ctx.Fail("batch dims do not broadcast: A " + DimsToString(ctx.in(0).dims) + ", B " +
-               DimsToString(ctx.in(1).dims));
+      ctx.Fail("batch dims do not broadcast: A " + DimsToString(ctx.in(ai).dims) + ", B " +
+               DimsToString(ctx.in(bi).dims));
   // B shared by every batch (a weight matrix): one GEMM with the batch folded into M.
   if (std::all_of(spec.b_batch.begin(), spec.b_batch.end(), [](int64_t d) { return d == 1; })) {
     for (int64_t d : spec.a_batch) spec.m *= d;
     spec.a_batch.clear();
     spec.b_batch.clear();
   }
-  return MakeGemmKernel(ctx, t, spec, nullptr);
+  return spec;
+}
+
+namespace {
+
+KernelInfo MatMulKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (ctx.in(1).dtype != t) ctx.Fail("inputs have different dtypes");
+  return MakeGemmKernel(ctx, t, NumpyMatMulSpec(ctx, 0, 1), nullptr);
 }
 
 template <typename T>
@@ -140,25 +152,25 @@ KernelInfo GemmKernel(const KernelContext& ctx) {
   return MakeGemmKernel(ctx, t, spec, prefill);
 }
 
-KernelInfo ConvKernel(const KernelContext& ctx) {
+}  // namespace
+
+// Geometry of a Conv/ConvTranspose node over X = input xi, W = input wi, bias = input bi (-1: none).
+cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi) {
   const Node& node = ctx.node;
   const bool transpose = node.op_type == "ConvTranspose";
-  const DataType t = ctx.in(0).dtype;
-  if (!IsDnnType(t) && t != DataType::kFloat64) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
-  const auto& x = ctx.in(0).dims;
-  const auto& w = ctx.in(1).dims;
+  const auto& x = ctx.in(xi).dims;
+  const auto& w = ctx.in(wi).dims;
   const auto& y = ctx.out(0).dims;
   const int r = static_cast<int>(x.size()) - 2;
   if (r < 1 || static_cast<int>(w.size()) != r + 2) ctx.Fail("X and W must have the same rank >= 3");
   if (r > 3) ctx.Unsupported(std::to_string(r) + "-D convolution is not supported (1-D to 3-D are)");
   cpu::ConvSpec spec;
-  spec.type = ToDnnType(t);
   spec.transpose = transpose;
   spec.group = node.attr_int("group", 1);
   spec.n = x[0];
   spec.c_in = x[1];
   spec.c_out = y[1];
-  spec.has_bias = ctx.has_input(2);
+  spec.has_bias = bi >= 0 && ctx.has_input(bi);
   spec.in_spatial.assign(x.begin() + 2, x.end());
   spec.out_spatial.assign(y.begin() + 2, y.end());
   spec.kernel.assign(w.begin() + 2, w.end());
@@ -182,6 +194,16 @@ KernelInfo ConvKernel(const KernelContext& ctx) {
   const int64_t cin_w = transpose ? w[0] : w[1] * spec.group;
   if (cin_w != spec.c_in) ctx.Fail("X's channels do not match W");
   if (spec.c_out % spec.group != 0 || spec.c_in % spec.group != 0) ctx.Fail("channels not divisible by group");
+  return spec;
+}
+
+namespace {
+
+KernelInfo ConvKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (!IsDnnType(t) && t != DataType::kFloat64) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
+  cpu::ConvSpec spec = BuildConvSpec(ctx, 0, 1, 2);
+  spec.type = ToDnnType(t);
   KernelInfo info;
   if (t == DataType::kFloat64) {
     info.fn = [spec](const KernelIO& io) {
@@ -204,6 +226,7 @@ void RegisterLinalgKernels(CpuKernelRegistry& r) {
   r.Register("ConvTranspose", ConvKernel);
   RegisterLinalgPoolKernels(r);
   RegisterLinalgEinsumKernels(r);
+  RegisterLinalgQuantKernels(r);
 }
 
 }  // namespace ot

@@ -1,5 +1,6 @@
 // Op schemas of the linalg family: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, LpPool,
-// GlobalAveragePool, GlobalMaxPool, GlobalLpPool, Einsum. Geometry (output sizes, pads) comes from
+// GlobalAveragePool, GlobalMaxPool, GlobalLpPool, Einsum; the integer/quantized MatMulInteger, ConvInteger,
+// QLinearMatMul, QLinearConv. Geometry (output sizes, pads) comes from
 // graph/ops/linalg_util.h, which the CPU kernels use too.
 #include <algorithm>
 #include <stdexcept>
@@ -25,11 +26,14 @@ void CheckDimsMatch(InferContext& ctx, const Dim& a, const Dim& b, const std::st
     ctx.Fail(what + " mismatch: " + std::to_string(a.value) + " vs " + std::to_string(b.value));
 }
 
-void InferMatMul(InferContext& ctx) {
-  const Shape& a = ctx.Require(0);
-  const Shape& b = ctx.Require(1);
-  RequireSameType(ctx, 0, 1);
-  const DataType t = ctx.input_type(0);
+// numpy matmul of inputs ai and bi; the output dtype is `t` (kUndefined: A's, and B must match it).
+void InferMatMulOf(InferContext& ctx, int ai, int bi, DataType t) {
+  const Shape& a = ctx.Require(ai);
+  const Shape& b = ctx.Require(bi);
+  if (t == DataType::kUndefined) {
+    RequireSameType(ctx, ai, bi);
+    t = ctx.input_type(ai);
+  }
   if (!a.known_rank() || !b.known_rank()) {
     ctx.set_output(0, t, Shape());
     return;
@@ -46,6 +50,14 @@ void InferMatMul(InferContext& ctx) {
   if (a.rank() >= 2) out.push_back(a[a.rank() - 2]);
   if (b.rank() >= 2) out.push_back(b[b.rank() - 1]);
   ctx.set_output(0, t, Shape(out));
+}
+
+void InferMatMul(InferContext& ctx) { InferMatMulOf(ctx, 0, 1, DataType::kUndefined); }
+void InferMatMulInteger(InferContext& ctx) { InferMatMulOf(ctx, 0, 1, DataType::kInt32); }
+// QLinearMatMul: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
+void InferQLinearMatMul(InferContext& ctx) {
+  ctx.Require(7);
+  InferMatMulOf(ctx, 0, 3, ctx.input_type(7));
 }
 
 void InferGemm(InferContext& ctx) {
@@ -128,12 +140,16 @@ std::vector<Dim> PoolSpatial(InferContext& ctx, const Shape& x, const SpatialAtt
   return out;
 }
 
-void InferConv(InferContext& ctx) {
-  const Shape& x = ctx.Require(0);
-  const Shape& w = ctx.Require(1);
-  RequireSameType(ctx, 0, 1);
-  RequireSameType(ctx, 0, 2);
-  const DataType t = ctx.input_type(0);
+// Conv / ConvTranspose geometry over X = input xi, W = input wi, optional bias bi (-1: none); output dtype t
+// (kUndefined: X's, and W and the bias must match it).
+void InferConvOf(InferContext& ctx, int xi, int wi, int bi, DataType t) {
+  const Shape& x = ctx.Require(xi);
+  const Shape& w = ctx.Require(wi);
+  if (t == DataType::kUndefined) {
+    RequireSameType(ctx, xi, wi);
+    if (bi >= 0) RequireSameType(ctx, xi, bi);
+    t = ctx.input_type(xi);
+  }
   const Node& n = ctx.node;
   const int64_t group = n.attr_int("group", 1);
   if (group < 1) ctx.Fail("group must be >= 1");
@@ -176,8 +192,8 @@ void InferConv(InferContext& ctx) {
       if (w[0].is_static() && w[0].value % group != 0) ctx.Fail("W's input channels are not divisible by group");
     }
   }
-  if (ctx.has_input(2)) {
-    const Shape& b = ctx.input_shape(2);
+  if (bi >= 0 && ctx.has_input(bi)) {
+    const Shape& b = ctx.input_shape(bi);
     if (b.known_rank() && b.rank() != 1) ctx.Fail("bias B must be 1-D, got " + b.ToString());
     if (b.known_rank()) CheckDimsMatch(ctx, b[0], out_c, "bias length vs output channels");
   }
@@ -212,6 +228,14 @@ void InferConv(InferContext& ctx) {
     }
   }
   ctx.set_output(0, t, Shape(out));
+}
+
+void InferConv(InferContext& ctx) { InferConvOf(ctx, 0, 1, 2, DataType::kUndefined); }
+void InferConvInteger(InferContext& ctx) { InferConvOf(ctx, 0, 1, -1, DataType::kInt32); }
+// QLinearConv: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
+void InferQLinearConv(InferContext& ctx) {
+  ctx.Require(7);
+  InferConvOf(ctx, 0, 3, 8, ctx.input_type(7));
 }
 
 void InferPool(InferContext& ctx) {
@@ -311,6 +335,10 @@ void RegisterLinalgOps(OpRegistry& r) {
   reg("GlobalMaxPool", 1, InferPool);
   reg("GlobalLpPool", 1, InferPool);
   reg("Einsum", 12, InferEinsum);
+  reg("MatMulInteger", 10, InferMatMulInteger);
+  reg("ConvInteger", 10, InferConvInteger);
+  reg("QLinearMatMul", 10, InferQLinearMatMul);
+  reg("QLinearConv", 10, InferQLinearConv);
 }
 
 }  // namespace ot
