@@ -426,7 +426,12 @@ TEST(Npz, PythonZipfileCrossCheck) {
                       " and 'arr_float32.npy' in n, n; d=z.read('zeros.npy'); assert d[:6]==b'\\x93NUMPY'\" " +
                       (dir / "ours.npz");
   EXPECT_EQ(std::system(check.c_str()), 0) << check;
-  for (size_t i = 0; i < arrays.size(); ++i) WriteNpy(dir / ("m" + std::to_string(i) + ".npy"), arrays[i].tensor);
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    std::string member = "m";
+    member += std::to_string(i);
+    member += ".npy";
+    WriteNpy(dir / member, arrays[i].tensor);
+  }
   // Unseekable output -> data descriptors; force_zip64 -> ZIP64 extra fields.
   std::string script = dir / "w.py";
   WriteBytes(script,
