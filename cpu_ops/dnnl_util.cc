@@ -1,6 +1,9 @@
 #include "cpu_ops/dnnl_util.h"
 
 #include <omp.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -28,32 +31,50 @@ void PrepareDnnlCall() { omp_set_num_threads(OmpThreads()); }
 
 size_t DnnTypeSize(DnnType t) { return t == DnnType::kF32 ? 4 : 2; }
 
-void ToFloat(DnnType t, const void* src, float* dst, int64_t n) {
-  switch (t) {
-    case DnnType::kF32:
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<const float*>(src)[i];
-      break;
-    case DnnType::kF16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = HalfBitsToFloat(static_cast<const uint16_t*>(src)[i]);
-      break;
-    case DnnType::kBF16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = Bf16BitsToFloat(static_cast<const uint16_t*>(src)[i]);
-      break;
+namespace {
+// Splits [0, n) into fixed chunks (deterministic, element-wise so any split gives the same result).
+template <typename F>
+void ForChunks(int64_t n, F&& f) {
+  const int64_t grain = 1 << 16;
+  if (n <= grain) {
+    f(int64_t{0}, n);
+    return;
   }
+  tbb::parallel_for(int64_t{0}, (n + grain - 1) / grain,
+                    [&](int64_t c) { f(c * grain, std::min(n, (c + 1) * grain)); });
+}
+}  // namespace
+
+void ToFloat(DnnType t, const void* src, float* dst, int64_t n) {
+  ForChunks(n, [&](int64_t b, int64_t e) {
+    switch (t) {
+      case DnnType::kF32:
+        for (int64_t i = b; i < e; ++i) dst[i] = static_cast<const float*>(src)[i];
+        break;
+      case DnnType::kF16:
+        for (int64_t i = b; i < e; ++i) dst[i] = HalfBitsToFloat(static_cast<const uint16_t*>(src)[i]);
+        break;
+      case DnnType::kBF16:
+        for (int64_t i = b; i < e; ++i) dst[i] = Bf16BitsToFloat(static_cast<const uint16_t*>(src)[i]);
+        break;
+    }
+  });
 }
 
 void FromFloat(DnnType t, const float* src, void* dst, int64_t n) {
-  switch (t) {
-    case DnnType::kF32:
-      for (int64_t i = 0; i < n; ++i) static_cast<float*>(dst)[i] = src[i];
-      break;
-    case DnnType::kF16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = FloatToHalfBits(src[i]);
-      break;
-    case DnnType::kBF16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = FloatToBf16Bits(src[i]);
-      break;
-  }
+  ForChunks(n, [&](int64_t b, int64_t e) {
+    switch (t) {
+      case DnnType::kF32:
+        for (int64_t i = b; i < e; ++i) static_cast<float*>(dst)[i] = src[i];
+        break;
+      case DnnType::kF16:
+        for (int64_t i = b; i < e; ++i) static_cast<uint16_t*>(dst)[i] = FloatToHalfBits(src[i]);
+        break;
+      case DnnType::kBF16:
+        for (int64_t i = b; i < e; ++i) static_cast<uint16_t*>(dst)[i] = FloatToBf16Bits(src[i]);
+        break;
+    }
+  });
 }
 
 }  // namespace ot::cpu
