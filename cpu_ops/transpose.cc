@@ -44,11 +44,14 @@ void TiledTranspose(const T* in, T* out, const std::vector<int64_t>& dims, const
         ob += i * os[k];
       }
       const int64_t x1 = std::min(X, x0 + kTile), y1 = std::min(Y, y0 + kTile);
-      for (int64_t x = x0; x < x1; ++x) {
-        const T* s = in + ib + x;
-        T* d = out + ob + x * ox;
-        for (int64_t y = y0; y < y1; ++y) d[y] = s[y * sy];
+      // Read the tile row by row (contiguous in x) into a local buffer transposed, then write it out row by
+      // row (contiguous in y): both sides of memory see runs, and power-of-two strides do not thrash a cache set.
+      T tile[kTile][kTile];
+      for (int64_t y = y0; y < y1; ++y) {
+        const T* s = in + ib + y * sy;
+        for (int64_t x = x0; x < x1; ++x) tile[x - x0][y - y0] = s[x];
       }
+      for (int64_t x = x0; x < x1; ++x) std::memcpy(out + ob + x * ox + y0, tile[x - x0], (y1 - y0) * sizeof(T));
     }
   };
   if (outer * X * Y < (1 << 15)) {

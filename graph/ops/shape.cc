@@ -153,6 +153,11 @@ void InferSqueeze(InferContext& ctx) {
   if (axes.known && axes.v.empty()) axes.present = false;  // an empty list squeezes every 1, as no list does
   if (!in.known_rank() || (axes.present && !axes.known)) {
     ctx.set_output(0, t, Shape());
+    if (in.known_rank() && axes.present) {  // rank known when the number of axes is
+      const Shape& as = ctx.input_shape(1);
+      if (as.known_rank() && as.rank() == 1 && as[0].is_static() && as[0].value > 0)
+        ctx.set_output(0, t, UnknownDims(in.rank() - static_cast<int>(as[0].value)));
+    }
     return;
   }
   const int r = in.rank();
@@ -187,6 +192,11 @@ void InferUnsqueeze(InferContext& ctx) {
   if (!axes.present) ctx.Fail("axes are required");
   if (!in.known_rank() || !axes.known) {
     ctx.set_output(0, t, Shape());
+    if (in.known_rank()) {  // rank known when the number of axes is
+      const Shape& as = ctx.input_shape(1);
+      if (as.known_rank() && as.rank() == 1 && as[0].is_static())
+        ctx.set_output(0, t, UnknownDims(in.rank() + static_cast<int>(as[0].value)));
+    }
     return;
   }
   const int r = in.rank() + static_cast<int>(axes.v.size());
