@@ -335,7 +335,7 @@ void WriteNpz(const std::string& path, const std::vector<NamedTensor>& tensors, 
       Put16(h, 0);           // comment
       Put16(h, 0);           // disk
       Put16(h, 0);           // internal attributes
-      Put32(h, 0644u << 16);  // external attributes: -rw-r--r--
+      Put32(h, 0100644u << 16);  // external attributes: regular file, -rw-r--r--
       Put32(h, ce.offset >= 0xffffffffu ? 0xffffffffu : static_cast<uint32_t>(ce.offset));
       h += ce.name;
       h += z64extra;

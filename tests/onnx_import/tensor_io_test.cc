@@ -421,10 +421,27 @@ TEST(Npz, PythonZipfileCrossCheck) {
   TempDir dir;
   auto arrays = AllDtypeArrays();
   WriteNpz(dir / "ours.npz", arrays, true);
-  std::string check = "python3 -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1]); assert z.testzip() is None; "
-                      "n=z.namelist(); assert len(n)==" + std::to_string(arrays.size()) +
-                      " and 'arr_float32.npy' in n, n; d=z.read('zeros.npy'); assert d[:6]==b'\\x93NUMPY'\" " +
-                      (dir / "ours.npz");
+  // What numpy.lib.format does with each member: the header must be a Python literal with exactly these keys,
+  // the data must start 64-byte aligned and hold prod(shape) * itemsize bytes.
+  WriteBytes(dir / "r.py",
+             "import zipfile, sys, ast\n"
+             "sizes = {'f4': 4, 'f8': 8, 'f2': 2, 'i1': 1, 'i2': 2, 'i4': 4, 'i8': 8, 'u1': 1, 'u2': 2, 'u4': 4,\n"
+             "         'u8': 8, 'b1': 1}\n"
+             "z = zipfile.ZipFile(sys.argv[1])\n"
+             "assert z.testzip() is None\n"
+             "names = z.namelist()\n"
+             "assert len(names) == int(sys.argv[2]) and 'arr_float32.npy' in names, names\n"
+             "for n in names:\n"
+             "    d = z.read(n)\n"
+             "    assert d[:8] == b'\\x93NUMPY\\x01\\x00', n\n"
+             "    hl = d[8] | (d[9] << 8)\n"
+             "    assert (10 + hl) % 64 == 0 and d[10 + hl - 1:10 + hl] == b'\\n', n\n"
+             "    h = ast.literal_eval(d[10:10 + hl].decode('latin1'))\n"
+             "    assert sorted(h) == ['descr', 'fortran_order', 'shape'] and h['fortran_order'] is False, h\n"
+             "    count = 1\n"
+             "    for s in h['shape']: count *= s\n"
+             "    assert len(d) - 10 - hl == count * sizes[h['descr'][1:]], (n, h)\n");
+  std::string check = "python3 " + (dir / "r.py") + " " + (dir / "ours.npz") + " " + std::to_string(arrays.size());
   EXPECT_EQ(std::system(check.c_str()), 0) << check;
   for (size_t i = 0; i < arrays.size(); ++i) {
     std::string member = "m";
