@@ -245,6 +245,29 @@ TEST(Npz, WriteReadStoredAndDeflated) {
   EXPECT_ERROR_HAS(WriteNpz(dir / "e.npz", {{"a", Tensor::Scalar(1)}, {"a", Tensor::Scalar(2)}}), "'a' is given twice");
 }
 
+// More than 65535 members needs the ZIP64 end records; both our reader and Python's zipfile must accept them.
+TEST(Npz, Zip64EndRecordsForManyMembers) {
+  TempDir dir;
+  std::vector<NamedTensor> arrays;
+  for (int i = 0; i < 70000; ++i) {
+    std::string name = "a";
+    name += std::to_string(i);
+    arrays.push_back({name, Tensor::FromInt64({i}, {1})});
+  }
+  WriteNpz(dir / "many.npz", arrays, /*compress=*/false);
+  std::string bytes = ReadBytes(dir / "many.npz");
+  EXPECT_NE(bytes.find(std::string("PK\x06\x06", 4)), std::string::npos) << "no ZIP64 end record";
+  auto r = ReadNpz(dir / "many.npz");
+  ASSERT_EQ(r.size(), arrays.size());
+  EXPECT_EQ(r[69999].name, "a69999");
+  EXPECT_EQ(r[69999].tensor.GetInt64(0), 69999);
+  if (std::system("python3 -c 'import zipfile' >/dev/null 2>&1") == 0) {
+    std::string cmd = "python3 -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1]); n=z.namelist(); "
+                      "assert len(n)==70000 and n[-1]=='a69999.npy', len(n)\" " + (dir / "many.npz");
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+  }
+}
+
 // A minimal zip writer for archives our writer never produces: data descriptors, ZIP64 extra fields.
 struct ZipMember {
   std::string name;
