@@ -78,6 +78,13 @@ std::string RealPath(const std::string& p) {
   return s;
 }
 
+// A bool byte other than 0/1 is not a valid C++ bool: store what a reader of the file would mean by it.
+void NormalizeBool(Tensor* t) {
+  if (t->dtype() != DataType::kBool) return;
+  uint8_t* b = static_cast<uint8_t*>(t->raw());
+  for (int64_t i = 0; i < t->numel(); ++i) b[i] = b[i] != 0;
+}
+
 // Reads external data for `tp` into `t` (already allocated with the declared shape).
 Tensor ReadExternal(const onnx::TensorProto& tp, DataType dt, const std::vector<int64_t>& dims, size_t nbytes,
                     const std::string& base_dir, const std::string& context) {
@@ -158,6 +165,7 @@ Tensor ReadExternal(const onnx::TensorProto& tp, DataType dt, const std::vector<
     got += static_cast<size_t>(r);
   }
   ::close(fd);
+  NormalizeBool(&t);
   return t;
 }
 
@@ -202,6 +210,7 @@ Tensor TensorFromProto(const onnx::TensorProto& tp, const std::string& base_dir,
                   std::to_string(tp.raw_data().size()));
     Tensor t(dt, dims);
     if (nbytes) std::memcpy(t.raw(), tp.raw_data().data(), nbytes);
+    NormalizeBool(&t);
     return t;
   }
   const size_t numel = SizeOf(dt) ? nbytes / SizeOf(dt) : 0;

@@ -98,6 +98,18 @@ TEST(TensorPb, WriteReadEveryDtype) {
     }
 }
 
+TEST(TensorPb, BoolBytesAreNormalised) {
+  onnx::TensorProto tp;
+  tp.set_data_type(9);
+  tp.add_dims(3);
+  tp.set_raw_data(std::string("\x00\x02\xff", 3));
+  Tensor t = ParseTensorProto(tp.SerializeAsString(), "b.pb").tensor;
+  const uint8_t* b = static_cast<const uint8_t*>(t.raw());
+  EXPECT_EQ(b[0], 0);
+  EXPECT_EQ(b[1], 1);
+  EXPECT_EQ(b[2], 1);
+}
+
 TEST(TensorPb, Malformed) {
   EXPECT_ERROR_HAS(ParseTensorProto("\xff\xff\xff", "t.pb"), "t.pb: not a valid TensorProto");
   onnx::TensorProto tp;
