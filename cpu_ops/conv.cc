@@ -37,6 +37,10 @@ int64_t Prod(const std::vector<int64_t>& v) {
 
 struct DnnlConv::Impl {
   dnnl::primitive prim;
+  // User-managed scratchpad owned by this primitive: oneDNN's library-managed one is tied to the creating
+  // thread, and the executor runs the primitive on whichever TBB thread is free (that crashed in oneDNN).
+  dnnl::memory::desc scratch_md;
+  std::shared_ptr<std::vector<uint8_t>> scratch;
   dnnl::memory::desc x_md, w_md, b_md, y_md;
   bool convert = false;
   bool empty = false;
@@ -78,6 +82,8 @@ DnnlConv::DnnlConv(const ConvSpec& spec) : spec_(spec), impl_(std::make_shared<I
   for (size_t i = 0; i < dil.size(); ++i) dil[i] = spec.dilations[i] - 1;
   dims_t pl(spec.pad_begin.begin(), spec.pad_begin.end()), pr(spec.pad_end.begin(), spec.pad_end.end());
 
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   auto make = [&](dt t) {
     im.x_md = dnnl::memory::desc(xd, t, Contiguous(xd));
     im.y_md = dnnl::memory::desc(yd, t, Contiguous(yd));
@@ -89,27 +95,34 @@ DnnlConv::DnnlConv(const ConvSpec& spec) : spec_(spec), impl_(std::make_shared<I
                                                                im.w_md, im.b_md, im.y_md, strides, dil, pl, pr)
                              : dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, im.x_md,
                                                                im.w_md, im.y_md, strides, dil, pl, pr);
-      im.prim = dnnl::convolution_forward(dnnl::convolution_forward::primitive_desc(d, DnnlEngine()));
+      dnnl::convolution_forward::primitive_desc pd(d, attr, DnnlEngine());
+      im.scratch_md = pd.scratchpad_desc();
+      im.prim = dnnl::convolution_forward(pd);
     } else {
       auto d = spec.has_bias
                    ? dnnl::deconvolution_forward::desc(pk, dnnl::algorithm::deconvolution_direct, im.x_md, im.w_md,
                                                        im.b_md, im.y_md, strides, dil, pl, pr)
                    : dnnl::deconvolution_forward::desc(pk, dnnl::algorithm::deconvolution_direct, im.x_md, im.w_md,
                                                        im.y_md, strides, dil, pl, pr);
-      im.prim = dnnl::deconvolution_forward(dnnl::deconvolution_forward::primitive_desc(d, DnnlEngine()));
+      dnnl::deconvolution_forward::primitive_desc pd(d, attr, DnnlEngine());
+      im.scratch_md = pd.scratchpad_desc();
+      im.prim = dnnl::deconvolution_forward(pd);
     }
   };
   if (spec.type == DnnType::kF32) {
     make(dt::f32);
-    return;
+  } else {
+    try {
+      make(ToDnnl(spec.type));
+    } catch (const dnnl::error&) {
+      im.convert = true;
+      make(dt::f32);
+    }
   }
-  try {
-    make(ToDnnl(spec.type));
-  } catch (const dnnl::error&) {
-    im.convert = true;
-    make(dt::f32);
-  }
+  im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
 }
+
+size_t DnnlConv::workspace_bytes() const { return impl_->scratch ? impl_->scratch->size() : 0; }
 
 DnnlConv::~DnnlConv() = default;
 
@@ -124,6 +137,7 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
                                                {DNNL_ARG_WEIGHTS, dnnl::memory(im.w_md, eng, const_cast<void*>(wp))},
                                                {DNNL_ARG_DST, dnnl::memory(im.y_md, eng, yp)}};
     if (spec_.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(im.b_md, eng, const_cast<void*>(bp)));
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data()));
     im.prim.execute(s, args);
     s.wait();
   };

@@ -28,6 +28,8 @@ class DnnlConv {
   ~DnnlConv();
   // bias may be null when !has_bias.
   void Run(const void* x, const void* w, const void* bias, void* y) const;
+  // Bytes of the oneDNN scratchpad this primitive owns (0 when it runs no primitive).
+  size_t workspace_bytes() const;
 
  private:
   struct Impl;

@@ -49,6 +49,9 @@ int64_t Prod(const std::vector<int64_t>& v) {
 }  // namespace
 
 struct DnnlMatMul::Impl {
+  // User-managed scratchpad owned by this primitive (see DnnlConv::Impl).
+  dnnl::memory::desc scratch_md;
+  std::shared_ptr<std::vector<uint8_t>> scratch;
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, c_md;
   bool convert = false;  // primitive runs in f32 on converted copies
@@ -75,6 +78,7 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     return;
   }
   dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (spec.alpha != 1.0f) attr.set_output_scales(0, {spec.alpha});
   if (spec.accumulate) {
     dnnl::post_ops po;
@@ -86,19 +90,23 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     im.b_md = MatrixDesc(spec.b_batch, spec.k, spec.n, spec.trans_b, t);
     im.c_md = MatrixDesc(c_batch, spec.m, spec.n, false, t);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(im.a_md, im.b_md, im.c_md), attr, DnnlEngine());
+    im.scratch_md = pd.scratchpad_desc();
     im.prim = dnnl::matmul(pd);
   };
   if (spec.type == DnnType::kF32) {
     make(dt::f32);
-    return;
+  } else {
+    try {
+      make(ToDnnl(spec.type));
+    } catch (const dnnl::error&) {
+      im.convert = true;
+      make(dt::f32);
+    }
   }
-  try {
-    make(ToDnnl(spec.type));
-  } catch (const dnnl::error&) {
-    im.convert = true;
-    make(dt::f32);
-  }
+  im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
 }
+
+size_t DnnlMatMul::workspace_bytes() const { return impl_->scratch ? impl_->scratch->size() : 0; }
 
 DnnlMatMul::~DnnlMatMul() = default;
 
@@ -117,7 +125,10 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c) const {
     dnnl::memory am(im.a_md, eng, const_cast<void*>(a));
     dnnl::memory bm(im.b_md, eng, const_cast<void*>(b));
     dnnl::memory cm(im.c_md, eng, c);
-    im.prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    im.prim.execute(s, {{DNNL_ARG_SRC, am},
+                          {DNNL_ARG_WEIGHTS, bm},
+                          {DNNL_ARG_DST, cm},
+                          {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}});
     s.wait();
     return;
   }
@@ -128,7 +139,10 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c) const {
   dnnl::memory am(im.a_md, eng, af.data());
   dnnl::memory bm(im.b_md, eng, bf.data());
   dnnl::memory cm(im.c_md, eng, cf.data());
-  im.prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  im.prim.execute(s, {{DNNL_ARG_SRC, am},
+                          {DNNL_ARG_WEIGHTS, bm},
+                          {DNNL_ARG_DST, cm},
+                          {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}});
   s.wait();
   FromFloat(spec_.type, cf.data(), c, im.c_elems);
 }

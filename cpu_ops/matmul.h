@@ -29,6 +29,8 @@ class DnnlMatMul {
   explicit DnnlMatMul(const MatMulSpec& spec);
   ~DnnlMatMul();
   void Run(const void* a, const void* b, void* c) const;
+  // Bytes of the oneDNN scratchpad this primitive owns (0 when it runs no primitive).
+  size_t workspace_bytes() const;
   const MatMulSpec& spec() const { return spec_; }
 
  private:
