@@ -24,11 +24,81 @@ struct Compute {
                                   std::conditional_t<std::is_integral_v<T>, T, float>>;
 };
 
+// Max and average pooling without dilation or indices (what models use): each window is clipped to the input
+// once, per dim, so the inner loop has no bounds checks and no per-element branch on the pool kind.
+template <typename T, PoolKind kKind>
+void PoolDense(const PoolSpec& spec, const T* x, T* y) {
+  using C = typename Compute<T>::type;
+  const auto in = Pad3(spec.in_spatial, 1), out = Pad3(spec.out_spatial, 1), k = Pad3(spec.kernel, 1);
+  const auto st = Pad3(spec.strides, 1), pb = Pad3(spec.pad_begin, 0), pe = Pad3(spec.pad_end, 0);
+  const int64_t in_sz = in[0] * in[1] * in[2], out_sz = out[0] * out[1] * out[2];
+  auto clip = [&](int d, int64_t o, int64_t& lo, int64_t& hi, int64_t& padded) {
+    const int64_t s = o * st[d] - pb[d];
+    const int64_t e = std::min(s + k[d], in[d] + pe[d]);  // the window within the padded input
+    padded = e - s;
+    lo = std::max<int64_t>(s, 0);
+    hi = std::min(e, in[d]);
+  };
+  tbb::parallel_for(int64_t{0}, spec.n * spec.c, [&](int64_t plane) {
+    const T* xp = x + plane * in_sz;
+    T* yp = y + plane * out_sz;
+    for (int64_t od = 0; od < out[0]; ++od) {
+      int64_t d0, d1, dp;
+      clip(0, od, d0, d1, dp);
+      for (int64_t oh = 0; oh < out[1]; ++oh) {
+        int64_t h0, h1, hp;
+        clip(1, oh, h0, h1, hp);
+        for (int64_t ow = 0; ow < out[2]; ++ow) {
+          int64_t w0, w1, wp;
+          clip(2, ow, w0, w1, wp);
+          C acc;
+          if constexpr (kKind == PoolKind::kMax) {
+            if constexpr (std::is_integral_v<C>) acc = std::numeric_limits<C>::lowest();
+            else acc = -std::numeric_limits<C>::infinity();
+          } else {
+            acc = 0;
+          }
+          bool nan = false;
+          for (int64_t id = d0; id < d1; ++id)
+            for (int64_t ih = h0; ih < h1; ++ih) {
+              const T* row = xp + (id * in[1] + ih) * in[2];
+              for (int64_t iw = w0; iw < w1; ++iw) {
+                const C v = static_cast<C>(row[iw]);
+                if constexpr (kKind == PoolKind::kMax) {
+                  if constexpr (!std::is_integral_v<C>) nan |= v != v;
+                  acc = v > acc ? v : acc;
+                } else {
+                  acc += v;
+                }
+              }
+            }
+          const int64_t o = (od * out[1] + oh) * out[2] + ow;
+          if constexpr (kKind == PoolKind::kMax) {
+            if constexpr (!std::is_integral_v<C>)
+              if (nan) acc = std::numeric_limits<C>::quiet_NaN();
+            yp[o] = static_cast<T>(acc);
+          } else {
+            const int64_t cnt = spec.count_include_pad ? dp * hp * wp : (d1 - d0) * (h1 - h0) * (w1 - w0);
+            yp[o] = static_cast<T>(cnt > 0 ? acc / static_cast<C>(cnt) : C(0));
+          }
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 template <typename T>
 void Pool(const PoolSpec& spec, const T* x, T* y, int64_t* indices) {
   using C = typename Compute<T>::type;
+  bool dense = !indices && spec.kind != PoolKind::kLp;
+  for (int64_t d : spec.dilations) dense &= d == 1;
+  if (dense && !std::is_integral_v<C>) {
+    if (spec.kind == PoolKind::kMax) PoolDense<T, PoolKind::kMax>(spec, x, y);
+    else PoolDense<T, PoolKind::kAvg>(spec, x, y);
+    return;
+  }
   const int rank = static_cast<int>(spec.in_spatial.size());
   const auto in = Pad3(spec.in_spatial, 1), out = Pad3(spec.out_spatial, 1), k = Pad3(spec.kernel, 1);
   const auto st = Pad3(spec.strides, 1), dl = Pad3(spec.dilations, 1), pb = Pad3(spec.pad_begin, 0),

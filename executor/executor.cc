@@ -91,9 +91,25 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds) {
     // Values in `known` point into this call's feeds: the plan copies what it keeps (folded constants are
     // owned by the plan; known feeds are only read while compiling).
     it = plans_.emplace(sig, Plan::Compile(graph_, descs, known, opts_.seed)).first;
+    it->second->set_profiling(opts_.profile);
   }
   last_ = it->second.get();
   return last_->Run(feeds);
+}
+
+std::vector<OpTime> Executor::kernel_profile() const {
+  std::map<std::string, OpTime> by_op;
+  if (last_)
+    for (const auto& k : last_->kernel_times()) {
+      OpTime& t = by_op[k.op];
+      t.op = k.op;
+      ++t.kernels;
+      t.ms += static_cast<double>(k.ns) * 1e-6;
+    }
+  std::vector<OpTime> r;
+  for (auto& [op, t] : by_op) r.push_back(t);
+  std::sort(r.begin(), r.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
+  return r;
 }
 
 int64_t Executor::last_kernel_count() const { return last_ ? last_->kernel_count() : 0; }

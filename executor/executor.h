@@ -14,7 +14,15 @@
 namespace ot {
 
 struct ExecutorOptions {
-  uint64_t seed = 0;  // random ops (Dropout in training mode) draw from this seed
+  uint64_t seed = 0;       // random ops (Dropout in training mode) draw from this seed
+  bool profile = false;    // time every kernel (see kernel_profile())
+};
+
+// Time spent per op type over all runs so far, largest first.
+struct OpTime {
+  std::string op;
+  int64_t kernels = 0;  // kernels of this op in the plan
+  double ms = 0;
 };
 
 class Plan;
@@ -32,6 +40,8 @@ class Executor {
   // True when the last run drew random numbers (Dropout in training mode): its outputs are not reproducible
   // by another RNG.
   bool last_has_random_kernels() const;
+  // With ExecutorOptions::profile: time per op type in the last plan, summed over its runs.
+  std::vector<OpTime> kernel_profile() const;
 
  private:
   const Graph& graph_;

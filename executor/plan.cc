@@ -4,6 +4,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <shared_mutex>
@@ -245,6 +246,7 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
 
   p->PlanArena();
   p->BuildFlowGraph();
+  p->step_ns_.reset(new std::atomic<int64_t>[p->steps_.size()]());
   return p;
 }
 
@@ -366,6 +368,7 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
   for (int b : st.in_bufs) in.push_back(ptr(b));
   for (int b : st.out_bufs) out.push_back(ptr(b));
   KernelIO io{in.data(), out.data()};
+  const auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   try {
     if (ThreadCount() == 1) {
       st.kernel.fn(io);
@@ -385,6 +388,15 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
     if (msg.find(st.node->name) == std::string::npos) msg = st.node->Describe() + ": " + msg;
     throw Error(msg);
   }
+  if (profiling_)
+    step_ns_[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<Plan::KernelTime> Plan::kernel_times() const {
+  std::vector<KernelTime> r;
+  for (size_t i = 0; i < steps_.size(); ++i)
+    r.push_back({steps_[i].node->name, steps_[i].node->op_type, step_ns_[i].load()});
+  return r;
 }
 
 std::vector<Tensor> Plan::Run(const std::map<std::string, Tensor>& feeds) {

@@ -5,6 +5,7 @@
 // Run-time work: kernels only, issued by a TBB flow graph as their inputs (and reused memory) become ready.
 #pragma once
 #include <cstdint>
+#include <atomic>
 #include <exception>
 #include <map>
 #include <memory>
@@ -31,6 +32,14 @@ class Plan {
   int64_t folded_count() const { return folded_; }
   // True when a kernel draws random numbers (Dropout in training mode).
   bool has_random_kernels() const { return random_; }
+  // Per-kernel wall time, accumulated over runs while profiling is on: (node description, ns, runs).
+  void set_profiling(bool on) { profiling_ = on; }
+  struct KernelTime {
+    std::string node;
+    std::string op;
+    int64_t ns = 0;
+  };
+  std::vector<KernelTime> kernel_times() const;
 
  private:
   enum class BufKind { kArena, kConst, kInput, kOutput };
@@ -70,6 +79,8 @@ class Plan {
   std::vector<const void*> input_ptrs_;
   std::vector<void*> output_ptrs_;
   std::unique_ptr<FlowGraph> flow_;
+  bool profiling_ = false;
+  std::unique_ptr<std::atomic<int64_t>[]> step_ns_;
   std::exception_ptr error_;
   std::mutex error_mu_;
 };

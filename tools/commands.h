@@ -21,6 +21,7 @@ int Info(const std::string& model);
 
 struct RunOptions {
   std::string model, data, output;
+  bool profile = false;  // print time per op type
   int repeat = 1;  // > 1: time repeated runs (after one warm-up) and print the median and best
 };
 int Run(const RunOptions& o);

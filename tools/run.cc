@@ -28,7 +28,9 @@ int Run(const RunOptions& o) {
   }
   for (const Value* v : g->RealInputs())
     if (!feeds.count(v->name)) throw Error(o.data + ": no array for the model input '" + v->name + "'");
-  Executor ex(*g);
+  ExecutorOptions eo;
+  eo.profile = o.profile;
+  Executor ex(*g, eo);
   std::vector<Tensor> outs;
   try {
     outs = ex.Run(feeds);
@@ -46,6 +48,14 @@ int Run(const RunOptions& o) {
     std::printf("runs: %d  median: %.3f ms  best: %.3f ms  threads: %d  kernels: %lld  arena: %lld bytes\n",
                 o.repeat, ms[ms.size() / 2], ms[0], ThreadCount(), static_cast<long long>(ex.last_kernel_count()),
                 static_cast<long long>(ex.last_arena_bytes()));
+  }
+  if (o.profile) {
+    std::printf("%-28s %8s %12s %8s\n", "op", "kernels", "ms/run", "share");
+    double total = 0;
+    for (const OpTime& t : ex.kernel_profile()) total += t.ms;
+    for (const OpTime& t : ex.kernel_profile())
+      std::printf("%-28s %8lld %12.3f %7.1f%%\n", t.op.c_str(), static_cast<long long>(t.kernels),
+                  t.ms / (o.repeat > 1 ? o.repeat + 1 : 1), total > 0 ? 100.0 * t.ms / total : 0.0);
   }
   if (!o.output.empty()) {
     std::vector<NamedTensor> named;
