@@ -32,6 +32,9 @@ std::string OnnxTypeName(int64_t e) {
     case 21: return "uint4";
     case 22: return "int4";
     case 23: return "float4e2m1";
+    case 24: return "float8e8m0";
+    case 25: return "uint2";
+    case 26: return "int2";
     default: return "dtype(" + std::to_string(e) + ")";
   }
 }
@@ -189,7 +192,7 @@ void CopyBits16(const google::protobuf::RepeatedField<int32_t>& f, Tensor* t) {
 DataType DataTypeFromOnnx(int64_t e, const std::string& context) {
   if (e >= 1 && e <= 16 && IsSupportedDataType(static_cast<int32_t>(e))) return static_cast<DataType>(e);
   if (e == 0) throw Error(context + ": data type is undefined");
-  if (e == 8 || e == 14 || e == 15 || (e >= 17 && e <= 23))
+  if (e == 8 || e == 14 || e == 15 || (e >= 17 && e <= 26))
     throw UnsupportedError(context + ": data type " + OnnxTypeName(e) + " is not supported");
   throw Error(context + ": invalid data type " + std::to_string(e));
 }
