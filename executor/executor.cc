@@ -11,26 +11,10 @@
 namespace ot {
 
 namespace {
-// Graph inputs whose values decide shapes somewhere (through value_inputs and the producers feeding them).
+// Graph inputs whose values decide shapes somewhere.
 std::vector<std::string> ShapeRelevantInputs(const Graph& g) {
-  const OpRegistry& reg = OpRegistry::Global();
-  std::set<const Value*> seen;
-  std::vector<const Value*> stack;
-  for (const auto& n : g.nodes()) {
-    const OpSchema* s = reg.Find(n->domain, n->op_type);
-    if (!s) continue;
-    for (int i : s->value_inputs)
-      if (n->has_input(i)) stack.push_back(n->inputs[i]);
-  }
-  while (!stack.empty()) {
-    const Value* v = stack.back();
-    stack.pop_back();
-    if (!seen.insert(v).second || !v->producer) continue;
-    const OpSchema* s = reg.Find(v->producer->domain, v->producer->op_type);
-    if (s && !s->reads_input_data) continue;
-    for (const Value* in : v->producer->inputs)
-      if (in) stack.push_back(in);
-  }
+  std::vector<const Value*> needed = ValuesNeededAtPlanTime(g);
+  std::set<const Value*> seen(needed.begin(), needed.end());
   std::vector<std::string> r;
   for (const Value* v : g.inputs)
     if (seen.count(v)) r.push_back(v->name);

@@ -33,8 +33,8 @@ std::shared_ptr<uint8_t> AllocBytes(size_t n) {
 
 TensorDesc DescOf(const Tensor& t) { return TensorDesc{t.dtype(), t.dims(), true}; }
 
-// Values whose values some node needs when the plan is made (value_inputs), transitively through the producers
-// that compute them (stopping at ops that read only shapes).
+}  // namespace
+
 std::vector<const Value*> ValuesNeededAtPlanTime(const Graph& g) {
   const OpRegistry& reg = OpRegistry::Global();
   std::vector<const Value*> stack, out;
@@ -59,8 +59,6 @@ std::vector<const Value*> ValuesNeededAtPlanTime(const Graph& g) {
   }
   return out;
 }
-
-}  // namespace
 
 struct Plan::FlowGraph {
   tbb::flow::graph graph;

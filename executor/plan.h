@@ -19,6 +19,11 @@
 
 namespace ot {
 
+// Values whose *values* some node needs when a plan is made (the registry's value_inputs), transitively through
+// the producers that compute them, stopping at ops that read only shapes. Graph inputs among them enter the
+// plan signature with their values.
+std::vector<const Value*> ValuesNeededAtPlanTime(const Graph& g);
+
 class Plan {
  public:
   // `inputs`: dtype and dims of every fed graph input; `known`: values of the fed inputs that decide shapes.
