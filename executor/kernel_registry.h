@@ -40,7 +40,8 @@ struct KernelContext {
   void RequireDType(int i, std::initializer_list<DataType> allowed) const;
 };
 
-// Buffers of one kernel call: in[i] is null for an absent input; every present output has a buffer of
+// Buffers of one kernel call: in[i] is null for an absent input (also for optional inputs past the node's input
+// count: the arrays have at least 16 slots); every present output has a buffer of
 // out(i).nbytes() (never null, even for empty tensors). The kernel must write every output element.
 struct KernelIO {
   const void* const* in;

@@ -22,6 +22,9 @@ namespace {
 // whatever their size when a later node needs their value to know its shapes.
 constexpr int64_t kFoldLimit = 1 << 16;
 constexpr size_t kAlign = 64;
+// KernelIO arrays have at least this many slots, so a kernel may read an optional operand that the node omits
+// by leaving it off the end (a Conv without bias) and see null.
+constexpr size_t kMinOperandSlots = 16;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -175,9 +178,10 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
       // Fold: run the kernel now on the known inputs; its outputs become constants of the plan.
       std::vector<const void*> in_ptrs;
       for (const Tensor* t : vals) in_ptrs.push_back(t ? t->raw() : nullptr);
+      if (in_ptrs.size() < kMinOperandSlots) in_ptrs.resize(kMinOperandSlots, nullptr);
       // Shape/Size read no data: hand them a dummy non-null pointer for unknown inputs.
       std::vector<std::shared_ptr<Tensor>> outs(n->outputs.size());
-      std::vector<void*> out_ptrs(n->outputs.size(), nullptr);
+      std::vector<void*> out_ptrs(std::max(n->outputs.size(), kMinOperandSlots), nullptr);
       for (size_t i = 0; i < n->outputs.size(); ++i) {
         if (!out_descs[i].present) continue;
         outs[i] = std::make_shared<Tensor>(out_descs[i].dtype, out_descs[i].dims);
@@ -365,6 +369,9 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
   out.clear();
   for (int b : st.in_bufs) in.push_back(ptr(b));
   for (int b : st.out_bufs) out.push_back(ptr(b));
+  // Optional operands past the node's own count read as absent (null), as KernelIO promises.
+  if (in.size() < kMinOperandSlots) in.resize(kMinOperandSlots, nullptr);
+  if (out.size() < kMinOperandSlots) out.resize(kMinOperandSlots, nullptr);
   KernelIO io{in.data(), out.data()};
   const auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   try {
