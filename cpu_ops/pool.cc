@@ -2,6 +2,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -32,54 +33,67 @@ void PoolDense(const PoolSpec& spec, const T* x, T* y) {
   const auto in = Pad3(spec.in_spatial, 1), out = Pad3(spec.out_spatial, 1), k = Pad3(spec.kernel, 1);
   const auto st = Pad3(spec.strides, 1), pb = Pad3(spec.pad_begin, 0), pe = Pad3(spec.pad_end, 0);
   const int64_t in_sz = in[0] * in[1] * in[2], out_sz = out[0] * out[1] * out[2];
-  auto clip = [&](int d, int64_t o, int64_t& lo, int64_t& hi, int64_t& padded) {
-    const int64_t s = o * st[d] - pb[d];
-    const int64_t e = std::min(s + k[d], in[d] + pe[d]);  // the window within the padded input
-    padded = e - s;
-    lo = std::max<int64_t>(s, 0);
-    hi = std::min(e, in[d]);
+  // Per dim and output index: the window clipped to the input [lo, hi) and its size within the padded input.
+  struct Range {
+    int64_t lo, hi, padded;
   };
+  std::vector<Range> ranges[3];
+  for (int d = 0; d < 3; ++d)
+    for (int64_t o = 0; o < out[d]; ++o) {
+      const int64_t s = o * st[d] - pb[d];
+      const int64_t e = std::min(s + k[d], in[d] + pe[d]);
+      ranges[d].push_back({std::max<int64_t>(s, 0), std::min(e, in[d]), e - s});
+    }
+  // For each kernel column kw, the output columns whose input column ow*stride - pad + kw lies in the input:
+  // the inner loop runs over those with no bounds check (and vectorises).
+  std::vector<std::pair<int64_t, int64_t>> ow_valid(k[2]);
+  for (int64_t kw = 0; kw < k[2]; ++kw) {
+    int64_t lo = 0, hi = 0;
+    for (int64_t ow = 0; ow < out[2]; ++ow) {
+      const int64_t iw = ow * st[2] - pb[2] + kw;
+      const bool in_window = iw < ranges[2][ow].hi && iw >= ranges[2][ow].lo;
+      if (in_window && hi == lo) lo = ow, hi = ow + 1;
+      else if (in_window) hi = ow + 1;
+    }
+    ow_valid[kw] = {lo, hi};
+  }
   tbb::parallel_for(int64_t{0}, spec.n * spec.c, [&](int64_t plane) {
     const T* xp = x + plane * in_sz;
     T* yp = y + plane * out_sz;
+    std::vector<C> acc(out[2]);
     for (int64_t od = 0; od < out[0]; ++od) {
-      int64_t d0, d1, dp;
-      clip(0, od, d0, d1, dp);
+      const Range rd = ranges[0][od];
       for (int64_t oh = 0; oh < out[1]; ++oh) {
-        int64_t h0, h1, hp;
-        clip(1, oh, h0, h1, hp);
-        for (int64_t ow = 0; ow < out[2]; ++ow) {
-          int64_t w0, w1, wp;
-          clip(2, ow, w0, w1, wp);
-          C acc;
-          if constexpr (kKind == PoolKind::kMax) {
-            if constexpr (std::is_integral_v<C>) acc = std::numeric_limits<C>::lowest();
-            else acc = -std::numeric_limits<C>::infinity();
-          } else {
-            acc = 0;
-          }
-          bool nan = false;
-          for (int64_t id = d0; id < d1; ++id)
-            for (int64_t ih = h0; ih < h1; ++ih) {
-              const T* row = xp + (id * in[1] + ih) * in[2];
-              for (int64_t iw = w0; iw < w1; ++iw) {
-                const C v = static_cast<C>(row[iw]);
-                if constexpr (kKind == PoolKind::kMax) {
-                  if constexpr (!std::is_integral_v<C>) nan |= v != v;
-                  acc = v > acc ? v : acc;
-                } else {
-                  acc += v;
-                }
+        const Range rh = ranges[1][oh];
+        C init;
+        if constexpr (kKind != PoolKind::kMax) init = 0;
+        else if constexpr (std::is_integral_v<C>) init = std::numeric_limits<C>::lowest();
+        else init = -std::numeric_limits<C>::infinity();
+        std::fill(acc.begin(), acc.end(), init);
+        for (int64_t id = rd.lo; id < rd.hi; ++id)
+          for (int64_t ih = rh.lo; ih < rh.hi; ++ih) {
+            const T* row = xp + (id * in[1] + ih) * in[2];
+            for (int64_t kw = 0; kw < k[2]; ++kw) {
+              const T* base = row + kw - pb[2];
+              const int64_t s = st[2];
+              C* a = acc.data();
+              for (int64_t ow = ow_valid[kw].first; ow < ow_valid[kw].second; ++ow) {
+                const C v = static_cast<C>(base[ow * s]);
+                // Max: a NaN, once taken, stays (every comparison with it is false).
+                if constexpr (kKind == PoolKind::kMax) a[ow] = (v > a[ow] || v != v) ? v : a[ow];
+                else a[ow] += v;
               }
             }
-          const int64_t o = (od * out[1] + oh) * out[2] + ow;
+          }
+        T* yrow = yp + (od * out[1] + oh) * out[2];
+        for (int64_t ow = 0; ow < out[2]; ++ow) {
           if constexpr (kKind == PoolKind::kMax) {
-            if constexpr (!std::is_integral_v<C>)
-              if (nan) acc = std::numeric_limits<C>::quiet_NaN();
-            yp[o] = static_cast<T>(acc);
+            yrow[ow] = static_cast<T>(acc[ow]);
           } else {
-            const int64_t cnt = spec.count_include_pad ? dp * hp * wp : (d1 - d0) * (h1 - h0) * (w1 - w0);
-            yp[o] = static_cast<T>(cnt > 0 ? acc / static_cast<C>(cnt) : C(0));
+            const Range rw = ranges[2][ow];
+            const int64_t cnt = spec.count_include_pad ? rd.padded * rh.padded * rw.padded
+                                                       : (rd.hi - rd.lo) * (rh.hi - rh.lo) * (rw.hi - rw.lo);
+            yrow[ow] = static_cast<T>(cnt > 0 ? acc[ow] / static_cast<C>(cnt) : C(0));
           }
         }
       }
