@@ -41,13 +41,20 @@ struct DnnlConv::Impl {
   // thread, and the executor runs the primitive on whichever TBB thread is free (that crashed in oneDNN).
   dnnl::memory::desc scratch_md;
   std::shared_ptr<std::vector<uint8_t>> scratch;
+  // Blocked-layout path: the primitive's own layouts for X and Y, buffers for them, and W reordered once.
+  bool blocked = false;
+  dnnl::memory::desc xb_md, yb_md, wb_md;
+  mutable std::vector<float> xb, yb;  // per-call layout buffers (the executor never runs one kernel twice at once)
+  std::vector<float> wb;
+  dnnl::reorder x_to_blocked, y_to_plain;
   dnnl::memory::desc x_md, w_md, b_md, y_md;
   bool convert = false;
   bool empty = false;
   int64_t x_elems = 0, w_elems = 0, y_elems = 0;
 };
 
-DnnlConv::DnnlConv(const ConvSpec& spec) : spec_(spec), impl_(std::make_shared<Impl>()) {
+DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
+    : spec_(spec), impl_(std::make_shared<Impl>()) {
   Impl& im = *impl_;
   const int64_t ks = Prod(spec.kernel);
   im.x_elems = spec.n * spec.c_in * Prod(spec.in_spatial);
@@ -109,7 +116,43 @@ DnnlConv::DnnlConv(const ConvSpec& spec) : spec_(spec), impl_(std::make_shared<I
       im.prim = dnnl::deconvolution_forward(pd);
     }
   };
-  if (spec.type == DnnType::kF32) {
+  if (constant_weights && spec.type == DnnType::kF32 && !spec.transpose) {
+    // Let oneDNN choose the layouts; worth it when they are blocked (its fast direct kernels).
+    const auto any = dnnl::memory::format_tag::any;
+    dnnl::memory::desc xa(xd, dt::f32, any), ya(yd, dt::f32, any), wa(wd, dt::f32, any);
+    im.x_md = dnnl::memory::desc(xd, dt::f32, Contiguous(xd));
+    im.y_md = dnnl::memory::desc(yd, dt::f32, Contiguous(yd));
+    im.w_md = dnnl::memory::desc(wd, dt::f32, ws);
+    im.b_md = spec.has_bias ? dnnl::memory::desc({spec.c_out}, dt::f32, dims_t{1}) : dnnl::memory::desc();
+    const auto pk = dnnl::prop_kind::forward_inference;
+    auto d = spec.has_bias ? dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa,
+                                                             im.b_md, ya, strides, dil, pl, pr)
+                           : dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa, ya,
+                                                             strides, dil, pl, pr);
+    dnnl::convolution_forward::primitive_desc pd(d, attr, DnnlEngine());
+    if (pd.src_desc() != im.x_md || pd.weights_desc() != im.w_md || pd.dst_desc() != im.y_md) {
+      im.blocked = true;
+      im.xb_md = pd.src_desc();
+      im.yb_md = pd.dst_desc();
+      im.wb_md = pd.weights_desc();
+      im.scratch_md = pd.scratchpad_desc();
+      im.prim = dnnl::convolution_forward(pd);
+      im.xb.resize(im.xb_md.get_size() / sizeof(float) + 16);
+      im.yb.resize(im.yb_md.get_size() / sizeof(float) + 16);
+      im.wb.resize(im.wb_md.get_size() / sizeof(float) + 16);
+      dnnl::engine& eng = DnnlEngine();
+      dnnl::stream& str = DnnlStream();
+      PrepareDnnlCall();
+      dnnl::memory wsrc(im.w_md, eng, const_cast<void*>(constant_weights)), wdst(im.wb_md, eng, im.wb.data());
+      dnnl::reorder(wsrc, wdst).execute(str, wsrc, wdst);
+      str.wait();
+      im.x_to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.x_md, eng, im.xb_md));
+      im.y_to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.yb_md, eng, im.y_md));
+    }
+  }
+  if (im.blocked) {
+    // primitive already made
+  } else if (spec.type == DnnType::kF32) {
     make(dt::f32);
   } else {
     try {
@@ -122,7 +165,10 @@ DnnlConv::DnnlConv(const ConvSpec& spec) : spec_(spec), impl_(std::make_shared<I
   im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
 }
 
-size_t DnnlConv::workspace_bytes() const { return impl_->scratch ? impl_->scratch->size() : 0; }
+size_t DnnlConv::workspace_bytes() const {
+  const Impl& im = *impl_;
+  return (im.scratch ? im.scratch->size() : 0) + (im.xb.size() + im.yb.size() + im.wb.size()) * sizeof(float);
+}
 
 DnnlConv::~DnnlConv() = default;
 
@@ -141,6 +187,20 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
     im.prim.execute(s, args);
     s.wait();
   };
+  if (im.blocked) {
+    dnnl::memory xm(im.x_md, eng, const_cast<void*>(x)), xbm(im.xb_md, eng, im.xb.data());
+    dnnl::memory ybm(im.yb_md, eng, im.yb.data()), ym(im.y_md, eng, y);
+    im.x_to_blocked.execute(s, xm, xbm);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, xbm},
+                                               {DNNL_ARG_WEIGHTS, dnnl::memory(im.wb_md, eng, const_cast<float*>(im.wb.data()))},
+                                               {DNNL_ARG_DST, ybm},
+                                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}};
+    if (spec_.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(im.b_md, eng, const_cast<void*>(bias)));
+    im.prim.execute(s, args);
+    im.y_to_plain.execute(s, ybm, ym);
+    s.wait();
+    return;
+  }
   if (!im.convert) {
     exec(x, w, bias, y);
     return;

@@ -24,11 +24,14 @@ struct ConvSpec {
 
 class DnnlConv {
  public:
-  explicit DnnlConv(const ConvSpec& spec);
+  // `constant_weights`: W's data when it is known for the primitive's lifetime (an initializer). Then a forward
+  // f32 convolution runs in oneDNN's preferred (blocked) layouts: W is reordered once here, X and Y are
+  // reordered around each call. Otherwise the plain ONNX layouts are used directly.
+  explicit DnnlConv(const ConvSpec& spec, const void* constant_weights = nullptr);
   ~DnnlConv();
   // bias may be null when !has_bias.
   void Run(const void* x, const void* w, const void* bias, void* y) const;
-  // Bytes of the oneDNN scratchpad this primitive owns (0 when it runs no primitive).
+  // Bytes of the oneDNN scratchpad and layout buffers this primitive owns (0 when it runs no primitive).
   size_t workspace_bytes() const;
 
  private:

@@ -96,6 +96,14 @@ std::vector<OpTime> Executor::kernel_profile() const {
   return r;
 }
 
+std::vector<OpTime> Executor::node_profile() const {
+  std::vector<OpTime> r;
+  if (last_)
+    for (const auto& k : last_->kernel_times()) r.push_back({k.op + " " + k.node, 1, static_cast<double>(k.ns) * 1e-6});
+  std::sort(r.begin(), r.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
+  return r;
+}
+
 int64_t Executor::last_kernel_count() const { return last_ ? last_->kernel_count() : 0; }
 int64_t Executor::last_arena_bytes() const { return last_ ? last_->arena_bytes() : 0; }
 bool Executor::last_has_random_kernels() const { return last_ && last_->has_random_kernels(); }

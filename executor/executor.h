@@ -42,6 +42,8 @@ class Executor {
   bool last_has_random_kernels() const;
   // With ExecutorOptions::profile: time per op type in the last plan, summed over its runs.
   std::vector<OpTime> kernel_profile() const;
+  // The same per node (op = "Op node-name"), largest first.
+  std::vector<OpTime> node_profile() const;
 
  private:
   const Graph& graph_;

@@ -56,6 +56,10 @@ int Run(const RunOptions& o) {
     for (const OpTime& t : ex.kernel_profile())
       std::printf("%-28s %8lld %12.3f %7.1f%%\n", t.op.c_str(), static_cast<long long>(t.kernels),
                   t.ms / (o.repeat > 1 ? o.repeat + 1 : 1), total > 0 ? 100.0 * t.ms / total : 0.0);
+    std::printf("slowest kernels:\n");
+    std::vector<OpTime> nodes = ex.node_profile();
+    for (size_t i = 0; i < nodes.size() && i < 8; ++i)
+      std::printf("  %-40s %12.3f ms/run\n", nodes[i].op.c_str(), nodes[i].ms / (o.repeat > 1 ? o.repeat + 1 : 1));
   }
   if (!o.output.empty()) {
     std::vector<NamedTensor> named;

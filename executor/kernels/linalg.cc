@@ -211,7 +211,9 @@ KernelInfo ConvKernel(const KernelContext& ctx) {
     };
     return info;
   }
-  auto conv = std::make_shared<cpu::DnnlConv>(spec);
+  // W known for the plan's lifetime (an initializer): the primitive may keep it in its own layout.
+  const Tensor* w_const = ctx.input_values.size() > 1 ? ctx.input_values[1] : nullptr;
+  auto conv = std::make_shared<cpu::DnnlConv>(spec, w_const ? w_const->raw() : nullptr);
   info.fn = [conv](const KernelIO& io) { conv->Run(io.in[0], io.in[1], io.in[2], io.out[0]); };
   info.exclusive = true;
   return info;

@@ -370,5 +370,35 @@ TEST(LinalgOps, UserErrorsNameTheNode) {
   ExpectErrorNaming([&] { RunOp("MaxPool", {x}, {{"kernel_shape", Ints({7, 7})}}); }, "too small");
 }
 
+// W as an initializer: the convolution runs in oneDNN's blocked layouts (W reordered once, X and Y around each
+// call). Channel counts that block (multiples of 8 and 16) and ones that do not, grouped and plain, with and
+// without bias, 1-D/2-D/3-D, against the double reference.
+TEST(LinalgOps, ConvWithConstantWeightsInBlockedLayouts) {
+  struct Case {
+    std::vector<int64_t> x, w;
+    int64_t group;
+    bool bias;
+  };
+  const std::vector<Case> cases = {{{2, 16, 9, 11}, {32, 16, 3, 3}, 1, true},
+                                   {{1, 3, 12, 10}, {8, 3, 3, 3}, 1, false},
+                                   {{2, 16, 7, 7}, {16, 8, 3, 3}, 2, true},
+                                   {{2, 8, 7, 7}, {8, 1, 3, 3}, 8, true},
+                                   {{1, 16, 20}, {24, 16, 5}, 1, true},
+                                   {{1, 8, 5, 6, 4}, {16, 8, 3, 3, 3}, 1, false}};
+  for (const Case& c : cases) {
+    const size_t rank = c.x.size() - 2;
+    Tensor x = RandomTensor(DataType::kFloat32, c.x), w = RandomTensor(DataType::kFloat32, c.w);
+    Tensor b = c.bias ? RandomTensor(DataType::kFloat32, {c.w[0]}) : Tensor();
+    std::vector<int64_t> ones(rank, 1), pads(rank, 1), out;
+    for (size_t d = 0; d < rank; ++d) out.push_back(c.x[2 + d] + 2 - c.w[2 + d] + 1);
+    Tensor ref = RefConv(x, w, b, false, c.group, ones, ones, pads, out);
+    std::vector<Tensor> ins = {x, w};
+    if (c.bias) ins.push_back(b);
+    Tensor y = RunOp("Conv", ins, {{"group", Attribute::Int(c.group)}, {"pads", Ints(std::vector<int64_t>(2 * rank, 1))}},
+                     1, 17, /*constant_inputs=*/{1, 2})[0];
+    ExpectClose(y, ref, 1e-4, 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace ot
