@@ -5,21 +5,10 @@
 #include <type_traits>
 
 #include "cpu_ops/softmax.h"
+#include "cpu_ops/scalar_io.h"
 #include "kernel_common/half.h"
 
 namespace ot::cpu {
-
-namespace {
-template <typename T>
-T Store(double v) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
-template <typename T>
-double Load(T v) {
-  return static_cast<double>(static_cast<std::conditional_t<std::is_same_v<T, double>, double, float>>(v));
-}
-}  // namespace
 
 template <typename T, typename I>
 void NllLoss(LossReduction red, int64_t n, int64_t c, int64_t d, const T* input, const I* target, const T* weight,

@@ -7,21 +7,13 @@
 #include <cmath>
 #include <type_traits>
 
+#include "cpu_ops/scalar_io.h"
 #include "kernel_common/half.h"
 
 namespace ot::cpu {
 
 namespace {
 
-template <typename T>
-T Store(double v) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
-template <typename T>
-double Load(T v) {
-  return static_cast<double>(static_cast<std::conditional_t<std::is_same_v<T, double>, double, float>>(v));
-}
 
 // Tasks of about `work` elements each (a fixed split: it depends only on the sizes).
 int64_t Grain(int64_t work_per_item) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(work_per_item, 1)); }
