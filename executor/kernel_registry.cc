@@ -27,6 +27,7 @@ const CpuKernelRegistry& CpuKernelRegistry::Global() {
     RegisterNormKernels(*r);
     RegisterLinalgKernels(*r);
     RegisterShapeKernels(*r);
+    RegisterInternalKernels(*r);
     return r;
   }();
   return *reg;

@@ -80,5 +80,6 @@ void RegisterReductionKernels(CpuKernelRegistry& r);
 void RegisterNormKernels(CpuKernelRegistry& r);
 void RegisterLinalgKernels(CpuKernelRegistry& r);
 void RegisterShapeKernels(CpuKernelRegistry& r);
+void RegisterInternalKernels(CpuKernelRegistry& r);
 
 }  // namespace ot

@@ -47,6 +47,14 @@ void OpRegistry::Register(OpSchema s) {
   ops_[{d, s.op_type}] = std::move(s);
 }
 
+void OpRegistry::SetGrad(const std::string& domain, const std::string& op_type, GradFn fn,
+                         std::vector<int> non_diff) {
+  auto it = ops_.find({domain == "ai.onnx" ? "" : domain, op_type});
+  if (it == ops_.end()) throw Error("gradient rule for unregistered op " + op_type);
+  it->second.grad = std::move(fn);
+  it->second.non_differentiable = std::move(non_diff);
+}
+
 const OpSchema* OpRegistry::Find(const std::string& domain, const std::string& op_type) const {
   std::string d = domain == "ai.onnx" ? "" : domain;
   auto it = ops_.find({d, op_type});
@@ -69,38 +77,44 @@ std::string UnsupportedReason(const OpRegistry& reg, const Node& n) {
   return "";
 }
 
+void InferNode(Node& node) {
+  Node* n = &node;
+  const OpRegistry& reg = OpRegistry::Global();
+  std::string why = UnsupportedReason(reg, *n);
+  if (!why.empty()) throw UnsupportedError(n->Describe() + ": " + why);
+  std::vector<TypeShape> ins;
+  std::vector<const Tensor*> vals;
+  for (Value* v : n->inputs) {
+    TypeShape ts;
+    if (v) {
+      ts.dtype = v->dtype;
+      ts.shape = v->shape;
+      ts.present = true;
+    }
+    ins.push_back(std::move(ts));
+    vals.push_back(v && v->initializer ? v->initializer.get() : nullptr);
+  }
+  InferContext ctx(*n, std::move(ins), std::move(vals), static_cast<int>(n->outputs.size()));
+  reg.Find(n->domain, n->op_type)->infer(ctx);
+  for (size_t i = 0; i < n->outputs.size(); ++i) {
+    Value* o = n->outputs[i];
+    if (!o) continue;
+    const TypeShape& ts = ctx.outputs()[i];
+    if (!ts.present) continue;
+    o->dtype = ts.dtype;
+    o->shape = ts.shape;
+  }
+}
+
 void InferShapes(Graph& g, bool strict) {
   const OpRegistry& reg = OpRegistry::Global();
   for (Node* n : g.TopologicalOrder()) {
-    std::string why = UnsupportedReason(reg, *n);
-    if (!why.empty()) {
-      if (strict) throw UnsupportedError(n->Describe() + ": " + why);
+    if (!strict && !UnsupportedReason(reg, *n).empty()) {
       for (Value* o : n->outputs)
         if (o) o->shape = Shape();
       continue;
     }
-    std::vector<TypeShape> ins;
-    std::vector<const Tensor*> vals;
-    for (Value* v : n->inputs) {
-      TypeShape ts;
-      if (v) {
-        ts.dtype = v->dtype;
-        ts.shape = v->shape;
-        ts.present = true;
-      }
-      ins.push_back(std::move(ts));
-      vals.push_back(v && v->initializer ? v->initializer.get() : nullptr);
-    }
-    InferContext ctx(*n, std::move(ins), std::move(vals), static_cast<int>(n->outputs.size()));
-    reg.Find(n->domain, n->op_type)->infer(ctx);
-    for (size_t i = 0; i < n->outputs.size(); ++i) {
-      Value* o = n->outputs[i];
-      if (!o) continue;
-      const TypeShape& ts = ctx.outputs()[i];
-      if (!ts.present) continue;
-      o->dtype = ts.dtype;
-      o->shape = ts.shape;
-    }
+    InferNode(*n);
   }
 }
 

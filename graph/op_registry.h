@@ -56,6 +56,10 @@ class InferContext {
 
 using InferFn = std::function<void(InferContext&)>;
 
+class GradContext;
+// A gradient rule: given the gradients of a node's outputs, emit nodes computing its inputs' gradients.
+using GradFn = std::function<void(GradContext&)>;
+
 // Mixed-precision class (TF AutoMixedPrecision lists / PyTorch autocast); filled by the AMP issue.
 enum class AmpClass { kUnset, kAllow, kInfer, kDeny, kClear };
 // How cluster fusion may treat the op; filled by the fusion issue.
@@ -73,6 +77,10 @@ struct OpSchema {
   bool reads_input_data = true;
   AmpClass amp = AmpClass::kUnset;
   FusibleKind fusible = FusibleKind::kOpaque;
+  // Reverse-mode rule (graph/grad/*.cc); empty for ops with no gradient yet. Inputs listed in
+  // `non_differentiable` (indices, shapes, masks) never receive a gradient.
+  GradFn grad;
+  std::vector<int> non_differentiable;
 };
 
 class OpRegistry {
@@ -80,6 +88,8 @@ class OpRegistry {
   // The registry with every op of onnx-train registered.
   static const OpRegistry& Global();
   void Register(OpSchema schema);
+  // Attaches a gradient rule to a registered op (throws when the op is not registered).
+  void SetGrad(const std::string& domain, const std::string& op_type, GradFn fn, std::vector<int> non_diff = {});
   // The entry for (domain, op) or nullptr. "ai.onnx" and "" are the same domain.
   const OpSchema* Find(const std::string& domain, const std::string& op_type) const;
   std::vector<const OpSchema*> All() const;
@@ -96,5 +106,7 @@ std::string UnsupportedReason(const OpRegistry& reg, const Node& n);
 // shape. Initializer and Constant values are known values. Nodes whose op is not registered get unknown
 // outputs (when `strict` is false) or raise UnsupportedError (when true).
 void InferShapes(Graph& g, bool strict = false);
+// The same for one node whose inputs already have their types and shapes (strict).
+void InferNode(Node& n);
 
 }  // namespace ot

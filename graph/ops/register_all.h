@@ -9,6 +9,8 @@ void RegisterReductionOps(OpRegistry& r);    // Reduce*, ArgMax/ArgMin, CumSum
 void RegisterNormOps(OpRegistry& r);         // BatchNorm, LayerNorm, InstanceNorm, Softmax, LogSoftmax, losses
 void RegisterLinalgOps(OpRegistry& r);       // MatMul, Gemm, Conv, ConvTranspose, pooling, Einsum
 void RegisterShapeOps(OpRegistry& r);        // Reshape ... OneHot: shape and data movement
+void RegisterInternalOps(OpRegistry& r);     // ai.onnxtrain: ReduceToShape, ReluGrad, ... (backward helpers)
+void RegisterGradients(OpRegistry& r);       // gradient rules (graph/grad/*.cc), after every schema
 
 inline void RegisterAllOps(OpRegistry& r) {
   RegisterElementwiseOps(r);
@@ -16,5 +18,7 @@ inline void RegisterAllOps(OpRegistry& r) {
   RegisterNormOps(r);
   RegisterLinalgOps(r);
   RegisterShapeOps(r);
+  RegisterInternalOps(r);
+  RegisterGradients(r);
 }
 }  // namespace ot

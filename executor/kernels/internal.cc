@@ -1,0 +1,75 @@
+// CPU kernels of the internal ops (graph/ops/internal.cc).
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "cpu_ops/broadcast.h"
+#include "executor/kernel_registry.h"
+#include "graph/grad_context.h"
+#include "graph/tensor.h"
+
+namespace ot {
+
+namespace {
+
+template <typename T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+KernelInfo ReduceToShapeKernel(const KernelContext& ctx) {
+  const std::vector<int64_t> in = ctx.in(0).dims, out = ctx.out(0).dims;
+  const DataType t = ctx.in(0).dtype;
+  if (!IsFloat(t)) ctx.Unsupported("ReduceToShape of " + DataTypeName(t));
+  std::vector<int64_t> strides = cpu::BroadcastStrides(out, in);
+  const int64_t n = NumElements(in), m = NumElements(out);
+  KernelInfo k;
+  k.fn = [=](const KernelIO& io) {
+    DispatchDType(t, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+        const T* g = io.In<T>(0);
+        T* y = io.Out<T>(0);
+        if (n == m) {
+          std::memcpy(y, g, static_cast<size_t>(n) * sizeof(T));
+          return;
+        }
+        // Sequential accumulation in a fixed order (deterministic), in double.
+        std::vector<double> acc(static_cast<size_t>(m), 0.0);
+        cpu::ForEachBroadcast(in, {strides}, 0, n, [&](int64_t i, const int64_t* off) {
+          acc[off[0]] += static_cast<double>(static_cast<Acc<T>>(g[i]));
+        });
+        for (int64_t j = 0; j < m; ++j) y[j] = static_cast<T>(static_cast<Acc<T>>(acc[j]));
+      }
+    });
+  };
+  return k;
+}
+
+KernelInfo ReluGradKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (!IsFloat(t) || ctx.in(1).dtype != t) ctx.Unsupported("ReluGrad of " + DataTypeName(t));
+  if (ctx.in(0).dims != ctx.in(1).dims) ctx.Unsupported("ReluGrad with broadcasting");
+  const int64_t n = ctx.in(0).numel();
+  KernelInfo k;
+  k.fn = [=](const KernelIO& io) {
+    DispatchDType(t, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+        const T* dy = io.In<T>(0);
+        const T* y = io.In<T>(1);
+        T* dx = io.Out<T>(0);
+        for (int64_t i = 0; i < n; ++i)
+          dx[i] = static_cast<Acc<T>>(y[i]) > 0 ? dy[i] : static_cast<T>(static_cast<Acc<T>>(0));
+      }
+    });
+  };
+  return k;
+}
+
+}  // namespace
+
+void RegisterInternalKernels(CpuKernelRegistry& r) {
+  r.Register("ReduceToShape", ReduceToShapeKernel, kInternalDomain);
+  r.Register("ReluGrad", ReluGradKernel, kInternalDomain);
+}
+
+}  // namespace ot

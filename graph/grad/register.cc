@@ -1,0 +1,12 @@
+#include "graph/grad/grad_rules.h"
+#include "graph/op_registry.h"
+#include "graph/ops/register_all.h"
+
+namespace ot {
+void RegisterGradients(OpRegistry& r) {
+  RegisterElementwiseGrads(r);
+  RegisterLinalgGrads(r);
+  RegisterShapeGrads(r);
+  RegisterReductionGrads(r);
+}
+}  // namespace ot

@@ -1,0 +1,188 @@
+// GradientCheck.<Op>: the autodiff pass's gradients against central finite differences in float64, on fresh
+// random inputs. Each check builds  loss = ReduceSum(op(params...) * R)  with a random R (so every output
+// element matters), differentiates it, and compares every gradient element.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "executor/executor.h"
+#include "graph/error.h"
+#include "passes/autodiff.h"
+#include "tests/test_util.h"
+
+namespace ot {
+namespace {
+
+using BuildFn = std::function<Value*(Graph&, const std::vector<Value*>& params)>;
+
+Value* Emit(Graph& g, const std::string& op, std::vector<Value*> ins, std::map<std::string, Attribute> attrs = {}) {
+  Value* out = g.AddValue(g.UniqueName(op + "_out"));
+  Node* n = g.AddNode(op, ins, {out}, g.UniqueName(op));
+  n->attrs = std::move(attrs);
+  return out;
+}
+
+// Builds the graph with the given parameter tensors (initializers), returns it with the loss named "loss".
+std::unique_ptr<Graph> Build(const std::vector<Tensor>& params, const BuildFn& body, const Tensor& r, int opset) {
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = opset;
+  std::vector<Value*> ps;
+  for (size_t i = 0; i < params.size(); ++i) ps.push_back(g->AddInitializer("p" + std::to_string(i), params[i].Clone()));
+  Value* y = body(*g, ps);
+  Value* rv = g->AddInitializer("r", r);
+  Value* prod = Emit(*g, "Mul", {y, rv});
+  Value* loss = g->AddValue("loss");
+  Node* red = g->AddNode("ReduceSum", {prod}, {loss}, "loss_sum");
+  red->attrs["keepdims"] = Attribute::Int(0);
+  g->outputs.push_back(loss);
+  return g;
+}
+
+double Loss(const std::vector<Tensor>& params, const BuildFn& body, const Tensor& r, int opset) {
+  auto g = Build(params, body, r, opset);
+  Executor ex(*g);
+  return ex.Run({})[0].GetDouble(0);
+}
+
+// out_dims: the shape of body's output (for R).
+void CheckGradients(const std::vector<std::vector<int64_t>>& param_dims, const std::vector<int64_t>& out_dims,
+                    const BuildFn& body, int opset = 17, double lo = -1, double hi = 1) {
+  std::vector<Tensor> params;
+  for (const auto& d : param_dims) params.push_back(test::RandomTensor(DataType::kFloat64, d, lo, hi));
+  Tensor r = test::RandomTensor(DataType::kFloat64, out_dims);
+  auto g = Build(params, body, r, opset);
+  AutodiffPass pass({"loss", "^r$"});  // R is a constant of the check, not a parameter
+  ASSERT_TRUE(pass.Run(*g));
+  ASSERT_EQ(pass.params().size(), params.size());
+  Executor ex(*g);
+  std::vector<Tensor> outs = ex.Run({});
+  ASSERT_EQ(outs.size(), 1 + params.size());
+  const double eps = 1e-6;
+  for (size_t p = 0; p < params.size(); ++p) {
+    const Tensor& grad = outs[1 + p];
+    ASSERT_EQ(grad.dims(), params[p].dims()) << "gradient of p" << p;
+    for (int64_t i = 0; i < params[p].numel(); ++i) {
+      std::vector<Tensor> plus = params, minus = params;
+      plus[p] = params[p].Clone();
+      minus[p] = params[p].Clone();
+      plus[p].SetDouble(i, params[p].GetDouble(i) + eps);
+      minus[p].SetDouble(i, params[p].GetDouble(i) - eps);
+      const double fd = (Loss(plus, body, r, opset) - Loss(minus, body, r, opset)) / (2 * eps);
+      EXPECT_NEAR(grad.GetDouble(i), fd, 1e-6 + 1e-5 * std::fabs(fd)) << "p" << p << "[" << i << "]";
+    }
+  }
+}
+
+BuildFn Unary(const std::string& op) {
+  return [op](Graph& g, const std::vector<Value*>& p) { return Emit(g, op, {p[0]}); };
+}
+BuildFn Binary(const std::string& op) {
+  return [op](Graph& g, const std::vector<Value*>& p) { return Emit(g, op, {p[0], p[1]}); };
+}
+
+TEST(GradientCheck, Add) { CheckGradients({{2, 3}, {3}}, {2, 3}, Binary("Add")); }
+TEST(GradientCheck, Sub) { CheckGradients({{2, 1}, {2, 3}}, {2, 3}, Binary("Sub")); }
+TEST(GradientCheck, Mul) { CheckGradients({{2, 3}, {1, 3}}, {2, 3}, Binary("Mul")); }
+TEST(GradientCheck, Div) { CheckGradients({{2, 3}, {3}}, {2, 3}, Binary("Div"), 17, 0.5, 2.0); }
+TEST(GradientCheck, Neg) { CheckGradients({{4}}, {4}, Unary("Neg")); }
+TEST(GradientCheck, Identity) { CheckGradients({{4}}, {4}, Unary("Identity")); }
+TEST(GradientCheck, Relu) { CheckGradients({{3, 4}}, {3, 4}, Unary("Relu")); }
+TEST(GradientCheck, Sigmoid) { CheckGradients({{3, 4}}, {3, 4}, Unary("Sigmoid")); }
+TEST(GradientCheck, Tanh) { CheckGradients({{3, 4}}, {3, 4}, Unary("Tanh")); }
+TEST(GradientCheck, Exp) { CheckGradients({{5}}, {5}, Unary("Exp")); }
+TEST(GradientCheck, Log) { CheckGradients({{5}}, {5}, Unary("Log"), 17, 0.5, 2.0); }
+TEST(GradientCheck, Sqrt) { CheckGradients({{5}}, {5}, Unary("Sqrt"), 17, 0.5, 2.0); }
+TEST(GradientCheck, MatMul) { CheckGradients({{3, 4}, {4, 2}}, {3, 2}, Binary("MatMul")); }
+TEST(GradientCheck, MatMulBatchedBroadcast) { CheckGradients({{2, 3, 4}, {4, 2}}, {2, 3, 2}, Binary("MatMul")); }
+
+TEST(GradientCheck, Gemm) {
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      std::vector<int64_t> a = ta ? std::vector<int64_t>{4, 3} : std::vector<int64_t>{3, 4};
+      std::vector<int64_t> b = tb ? std::vector<int64_t>{2, 4} : std::vector<int64_t>{4, 2};
+      CheckGradients({a, b, {2}}, {3, 2}, [=](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "Gemm", {p[0], p[1], p[2]},
+                    {{"transA", Attribute::Int(ta)}, {"transB", Attribute::Int(tb)},
+                     {"alpha", Attribute::Float(0.5f)}, {"beta", Attribute::Float(2.0f)}});
+      });
+    }
+}
+
+TEST(GradientCheck, Transpose) {
+  CheckGradients({{2, 3, 4}}, {4, 2, 3}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Transpose", {p[0]}, {{"perm", Attribute::Ints({2, 0, 1})}});
+  });
+}
+
+TEST(GradientCheck, Reshape) {
+  CheckGradients({{2, 6}}, {3, 4}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Reshape", {p[0], g.AddInitializer("shape", Tensor::FromInt64({3, 4}, {2}))});
+  });
+}
+
+TEST(GradientCheck, ReduceSumKeepAndDrop) {
+  for (int keep = 0; keep < 2; ++keep)
+    CheckGradients({{2, 3, 4}}, keep ? std::vector<int64_t>{2, 1, 4} : std::vector<int64_t>{2, 4},
+                   [keep](Graph& g, const std::vector<Value*>& p) {
+                     return Emit(g, "ReduceSum", {p[0], g.AddInitializer(g.UniqueName("axes"), Tensor::FromInt64({-2}, {1}))},
+                                 {{"keepdims", Attribute::Int(keep)}});
+                   });
+}
+
+TEST(GradientCheck, ReduceMeanAttributeAxes) {
+  CheckGradients({{2, 3, 4}}, {3}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "ReduceMean", {p[0]}, {{"axes", Attribute::Ints({0, 2})}, {"keepdims", Attribute::Int(0)}});
+  });
+}
+
+// A value used twice: gradients are summed. y = x * x + x
+TEST(GradientCheck, ValueUsedTwiceSumsGradients) {
+  CheckGradients({{6}}, {6}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Add", {Emit(g, "Mul", {p[0], p[0]}), p[0]});
+  });
+}
+
+// A two-layer MLP: Gemm -> Relu -> MatMul -> Add, every parameter checked.
+TEST(GradientCheck, TwoLayerMlp) {
+  CheckGradients({{5, 4}, {3, 4}, {3}, {3, 2}, {2}}, {5, 2}, [](Graph& g, const std::vector<Value*>& p) {
+    Value* h = Emit(g, "Gemm", {p[0], p[1], p[2]}, {{"transB", Attribute::Int(1)}});
+    return Emit(g, "Add", {Emit(g, "MatMul", {Emit(g, "Relu", {h}), p[3]}), p[4]});
+  });
+}
+
+TEST(Autodiff, FrozenParametersGetNoGradient) {
+  std::vector<Tensor> params = {test::RandomTensor(DataType::kFloat64, {3}), test::RandomTensor(DataType::kFloat64, {3})};
+  auto g = Build(params, Binary("Mul"), test::RandomTensor(DataType::kFloat64, {3}), 17);
+  AutodiffPass pass({"loss", "^(p1|r)$"});
+  pass.Run(*g);
+  ASSERT_EQ(pass.params().size(), 1u);
+  EXPECT_EQ(pass.params()[0]->name, "p0");
+}
+
+TEST(Autodiff, MissingRuleNamesTheOpAndNode) {
+  std::vector<Tensor> params = {test::RandomTensor(DataType::kFloat64, {3})};
+  auto g = Build(params, Unary("Sin"), test::RandomTensor(DataType::kFloat64, {3}), 17);
+  AutodiffPass pass({"loss", ""});
+  try {
+    pass.Run(*g);
+    FAIL() << "no error for an op without a gradient rule";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("Sin"), std::string::npos) << m;
+    EXPECT_NE(m.find("no gradient rule"), std::string::npos) << m;
+  }
+}
+
+TEST(Autodiff, NonScalarLossIsAnError) {
+  Graph g;
+  g.opset_imports[""] = 17;
+  Value* p = g.AddInitializer("p", test::RandomTensor(DataType::kFloat32, {3}));
+  Value* y = Emit(g, "Neg", {p});
+  g.outputs.push_back(y);
+  AutodiffPass pass({y->name, ""});
+  EXPECT_THROW(pass.Run(g), Error);
+}
+
+}  // namespace
+}  // namespace ot
