@@ -28,6 +28,9 @@ const CpuKernelRegistry& CpuKernelRegistry::Global() {
     RegisterLinalgKernels(*r);
     RegisterShapeKernels(*r);
     RegisterInternalKernels(*r);
+    RegisterNormGradKernels(*r);
+    RegisterConvGradKernels(*r);
+    RegisterOptimizerKernels(*r);
     return r;
   }();
   return *reg;

@@ -81,5 +81,8 @@ void RegisterNormKernels(CpuKernelRegistry& r);
 void RegisterLinalgKernels(CpuKernelRegistry& r);
 void RegisterShapeKernels(CpuKernelRegistry& r);
 void RegisterInternalKernels(CpuKernelRegistry& r);
+void RegisterNormGradKernels(CpuKernelRegistry& r);   // executor/kernels/internal_norm.cc
+void RegisterConvGradKernels(CpuKernelRegistry& r);   // executor/kernels/internal_conv.cc
+void RegisterOptimizerKernels(CpuKernelRegistry& r);  // executor/kernels/internal_optim.cc
 
 }  // namespace ot

@@ -77,6 +77,14 @@ class Graph {
   std::vector<Value*> inputs;   // graph inputs in order (may include values that also have initializers)
   std::vector<Value*> outputs;  // graph outputs in order
 
+  // Training state: initializers that persist across steps (parameters, optimizer moments, step counter, loss
+  // scale) and, for each, the value that replaces it after a step -- ONNX TrainingInfoProto's update_binding.
+  struct UpdateBinding {
+    Value* state;
+    Value* next;
+  };
+  std::vector<UpdateBinding> update_bindings;
+
   // Values and nodes. Pointers stay valid for the Graph's lifetime.
   Value* AddValue(const std::string& name);
   Value* FindValue(const std::string& name) const;

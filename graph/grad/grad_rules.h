@@ -7,4 +7,8 @@ void RegisterElementwiseGrads(OpRegistry& r);
 void RegisterLinalgGrads(OpRegistry& r);
 void RegisterShapeGrads(OpRegistry& r);
 void RegisterReductionGrads(OpRegistry& r);
+void RegisterNormGrads(OpRegistry& r);   // Softmax, LogSoftmax, losses, LayerNorm, BatchNorm (graph/grad/norm_grad.cc)
+void RegisterConvGrads(OpRegistry& r);   // Conv, ConvTranspose, pooling (graph/grad/conv_grad.cc)
+void RegisterDataGrads(OpRegistry& r);   // Gather, Concat, Split, Slice, Pad, Expand, Tile, Where, ... (data_grad.cc)
+void RegisterOptimizerOps(OpRegistry& r);  // internal optimizer update ops (graph/ops/internal_optim.cc)
 }  // namespace ot

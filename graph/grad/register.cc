@@ -8,5 +8,9 @@ void RegisterGradients(OpRegistry& r) {
   RegisterLinalgGrads(r);
   RegisterShapeGrads(r);
   RegisterReductionGrads(r);
+  RegisterNormGrads(r);
+  RegisterConvGrads(r);
+  RegisterDataGrads(r);
+  RegisterOptimizerOps(r);
 }
 }  // namespace ot
