@@ -103,8 +103,22 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
     in.buf = static_cast<int>(p->bufs_.size());
     p->bufs_.push_back(b);
   }
+  // Training state (parameters, optimizer moments...) changes between runs: its data is read from the
+  // initializer at run time and never folded into the plan.
+  std::unordered_map<const Value*, bool> is_state;
+  for (const auto& b : g.update_bindings) is_state[b.state] = true;
   for (const auto& v : g.values()) {
     if (!v->initializer || info.count(v.get())) continue;
+    if (is_state.count(v.get())) {
+      Buffer b;
+      b.kind = BufKind::kConst;
+      b.desc = DescOf(*v->initializer);
+      b.name = v->name;
+      b.constant = v->initializer.get();
+      info[v.get()] = Info{b.desc, nullptr, static_cast<int>(p->bufs_.size())};
+      p->bufs_.push_back(b);
+      continue;
+    }
     info[v.get()] = Info{DescOf(*v->initializer), v->initializer.get(), -1};
   }
 

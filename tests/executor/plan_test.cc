@@ -178,3 +178,31 @@ TEST(Plan, ShapeInputsComputedFromDataEnterThePlanSignature) {
 
 }  // namespace
 }  // namespace ot
+
+namespace ot {
+namespace {
+// Training state is read at run time: a plan made once sees the new values after the state changes in place,
+// while a plain initializer folds (Neg of a constant costs no kernel).
+TEST(Plan, StateIsReadAtRunTimeAndNeverFolded) {
+  Graph g;
+  g.opset_imports[""] = 17;
+  Value* w = g.AddInitializer("w", Tensor::FromFloat({1, 2, 3}, {3}));
+  Value* c = g.AddInitializer("c", Tensor::FromFloat({10, 20, 30}, {3}));
+  Value* negw = g.AddValue("negw");
+  g.AddNode("Neg", {w}, {negw}, "negw");
+  Value* negc = g.AddValue("negc");
+  g.AddNode("Neg", {c}, {negc}, "negc");
+  Value* y = g.AddValue("y");
+  g.AddNode("Add", {negw, negc}, {y}, "add");
+  g.outputs.push_back(y);
+  g.update_bindings.push_back({w, negw});
+  Executor ex(g);
+  Tensor out = ex.Run({})[0];
+  EXPECT_FLOAT_EQ(out.data<float>()[2], -33.0f);
+  EXPECT_EQ(ex.last_kernel_count(), 2) << "Neg(w) and Add run; Neg(c) folds";
+  w->initializer->data<float>()[2] = 5.0f;  // the trainer writes the next state in place
+  out = ex.Run({})[0];
+  EXPECT_FLOAT_EQ(out.data<float>()[2], -35.0f);
+}
+}  // namespace
+}  // namespace ot
