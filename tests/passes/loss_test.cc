@@ -1,0 +1,104 @@
+// loss pass: appends cross-entropy / MSE on named logits (values checked by running the graph), picks the
+// model's scalar output, and names what is wrong otherwise.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "executor/executor.h"
+#include "graph/error.h"
+#include "passes/loss.h"
+#include "tests/test_util.h"
+
+namespace ot {
+namespace {
+
+// x:[batch,4] -> MatMul W:[4,3] -> logits
+std::unique_ptr<Graph> Logits() {
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = 13;
+  Value* x = g->AddValue("x");
+  x->dtype = DataType::kFloat32;
+  x->shape = Shape({Dim::Symbol("batch"), Dim(4)});
+  g->inputs.push_back(x);
+  Value* w = g->AddInitializer("w", test::RandomTensor(DataType::kFloat32, {4, 3}));
+  Value* logits = g->AddValue("logits");
+  g->AddNode("MatMul", {x, w}, {logits}, "mm");
+  g->outputs.push_back(logits);
+  return g;
+}
+
+TEST(LossPass, AppendsCrossEntropyOnNamedLogits) {
+  auto g = Logits();
+  LossPass pass({"", "cross_entropy", "logits", "y"});
+  EXPECT_TRUE(pass.Run(*g));
+  EXPECT_EQ(pass.loss_name(), "loss");
+  Value* y = g->FindValue("y");
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(y->dtype, DataType::kInt64);
+  EXPECT_EQ(y->shape.ToString(), "[batch]");
+  Tensor x = test::RandomTensor(DataType::kFloat32, {5, 4});
+  Tensor labels = Tensor::FromInt64({0, 2, 1, 1, 0}, {5});
+  std::vector<Tensor> out = Executor(*g).Run({{"x", x}, {"y", labels}});
+  ASSERT_EQ(out.size(), 2u);
+  // Reference: mean over rows of logsumexp(z) - z[label], z = x W, in double.
+  const Tensor& w = *g->FindValue("w")->initializer;
+  double ref = 0;
+  for (int r = 0; r < 5; ++r) {
+    double z[3], m = -1e300, s = 0;
+    for (int c = 0; c < 3; ++c) {
+      z[c] = 0;
+      for (int k = 0; k < 4; ++k) z[c] += x.GetDouble(r * 4 + k) * w.GetDouble(k * 3 + c);
+      m = std::max(m, z[c]);
+    }
+    for (double v : z) s += std::exp(v - m);
+    ref += m + std::log(s) - z[labels.GetInt64(r)];
+  }
+  EXPECT_NEAR(out[1].GetDouble(0), ref / 5, 1e-5);
+}
+
+TEST(LossPass, AppendsMse) {
+  auto g = Logits();
+  LossPass pass({"", "mse", "logits", "target"});
+  pass.Run(*g);
+  Tensor x = test::RandomTensor(DataType::kFloat32, {2, 4}), t = test::RandomTensor(DataType::kFloat32, {2, 3});
+  std::vector<Tensor> out = Executor(*g).Run({{"x", x}, {"target", t}});
+  double ref = 0;
+  for (int i = 0; i < 6; ++i) ref += std::pow(out[0].GetDouble(i) - t.GetDouble(i), 2);
+  EXPECT_NEAR(out[1].GetDouble(0), ref / 6, 1e-5);
+}
+
+// Negative twin: a model with its scalar loss output is left as it is.
+TEST(LossPass, NoChangeWhenTheModelHasItsScalarLoss) {
+  auto g = Logits();
+  Value* s = g->AddValue("total");
+  Node* n = g->AddNode("ReduceSum", {g->FindValue("logits")}, {s}, "sum");
+  n->attrs["keepdims"] = Attribute::Int(0);
+  g->outputs.push_back(s);
+  const size_t nodes = g->nodes().size(), inputs = g->inputs.size();
+  LossPass pass({"", "", "", ""});
+  EXPECT_FALSE(pass.Run(*g));
+  EXPECT_EQ(pass.loss_name(), "total");
+  EXPECT_EQ(g->nodes().size(), nodes);
+  EXPECT_EQ(g->inputs.size(), inputs);
+}
+
+TEST(LossPass, ErrorsNameTheProblem) {
+  auto msg = [](LossOptions o) -> std::string {
+    auto g = Logits();
+    try {
+      LossPass(o).Run(*g);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(msg({"", "", "", ""}).find("no scalar float output"), std::string::npos);
+  EXPECT_NE(msg({"logits", "", "", ""}).find("not a scalar"), std::string::npos);
+  EXPECT_NE(msg({"nope", "", "", ""}).find("no value 'nope'"), std::string::npos);
+  EXPECT_NE(msg({"", "cross_entropy", "nope", "y"}).find("no value 'nope'"), std::string::npos);
+  EXPECT_NE(msg({"", "cross_entropy", "logits", "x"}).find("--labels"), std::string::npos);
+  EXPECT_NE(msg({"", "hinge", "logits", "y"}).find("unknown loss"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ot
