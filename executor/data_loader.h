@@ -1,0 +1,49 @@
+// Training data: the arrays of an .npz named after the step graph's inputs, axis 0 the sample axis.
+// Batches follow DESIGN.md's rule: with shuffling off, step k of an epoch takes samples k*B ... k*B+B-1 in file
+// order; with shuffling on, a permutation drawn from the seed and the epoch number. The remainder of an epoch
+// that does not fill a batch is dropped. The next batch is gathered on a TBB task while the step runs.
+#pragma once
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/tensor.h"
+
+namespace ot {
+
+struct Batch {
+  int64_t epoch = 0, index = 0;  // index: batch number within the epoch
+  std::map<std::string, Tensor> arrays;
+};
+
+class DataLoader {
+ public:
+  // `arrays`: name -> tensor with the samples on axis 0 (all the same count). Float arrays are checked for
+  // NaN/inf once here: a non-finite value is an error naming the file, array and sample.
+  DataLoader(std::map<std::string, Tensor> arrays, int64_t batch, bool shuffle, uint64_t seed,
+             const std::string& what);
+  ~DataLoader();  // waits for a prefetch in flight
+  int64_t samples() const { return samples_; }
+  int64_t batches_per_epoch() const { return samples_ / batch_; }
+  // The batch `index` of `epoch` (deterministic for a given seed).
+  Batch Get(int64_t epoch, int64_t index) const;
+  // Starts gathering (epoch, index) on a TBB task; Take() returns it.
+  void Prefetch(int64_t epoch, int64_t index);
+  Batch Take();
+
+ private:
+  std::vector<int64_t> Order(int64_t epoch) const;
+  std::map<std::string, Tensor> arrays_;
+  int64_t batch_, samples_ = 0;
+  bool shuffle_;
+  uint64_t seed_;
+  std::string what_;
+  std::future<Batch> next_;
+  struct Tasks;
+  std::unique_ptr<Tasks> tasks_;
+};
+
+}  // namespace ot
