@@ -8,7 +8,8 @@ Writes:
   train.npz          x (1500 x 64 float32), y (1500 int64)     -- arrays named after the model input and labels
   test.npz           x (297 x 64), y (297)
   trajectory_<opt>.json  PyTorch's per-step losses training this model from these weights on
-                     train.npz with batch 50, no shuffling (step k uses samples 50k..50k+49), cross-entropy
+                     train.npz with batch 50, no shuffling (step k of an epoch uses samples 50k..50k+49; 30
+                     steps an epoch), cross-entropy
                      (mean), for `sgd` (lr 0.1) and `adam` (lr 0.01), 36 steps each, and the settings used
 """
 import json
@@ -40,14 +41,17 @@ torch.onnx.export(model, torch.from_numpy(x[:50]), os.path.join(here, "model.onn
                   opset_version=13)
 
 batch, steps = 50, 36
+xtr, ytr = x[:1500], y[:1500]
+per_epoch = len(xtr) // batch  # 30: steps 31..36 are the second epoch's first batches (no shuffling)
 settings = {"sgd": dict(lr=0.1), "adam": dict(lr=0.01)}
 for name, kw in settings.items():
     m = make()
     opt = torch.optim.SGD(m.parameters(), **kw) if name == "sgd" else torch.optim.Adam(m.parameters(), **kw)
     losses = []
     for k in range(steps):
-        xb = torch.from_numpy(x[k * batch:(k + 1) * batch])
-        yb = torch.from_numpy(y[k * batch:(k + 1) * batch])
+        j = k % per_epoch
+        xb = torch.from_numpy(xtr[j * batch:(j + 1) * batch])
+        yb = torch.from_numpy(ytr[j * batch:(j + 1) * batch])
         opt.zero_grad()
         loss = nn.functional.cross_entropy(m(xb), yb)
         loss.backward()
