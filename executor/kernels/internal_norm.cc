@@ -1,6 +1,299 @@
-// CPU kernels of the norm/loss backward internal ops (to be filled).
+// CPU kernels of the norm/loss backward internal ops (schemas and math in graph/grad/norm_grad.cc):
+// SoftmaxGrad, LossGrad, LayerNormGrad, BatchNormGrad. Each loads a row (or the needed inputs) into double,
+// computes in double, and stores in the output dtype (float32, float64, float16, bfloat16).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
 #include "executor/kernel_registry.h"
+#include "graph/grad_context.h"
+#include "graph/infer_util.h"
+#include "graph/tensor.h"
 
 namespace ot {
-void RegisterNormGradKernels(CpuKernelRegistry& r) {}
+
+namespace {
+
+template <typename F>
+bool DispatchFloat(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kFloat32: f(float{}); return true;
+    case DataType::kFloat64: f(double{}); return true;
+    case DataType::kFloat16: f(float16{}); return true;
+    case DataType::kBFloat16: f(bfloat16{}); return true;
+    default: return false;
+  }
+}
+
+void RequireFloat(const KernelContext& ctx, int i) {
+  if (!DispatchFloat(ctx.in(i).dtype, [](auto) {}))
+    ctx.Unsupported("input " + std::to_string(i) + " dtype " + DataTypeName(ctx.in(i).dtype) + " is not supported");
+}
+
+// Loads n elements starting at element `off` of a float buffer of dtype t into out (as double).
+void Load(const void* p, DataType t, int64_t off, int64_t n, double* out) {
+  DispatchFloat(t, [&](auto tag) {
+    using T = decltype(tag);
+    const T* q = static_cast<const T*>(p) + off;
+    using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(static_cast<L>(q[i]));
+  });
+}
+
+void Store(void* p, DataType t, int64_t off, int64_t n, const double* in) {
+  DispatchFloat(t, [&](auto tag) {
+    using T = decltype(tag);
+    T* q = static_cast<T*>(p) + off;
+    using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    for (int64_t i = 0; i < n; ++i) q[i] = T(static_cast<L>(in[i]));
+  });
+}
+
+std::vector<double> LoadAll(const void* p, DataType t, int64_t n) {
+  std::vector<double> v(static_cast<size_t>(n));
+  Load(p, t, 0, n, v.data());
+  return v;
+}
+
+int64_t Prod(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < d.size(); ++i) p *= d[i];
+  return p;
+}
+
+// ---- SoftmaxGrad(dY, Y) ----------------------------------------------------------------------------------------
+
+KernelInfo SoftmaxGradKernel(const KernelContext& ctx) {
+  const Node& n = ctx.node;
+  RequireFloat(ctx, 0);
+  RequireFloat(ctx, 1);
+  if (ctx.in(0).dims != ctx.in(1).dims) ctx.Fail("dY and Y shapes differ");
+  const auto& dims = ctx.in(1).dims;
+  const int rank = static_cast<int>(dims.size());
+  const int axis = NormalizeAxis(n.attr_int("axis", -1), rank, n.Describe());
+  const bool log = n.attr_int("log", 0) != 0, legacy = n.attr_int("legacy", 0) != 0;
+  const int64_t outer = Prod(dims, 0, axis);
+  const int64_t len = legacy ? Prod(dims, axis, dims.size()) : dims[axis];
+  const int64_t inner = legacy ? 1 : Prod(dims, axis + 1, dims.size());
+  const DataType tdy = ctx.in(0).dtype, ty = ctx.in(1).dtype, to = ctx.out(0).dtype;
+  KernelInfo k;
+  k.fn = [=](const KernelIO& io) {
+    const int64_t blk = len * inner;
+    std::vector<double> dy(static_cast<size_t>(blk)), y(static_cast<size_t>(blk)), dx(static_cast<size_t>(blk));
+    for (int64_t o = 0; o < outer; ++o) {
+      Load(io.in[0], tdy, o * blk, blk, dy.data());
+      Load(io.in[1], ty, o * blk, blk, y.data());
+      for (int64_t in = 0; in < inner; ++in) {
+        double s = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t i = j * inner + in;
+          s += log ? dy[i] : dy[i] * y[i];
+        }
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t i = j * inner + in;
+          dx[i] = log ? dy[i] - std::exp(y[i]) * s : y[i] * (dy[i] - s);
+        }
+      }
+      Store(io.out[0], to, o * blk, blk, dx.data());
+    }
+  };
+  return k;
+}
+
+// ---- LossGrad(dLoss, X, labels[, weights]) --------------------------------------------------------------------
+
+KernelInfo LossGradKernel(const KernelContext& ctx) {
+  const Node& n = ctx.node;
+  RequireFloat(ctx, 0);
+  RequireFloat(ctx, 1);
+  const DataType it = ctx.in(2).dtype;
+  if (it != DataType::kInt32 && it != DataType::kInt64) ctx.Unsupported("target dtype " + DataTypeName(it));
+  const bool has_w = ctx.has_input(3);
+  if (has_w) RequireFloat(ctx, 3);
+  const auto& dims = ctx.in(1).dims;
+  if (dims.size() < 2) ctx.Fail("input must have rank >= 2 (N, C, ...)");
+  const int64_t N = dims[0], C = dims[1], D = Prod(dims, 2, dims.size());
+  if (ctx.in(2).numel() != N * D) ctx.Fail("target does not match the input's shape");
+  if (has_w && ctx.in(3).numel() != C) ctx.Fail("weights must have C elements");
+  const std::string rs = n.attr_string("reduction", "mean");
+  if (rs != "none" && rs != "sum" && rs != "mean") ctx.Fail("unknown reduction '" + rs + "'");
+  const bool none = rs == "none", mean = rs == "mean";
+  if (none ? ctx.in(0).numel() != N * D : ctx.in(0).numel() != 1) ctx.Fail("dLoss has the wrong number of elements");
+  const int64_t ii = n.has_attr("ignore_index") ? n.attr_int("ignore_index", 0) : std::numeric_limits<int64_t>::min();
+  const bool softmax = n.attr_int("softmax", 0) != 0;
+  const DataType tg = ctx.in(0).dtype, tx = ctx.in(1).dtype, tw = has_w ? ctx.in(3).dtype : DataType::kFloat32,
+                 to = ctx.out(0).dtype;
+  const std::string what = n.Describe();
+  KernelInfo k;
+  k.fn = [=](const KernelIO& io) {
+    std::vector<int64_t> t(static_cast<size_t>(N * D));
+    for (int64_t i = 0; i < N * D; ++i)
+      t[i] = it == DataType::kInt32 ? io.In<int32_t>(2)[i] : io.In<int64_t>(2)[i];
+    std::vector<double> w = has_w ? LoadAll(io.in[3], tw, C) : std::vector<double>(static_cast<size_t>(C), 1.0);
+    std::vector<double> g = LoadAll(io.in[0], tg, none ? N * D : 1);
+    double wsum = 0;
+    for (int64_t i = 0; i < N * D; ++i) {
+      if (t[i] == ii) continue;
+      if (t[i] < 0 || t[i] >= C)
+        throw Error(what + ": target " + std::to_string(t[i]) + " at element " + std::to_string(i) +
+                    " is outside [0, " + std::to_string(C) + ")");
+      wsum += w[t[i]];
+    }
+    const double scale = mean ? (wsum != 0 ? 1.0 / wsum : 0.0) : 1.0;
+    const int64_t blk = C * D;
+    std::vector<double> x(static_cast<size_t>(blk)), dx(static_cast<size_t>(blk));
+    for (int64_t b = 0; b < N; ++b) {
+      if (softmax) {
+        Load(io.in[1], tx, b * blk, blk, x.data());
+        for (int64_t d = 0; d < D; ++d) {
+          double m = -std::numeric_limits<double>::infinity();
+          for (int64_t c = 0; c < C; ++c) m = std::max(m, x[c * D + d]);
+          double s = 0;
+          for (int64_t c = 0; c < C; ++c) s += (x[c * D + d] = std::exp(x[c * D + d] - m));
+          for (int64_t c = 0; c < C; ++c) x[c * D + d] /= s;
+        }
+      }
+      for (int64_t d = 0; d < D; ++d) {
+        const int64_t tt = t[b * D + d];
+        const double f = tt == ii ? 0.0 : w[tt] * g[none ? b * D + d : 0] * scale;
+        for (int64_t c = 0; c < C; ++c) {
+          const double onehot = c == tt ? 1.0 : 0.0;
+          dx[c * D + d] = f == 0.0 ? 0.0 : (softmax ? x[c * D + d] - onehot : -onehot) * f;
+        }
+      }
+      Store(io.out[0], to, b * blk, blk, dx.data());
+    }
+  };
+  return k;
+}
+
+// ---- Shared backward of a normalization over groups ------------------------------------------------------------
+// For each group (a set of `cnt` elements with statistics mu, r = 1/sqrt(var + eps)), xhat = (x - mu) r,
+// g = dy * s: dx = r (g - mean(g) - xhat mean(g xhat)).
+
+// ---- LayerNormGrad(dY, X, Scale) -> dX, dScale, dB -----------------------------------------------------------
+
+KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
+  const Node& n = ctx.node;
+  for (int i = 0; i < 3; ++i) RequireFloat(ctx, i);
+  const auto& dims = ctx.in(1).dims;
+  const int rank = static_cast<int>(dims.size());
+  const int axis = NormalizeAxis(n.attr_int("axis", -1), rank, n.Describe());
+  const int64_t rows = Prod(dims, 0, axis), cols = Prod(dims, axis, dims.size());
+  if (ctx.in(0).dims != dims) ctx.Fail("dY and X shapes differ");
+  if (ctx.in(2).numel() != cols) ctx.Unsupported("Scale that is broadcast over the normalized dims");
+  const double eps = n.attr_float("epsilon", 1e-5f);
+  const DataType tdy = ctx.in(0).dtype, tx = ctx.in(1).dtype, ts = ctx.in(2).dtype;
+  const bool o1 = ctx.has_output(1), o2 = ctx.has_output(2);
+  const DataType t0 = ctx.out(0).dtype, t1 = o1 ? ctx.out(1).dtype : ts, t2 = o2 ? ctx.out(2).dtype : ts;
+  KernelInfo k;
+  k.fn = [=](const KernelIO& io) {
+    std::vector<double> s = LoadAll(io.in[2], ts, cols);
+    std::vector<double> ds(static_cast<size_t>(cols), 0.0), db(static_cast<size_t>(cols), 0.0);
+    std::vector<double> x(static_cast<size_t>(cols)), dy(static_cast<size_t>(cols)), dx(static_cast<size_t>(cols));
+    for (int64_t row = 0; row < rows; ++row) {
+      Load(io.in[1], tx, row * cols, cols, x.data());
+      Load(io.in[0], tdy, row * cols, cols, dy.data());
+      double mu = 0;
+      for (int64_t j = 0; j < cols; ++j) mu += x[j];
+      mu /= static_cast<double>(cols);
+      double var = 0;
+      for (int64_t j = 0; j < cols; ++j) var += (x[j] - mu) * (x[j] - mu);
+      var /= static_cast<double>(cols);
+      const double r = 1.0 / std::sqrt(var + eps);
+      double mg = 0, mgx = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        const double xh = (x[j] - mu) * r, g = dy[j] * s[j];
+        x[j] = xh;
+        mg += g;
+        mgx += g * xh;
+        ds[j] += dy[j] * xh;
+        db[j] += dy[j];
+      }
+      mg /= static_cast<double>(cols);
+      mgx /= static_cast<double>(cols);
+      for (int64_t j = 0; j < cols; ++j) dx[j] = r * (dy[j] * s[j] - mg - x[j] * mgx);
+      Store(io.out[0], t0, row * cols, cols, dx.data());
+    }
+    if (o1) Store(io.out[1], t1, 0, cols, ds.data());
+    if (o2) Store(io.out[2], t2, 0, cols, db.data());
+  };
+  return k;
+}
+
+// ---- BatchNormGrad(dY, X, scale[, mean, var]) -> dX, dScale, dB ----------------------------------------------
+
+KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
+  const Node& n = ctx.node;
+  const bool training = n.attr_int("training", 1) != 0;
+  for (int i = 0; i < (training ? 3 : 5); ++i) RequireFloat(ctx, i);
+  const auto& dims = ctx.in(1).dims;
+  if (dims.size() < 2) ctx.Fail("X must have rank >= 2 (N, C, ...)");
+  if (ctx.in(0).dims != dims) ctx.Fail("dY and X shapes differ");
+  const int64_t N = dims[0], C = dims[1], S = Prod(dims, 2, dims.size());
+  for (int i = 2; i < (training ? 3 : 5); ++i)
+    if (ctx.in(i).numel() != C) ctx.Fail("input " + std::to_string(i) + " must have C elements");
+  const double eps = n.attr_float("epsilon", 1e-5f);
+  const DataType tdy = ctx.in(0).dtype, tx = ctx.in(1).dtype, ts = ctx.in(2).dtype;
+  const DataType tm = training ? ts : ctx.in(3).dtype, tv = training ? ts : ctx.in(4).dtype;
+  const bool o1 = ctx.has_output(1), o2 = ctx.has_output(2);
+  const DataType t0 = ctx.out(0).dtype, t1 = o1 ? ctx.out(1).dtype : ts, t2 = o2 ? ctx.out(2).dtype : ts;
+  KernelInfo k;
+  k.fn = [=](const KernelIO& io) {
+    const double cnt = static_cast<double>(N * S);
+    std::vector<double> s = LoadAll(io.in[2], ts, C);
+    std::vector<double> mu(static_cast<size_t>(C), 0.0), r(static_cast<size_t>(C), 0.0);
+    std::vector<double> x = LoadAll(io.in[1], tx, N * C * S), dy = LoadAll(io.in[0], tdy, N * C * S);
+    if (training) {
+      std::vector<double> var(static_cast<size_t>(C), 0.0);
+      for (int64_t b = 0; b < N; ++b)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t i = 0; i < S; ++i) mu[c] += x[(b * C + c) * S + i];
+      for (int64_t c = 0; c < C; ++c) mu[c] /= cnt;
+      for (int64_t b = 0; b < N; ++b)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t i = 0; i < S; ++i) {
+            const double d = x[(b * C + c) * S + i] - mu[c];
+            var[c] += d * d;
+          }
+      for (int64_t c = 0; c < C; ++c) r[c] = 1.0 / std::sqrt(var[c] / cnt + eps);
+    } else {
+      mu = LoadAll(io.in[3], tm, C);
+      std::vector<double> var = LoadAll(io.in[4], tv, C);
+      for (int64_t c = 0; c < C; ++c) r[c] = 1.0 / std::sqrt(var[c] + eps);
+    }
+    std::vector<double> db(static_cast<size_t>(C), 0.0), ds(static_cast<size_t>(C), 0.0);
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < S; ++i) {
+          const int64_t j = (b * C + c) * S + i;
+          x[j] = (x[j] - mu[c]) * r[c];  // xhat
+          db[c] += dy[j];
+          ds[c] += dy[j] * x[j];
+        }
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < S; ++i) {
+          const int64_t j = (b * C + c) * S + i;
+          dy[j] = training ? s[c] * r[c] * (dy[j] - db[c] / cnt - x[j] * ds[c] / cnt) : s[c] * r[c] * dy[j];
+        }
+    Store(io.out[0], t0, 0, N * C * S, dy.data());
+    if (o1) Store(io.out[1], t1, 0, C, ds.data());
+    if (o2) Store(io.out[2], t2, 0, C, db.data());
+  };
+  return k;
+}
+
+}  // namespace
+
+void RegisterNormGradKernels(CpuKernelRegistry& r) {
+  r.Register("SoftmaxGrad", SoftmaxGradKernel, kInternalDomain);
+  r.Register("LossGrad", LossGradKernel, kInternalDomain);
+  r.Register("LayerNormGrad", LayerNormGradKernel, kInternalDomain);
+  r.Register("BatchNormGrad", BatchNormGradKernel, kInternalDomain);
+}
+
 }  // namespace ot

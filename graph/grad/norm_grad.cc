@@ -1,7 +1,183 @@
-// Gradient rules of Softmax, LogSoftmax, the losses, LayerNormalization and BatchNormalization (to be filled).
+// Gradient rules of Softmax, LogSoftmax, the losses (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss),
+// LayerNormalization, BatchNormalization, Erf, Pow and Gelu, and the schemas of the fused internal backward ops
+// they emit (CPU kernels in executor/kernels/internal_norm.cc):
+//   SoftmaxGrad(dY, Y) {axis, log, legacy} -> dX
+//     log = 0: dX = Y * (dY - sum(dY * Y));  log = 1 (Y = LogSoftmax): dX = dY - exp(Y) * sum(dY).
+//     The sum runs along `axis` (opset >= 13), or over the flattened dims [axis, rank) when legacy = 1
+//     (opset < 13's 2-D coercion).
+//   LossGrad(dLoss, X, labels[, weights]) {reduction, ignore_index, softmax} -> dX
+//     softmax = 1 (SoftmaxCrossEntropyLoss, X = scores): dX = (softmax(X) - onehot(t)) * w[t] * g;
+//     softmax = 0 (NegativeLogLikelihoodLoss, X = log-probabilities): dX = -onehot(t) * w[t] * g, where
+//     g = dLoss[n, d...] (none), dLoss (sum), dLoss / sum of the weights of non-ignored targets (mean).
+//   LayerNormGrad(dY, X, Scale) {axis, epsilon} -> dX, dScale, dB   (statistics recomputed from X)
+//   BatchNormGrad(dY, X, scale[, mean, var]) {epsilon, training} -> dX, dScale, dB
+//     training = 1: through the batch statistics; training = 0: mean/var are constants.
+#include <cmath>
+
 #include "graph/grad/grad_rules.h"
+#include "graph/grad_context.h"
+#include "graph/infer_util.h"
 #include "graph/op_registry.h"
 
 namespace ot {
-void RegisterNormGrads(OpRegistry& r) {}
+
+namespace {
+
+void RegisterSchemas(OpRegistry& r) {
+  auto like = [](int in) {
+    return [in](InferContext& ctx) { ctx.set_output(0, ctx.input_type(in), ctx.input_shape(in)); };
+  };
+  OpSchema sg;
+  sg.op_type = "SoftmaxGrad";
+  sg.domain = kInternalDomain;
+  sg.infer = like(1);
+  r.Register(sg);
+
+  OpSchema lg;
+  lg.op_type = "LossGrad";
+  lg.domain = kInternalDomain;
+  lg.infer = like(1);
+  r.Register(lg);
+
+  // dX like X (input 1), dScale and dB like Scale (input 2).
+  auto three = [](InferContext& ctx) {
+    ctx.set_output(0, ctx.input_type(1), ctx.input_shape(1));
+    for (int i = 1; i < 3; ++i)
+      if (ctx.has_output(i)) ctx.set_output(i, ctx.input_type(2), ctx.input_shape(2));
+  };
+  OpSchema ln;
+  ln.op_type = "LayerNormGrad";
+  ln.domain = kInternalDomain;
+  ln.infer = three;
+  r.Register(ln);
+
+  OpSchema bn;
+  bn.op_type = "BatchNormGrad";
+  bn.domain = kInternalDomain;
+  bn.infer = three;
+  r.Register(bn);
+}
+
+Attribute I(int64_t v) { return Attribute::Int(v); }
+
+void SoftmaxRule(GradContext& c, bool log) {
+  const Node& n = c.node();
+  const bool legacy = n.opset < 13;
+  const int64_t axis = n.attr_int("axis", legacy ? 1 : -1);
+  c.SetGrad(0, c.Op("SoftmaxGrad", {c.dY(0), c.Y(0)}, {{"axis", I(axis)}, {"log", I(log)}, {"legacy", I(legacy)}},
+                    kInternalDomain));
+}
+
+void LossRule(GradContext& c, bool softmax) {
+  const Node& n = c.node();
+  std::map<std::string, Attribute> attrs = {{"reduction", Attribute::String(n.attr_string("reduction", "mean"))},
+                                            {"softmax", I(softmax)}};
+  if (n.has_attr("ignore_index")) attrs["ignore_index"] = I(n.attr_int("ignore_index", 0));
+  Value* dx = nullptr;
+  if (c.dY(0)) {
+    std::vector<Value*> ins = {c.dY(0), c.X(0), c.X(1)};
+    if (n.has_input(2)) ins.push_back(c.X(2));
+    dx = c.Op("LossGrad", ins, attrs, kInternalDomain);
+  }
+  // SoftmaxCrossEntropyLoss's optional log_prob output: LogSoftmax along axis 1.
+  if (softmax && c.dY(1)) {
+    Value* lp = c.Op("SoftmaxGrad", {c.dY(1), c.Y(1)}, {{"axis", I(1)}, {"log", I(1)}, {"legacy", I(0)}},
+                     kInternalDomain);
+    dx = dx ? c.Op("Add", {dx, lp}) : lp;
+  }
+  if (dx) c.SetGrad(0, dx);
+}
+
+}  // namespace
+
+void RegisterNormGrads(OpRegistry& r) {
+  RegisterSchemas(r);
+
+  r.SetGrad("", "Softmax", [](GradContext& c) { SoftmaxRule(c, false); });
+  r.SetGrad("", "LogSoftmax", [](GradContext& c) { SoftmaxRule(c, true); });
+  r.SetGrad("", "SoftmaxCrossEntropyLoss", [](GradContext& c) { LossRule(c, true); }, {1, 2});
+  r.SetGrad("", "NegativeLogLikelihoodLoss", [](GradContext& c) { LossRule(c, false); }, {1, 2});
+
+  r.SetGrad("", "LayerNormalization", [](GradContext& c) {
+    const Node& n = c.node();
+    if (c.dY(1) || c.dY(2)) c.Fail("gradients through the Mean/InvStdDev outputs are not supported");
+    auto outs = c.OpN("LayerNormGrad", {c.dY(0), c.X(0), c.X(1)}, 3,
+                      {{"axis", I(n.attr_int("axis", -1))}, {"epsilon", Attribute::Float(n.attr_float("epsilon", 1e-5f))}},
+                      kInternalDomain);
+    for (int i = 0; i < 3; ++i)
+      if (c.needs_grad(i)) c.SetGrad(i, outs[i]);
+  });
+
+  r.SetGrad(
+      "", "BatchNormalization",
+      [](GradContext& c) {
+        const Node& n = c.node();
+        if (n.opset < 9 && n.attr_int("spatial", 1) == 0) c.Fail("spatial = 0 is not supported");
+        bool training;
+        if (n.opset >= 14) training = n.attr_int("training_mode", 0) != 0;
+        else if (n.opset >= 7) training = n.outputs.size() > 1 && (n.has_output(1) || n.has_output(2));
+        else training = n.attr_int("is_test", 0) == 0;
+        for (size_t i = 1; i < n.outputs.size(); ++i)
+          if (c.dY(static_cast<int>(i))) c.Fail("gradients through the running/saved statistics are not supported");
+        std::vector<Value*> ins = {c.dY(0), c.X(0), c.X(1)};
+        if (!training) {
+          ins.push_back(c.X(3));
+          ins.push_back(c.X(4));
+        }
+        auto outs = c.OpN("BatchNormGrad", ins, 3,
+                          {{"epsilon", Attribute::Float(n.attr_float("epsilon", 1e-5f))}, {"training", I(training)}},
+                          kInternalDomain);
+        for (int i = 0; i < 3; ++i)
+          if (c.needs_grad(i)) c.SetGrad(i, outs[i]);
+      },
+      {3, 4});
+
+  // dX = dY * 2/sqrt(pi) * exp(-X^2)
+  r.SetGrad("", "Erf", [](GradContext& c) {
+    Value* e = c.Op("Exp", {c.Op("Neg", {c.Op("Mul", {c.X(0), c.X(0)})})});
+    c.SetGrad(0, c.Op("Mul", {c.dY(0), c.Op("Mul", {e, c.Scalar(2.0 / std::sqrt(M_PI), c.X(0))})}));
+  });
+
+  // Y = X^E: dX = dY * E * X^(E-1);  dE = dY * Y * log(X).
+  r.SetGrad("", "Pow", [](GradContext& c) {
+    Value* x = c.X(0);
+    Value* e = c.X(1);
+    if (c.needs_grad(0)) {
+      Value* ef = e->dtype == x->dtype ? e : c.Op("Cast", {e}, {{"to", I(static_cast<int64_t>(x->dtype))}});
+      Value* p = c.Op("Pow", {x, c.Op("Sub", {ef, c.Scalar(1.0, ef)})});
+      c.SetGrad(0, c.ReduceToShape(c.Op("Mul", {c.dY(0), c.Op("Mul", {ef, p})}), x));
+    }
+    if (c.needs_grad(1)) {
+      if (e->dtype != x->dtype) c.Fail("gradient of an exponent of another dtype than the base");
+      c.SetGrad(1, c.ReduceToShape(c.Op("Mul", {c.dY(0), c.Op("Mul", {c.Y(0), c.Op("Log", {x})})}), e));
+    }
+  });
+
+  // approximate = none: dX = dY * (Phi(x) + x * phi(x)), Phi(x) = (1 + erf(x / sqrt 2)) / 2,
+  //   phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+  // approximate = tanh: u = k (x + a x^3), t = tanh(u), Y = x (1 + t) / 2:
+  //   dX = dY * ((1 + t) / 2 + x (1 - t^2) k (1 + 3 a x^2) / 2), k = sqrt(2/pi), a = 0.044715.
+  r.SetGrad("", "Gelu", [](GradContext& c) {
+    Value* x = c.X(0);
+    auto S = [&](double v) { return c.Scalar(v, x); };
+    Value* xx = c.Op("Mul", {x, x});
+    Value* d;
+    if (c.node().attr_string("approximate", "none") == "tanh") {
+      const double k = std::sqrt(2.0 / M_PI), a = 0.044715;
+      Value* u = c.Op("Mul", {S(k), c.Op("Add", {x, c.Op("Mul", {S(a), c.Op("Mul", {xx, x})})})});
+      Value* t = c.Op("Tanh", {u});
+      Value* left = c.Op("Mul", {S(0.5), c.Op("Add", {S(1.0), t})});
+      Value* sech2 = c.Op("Sub", {S(1.0), c.Op("Mul", {t, t})});
+      Value* du = c.Op("Mul", {S(k), c.Op("Add", {S(1.0), c.Op("Mul", {S(3 * a), xx})})});
+      Value* right = c.Op("Mul", {c.Op("Mul", {S(0.5), x}), c.Op("Mul", {sech2, du})});
+      d = c.Op("Add", {left, right});
+    } else {
+      Value* cdf = c.Op("Mul", {S(0.5), c.Op("Add", {S(1.0), c.Op("Erf", {c.Op("Mul", {x, S(M_SQRT1_2)})})})});
+      Value* pdf = c.Op("Mul", {S(1.0 / std::sqrt(2 * M_PI)), c.Op("Exp", {c.Op("Mul", {S(-0.5), xx})})});
+      d = c.Op("Add", {cdf, c.Op("Mul", {x, pdf})});
+    }
+    c.SetGrad(0, c.Op("Mul", {c.dY(0), d}));
+  });
+}
+
 }  // namespace ot
