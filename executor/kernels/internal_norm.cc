@@ -184,14 +184,37 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   const int axis = NormalizeAxis(n.attr_int("axis", -1), rank, n.Describe());
   const int64_t rows = Prod(dims, 0, axis), cols = Prod(dims, axis, dims.size());
   if (ctx.in(0).dims != dims) ctx.Fail("dY and X shapes differ");
-  if (ctx.in(2).numel() != cols) ctx.Unsupported("Scale that is broadcast over the normalized dims");
+  // sidx[j]: the Scale element of normalized element j (Scale broadcast, numpy-style, to X.shape[axis:]).
+  const std::vector<int64_t> nd(dims.begin() + axis, dims.end()), pd = ctx.in(2).dims;
+  if (pd.size() > nd.size()) ctx.Fail("Scale has more dims than the normalized shape");
+  std::vector<int64_t> sidx(static_cast<size_t>(cols));
+  {
+    const size_t off = nd.size() - pd.size();
+    std::vector<int64_t> st(nd.size(), 0);
+    int64_t stride = 1;
+    for (size_t i = pd.size(); i-- > 0;) {
+      if (pd[i] != 1 && pd[i] != nd[off + i]) ctx.Fail("Scale does not broadcast to the normalized shape");
+      st[off + i] = pd[i] == 1 ? 0 : stride;
+      stride *= pd[i];
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      int64_t rem = j, k = 0;
+      for (size_t d = nd.size(); d-- > 0;) {
+        k += (rem % nd[d]) * st[d];
+        rem /= nd[d];
+      }
+      sidx[j] = k;
+    }
+  }
+  const int64_t scount = ctx.in(2).numel();
   const double eps = n.attr_float("epsilon", 1e-5f);
   const DataType tdy = ctx.in(0).dtype, tx = ctx.in(1).dtype, ts = ctx.in(2).dtype;
   const bool o1 = ctx.has_output(1), o2 = ctx.has_output(2);
   const DataType t0 = ctx.out(0).dtype, t1 = o1 ? ctx.out(1).dtype : ts, t2 = o2 ? ctx.out(2).dtype : ts;
   KernelInfo k;
   k.fn = [=](const KernelIO& io) {
-    std::vector<double> s = LoadAll(io.in[2], ts, cols);
+    std::vector<double> sp = LoadAll(io.in[2], ts, scount), s(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j) s[j] = sp[sidx[j]];
     std::vector<double> ds(static_cast<size_t>(cols), 0.0), db(static_cast<size_t>(cols), 0.0);
     std::vector<double> x(static_cast<size_t>(cols)), dy(static_cast<size_t>(cols)), dx(static_cast<size_t>(cols));
     for (int64_t row = 0; row < rows; ++row) {

@@ -9,7 +9,8 @@
 //     softmax = 1 (SoftmaxCrossEntropyLoss, X = scores): dX = (softmax(X) - onehot(t)) * w[t] * g;
 //     softmax = 0 (NegativeLogLikelihoodLoss, X = log-probabilities): dX = -onehot(t) * w[t] * g, where
 //     g = dLoss[n, d...] (none), dLoss (sum), dLoss / sum of the weights of non-ignored targets (mean).
-//   LayerNormGrad(dY, X, Scale) {axis, epsilon} -> dX, dScale, dB   (statistics recomputed from X)
+//   LayerNormGrad(dY, X, Scale) {axis, epsilon} -> dX, dScale, dB   (statistics recomputed from X; Scale may be
+//     broadcast to the normalized shape X.shape[axis:], dScale and dB have that shape)
 //   BatchNormGrad(dY, X, scale[, mean, var]) {epsilon, training} -> dX, dScale, dB
 //     training = 1: through the batch statistics; training = 0: mean/var are constants.
 #include <cmath>
@@ -48,7 +49,19 @@ void RegisterSchemas(OpRegistry& r) {
   OpSchema ln;
   ln.op_type = "LayerNormGrad";
   ln.domain = kInternalDomain;
-  ln.infer = three;
+  // dX like X; dScale and dB with the normalized shape X.shape[axis:] (the rule reduces them to Scale's and B's
+  // shapes where those are broadcast).
+  ln.infer = [](InferContext& ctx) {
+    const Shape& x = ctx.input_shape(1);
+    ctx.set_output(0, ctx.input_type(1), x);
+    Shape nd;
+    if (x.known_rank()) {
+      const int axis = NormalizeAxis(ctx, ctx.node.attr_int("axis", -1), x.rank());
+      nd = Shape(std::vector<Dim>(x.dims().begin() + axis, x.dims().end()));
+    }
+    for (int i = 1; i < 3; ++i)
+      if (ctx.has_output(i)) ctx.set_output(i, ctx.input_type(2), nd);
+  };
   r.Register(ln);
 
   OpSchema bn;
@@ -104,8 +117,9 @@ void RegisterNormGrads(OpRegistry& r) {
     auto outs = c.OpN("LayerNormGrad", {c.dY(0), c.X(0), c.X(1)}, 3,
                       {{"axis", I(n.attr_int("axis", -1))}, {"epsilon", Attribute::Float(n.attr_float("epsilon", 1e-5f))}},
                       kInternalDomain);
-    for (int i = 0; i < 3; ++i)
-      if (c.needs_grad(i)) c.SetGrad(i, outs[i]);
+    if (c.needs_grad(0)) c.SetGrad(0, outs[0]);
+    for (int i = 1; i < 3; ++i)
+      if (c.needs_grad(i)) c.SetGrad(i, c.ReduceToShape(outs[i], c.X(i)));
   });
 
   r.SetGrad(

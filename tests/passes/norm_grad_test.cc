@@ -155,6 +155,10 @@ TEST(GradientCheck, LayerNormalization) {
   CheckGradients({{2, 3, 4}, {3, 4}, {3, 4}}, {2, 3, 4}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "LayerNormalization", {p[0], p[1], p[2]}, {{"axis", I(1)}});
   });
+  // Scale and B broadcast over the normalized dims (2, 3): Scale (3, 1), B (3).
+  CheckGradients({{2, 2, 3, 4}, {3, 1}, {4}}, {2, 2, 3, 4}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "LayerNormalization", {p[0], p[1], p[2]}, {{"axis", I(-2)}});
+  });
   // No bias.
   CheckGradients({{2, 5}, {5}}, {2, 5}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "LayerNormalization", {p[0], p[1]});
