@@ -1,6 +1,190 @@
-// CPU kernels of the conv/pool backward internal ops (to be filled).
+// CPU kernels of the conv/pool/gather backward internal ops (graph/grad/conv_grad.cc, graph/grad/data_grad.cc).
+// float32 convolution backward runs through oneDNN (exclusive kernels); float64 and the pooling/gather
+// backward use plain loops (cpu_ops/conv_grad.h, pool_grad.h, scatter_add.h).
+#include <memory>
+
+#include "cpu_ops/conv_grad.h"
+#include "cpu_ops/pool_grad.h"
+#include "cpu_ops/scatter_add.h"
 #include "executor/kernel_registry.h"
+#include "graph/grad_context.h"
+#include "graph/infer_util.h"
+#include "graph/ops/linalg_util.h"
+#include "graph/tensor.h"
 
 namespace ot {
-void RegisterConvGradKernels(CpuKernelRegistry& r) {}
+
+namespace {
+
+// The forward convolution's geometry from the node's (copied) attributes, X's and W's dims; Y's dims are dY's.
+cpu::ConvSpec GradConvSpec(const KernelContext& ctx, const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                           const std::vector<int64_t>& y) {
+  const Node& node = ctx.node;
+  const int r = static_cast<int>(x.size()) - 2;
+  if (r < 1 || static_cast<int>(w.size()) != r + 2 || static_cast<int>(y.size()) != r + 2)
+    ctx.Fail("X, W and dY must have the same rank >= 3");
+  if (r > 3) ctx.Unsupported(std::to_string(r) + "-D convolution is not supported (1-D to 3-D are)");
+  cpu::ConvSpec spec;
+  spec.group = node.attr_int("group", 1);
+  spec.n = x[0];
+  spec.c_in = x[1];
+  spec.c_out = y[1];
+  spec.in_spatial.assign(x.begin() + 2, x.end());
+  spec.out_spatial.assign(y.begin() + 2, y.end());
+  spec.kernel.assign(w.begin() + 2, w.end());
+  spec.strides = node.attr_ints("strides", std::vector<int64_t>(r, 1));
+  spec.dilations = node.attr_ints("dilations", std::vector<int64_t>(r, 1));
+  const auto pads = node.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
+  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  for (int i = 0; i < r; ++i) {
+    const auto g = linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i],
+                                    pads[r + i], auto_pad, false);
+    if (g.out != spec.out_spatial[i]) ctx.Fail("dY's shape disagrees with the convolution geometry");
+    spec.pad_begin.push_back(g.pad_begin);
+    spec.pad_end.push_back(g.pad_end);
+  }
+  if (w[1] * spec.group != spec.c_in || w[0] != spec.c_out) ctx.Fail("X's or dY's channels do not match W");
+  if (spec.c_out % spec.group != 0 || spec.c_in % spec.group != 0) ctx.Fail("channels not divisible by group");
+  return spec;
+}
+
+void RequireFloat(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (t != DataType::kFloat32 && t != DataType::kFloat64)
+    ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported (float, double are)");
+}
+
+// ConvGradData(dY, W, shape(X)) -> dX
+KernelInfo ConvGradDataKernel(const KernelContext& ctx) {
+  RequireFloat(ctx);
+  const cpu::ConvSpec spec = GradConvSpec(ctx, ctx.out(0).dims, ctx.in(1).dims, ctx.in(0).dims);
+  KernelInfo info;
+  if (ctx.in(0).dtype == DataType::kFloat64) {
+    info.fn = [spec](const KernelIO& io) {
+      cpu::NaiveConvGradData<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
+    };
+    return info;
+  }
+  auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, cpu::DnnlConvBackward::Kind::kData);
+  info.fn = [bw](const KernelIO& io) { bw->Run(io.in[0], io.in[1], io.out[0]); };
+  info.exclusive = true;
+  return info;
+}
+
+// ConvGradWeight(dY, X, shape(W)) -> dW
+KernelInfo ConvGradWeightKernel(const KernelContext& ctx) {
+  RequireFloat(ctx);
+  const cpu::ConvSpec spec = GradConvSpec(ctx, ctx.in(1).dims, ctx.out(0).dims, ctx.in(0).dims);
+  KernelInfo info;
+  if (ctx.in(0).dtype == DataType::kFloat64) {
+    info.fn = [spec](const KernelIO& io) {
+      cpu::NaiveConvGradWeight<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
+    };
+    return info;
+  }
+  auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, cpu::DnnlConvBackward::Kind::kWeights);
+  info.fn = [bw](const KernelIO& io) { bw->Run(io.in[0], io.in[1], io.out[0]); };
+  info.exclusive = true;
+  return info;
+}
+
+// Pooling geometry of a MaxPoolGrad/AveragePoolGrad node: X's dims are dX's, Y's are dY's.
+cpu::PoolSpec GradPoolSpec(const KernelContext& ctx, cpu::PoolKind kind) {
+  const Node& node = ctx.node;
+  const auto& x = ctx.out(0).dims;
+  const auto& y = ctx.in(0).dims;
+  const int r = static_cast<int>(x.size()) - 2;
+  if (r < 1 || y.size() != x.size()) ctx.Fail("X and dY must have the same rank >= 3");
+  if (r > 3) ctx.Unsupported(std::to_string(r) + "-D pooling is not supported (1-D to 3-D are)");
+  cpu::PoolSpec spec;
+  spec.kind = kind;
+  spec.n = x[0];
+  spec.c = x[1];
+  spec.in_spatial.assign(x.begin() + 2, x.end());
+  spec.out_spatial.assign(y.begin() + 2, y.end());
+  spec.kernel = node.attr_ints("kernel_shape");
+  spec.strides = node.attr_ints("strides", std::vector<int64_t>(r, 1));
+  spec.dilations = node.attr_ints("dilations", std::vector<int64_t>(r, 1));
+  const auto pads = node.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
+  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  const bool ceil_mode = node.attr_int("ceil_mode", 0) != 0;
+  if (static_cast<int>(spec.kernel.size()) != r) ctx.Fail("kernel_shape must have one value per spatial dim");
+  for (int i = 0; i < r; ++i) {
+    const auto g = linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i],
+                                    pads[r + i], auto_pad, ceil_mode);
+    if (g.out != spec.out_spatial[i]) ctx.Fail("dY's shape disagrees with the pooling geometry");
+    spec.pad_begin.push_back(g.pad_begin);
+    spec.pad_end.push_back(g.pad_end);
+  }
+  spec.count_include_pad = node.attr_int("count_include_pad", 0) != 0;
+  return spec;
+}
+
+// MaxPoolGrad(dY, X) -> dX
+KernelInfo MaxPoolGradKernel(const KernelContext& ctx) {
+  RequireFloat(ctx);
+  const cpu::PoolSpec spec = GradPoolSpec(ctx, cpu::PoolKind::kMax);
+  KernelInfo info;
+  if (ctx.in(0).dtype == DataType::kFloat64)
+    info.fn = [spec](const KernelIO& io) {
+      cpu::MaxPoolGrad<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
+    };
+  else
+    info.fn = [spec](const KernelIO& io) {
+      cpu::MaxPoolGrad<float>(spec, io.In<float>(0), io.In<float>(1), io.Out<float>(0));
+    };
+  return info;
+}
+
+// AveragePoolGrad(dY, shape(X)) -> dX
+KernelInfo AveragePoolGradKernel(const KernelContext& ctx) {
+  RequireFloat(ctx);
+  const cpu::PoolSpec spec = GradPoolSpec(ctx, cpu::PoolKind::kAvg);
+  KernelInfo info;
+  if (ctx.in(0).dtype == DataType::kFloat64)
+    info.fn = [spec](const KernelIO& io) { cpu::AvgPoolGrad<double>(spec, io.In<double>(0), io.Out<double>(0)); };
+  else
+    info.fn = [spec](const KernelIO& io) { cpu::AvgPoolGrad<float>(spec, io.In<float>(0), io.Out<float>(0)); };
+  return info;
+}
+
+// GatherGrad(dY, indices, shape(X)) {axis} -> dX: scatter-add of dY into zeros of X's shape.
+KernelInfo GatherGradKernel(const KernelContext& ctx) {
+  RequireFloat(ctx);
+  const DataType it = ctx.in(1).dtype;
+  if (it != DataType::kInt64 && it != DataType::kInt32) ctx.Unsupported("indices must be int32 or int64");
+  const auto& x = ctx.out(0).dims;
+  const int rank = static_cast<int>(x.size());
+  const int axis = NormalizeAxis(ctx.node.attr_int("axis", 0), rank, ctx.node.Describe());
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= x[i];
+  for (int i = axis + 1; i < rank; ++i) inner *= x[i];
+  const int64_t axis_dim = x[axis], num_idx = ctx.in(1).numel();
+  if (ctx.in(0).numel() != outer * num_idx * inner) ctx.Fail("dY's size disagrees with X and the indices");
+  const bool f64 = ctx.in(0).dtype == DataType::kFloat64, i64 = it == DataType::kInt64;
+  const std::string what = ctx.node.Describe();
+  KernelInfo info;
+  info.fn = [=](const KernelIO& io) {
+    bool ok;
+    if (f64)
+      ok = i64 ? cpu::GatherGrad(io.In<double>(0), io.In<int64_t>(1), num_idx, outer, axis_dim, inner, io.Out<double>(0))
+               : cpu::GatherGrad(io.In<double>(0), io.In<int32_t>(1), num_idx, outer, axis_dim, inner, io.Out<double>(0));
+    else
+      ok = i64 ? cpu::GatherGrad(io.In<float>(0), io.In<int64_t>(1), num_idx, outer, axis_dim, inner, io.Out<float>(0))
+               : cpu::GatherGrad(io.In<float>(0), io.In<int32_t>(1), num_idx, outer, axis_dim, inner, io.Out<float>(0));
+    if (!ok) throw Error(what + ": index out of range");
+  };
+  return info;
+}
+
+}  // namespace
+
+void RegisterConvGradKernels(CpuKernelRegistry& r) {
+  r.Register("ConvGradData", ConvGradDataKernel, kInternalDomain);
+  r.Register("ConvGradWeight", ConvGradWeightKernel, kInternalDomain);
+  r.Register("MaxPoolGrad", MaxPoolGradKernel, kInternalDomain);
+  r.Register("AveragePoolGrad", AveragePoolGradKernel, kInternalDomain);
+  r.Register("GatherGrad", GatherGradKernel, kInternalDomain);
+}
+
 }  // namespace ot

@@ -1,0 +1,200 @@
+#include "cpu_ops/conv_grad.h"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#include <vector>
+
+namespace ot::cpu {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using dims_t = dnnl::memory::dims;
+
+dims_t Contiguous(const dims_t& d) {
+  dims_t s(d.size(), 1);
+  for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(d[i + 1], 1);
+  return s;
+}
+
+int64_t Prod(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+std::vector<int64_t> Pad3(const std::vector<int64_t>& v, int64_t fill) {
+  std::vector<int64_t> r(3 - v.size(), fill);
+  r.insert(r.end(), v.begin(), v.end());
+  return r;
+}
+
+}  // namespace
+
+struct DnnlConvBackward::Impl {
+  dnnl::primitive prim;
+  dnnl::memory::desc x_md, w_md, y_md, scratch_md;
+  // User-managed scratchpad owned by this object (oneDNN's library-managed one is tied to the creating thread).
+  std::shared_ptr<std::vector<uint8_t>> scratch;
+  bool empty = false;
+  int64_t out_elems = 0;
+};
+
+DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
+    : spec_(spec), kind_(kind), impl_(std::make_shared<Impl>()) {
+  Impl& im = *impl_;
+  const int64_t x_elems = spec.n * spec.c_in * Prod(spec.in_spatial);
+  const int64_t y_elems = spec.n * spec.c_out * Prod(spec.out_spatial);
+  const int64_t w_elems = spec.c_out * (spec.c_in / spec.group) * Prod(spec.kernel);
+  im.out_elems = kind == Kind::kData ? x_elems : w_elems;
+  if (x_elems == 0 || y_elems == 0 || w_elems == 0) {
+    im.empty = true;
+    return;
+  }
+  const int64_t g = spec.group, ocg = spec.c_out / g, icg = spec.c_in / g;
+  dims_t xd{spec.n, spec.c_in}, yd{spec.n, spec.c_out};
+  xd.insert(xd.end(), spec.in_spatial.begin(), spec.in_spatial.end());
+  yd.insert(yd.end(), spec.out_spatial.begin(), spec.out_spatial.end());
+  dims_t wd;  // [G,] OC/G, IC/G, k...: ONNX's [C_out, C_in/G, k...] is exactly this, contiguous
+  if (g > 1) wd.push_back(g);
+  wd.push_back(ocg);
+  wd.push_back(icg);
+  wd.insert(wd.end(), spec.kernel.begin(), spec.kernel.end());
+  dims_t strides(spec.strides.begin(), spec.strides.end());
+  dims_t dil(spec.dilations.size());
+  for (size_t i = 0; i < dil.size(); ++i) dil[i] = spec.dilations[i] - 1;
+  dims_t pl(spec.pad_begin.begin(), spec.pad_begin.end()), pr(spec.pad_end.begin(), spec.pad_end.end());
+  im.x_md = dnnl::memory::desc(xd, dt::f32, Contiguous(xd));
+  im.y_md = dnnl::memory::desc(yd, dt::f32, Contiguous(yd));
+  im.w_md = dnnl::memory::desc(wd, dt::f32, Contiguous(wd));
+  const auto alg = dnnl::algorithm::convolution_direct;
+  dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, alg, im.x_md, im.w_md, im.y_md, strides, dil,
+                                     pl, pr);
+  dnnl::convolution_forward::primitive_desc hint(fd, DnnlEngine());
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (kind == Kind::kData) {
+    dnnl::convolution_backward_data::desc d(alg, im.x_md, im.w_md, im.y_md, strides, dil, pl, pr);
+    dnnl::convolution_backward_data::primitive_desc pd(d, attr, DnnlEngine(), hint);
+    im.scratch_md = pd.scratchpad_desc();
+    im.prim = dnnl::convolution_backward_data(pd);
+  } else {
+    dnnl::convolution_backward_weights::desc d(alg, im.x_md, im.w_md, im.y_md, strides, dil, pl, pr);
+    dnnl::convolution_backward_weights::primitive_desc pd(d, attr, DnnlEngine(), hint);
+    im.scratch_md = pd.scratchpad_desc();
+    im.prim = dnnl::convolution_backward_weights(pd);
+  }
+  im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
+}
+
+DnnlConvBackward::~DnnlConvBackward() = default;
+
+void DnnlConvBackward::Run(const void* dy, const void* a, void* out) const {
+  const Impl& im = *impl_;
+  if (im.empty) {
+    std::fill_n(static_cast<float*>(out), im.out_elems, 0.0f);
+    return;
+  }
+  dnnl::engine& eng = DnnlEngine();
+  dnnl::stream& s = DnnlStream();
+  PrepareDnnlCall();
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_DIFF_DST, dnnl::memory(im.y_md, eng, const_cast<void*>(dy))},
+      {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}};
+  if (kind_ == Kind::kData) {
+    args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(im.w_md, eng, const_cast<void*>(a)));
+    args.emplace(DNNL_ARG_DIFF_SRC, dnnl::memory(im.x_md, eng, out));
+  } else {
+    args.emplace(DNNL_ARG_SRC, dnnl::memory(im.x_md, eng, const_cast<void*>(a)));
+    args.emplace(DNNL_ARG_DIFF_WEIGHTS, dnnl::memory(im.w_md, eng, out));
+  }
+  im.prim.execute(s, args);
+  s.wait();
+}
+
+// dX[n, ic, i] = sum over (oc in ic's group, k, o with o*s - pb + k*d = i) of dY[n, oc, o] * W[oc, icl, k].
+template <typename T>
+void NaiveConvGradData(const ConvSpec& spec, const T* dy, const T* w, T* dx) {
+  const auto in = Pad3(spec.in_spatial, 1), out = Pad3(spec.out_spatial, 1), k = Pad3(spec.kernel, 1);
+  const auto st = Pad3(spec.strides, 1), dl = Pad3(spec.dilations, 1), pb = Pad3(spec.pad_begin, 0);
+  const int64_t g = spec.group, icg = spec.c_in / g, ocg = spec.c_out / g;
+  const int64_t in_sz = in[0] * in[1] * in[2], out_sz = out[0] * out[1] * out[2], k_sz = k[0] * k[1] * k[2];
+  tbb::parallel_for(int64_t{0}, spec.n * spec.c_in, [&](int64_t nc) {
+    const int64_t n = nc / spec.c_in, ic = nc % spec.c_in, gi = ic / icg, icl = ic % icg;
+    std::vector<double> acc(static_cast<size_t>(in_sz), 0.0);
+    for (int64_t ocl = 0; ocl < ocg; ++ocl) {
+      const int64_t oc = gi * ocg + ocl;
+      const T* yp = dy + (n * spec.c_out + oc) * out_sz;
+      const T* wp = w + (oc * icg + icl) * k_sz;
+      for (int64_t kd = 0; kd < k[0]; ++kd)
+        for (int64_t kh = 0; kh < k[1]; ++kh)
+          for (int64_t kw = 0; kw < k[2]; ++kw) {
+            const double wv = static_cast<double>(wp[(kd * k[1] + kh) * k[2] + kw]);
+            for (int64_t od = 0; od < out[0]; ++od) {
+              const int64_t id = od * st[0] - pb[0] + kd * dl[0];
+              if (id < 0 || id >= in[0]) continue;
+              for (int64_t oh = 0; oh < out[1]; ++oh) {
+                const int64_t ih = oh * st[1] - pb[1] + kh * dl[1];
+                if (ih < 0 || ih >= in[1]) continue;
+                for (int64_t ow = 0; ow < out[2]; ++ow) {
+                  const int64_t iw = ow * st[2] - pb[2] + kw * dl[2];
+                  if (iw < 0 || iw >= in[2]) continue;
+                  acc[(id * in[1] + ih) * in[2] + iw] += wv * static_cast<double>(yp[(od * out[1] + oh) * out[2] + ow]);
+                }
+              }
+            }
+          }
+    }
+    T* xp = dx + nc * in_sz;
+    for (int64_t i = 0; i < in_sz; ++i) xp[i] = static_cast<T>(acc[i]);
+  });
+}
+
+// dW[oc, icl, k] = sum over (n, o) of dY[n, oc, o] * X[n, ic, o*s - pb + k*d].
+template <typename T>
+void NaiveConvGradWeight(const ConvSpec& spec, const T* dy, const T* x, T* dw) {
+  const auto in = Pad3(spec.in_spatial, 1), out = Pad3(spec.out_spatial, 1), k = Pad3(spec.kernel, 1);
+  const auto st = Pad3(spec.strides, 1), dl = Pad3(spec.dilations, 1), pb = Pad3(spec.pad_begin, 0);
+  const int64_t g = spec.group, icg = spec.c_in / g, ocg = spec.c_out / g;
+  const int64_t in_sz = in[0] * in[1] * in[2], out_sz = out[0] * out[1] * out[2], k_sz = k[0] * k[1] * k[2];
+  tbb::parallel_for(int64_t{0}, spec.c_out * icg, [&](int64_t oi) {
+    const int64_t oc = oi / icg, icl = oi % icg, ic = (oc / ocg) * icg + icl;
+    std::vector<double> acc(static_cast<size_t>(k_sz), 0.0);
+    for (int64_t n = 0; n < spec.n; ++n) {
+      const T* yp = dy + (n * spec.c_out + oc) * out_sz;
+      const T* xp = x + (n * spec.c_in + ic) * in_sz;
+      for (int64_t kd = 0; kd < k[0]; ++kd)
+        for (int64_t kh = 0; kh < k[1]; ++kh)
+          for (int64_t kw = 0; kw < k[2]; ++kw) {
+            double s = 0;
+            for (int64_t od = 0; od < out[0]; ++od) {
+              const int64_t id = od * st[0] - pb[0] + kd * dl[0];
+              if (id < 0 || id >= in[0]) continue;
+              for (int64_t oh = 0; oh < out[1]; ++oh) {
+                const int64_t ih = oh * st[1] - pb[1] + kh * dl[1];
+                if (ih < 0 || ih >= in[1]) continue;
+                for (int64_t ow = 0; ow < out[2]; ++ow) {
+                  const int64_t iw = ow * st[2] - pb[2] + kw * dl[2];
+                  if (iw < 0 || iw >= in[2]) continue;
+                  s += static_cast<double>(yp[(od * out[1] + oh) * out[2] + ow]) *
+                       static_cast<double>(xp[(id * in[1] + ih) * in[2] + iw]);
+                }
+              }
+            }
+            acc[(kd * k[1] + kh) * k[2] + kw] += s;
+          }
+    }
+    T* wp = dw + oi * k_sz;
+    for (int64_t i = 0; i < k_sz; ++i) wp[i] = static_cast<T>(acc[i]);
+  });
+}
+
+template void NaiveConvGradData<double>(const ConvSpec&, const double*, const double*, double*);
+template void NaiveConvGradData<float>(const ConvSpec&, const float*, const float*, float*);
+template void NaiveConvGradWeight<double>(const ConvSpec&, const double*, const double*, double*);
+template void NaiveConvGradWeight<float>(const ConvSpec&, const float*, const float*, float*);
+
+}  // namespace ot::cpu

@@ -1,0 +1,35 @@
+// Convolution backward (the gradients of cpu_ops/conv.h's forward convolution, ONNX layouts):
+//   data:    dX [N, C_in, in...]  from dY [N, C_out, out...] and W [C_out, C_in/group, k...]
+//   weights: dW [C_out, C_in/group, k...] from dY and X
+// f32 through oneDNN's convolution_backward_data / convolution_backward_weights (primitives created once, with a
+// forward_training primitive_desc as hint, user-managed scratchpad owned by the object); any T with loops.
+// The spec is the forward convolution's (transpose = false).
+#pragma once
+#include <memory>
+
+#include "cpu_ops/conv.h"
+
+namespace ot::cpu {
+
+class DnnlConvBackward {
+ public:
+  enum class Kind { kData, kWeights };
+  DnnlConvBackward(const ConvSpec& spec, Kind kind);
+  ~DnnlConvBackward();
+  // kData: a = W, out = dX. kWeights: a = X, out = dW. f32 buffers.
+  void Run(const void* dy, const void* a, void* out) const;
+
+ private:
+  struct Impl;
+  ConvSpec spec_;
+  Kind kind_;
+  std::shared_ptr<Impl> impl_;
+};
+
+// Loops, accumulated in double; parallel over input channels (data) or output channels (weights).
+template <typename T>
+void NaiveConvGradData(const ConvSpec& spec, const T* dy, const T* w, T* dx);
+template <typename T>
+void NaiveConvGradWeight(const ConvSpec& spec, const T* dy, const T* x, T* dw);
+
+}  // namespace ot::cpu
