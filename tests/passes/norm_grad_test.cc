@@ -240,5 +240,57 @@ TEST(NormGrad, Float32MatchesFloat64) {
   }
 }
 
+// float16 and bfloat16 (computed in float): Softmax -> LayerNorm -> SoftmaxCrossEntropyLoss against float64.
+TEST(NormGrad, HalfPrecisionMatchesFloat64) {
+  auto grads = [](DataType t, const std::vector<Tensor>& src) {
+    Graph g;
+    g.opset_imports[""] = 17;
+    std::vector<Value*> p;
+    for (size_t i = 0; i < src.size(); ++i) {
+      Tensor c = test::RandomTensor(t, src[i].dims());
+      for (int64_t j = 0; j < c.numel(); ++j) c.SetDouble(j, src[i].GetDouble(j));
+      p.push_back(g.AddInitializer("p" + std::to_string(i), std::move(c)));
+    }
+    Value* sm = Emit(g, "Softmax", {p[0]}, {{"axis", I(1)}});
+    Value* ln = Emit(g, "LayerNormalization", {sm, p[1], p[2]});
+    Value* labels = g.AddInitializer("labels", Tensor::FromInt64({0, 2, 1, 3}, {4}));
+    Value* loss = g.AddValue("loss");
+    g.AddNode("SoftmaxCrossEntropyLoss", {ln, labels}, {loss}, "sce");
+    g.outputs.push_back(loss);
+    AutodiffPass pass({"loss", ""});
+    pass.Run(g);
+    Executor ex(g);
+    return ex.Run({});
+  };
+  std::vector<Tensor> src = {test::RandomTensor(DataType::kFloat64, {4, 5}, -2, 2),
+                             test::RandomTensor(DataType::kFloat64, {5}), test::RandomTensor(DataType::kFloat64, {5})};
+  // Round the inputs to float16 first so that both runs see the same values.
+  for (auto& t : src)
+    for (int64_t j = 0; j < t.numel(); ++j) {
+      Tensor h = test::RandomTensor(DataType::kFloat16, {1});
+      h.SetDouble(0, t.GetDouble(j));
+      t.SetDouble(j, h.GetDouble(0));
+    }
+  std::vector<Tensor> b = grads(DataType::kFloat64, src);
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    std::vector<Tensor> a = grads(t, src);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].dtype(), t);
+      for (int64_t j = 0; j < a[i].numel(); ++j)
+        EXPECT_NEAR(a[i].GetDouble(j), b[i].GetDouble(j), 3e-2 + 3e-2 * std::fabs(b[i].GetDouble(j)))
+            << DataTypeName(t) << " " << i << "[" << j << "]";
+    }
+  }
+}
+
+TEST(GradientCheck, BatchNormalizationOpset9Inference) {
+  CheckGradients({{2, 3}, {3}, {3}}, {2, 3}, [](Graph& g, const std::vector<Value*>& p) {
+    Value* m = g.AddInitializer(g.UniqueName("k_mean"), Doubles({0.1, -0.2, 0.3}, {3}));
+    Value* v = g.AddInitializer(g.UniqueName("k_var"), Doubles({1.0, 0.5, 2.0}, {3}));
+    return Emit(g, "BatchNormalization", {p[0], p[1], p[2], m, v});
+  }, 9);
+}
+
 }  // namespace
 }  // namespace ot
