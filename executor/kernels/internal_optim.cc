@@ -1,6 +1,86 @@
-// CPU kernels of the optimizer update ops (to be filled).
+// CPU kernel of OptimizerUpdate (graph/ops/internal_optim.cc): adapts the node to cpu::MultiTensorUpdate.
+#include <cstring>
+#include <vector>
+
+#include "cpu_ops/optimizer.h"
 #include "executor/kernel_registry.h"
+#include "graph/grad_context.h"
+#include "graph/tensor.h"
 
 namespace ot {
-void RegisterOptimizerKernels(CpuKernelRegistry& r) {}
+
+namespace {
+
+KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
+  const std::string kind = ctx.node.attr_string("kind", "");
+  cpu::OptimHyper h;
+  if (kind == "sgd") h.kind = cpu::OptimKind::kSgd;
+  else if (kind == "momentum") h.kind = cpu::OptimKind::kMomentum;
+  else if (kind == "nesterov") h.kind = cpu::OptimKind::kNesterov;
+  else if (kind == "adam") h.kind = cpu::OptimKind::kAdam;
+  else if (kind == "adamw") h.kind = cpu::OptimKind::kAdamW;
+  else if (kind == "lamb") h.kind = cpu::OptimKind::kLamb;
+  else ctx.Fail("unknown optimizer kind '" + kind + "'");
+  const Attribute* hp = ctx.node.attr("hyperparameters");
+  if (!hp || hp->kind != Attribute::Kind::kTensor || hp->t.numel() != 6)
+    ctx.Fail("attribute hyperparameters must be a tensor of 6 values");
+  h.beta1 = hp->t.GetDouble(0);
+  h.beta2 = hp->t.GetDouble(1);
+  h.eps = hp->t.GetDouble(2);
+  h.weight_decay = hp->t.GetDouble(3);
+  h.momentum = hp->t.GetDouble(4);
+  h.clip_grad_norm = hp->t.GetDouble(5);
+  const int n = static_cast<int>(ctx.node.attr_int("num_params", 0));
+  const int k = cpu::OptimStatesPerParam(h.kind);
+  const DataType lr_t = ctx.in(0).dtype;
+  if (lr_t != DataType::kFloat32 && lr_t != DataType::kFloat64) ctx.Unsupported("learning rate of " + DataTypeName(lr_t));
+  if (ctx.in(0).numel() != 1 || ctx.in(1).numel() != 1) ctx.Fail("lr and step must be scalars");
+  std::vector<int64_t> numel(n);
+  std::vector<bool> f64(n);
+  for (int i = 0; i < n; ++i) {
+    const DataType t = ctx.in(2 + i).dtype;
+    if (t != DataType::kFloat32 && t != DataType::kFloat64)
+      ctx.Unsupported("optimizer update of " + DataTypeName(t) + " parameters");
+    numel[i] = ctx.in(2 + i).numel();
+    f64[i] = t == DataType::kFloat64;
+    for (int j = 1; j < 2 + k; ++j)
+      if (ctx.in(2 + j * n + i).numel() != numel[i])
+        ctx.Fail("gradient/state of parameter " + std::to_string(i) + " has another size than the parameter");
+  }
+  const int base = (1 + k) * n;
+  KernelInfo info;
+  info.fn = [=](const KernelIO& io) {
+    const double lr = lr_t == DataType::kFloat64 ? *io.In<double>(0) : static_cast<double>(*io.In<float>(0));
+    const int64_t step = *io.In<int64_t>(1);
+    std::vector<cpu::OptimTensor> ts(n);
+    for (int i = 0; i < n; ++i) {
+      cpu::OptimTensor& t = ts[i];
+      t.n = numel[i];
+      t.f64 = f64[i];
+      t.p = io.in[2 + i];
+      t.g = io.in[2 + n + i];
+      t.p_out = io.out[i];
+      if (k >= 1) {
+        t.s0 = io.in[2 + 2 * n + i];
+        t.s0_out = io.out[n + i];
+      }
+      if (k >= 2) {
+        t.s1 = io.in[2 + 3 * n + i];
+        t.s1_out = io.out[2 * n + i];
+      }
+    }
+    const cpu::OptimResult r = cpu::MultiTensorUpdate(h, lr, step, ts);
+    if (io.out[base]) *io.Out<int64_t>(base) = r.step;
+    if (io.out[base + 1]) *io.Out<float>(base + 1) = static_cast<float>(r.grad_norm);
+    if (io.out[base + 2]) *io.Out<bool>(base + 2) = r.skipped;
+  };
+  return info;
+}
+
+}  // namespace
+
+void RegisterOptimizerKernels(CpuKernelRegistry& r) {
+  r.Register("OptimizerUpdate", OptimizerUpdateKernel, kInternalDomain);
+}
+
 }  // namespace ot

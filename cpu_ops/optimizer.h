@@ -1,0 +1,49 @@
+// Multi-tensor optimizer update (one call updates every parameter and optimizer state of a model).
+// Order of work, all deterministic (fixed chunking, partial sums reduced in chunk order):
+//   1. per chunk of every gradient: sum of squares (in double) and a finite check;
+//   2. global norm = sqrt(sum); when any gradient element is not finite, every output is a copy of its input
+//      (parameters, states, step) and `skipped` is set: the step changes nothing;
+//   3. clip coefficient (torch clip_grad_norm_), step t = step + 1, bias corrections;
+//   4. element-wise update (kernel_common/optim_math.h), parallel over chunks of all tensors;
+//   5. LAMB only: per-tensor norms of w and of the update direction, then p -= lr * trust_ratio * update.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace ot::cpu {
+
+enum class OptimKind { kSgd, kMomentum, kNesterov, kAdam, kAdamW, kLamb };
+
+// Number of state tensors per parameter (momentum buffer; or Adam's m and v).
+int OptimStatesPerParam(OptimKind k);
+
+struct OptimHyper {
+  OptimKind kind = OptimKind::kAdam;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0, momentum = 0.9;
+  double clip_grad_norm = 0;  // <= 0: no clipping
+};
+
+// One parameter. Buffers of `n` elements of float (f64 = false) or double (f64 = true); s0/s1 are the states
+// (null when the kind has fewer). Outputs never alias inputs.
+struct OptimTensor {
+  int64_t n = 0;
+  bool f64 = false;
+  const void* p = nullptr;
+  const void* g = nullptr;
+  const void* s0 = nullptr;
+  const void* s1 = nullptr;
+  void* p_out = nullptr;
+  void* s0_out = nullptr;
+  void* s1_out = nullptr;
+};
+
+struct OptimResult {
+  double grad_norm = 0;  // of the gradients as given (before clipping); inf/NaN when some are not finite
+  bool skipped = false;
+  int64_t step = 0;      // the step counter after the call (unchanged when skipped)
+};
+
+// `step`: optimizer steps taken so far (0 before the first).
+OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, const std::vector<OptimTensor>& ts);
+
+}  // namespace ot::cpu

@@ -1,0 +1,83 @@
+// Scalar optimizer math shared by the CPU and CUDA update kernels (torch.optim / NVIDIA Apex semantics).
+// Every function updates one element; M is the compute type (the CPU uses double, a CUDA kernel may use float).
+// The per-step scalars (bias corrections, clip coefficient, LAMB trust ratio) are computed once per step by the
+// caller and passed in, so these functions are pure element-wise arithmetic.
+#pragma once
+#include <cmath>
+
+#include "kernel_common/half.h"
+
+namespace ot {
+
+// torch.nn.utils.clip_grad_norm_: the factor every gradient is multiplied by (1 when no clipping applies;
+// max_norm <= 0 turns clipping off).
+template <typename M>
+OT_HD M ClipCoefficient(M total_norm, M max_norm) {
+  if (!(max_norm > M(0))) return M(1);
+  const M coef = max_norm / (total_norm + M(1e-6));
+  return coef < M(1) ? coef : M(1);
+}
+
+// torch.optim.SGD with momentum `mu` (0: plain SGD), dampening 0, L2 weight decay added to the gradient.
+// `first`: the momentum buffer does not exist yet (first step): it is initialised to the gradient, as PyTorch
+// does. Returns the new parameter; updates `buf` when mu != 0.
+template <typename M>
+OT_HD M SgdStep(M p, M g, M& buf, bool first, M lr, M weight_decay, M mu, bool nesterov) {
+  M d = g;
+  if (weight_decay != M(0)) d += weight_decay * p;
+  if (mu != M(0)) {
+    buf = first ? d : mu * buf + d;
+    d = nesterov ? d + mu * buf : buf;
+  }
+  return p - lr * d;
+}
+
+// Bias corrections of Adam/LAMB at step t (1-based): 1 - beta^t.
+template <typename M>
+OT_HD M BiasCorrection(M beta, double t) {
+  return M(1) - static_cast<M>(pow(static_cast<double>(beta), t));
+}
+
+// torch.optim.Adam (decoupled = false; weight decay is L2 added to the gradient) and torch.optim.AdamW
+// (decoupled = true; p *= 1 - lr*wd before the Adam step). eps is added after the square root:
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)
+template <typename M>
+OT_HD M AdamStep(M p, M g, M& m, M& v, M lr, M beta1, M beta2, M eps, M weight_decay, bool decoupled, M bc1,
+                 M bc2_sqrt) {
+  if (weight_decay != M(0)) {
+    if (decoupled)
+      p *= M(1) - lr * weight_decay;
+    else
+      g += weight_decay * p;
+  }
+  m += (g - m) * (M(1) - beta1);  // torch: exp_avg.lerp_(grad, 1 - beta1)
+  v = beta2 * v + (M(1) - beta2) * g * g;
+  const M denom = sqrt(v) / bc2_sqrt + eps;
+  return p - (lr / bc1) * m / denom;
+}
+
+// NVIDIA Apex FusedLAMB, stage 1 (adam_w_mode = True, grad_averaging = True, bias correction on): updates the
+// moments and returns the update direction  m_hat / (sqrt(v_hat) + eps) + wd * p.
+template <typename M>
+OT_HD M LambDirection(M p, M g, M& m, M& v, M beta1, M beta2, M eps, M weight_decay, M bc1, M bc2) {
+  m = beta1 * m + (M(1) - beta1) * g;
+  v = beta2 * v + (M(1) - beta2) * g * g;
+  const M denom = sqrt(v / bc2) + eps;
+  return (m / bc1) / denom + weight_decay * p;
+}
+
+// Apex FusedLAMB, stage 2: the per-tensor trust ratio ||w|| / ||update||, 1 when either norm is 0. Like Apex
+// without use_nvlamb, the ratio applies only when weight decay is on; otherwise it is 1 (plain Adam step).
+template <typename M>
+OT_HD M LambTrustRatio(M param_norm, M update_norm, M weight_decay) {
+  if (weight_decay == M(0)) return M(1);
+  return (param_norm != M(0) && update_norm != M(0)) ? param_norm / update_norm : M(1);
+}
+
+// True for finite x (no inf, no NaN); works for float and double on host and device.
+template <typename M>
+OT_HD bool IsFiniteValue(M x) {
+  return (x - x) == (x - x);
+}
+
+}  // namespace ot
