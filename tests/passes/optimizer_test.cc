@@ -11,6 +11,7 @@
 #include "executor/executor.h"
 #include "graph/error.h"
 #include "graph/grad_context.h"
+#include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "passes/autodiff.h"
 #include "passes/optimizer.h"
@@ -401,5 +402,25 @@ TEST(Optimizer, MultiChunkKernelIsDeterministic) {
   EXPECT_EQ(v1, v);
 }
 
+}  // namespace
+}  // namespace ot
+
+namespace ot {
+namespace {
+// The schema rejects an unknown kind and operand lists that do not match num_params.
+TEST(Optimizer, SchemaRejectsMalformedNodes) {
+  Tensor W = test::RandomTensor(DataType::kFloat32, {3, 4}), b = test::RandomTensor(DataType::kFloat32, {3, 1});
+  Tensor x = test::RandomTensor(DataType::kFloat32, {4, 2}), t = test::RandomTensor(DataType::kFloat32, {3, 2});
+  Model m = Build(DataType::kFloat32, W, b, x, t, Opts(OptimizerKind::kMomentum, 1e-3));
+  Node* n = m.opt->update_node();
+  EXPECT_NO_THROW(InferNode(*n));
+  n->attrs["kind"] = Attribute::String("adagrad");
+  EXPECT_THROW(InferNode(*n), Error);
+  n->attrs["kind"] = Attribute::String("adam");  // needs two states per parameter, the node has one
+  EXPECT_THROW(InferNode(*n), Error);
+  n->attrs["kind"] = Attribute::String("momentum");
+  n->attrs["num_params"] = Attribute::Int(3);
+  EXPECT_THROW(InferNode(*n), Error);
+}
 }  // namespace
 }  // namespace ot
