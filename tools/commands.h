@@ -32,3 +32,20 @@ namespace ot::tools {
 // `onnx-train ops [--markdown]`: every op with a schema and a CPU kernel, from the registries.
 int Ops(bool markdown);
 }  // namespace ot::tools
+
+namespace ot::tools {
+struct TrainOptions {
+  std::string model, data;
+  std::string loss_output, loss, logits, labels, freeze;
+  std::string optimizer = "adam";
+  double lr = 0;             // 0: the optimizer's default
+  double weight_decay = -1;  // < 0: the optimizer's default
+  double clip_grad_norm = 0;
+  int64_t batch = 32, epochs = 1, steps = 0;
+  bool no_shuffle = false, quiet = false, amp = false;
+  uint64_t seed = 0;
+  std::string fuse, log_json, save;
+};
+// `onnx-train train`: see README.
+int Train(const TrainOptions& o);
+}  // namespace ot::tools
