@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "executor/kernel_registry.h"
+#include "graph/grad_context.h"
 #include "graph/op_registry.h"
 #include "tools/commands.h"
 
@@ -16,6 +17,7 @@ int Ops(bool markdown) {
   std::map<std::string, std::vector<std::string>> by_domain;
   for (const OpSchema* s : reg.All()) {
     if (!kreg.Find(s->domain, s->op_type)) continue;
+    if (s->domain == kInternalDomain) continue;  // backward and optimizer helpers, not ops a model uses
     std::string e = s->op_type;
     if (s->min_opset > 1) e += " (" + std::to_string(s->min_opset) + "+)";
     by_domain[s->domain.empty() ? "ai.onnx" : s->domain].push_back(e);
