@@ -1,4 +1,5 @@
 #include "cpu_ops/conv.h"
+#include "cpu_ops/dims.h"
 
 #include <tbb/parallel_for.h>
 
@@ -19,18 +20,6 @@ dt ToDnnl(DnnType t) {
     case DnnType::kBF16: return dt::bf16;
     default: return dt::f32;
   }
-}
-
-dims_t Contiguous(const dims_t& d) {
-  dims_t s(d.size(), 1);
-  for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(d[i + 1], 1);
-  return s;
-}
-
-int64_t Prod(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "cpu_ops/conv_grad.h"
+#include "cpu_ops/dims.h"
 
 #include <tbb/parallel_for.h>
 
@@ -13,24 +14,6 @@ namespace {
 
 using dt = dnnl::memory::data_type;
 using dims_t = dnnl::memory::dims;
-
-dims_t Contiguous(const dims_t& d) {
-  dims_t s(d.size(), 1);
-  for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(d[i + 1], 1);
-  return s;
-}
-
-int64_t Prod(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
-}
-
-std::vector<int64_t> Pad3(const std::vector<int64_t>& v, int64_t fill) {
-  std::vector<int64_t> r(3 - v.size(), fill);
-  r.insert(r.end(), v.begin(), v.end());
-  return r;
-}
 
 }  // namespace
 

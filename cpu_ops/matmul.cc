@@ -1,4 +1,5 @@
 #include "cpu_ops/matmul.h"
+#include "cpu_ops/dims.h"
 
 #include <tbb/parallel_for.h>
 
@@ -22,12 +23,6 @@ dt ToDnnl(DnnType t) {
 }
 
 // Row-major strides of dims.
-dnnl::memory::dims Contiguous(const dnnl::memory::dims& d) {
-  dnnl::memory::dims s(d.size(), 1);
-  for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(d[i + 1], 1);
-  return s;
-}
-
 // Logical dims [batch..., rows, cols] of a matrix stored as [batch..., cols, rows] when transposed.
 dnnl::memory::desc MatrixDesc(const std::vector<int64_t>& batch, int64_t rows, int64_t cols, bool trans, dt t) {
   dnnl::memory::dims dims(batch.begin(), batch.end());
@@ -38,12 +33,6 @@ dnnl::memory::desc MatrixDesc(const std::vector<int64_t>& batch, int64_t rows, i
   dnnl::memory::dims s = Contiguous(phys);
   if (trans) std::swap(s[s.size() - 1], s[s.size() - 2]);
   return dnnl::memory::desc(dims, t, s);
-}
-
-int64_t Prod(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "cpu_ops/pool.h"
+#include "cpu_ops/dims.h"
 
 #include <tbb/parallel_for.h>
 
@@ -12,12 +13,6 @@
 namespace ot::cpu {
 
 namespace {
-
-std::vector<int64_t> Pad3(const std::vector<int64_t>& v, int64_t fill) {
-  std::vector<int64_t> r(3 - v.size(), fill);
-  r.insert(r.end(), v.begin(), v.end());
-  return r;
-}
 
 template <typename T>
 struct Compute {

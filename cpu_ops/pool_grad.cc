@@ -1,4 +1,5 @@
 #include "cpu_ops/pool_grad.h"
+#include "cpu_ops/dims.h"
 
 #include <tbb/parallel_for.h>
 
@@ -7,12 +8,6 @@
 namespace ot::cpu {
 
 namespace {
-
-std::vector<int64_t> Pad3(const std::vector<int64_t>& v, int64_t fill) {
-  std::vector<int64_t> r(3 - v.size(), fill);
-  r.insert(r.end(), v.begin(), v.end());
-  return r;
-}
 
 // Calls f(o, window) for every output position of every plane, window = the in-input offsets of its elements
 // (in window order) and count_pad = its size within the padded input.

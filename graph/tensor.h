@@ -73,4 +73,16 @@ decltype(auto) DispatchDType(DataType t, F&& f) {
   return f(float{});  // unreachable for valid tensors; callers check the dtype first
 }
 
+// Calls f(T{}) for the float dtypes (float, double, float16, bfloat16); returns false for any other dtype.
+template <typename F>
+bool DispatchFloat(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kFloat32: f(float{}); return true;
+    case DataType::kFloat64: f(double{}); return true;
+    case DataType::kFloat16: f(float16{}); return true;
+    case DataType::kBFloat16: f(bfloat16{}); return true;
+    default: return false;
+  }
+}
+
 }  // namespace ot

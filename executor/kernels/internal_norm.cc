@@ -17,17 +17,6 @@ namespace ot {
 
 namespace {
 
-template <typename F>
-bool DispatchFloat(DataType t, F&& f) {
-  switch (t) {
-    case DataType::kFloat32: f(float{}); return true;
-    case DataType::kFloat64: f(double{}); return true;
-    case DataType::kFloat16: f(float16{}); return true;
-    case DataType::kBFloat16: f(bfloat16{}); return true;
-    default: return false;
-  }
-}
-
 void RequireFloat(const KernelContext& ctx, int i) {
   if (!DispatchFloat(ctx.in(i).dtype, [](auto) {}))
     ctx.Unsupported("input " + std::to_string(i) + " dtype " + DataTypeName(ctx.in(i).dtype) + " is not supported");
