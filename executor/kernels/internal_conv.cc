@@ -7,6 +7,7 @@
 #include "cpu_ops/pool_grad.h"
 #include "cpu_ops/scatter_add.h"
 #include "executor/kernel_registry.h"
+#include "executor/kernels/pool_geometry.h"
 #include "graph/grad_context.h"
 #include "graph/infer_util.h"
 #include "graph/ops/linalg_util.h"
@@ -90,34 +91,12 @@ KernelInfo ConvGradWeightKernel(const KernelContext& ctx) {
 
 // Pooling geometry of a MaxPoolGrad/AveragePoolGrad node: X's dims are dX's, Y's are dY's.
 cpu::PoolSpec GradPoolSpec(const KernelContext& ctx, cpu::PoolKind kind) {
-  const Node& node = ctx.node;
   const auto& x = ctx.out(0).dims;
   const auto& y = ctx.in(0).dims;
   const int r = static_cast<int>(x.size()) - 2;
   if (r < 1 || y.size() != x.size()) ctx.Fail("X and dY must have the same rank >= 3");
   if (r > 3) ctx.Unsupported(std::to_string(r) + "-D pooling is not supported (1-D to 3-D are)");
-  cpu::PoolSpec spec;
-  spec.kind = kind;
-  spec.n = x[0];
-  spec.c = x[1];
-  spec.in_spatial.assign(x.begin() + 2, x.end());
-  spec.out_spatial.assign(y.begin() + 2, y.end());
-  spec.kernel = node.attr_ints("kernel_shape");
-  spec.strides = node.attr_ints("strides", std::vector<int64_t>(r, 1));
-  spec.dilations = node.attr_ints("dilations", std::vector<int64_t>(r, 1));
-  const auto pads = node.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
-  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
-  const bool ceil_mode = node.attr_int("ceil_mode", 0) != 0;
-  if (static_cast<int>(spec.kernel.size()) != r) ctx.Fail("kernel_shape must have one value per spatial dim");
-  for (int i = 0; i < r; ++i) {
-    const auto g = linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i],
-                                    pads[r + i], auto_pad, ceil_mode);
-    if (g.out != spec.out_spatial[i]) ctx.Fail("dY's shape disagrees with the pooling geometry");
-    spec.pad_begin.push_back(g.pad_begin);
-    spec.pad_end.push_back(g.pad_end);
-  }
-  spec.count_include_pad = node.attr_int("count_include_pad", 0) != 0;
-  return spec;
+  return PoolGeometry(ctx, kind, x, y, /*global=*/false);
 }
 
 // MaxPoolGrad(dY, X) -> dX

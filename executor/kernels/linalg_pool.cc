@@ -2,27 +2,18 @@
 // Global* forms, all on cpu_ops/pool.h's loops (float, float64, float16, bfloat16; MaxPool also int8/uint8).
 #include "cpu_ops/pool.h"
 #include "executor/kernel_registry.h"
+#include "executor/kernels/pool_geometry.h"
 #include "graph/ops/linalg_util.h"
 #include "graph/tensor.h"
 
 namespace ot {
 
-namespace {
-
-KernelInfo PoolKernel(const KernelContext& ctx) {
+cpu::PoolSpec PoolGeometry(const KernelContext& ctx, cpu::PoolKind kind, const std::vector<int64_t>& x,
+                           const std::vector<int64_t>& y, bool global) {
   const Node& node = ctx.node;
-  const std::string& op = node.op_type;
-  const bool global = op.rfind("Global", 0) == 0;
-  const DataType t = ctx.in(0).dtype;
-  const auto& x = ctx.in(0).dims;
-  const auto& y = ctx.out(0).dims;
   const int r = static_cast<int>(x.size()) - 2;
-  if (r < 1) ctx.Fail("input must have rank >= 3");
-  if (r > 3) ctx.Unsupported(std::to_string(r) + "-D pooling is not supported (1-D to 3-D are)");
   cpu::PoolSpec spec;
-  spec.kind = op.find("Max") != std::string::npos ? cpu::PoolKind::kMax
-              : op.find("Average") != std::string::npos ? cpu::PoolKind::kAvg
-                                                        : cpu::PoolKind::kLp;
+  spec.kind = kind;
   spec.n = x[0];
   spec.c = x[1];
   spec.in_spatial.assign(x.begin() + 2, x.end());
@@ -48,6 +39,25 @@ KernelInfo PoolKernel(const KernelContext& ctx) {
     }
   }
   spec.count_include_pad = node.attr_int("count_include_pad", 0) != 0;
+  return spec;
+}
+
+namespace {
+
+KernelInfo PoolKernel(const KernelContext& ctx) {
+  const Node& node = ctx.node;
+  const std::string& op = node.op_type;
+  const bool global = op.rfind("Global", 0) == 0;
+  const DataType t = ctx.in(0).dtype;
+  const auto& x = ctx.in(0).dims;
+  const auto& y = ctx.out(0).dims;
+  const int r = static_cast<int>(x.size()) - 2;
+  if (r < 1) ctx.Fail("input must have rank >= 3");
+  if (r > 3) ctx.Unsupported(std::to_string(r) + "-D pooling is not supported (1-D to 3-D are)");
+  const cpu::PoolKind kind = op.find("Max") != std::string::npos       ? cpu::PoolKind::kMax
+                             : op.find("Average") != std::string::npos ? cpu::PoolKind::kAvg
+                                                                       : cpu::PoolKind::kLp;
+  cpu::PoolSpec spec = PoolGeometry(ctx, kind, x, y, global);
   spec.indices_col_major = node.attr_int("storage_order", 0) == 1;
   if (spec.kind == cpu::PoolKind::kLp) {
     const Attribute* p = node.attr("p");
