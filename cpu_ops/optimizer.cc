@@ -135,8 +135,37 @@ int OptimStatesPerParam(OptimKind k) {
   }
 }
 
-OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, const std::vector<OptimTensor>& ts) {
-  const std::vector<Chunk> cs = MakeChunks(ts);
+OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, const std::vector<OptimTensor>& ts_in,
+                              int64_t accumulate, int64_t micro) {
+  const std::vector<Chunk> cs = MakeChunks(ts_in);
+  std::vector<OptimTensor> ts = ts_in;
+  if (accumulate > 1) {
+    const bool last = micro + 1 >= accumulate;
+    const double scale = last ? 1.0 / static_cast<double>(accumulate) : 1.0;
+    ForChunks(cs, [&](size_t, const Chunk& k) {
+      const OptimTensor& t = ts[k.tensor];
+      for (int64_t i = k.begin; i < k.end; ++i)
+        Store(t.acc_out, t.f64, i, (Load(t.acc, t.f64, i) + Load(t.g, t.f64, i)) * scale);
+    });
+    if (!last) {
+      for (const OptimTensor& t : ts) {
+        CopyBuf(t.p_out, t.p, t);
+        CopyBuf(t.s0_out, t.s0, t);
+        CopyBuf(t.s1_out, t.s1, t);
+      }
+      OptimResult res;
+      res.applied = false;
+      res.step = step;
+      res.micro = micro + 1;
+      return res;
+    }
+    for (OptimTensor& t : ts) t.g = t.acc_out;  // the mean gradient; zeroed below once used
+    OptimResult res = MultiTensorUpdate(h, lr, step, ts);
+    for (const OptimTensor& t : ts)
+      if (t.acc_out && t.n) std::memset(t.acc_out, 0, static_cast<size_t>(t.n) * (t.f64 ? 8 : 4));
+    res.micro = 0;
+    return res;
+  }
   std::vector<double> part(cs.size(), 0.0);
   std::vector<char> ok(cs.size(), 1);
   ForChunks(cs, [&](size_t c, const Chunk& k) {

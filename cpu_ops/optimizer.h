@@ -35,15 +35,26 @@ struct OptimTensor {
   void* p_out = nullptr;
   void* s0_out = nullptr;
   void* s1_out = nullptr;
+  // Gradient accumulation (accumulate > 1): the running sum of this micro-step's predecessors' gradients, and
+  // where the new sum goes (zeros again after the optimizer step).
+  const void* acc = nullptr;
+  void* acc_out = nullptr;
 };
 
 struct OptimResult {
   double grad_norm = 0;  // of the gradients as given (before clipping); inf/NaN when some are not finite
   bool skipped = false;
   int64_t step = 0;      // the step counter after the call (unchanged when skipped)
+  bool applied = true;   // false for a micro-step that only accumulated its gradients
+  int64_t micro = 0;     // micro-steps accumulated after the call (0 after an optimizer step)
 };
 
 // `step`: optimizer steps taken so far (0 before the first).
-OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, const std::vector<OptimTensor>& ts);
+// `accumulate` K > 1: gradient accumulation. `micro` micro-steps (0..K-1) have been summed into acc already. Micro-
+// steps 1..K-1 write acc + g to acc_out and copy everything else (no finite check: a non-finite gradient is
+// carried in the sum); the K-th updates with the mean (acc + g) / K -- checked for finiteness, clipped, applied --
+// and leaves acc_out zero, whether applied or skipped.
+OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, const std::vector<OptimTensor>& ts,
+                              int64_t accumulate = 1, int64_t micro = 0);
 
 }  // namespace ot::cpu

@@ -78,8 +78,10 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds) {
     it->second->set_profiling(opts_.profile);
   }
   last_ = it->second.get();
-  return last_->Run(feeds);
+  return last_->Run(feeds, runs_++, opts_.check_numerics);
 }
+
+const Node* Executor::first_nonfinite() const { return last_ ? last_->first_nonfinite() : nullptr; }
 
 std::vector<OpTime> Executor::kernel_profile() const {
   std::map<std::string, OpTime> by_op;

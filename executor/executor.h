@@ -16,6 +16,7 @@ namespace ot {
 struct ExecutorOptions {
   uint64_t seed = 0;       // random ops (Dropout in training mode) draw from this seed
   bool profile = false;    // time every kernel (see kernel_profile())
+  bool check_numerics = false;  // scan every float output after its kernel (see first_nonfinite())
 };
 
 // Time spent per op type over all runs so far, largest first.
@@ -34,6 +35,13 @@ class Executor {
   // Runs the graph on its inputs, by name (every real input must be given; an initializer may be overridden).
   // Returns the graph outputs in order.
   std::vector<Tensor> Run(const std::map<std::string, Tensor>& feeds);
+  // Runs so far; random kernels (Dropout) key their draws on it. A resumed training run sets it back to the
+  // value it had, so it draws the same numbers as the uninterrupted run.
+  uint64_t run_counter() const { return runs_; }
+  void set_run_counter(uint64_t n) { runs_ = n; }
+  // ExecutorOptions::check_numerics: the first node (in plan order) that wrote a NaN or infinity in the last
+  // run, or null.
+  const Node* first_nonfinite() const;
   // Plan statistics of the last run (for `plan`/tests): kernels run per step and arena bytes.
   int64_t last_kernel_count() const;
   int64_t last_arena_bytes() const;
@@ -51,6 +59,7 @@ class Executor {
   std::vector<std::string> shape_relevant_inputs_;  // inputs whose values enter the plan signature
   std::map<std::string, std::unique_ptr<Plan>> plans_;
   Plan* last_ = nullptr;
+  uint64_t runs_ = 0;
 };
 
 

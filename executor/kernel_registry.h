@@ -46,6 +46,9 @@ struct KernelContext {
 struct KernelIO {
   const void* const* in;
   void* const* out;
+  // The executor's run counter (Executor::run_counter): random kernels key their draws on it, so a run's random
+  // numbers depend on (seed, node, run) only and a resumed training run draws what the uninterrupted one did.
+  uint64_t run = 0;
   template <typename T> const T* In(int i) const { return static_cast<const T*>(in[i]); }
   template <typename T> T* Out(int i) const { return static_cast<T*>(out[i]); }
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <shared_mutex>
@@ -359,6 +360,30 @@ void Plan::BuildFlowGraph() {
 }
 
 namespace {
+// True when every element of a float buffer is finite (non-float buffers: true).
+bool AllFinite(const void* p, const TensorDesc& d) {
+  const int64_t n = d.numel();
+  auto scan = [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(p);
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(static_cast<float>(x[i]))) return false;
+    return true;
+  };
+  switch (d.dtype) {
+    case DataType::kFloat32: return scan(float{});
+    case DataType::kFloat64: {
+      const double* x = static_cast<const double*>(p);
+      for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(x[i])) return false;
+      return true;
+    }
+    case DataType::kFloat16: return scan(float16{});
+    case DataType::kBFloat16: return scan(bfloat16{});
+    default: return true;
+  }
+}
+
 // Kernels that run their own OpenMP team take the lock exclusively; all others share it.
 std::shared_mutex& KernelLock() {
   static std::shared_mutex m;
@@ -386,7 +411,7 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
   // Optional operands past the node's own count read as absent (null), as KernelIO promises.
   if (in.size() < kMinOperandSlots) in.resize(kMinOperandSlots, nullptr);
   if (out.size() < kMinOperandSlots) out.resize(kMinOperandSlots, nullptr);
-  KernelIO io{in.data(), out.data()};
+  KernelIO io{in.data(), out.data(), run_};
   const auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   try {
     if (ThreadCount() == 1) {
@@ -407,6 +432,15 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
     if (msg.find(st.node->name) == std::string::npos) msg = st.node->Describe() + ": " + msg;
     throw Error(msg);
   }
+  if (check_numerics_) {
+    for (int b : st.out_bufs) {
+      if (b < 0 || AllFinite(ptr(b), bufs_[b].desc)) continue;
+      int64_t cur = first_nonfinite_.load();
+      while ((cur < 0 || static_cast<int64_t>(i) < cur) && !first_nonfinite_.compare_exchange_weak(cur, static_cast<int64_t>(i))) {
+      }
+      break;
+    }
+  }
   if (profiling_)
     step_ns_[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -418,7 +452,15 @@ std::vector<Plan::KernelTime> Plan::kernel_times() const {
   return r;
 }
 
-std::vector<Tensor> Plan::Run(const std::map<std::string, Tensor>& feeds) {
+const Node* Plan::first_nonfinite() const {
+  const int64_t i = first_nonfinite_.load();
+  return i < 0 ? nullptr : steps_[static_cast<size_t>(i)].node;
+}
+
+std::vector<Tensor> Plan::Run(const std::map<std::string, Tensor>& feeds, uint64_t run, bool check_numerics) {
+  run_ = run;
+  check_numerics_ = check_numerics;
+  first_nonfinite_ = -1;
   input_ptrs_.assign(input_names_.size(), nullptr);
   for (size_t i = 0; i < input_names_.size(); ++i) {
     auto it = feeds.find(input_names_[i]);

@@ -30,7 +30,11 @@ class Plan {
   static std::unique_ptr<Plan> Compile(const Graph& g, const std::map<std::string, TensorDesc>& inputs,
                                        const std::map<std::string, const Tensor*>& known, uint64_t seed);
   ~Plan();
-  std::vector<Tensor> Run(const std::map<std::string, Tensor>& feeds);
+  // `run`: the run counter random kernels key on (KernelIO::run). `check_numerics`: after each kernel, scan its
+  // float outputs; the first kernel (in plan order) that wrote a NaN or infinity is then first_nonfinite().
+  std::vector<Tensor> Run(const std::map<std::string, Tensor>& feeds, uint64_t run = 0, bool check_numerics = false);
+  // After a run with check_numerics: the node of the first kernel whose output was not finite, or null.
+  const Node* first_nonfinite() const;
 
   int64_t kernel_count() const { return static_cast<int64_t>(steps_.size()); }
   int64_t arena_bytes() const { return static_cast<int64_t>(arena_size_); }
@@ -86,6 +90,9 @@ class Plan {
   std::unique_ptr<FlowGraph> flow_;
   bool profiling_ = false;
   std::unique_ptr<std::atomic<int64_t>[]> step_ns_;
+  uint64_t run_ = 0;
+  bool check_numerics_ = false;
+  std::atomic<int64_t> first_nonfinite_{-1};
   std::exception_ptr error_;
   std::mutex error_mu_;
 };

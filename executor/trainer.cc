@@ -1,44 +1,92 @@
 #include "executor/trainer.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "graph/error.h"
-#include "passes/autodiff.h"
-#include "passes/pass_manager.h"
+#include "onnx_import/model_io.h"
+#include "onnx_import/tensor_io.h"
+#include "passes/training_mode.h"
 
 namespace ot {
 
 namespace {
+
+constexpr const char* kMetaArray = "__trainer_meta__";
+constexpr const char* kRunCounter = "executor.run_counter";
+
 int OutputIndex(Graph& g, Value* v) {
   auto it = std::find(g.outputs.begin(), g.outputs.end(), v);
   if (it != g.outputs.end()) return static_cast<int>(it - g.outputs.begin());
   g.outputs.push_back(v);
   return static_cast<int>(g.outputs.size()) - 1;
 }
+
+// Points every initializer of `dst` at the tensor of the same name in `src` (the step graph's state), so both
+// graphs always see the current weights.
+void ShareInitializers(Graph& dst, const Graph& src) {
+  for (const auto& v : dst.values()) {
+    if (!v->initializer) continue;
+    const Value* s = src.FindValue(v->name);
+    if (s && s->initializer && s->initializer->dtype() == v->initializer->dtype() &&
+        s->initializer->dims() == v->initializer->dims())
+      v->initializer = s->initializer;
+  }
+}
+
+// Rows [b, e) of a tensor along axis 0.
+Tensor Rows(const Tensor& t, int64_t b, int64_t e) {
+  std::vector<int64_t> dims = t.dims();
+  const int64_t n = dims[0];
+  const size_t row = n ? t.nbytes() / static_cast<size_t>(n) : 0;
+  dims[0] = e - b;
+  Tensor r(t.dtype(), dims);
+  if (row) std::memcpy(r.raw(), static_cast<const uint8_t*>(t.raw()) + row * b, row * (e - b));
+  return r;
+}
+
+void WriteFileSynced(const std::string& path, const std::function<void(const std::string&)>& write) {
+  write(path);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw Error(path + ": cannot sync to disk: " + std::strerror(errno));
+  }
+  ::close(fd);
+}
+
 }  // namespace
 
-Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : graph_(std::move(model)) {
-  Graph& g = *graph_;
-  LossPass loss(opts.loss);
-  loss.Run(g);
-  loss_name_ = loss.loss_name();
-  AutodiffPass autodiff({loss_name_, opts.freeze});
-  autodiff.Run(g);
-  if (autodiff.params().empty()) throw Error("no trainable parameter reaches the loss '" + loss_name_ + "'");
-  params_ = autodiff.params();
-  OptimizerPass optimizer(opts.optimizer, autodiff.params(), autodiff.grads());
-  optimizer.Run(g);
-  lr_ = optimizer.lr();
+Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std::move(opts)), graph_(std::move(model)) {
+  // The inference copies come from the model as given, before the step graph rewrites it.
+  const std::string bytes = SerializeModel(*graph_);
+  inference_ = ParseModel(bytes, "", "the model");
+  TrainingModePass(false).Run(*inference_);
+  eval_ = ParseModel(bytes, "", "the model");
+  TrainingModePass(false).Run(*eval_);
 
-  loss_out_ = OutputIndex(g, g.FindValue(loss_name_));
-  grad_norm_out_ = OutputIndex(g, optimizer.grad_norm());
-  skipped_out_ = OutputIndex(g, optimizer.skipped());
+  Graph& g = *graph_;
+  info_ = BuildStepGraph(g, {opts_.loss, opts_.freeze, opts_.optimizer});
+  loss_out_ = OutputIndex(g, g.FindValue(info_.loss));
+  grad_norm_out_ = OutputIndex(g, info_.grad_norm);
+  skipped_out_ = OutputIndex(g, info_.skipped);
   for (const auto& b : g.update_bindings) state_outs_.push_back({b.state, OutputIndex(g, b.next)});
   ExecutorOptions eo;
-  eo.seed = opts.seed;
+  eo.seed = opts_.seed;
   exec_ = std::make_unique<Executor>(g, eo);
+
+  LossPass(opts_.loss).Run(*eval_);
+  ShareInitializers(*inference_, g);
+  ShareInitializers(*eval_, g);
 }
 
 Trainer::~Trainer() = default;
@@ -49,27 +97,174 @@ std::vector<std::string> Trainer::input_names() const {
   return r;
 }
 
-StepResult Trainer::Step(const std::map<std::string, Tensor>& batch) {
+int64_t Trainer::optimizer_steps() const { return static_cast<int64_t>(info_.step->initializer->GetDouble(0)); }
+
+StepResult Trainer::Step(const std::vector<Arrays>& micro_batches) {
+  const int64_t k = opts_.optimizer.accumulate;
+  if (static_cast<int64_t>(micro_batches.size()) != k)
+    throw Error("a step takes " + std::to_string(k) + " micro-batches (--grad-accum), got " +
+                std::to_string(micro_batches.size()));
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<Tensor> out = exec_->Run(batch);
-  // The update kernel already left everything unchanged on a skipped step; write the next state in place.
-  for (const auto& [state, idx] : state_outs_) {
-    Tensor& s = *state->initializer;
-    if (out[idx].nbytes() != s.nbytes()) throw Error("state '" + state->name + "' changed size");
-    std::memcpy(s.raw(), out[idx].raw(), s.nbytes());
-  }
   StepResult r;
-  r.loss = out[loss_out_].GetDouble(0);
-  r.grad_norm = out[grad_norm_out_].GetDouble(0);
-  r.skipped = out[skipped_out_].GetDouble(0) != 0;
-  r.lr = lr_ && lr_->initializer ? lr_->initializer->GetDouble(0) : 0;
+  r.lr = ScheduledLr(opts_.optimizer, optimizer_steps());
+  for (const Arrays& batch : micro_batches) {
+    std::vector<Tensor> out = exec_->Run(batch);
+    // The update kernel already left everything unchanged on a skipped step; write the next state in place.
+    for (const auto& [state, idx] : state_outs_) {
+      Tensor& s = *state->initializer;
+      if (out[idx].nbytes() != s.nbytes()) throw Error("state '" + state->name + "' changed size");
+      std::memcpy(s.raw(), out[idx].raw(), s.nbytes());
+    }
+    r.loss += out[loss_out_].GetDouble(0) / static_cast<double>(k);
+    r.grad_norm = out[grad_norm_out_].GetDouble(0);
+    r.skipped = out[skipped_out_].GetDouble(0) != 0;
+  }
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
+EvalResult Trainer::Evaluate(const Arrays& data, int64_t batch) const {
+  if (batch < 1) throw Error("evaluation batch must be >= 1");
+  std::vector<std::string> names;
+  for (const Value* v : eval_->RealInputs()) names.push_back(v->name);
+  int64_t n = -1;
+  for (const std::string& name : names) {
+    auto it = data.find(name);
+    if (it == data.end()) throw Error("evaluation data: no array named '" + name + "'");
+    if (it->second.dims().empty()) throw Error("evaluation data: array '" + name + "' has no sample axis");
+    const int64_t m = it->second.dims()[0];
+    if (n >= 0 && m != n) throw Error("evaluation data: array '" + name + "' has " + std::to_string(m) +
+                                      " samples, another has " + std::to_string(n));
+    n = m;
+  }
+  EvalResult res;
+  if (n <= 0) return res;
+  // A new executor each time: the weights changed since the last evaluation and a plan folds constants.
+  Graph& g = *eval_;
+  const int loss_out = OutputIndex(g, g.FindValue(info_.loss));
+  int logits_out = -1;
+  const Value* labels = nullptr;
+  if (opts_.loss.kind == "cross_entropy") {
+    logits_out = OutputIndex(g, g.FindValue(opts_.loss.logits));
+    labels = g.FindValue(opts_.loss.labels);
+  }
+  Executor ex(g);
+  double loss_sum = 0;
+  int64_t correct = 0, counted = 0;
+  for (int64_t b = 0; b < n; b += batch) {
+    const int64_t e = std::min(n, b + batch);
+    Arrays feeds;
+    for (const std::string& name : names) feeds[name] = Rows(data.at(name), b, e);
+    std::vector<Tensor> out = ex.Run(feeds);
+    loss_sum += out[loss_out].GetDouble(0) * static_cast<double>(e - b);
+    if (logits_out >= 0 && labels) {
+      // Arg-max over the class axis (1) of logits [N, C, d...] against labels [N, d...].
+      const Tensor& lg = out[logits_out];
+      const Tensor& lb = feeds.at(labels->name);
+      const auto& d = lg.dims();
+      if (d.size() < 2) continue;
+      const int64_t nn = d[0], c = d[1], inner = lg.numel() / std::max<int64_t>(1, nn * c);
+      for (int64_t i = 0; i < nn; ++i)
+        for (int64_t j = 0; j < inner; ++j) {
+          int64_t best = 0;
+          double bv = lg.GetDouble((i * c) * inner + j);
+          for (int64_t q = 1; q < c; ++q) {
+            const double v = lg.GetDouble((i * c + q) * inner + j);
+            if (v > bv) bv = v, best = q;
+          }
+          correct += static_cast<int64_t>(lb.GetDouble(i * inner + j)) == best;
+          ++counted;
+        }
+    }
+  }
+  res.samples = n;
+  res.loss = loss_sum / static_cast<double>(n);
+  if (counted) res.accuracy = static_cast<double>(correct) / static_cast<double>(counted);
+  return res;
+}
+
+void Trainer::Save(const std::string& path) const { SaveModel(*inference_, path); }
+
+void Trainer::SaveCheckpoint(const std::string& dir, const std::map<std::string, std::string>& meta) const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(dir + ": cannot create the checkpoint directory: " + ec.message());
+  std::vector<NamedTensor> arrays;
+  for (const auto& [state, idx] : state_outs_) arrays.push_back({state->name, *state->initializer});
+  if (info_.lr && info_.lr->initializer) arrays.push_back({info_.lr->name, *info_.lr->initializer});
+  std::string text;
+  for (const auto& [k, v] : meta) text += k + "=" + v + "\n";
+  text += std::string(kRunCounter) + "=" + std::to_string(exec_->run_counter()) + "\n";
+  Tensor m(DataType::kUint8, {static_cast<int64_t>(text.size())});
+  if (!text.empty()) std::memcpy(m.raw(), text.data(), text.size());
+  arrays.push_back({kMetaArray, m});
+  const std::string final_path = dir + "/checkpoint.npz", tmp = final_path + ".tmp";
+  WriteFileSynced(tmp, [&](const std::string& p) { WriteNpz(p, arrays, false); });
+  if (std::rename(tmp.c_str(), final_path.c_str()) != 0)
+    throw Error(final_path + ": cannot rename the new checkpoint into place: " + std::strerror(errno));
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::map<std::string, std::string> Trainer::LoadCheckpoint(const std::string& dir) {
+  const std::string path = dir + "/checkpoint.npz";
+  if (!std::filesystem::exists(path)) throw Error(dir + ": no checkpoint.npz (not a checkpoint directory)");
+  std::map<std::string, Tensor> arrays;
+  for (NamedTensor& nt : ReadNpz(path)) arrays[nt.name] = std::move(nt.tensor);
+  std::vector<Value*> states;
+  for (const auto& [state, idx] : state_outs_) states.push_back(state);
+  if (info_.lr) states.push_back(info_.lr);
+  // Check everything before changing anything.
+  for (Value* s : states) {
+    auto it = arrays.find(s->name);
+    if (it == arrays.end())
+      throw Error(path + ": no array '" + s->name + "' (a checkpoint of another model, optimizer or option set?)");
+    if (it->second.dtype() != s->initializer->dtype() || it->second.dims() != s->initializer->dims())
+      throw Error(path + ": array '" + s->name + "' is " + DataTypeName(it->second.dtype()) +
+                  DimsToString(it->second.dims()) + ", the training state is " +
+                  DataTypeName(s->initializer->dtype()) + DimsToString(s->initializer->dims()));
+  }
+  for (Value* s : states) std::memcpy(s->initializer->raw(), arrays[s->name].raw(), s->initializer->nbytes());
+  std::map<std::string, std::string> meta;
+  auto it = arrays.find(kMetaArray);
+  if (it != arrays.end()) {
+    const std::string text(static_cast<const char*>(it->second.raw()), it->second.nbytes());
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find('\n', pos);
+      if (end == std::string::npos) end = text.size();
+      const std::string line = text.substr(pos, end - pos);
+      const size_t eq = line.find('=');
+      if (eq != std::string::npos) meta[line.substr(0, eq)] = line.substr(eq + 1);
+      pos = end + 1;
+    }
+  }
+  if (auto rc = meta.find(kRunCounter); rc != meta.end()) {
+    exec_->set_run_counter(std::stoull(rc->second));
+    meta.erase(rc);
+  }
+  return meta;
+}
+
+std::string Trainer::FirstNonFiniteNode(const Arrays& micro_batch) {
+  if (!check_exec_) {
+    ExecutorOptions eo;
+    eo.seed = opts_.seed;
+    eo.check_numerics = true;
+    check_exec_ = std::make_unique<Executor>(*graph_, eo);
+  }
+  check_exec_->set_run_counter(exec_->run_counter() ? exec_->run_counter() - 1 : 0);
+  check_exec_->Run(micro_batch);  // its outputs are dropped: no state changes
+  const Node* n = check_exec_->first_nonfinite();
+  return n ? n->Describe() : "";
+}
+
 std::map<std::string, Tensor> Trainer::Parameters() const {
   std::map<std::string, Tensor> r;
-  for (const Value* p : params_) r[p->name] = p->initializer->Clone();
+  for (const Value* p : info_.params) r[p->name] = p->initializer->Clone();
   return r;
 }
 

@@ -1,6 +1,10 @@
-// The Trainer: turns a model into a step graph (loss pass -> autodiff -> optimizer) and runs steps on batches,
-// writing each step's new state (parameters, optimizer moments, step counter) back in place.
+// The Trainer: turns a model into a step graph (passes/step_graph: training mode -> loss -> autodiff ->
+// optimizer) and runs steps on batches, writing each step's new state (parameters, optimizer moments, step
+// counter, BatchNorm running statistics, gradient sums) back in place. It also keeps the model in inference mode
+// (BatchNormalization with its running statistics, Dropout off) sharing the same weight tensors, for
+// evaluation and for the saved model, and writes/reads checkpoints of the whole training state.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -8,24 +12,31 @@
 
 #include "executor/executor.h"
 #include "graph/graph.h"
-#include "passes/loss.h"
-#include "passes/optimizer.h"
+#include "passes/step_graph.h"
 
 namespace ot {
 
 struct TrainerOptions {
   LossOptions loss;
   std::string freeze;  // --freeze REGEX
-  OptimizerOptions optimizer;
+  OptimizerOptions optimizer;  // .accumulate: micro-batches per Step; .lr_schedule/.warmup/.total_steps
   uint64_t seed = 0;
 };
 
+using Arrays = std::map<std::string, Tensor>;
+
 struct StepResult {
-  double loss = 0;
-  double grad_norm = 0;
-  bool skipped = false;
-  double lr = 0;
+  double loss = 0;       // mean of the micro-batches' losses
+  double grad_norm = 0;  // global gradient norm before clipping (of the mean gradient with accumulation)
+  bool skipped = false;  // the gradients were not all finite: nothing changed
+  double lr = 0;         // the learning rate this step used (after the schedule)
   double ms = 0;
+};
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = -1;  // fraction of samples whose arg-max logit is the label; < 0 when not applicable
+  int64_t samples = 0;
 };
 
 class Trainer {
@@ -33,23 +44,48 @@ class Trainer {
   // Takes the model; builds the step graph. Errors name the loss, op or node that stops training.
   Trainer(std::unique_ptr<Graph> model, TrainerOptions opts);
   ~Trainer();
-  // One optimizer step on a batch (arrays named after the step graph's inputs: the model's and the labels).
-  StepResult Step(const std::map<std::string, Tensor>& batch);
-  const Graph& step_graph() const { return *graph_; }
-  // The inputs a batch must provide (model inputs and labels).
+
+  // One optimizer step on optimizer().accumulate micro-batches (arrays named after input_names()).
+  StepResult Step(const std::vector<Arrays>& micro_batches);
+  StepResult Step(const Arrays& batch) { return Step(std::vector<Arrays>{batch}); }
+
+  // Loss (and accuracy, when the loss is cross_entropy on --logits/--labels) of the model in inference mode
+  // over all samples of `data` (axis 0), in batches of `batch` (the last one may be smaller).
+  EvalResult Evaluate(const Arrays& data, int64_t batch) const;
+  // The inputs a training batch must provide (model inputs and labels); the same names serve Evaluate.
   std::vector<std::string> input_names() const;
+  // Writes the model in inference mode with the current weights and running statistics (an ordinary ONNX model).
+  void Save(const std::string& path) const;
+
+  // Checkpoints: every state tensor of the step graph (parameters, optimizer moments and step, learning rate,
+  // BatchNorm statistics, gradient sums), the executor's run counter (random draws) and `meta` (the caller's
+  // position: samples consumed, seed...) in DIR/checkpoint.npz, written to a temporary file, fsynced and
+  // renamed over the previous one. LoadCheckpoint checks that every state is there with its dtype and shape
+  // (a checkpoint of another model or optimizer is an error naming the array) and returns `meta`.
+  void SaveCheckpoint(const std::string& dir, const std::map<std::string, std::string>& meta) const;
+  std::map<std::string, std::string> LoadCheckpoint(const std::string& dir);
+
+  // Runs the step on `micro_batch` again with every kernel's output checked, without changing any state, and
+  // returns the first node that produced a NaN or infinity ("" when none did).
+  std::string FirstNonFiniteNode(const Arrays& micro_batch);
+
+  const Graph& step_graph() const { return *graph_; }
+  const TrainerOptions& options() const { return opts_; }
   // Current values of the trained parameters, by name.
   std::map<std::string, Tensor> Parameters() const;
-  const std::string& loss_name() const { return loss_name_; }
+  const std::string& loss_name() const { return info_.loss; }
+  int64_t optimizer_steps() const;
 
  private:
-  std::unique_ptr<Graph> graph_;
+  TrainerOptions opts_;
+  std::unique_ptr<Graph> graph_;      // the step graph
+  std::unique_ptr<Graph> inference_;  // the model in inference mode, sharing the state tensors
+  std::unique_ptr<Graph> eval_;       // inference_ plus the loss
   std::unique_ptr<Executor> exec_;
-  std::string loss_name_;
+  std::unique_ptr<Executor> check_exec_;  // check_numerics, built on first use
+  StepGraphInfo info_;
   int loss_out_ = -1, grad_norm_out_ = -1, skipped_out_ = -1;
   std::vector<std::pair<Value*, int>> state_outs_;  // state value, index of its next value among the outputs
-  std::vector<Value*> params_;
-  Value* lr_ = nullptr;
 };
 
 }  // namespace ot

@@ -4,6 +4,7 @@
 // caller and passed in, so these functions are pure element-wise arithmetic.
 #pragma once
 #include <cmath>
+#include <cstdint>
 
 #include "kernel_common/half.h"
 
@@ -78,6 +79,22 @@ OT_HD M LambTrustRatio(M param_norm, M update_norm, M weight_decay) {
 template <typename M>
 OT_HD bool IsFiniteValue(M x) {
   return (x - x) == (x - x);
+}
+
+// Learning-rate schedule factor for the update that follows `done` optimizer steps (0 for the first), with
+// `warmup` warm-up steps and `total` steps in all; the schedules of Hugging Face transformers'
+// get_{constant,linear,cosine}_schedule_with_warmup (a LambdaLR of the step count, so the first warm-up step has
+// factor 0). kind: 0 constant, 1 linear decay to 0 at `total`, 2 cosine (half a period) to 0 at `total`.
+inline double LrScheduleFactor(int kind, int64_t done, int64_t warmup, int64_t total) {
+  const double s = static_cast<double>(done);
+  if (done < warmup) return s / static_cast<double>(warmup);
+  const double span = static_cast<double>(total - warmup > 1 ? total - warmup : 1);
+  const double progress = (s - static_cast<double>(warmup)) / span;
+  switch (kind) {
+    case 1: return progress >= 1 ? 0.0 : 1.0 - progress;
+    case 2: return progress >= 1 ? 0.0 : 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress));
+    default: return 1.0;
+  }
 }
 
 }  // namespace ot

@@ -1,5 +1,7 @@
 #include "passes/optimizer.h"
 
+#include "kernel_common/optim_math.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -42,6 +44,17 @@ const char* OptimizerKindName(OptimizerKind k) {
   return "?";
 }
 
+int ParseLrSchedule(const std::string& s) {
+  if (s.empty() || s == "constant") return 0;
+  if (s == "linear") return 1;
+  if (s == "cosine") return 2;
+  throw Error("unknown --lr-schedule '" + s + "' (choices: constant, linear, cosine)");
+}
+
+double ScheduledLr(const OptimizerOptions& o, int64_t done) {
+  return o.lr * LrScheduleFactor(o.lr_schedule, done, o.warmup, o.total_steps);
+}
+
 double OptimizerOptions::Eps() const {
   if (eps) return *eps;
   return kind == OptimizerKind::kLamb ? 1e-6 : 1e-8;
@@ -60,6 +73,8 @@ bool OptimizerPass::Run(Graph& g) {
   if (!(opts_.lr >= 0) || !std::isfinite(opts_.lr)) throw Error("--lr must be a finite number >= 0");
   if (!(opts_.clip_grad_norm >= 0)) throw Error("--clip-grad-norm must be >= 0");
   if (!(opts_.WeightDecay() >= 0)) throw Error("--weight-decay must be >= 0");
+  if (opts_.accumulate < 1) throw Error("--grad-accum must be >= 1");
+  if (opts_.warmup < 0) throw Error("--warmup must be >= 0");
   const int k = StatesPerParam(opts_.kind);
   const int n = static_cast<int>(params_.size());
 
@@ -93,12 +108,29 @@ bool OptimizerPass::Run(Graph& g) {
   outputs.push_back(step_next);
   outputs.push_back(grad_norm_);
   outputs.push_back(skipped_);
+  std::vector<Value*> accum_states;  // micro-step counter, then the gradient sums
+  if (opts_.accumulate > 1) {
+    accum_states.push_back(g.AddInitializer(fresh("optimizer.micro_step"), Tensor(DataType::kInt64, {})));
+    for (Value* p : params_)
+      accum_states.push_back(
+          g.AddInitializer(fresh(p->name + ".grad_accum"), Tensor(p->initializer->dtype(), p->initializer->dims())));
+    for (Value* s : accum_states) {
+      inputs.push_back(s);
+      outputs.push_back(g.AddValue(fresh(s->name + ".next")));
+    }
+  }
 
   node_ = g.AddNode("OptimizerUpdate", inputs, outputs, g.UniqueName("optimizer/OptimizerUpdate"));
   node_->domain = kInternalDomain;
   node_->opset = 1;
   node_->attrs["kind"] = Attribute::String(OptimizerKindName(opts_.kind));
   node_->attrs["num_params"] = Attribute::Int(n);
+  if (opts_.accumulate > 1) node_->attrs["accumulate"] = Attribute::Int(opts_.accumulate);
+  if (opts_.lr_schedule != 0 || opts_.warmup > 0) {
+    node_->attrs["lr_schedule"] = Attribute::Int(opts_.lr_schedule);
+    node_->attrs["warmup"] = Attribute::Int(opts_.warmup);
+    node_->attrs["total_steps"] = Attribute::Int(opts_.total_steps);
+  }
   Tensor hp(DataType::kFloat64, {6});
   const double hv[6] = {opts_.beta1, opts_.beta2, opts_.Eps(), opts_.WeightDecay(), opts_.momentum,
                         opts_.clip_grad_norm};
@@ -109,6 +141,8 @@ bool OptimizerPass::Run(Graph& g) {
   for (int i = 0; i < n; ++i) g.update_bindings.push_back({params_[i], outputs[i]});
   for (size_t j = 0; j < states.size(); ++j) g.update_bindings.push_back({states[j], outputs[n + j]});
   g.update_bindings.push_back({step_, step_next});
+  for (size_t j = 0; j < accum_states.size(); ++j)
+    g.update_bindings.push_back({accum_states[j], outputs[(1 + k) * n + 3 + j]});
 
   // The gradients are consumed here; they stop being outputs.
   g.outputs.erase(std::remove_if(g.outputs.begin(), g.outputs.end(),

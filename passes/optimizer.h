@@ -8,6 +8,9 @@
 // Graph::update_bindings gets {P, P'} for every parameter and {S, S'} for every state and the step counter (the
 // learning rate keeps its value; a schedule binds it later). The gradients stop being graph outputs (autodiff
 // made them outputs for lack of a consumer); "grad_norm" and "skipped" become graph outputs.
+// With accumulate K > 1 there are two more states, "optimizer.micro_step" (int64) and "P.grad_accum" per
+// parameter (the running gradient sums), bound like the others; the node's attribute accumulate = K.
+// An LR schedule is attributes of the node (lr_schedule, warmup, total_steps): lr stays the base rate.
 // Semantics are torch.optim's (LAMB: NVIDIA Apex FusedLAMB), including global-norm clipping
 // (clip_grad_norm_), and a step whose gradients are not all finite changes nothing (step counter included).
 #pragma once
@@ -24,6 +27,9 @@ enum class OptimizerKind { kSgd, kMomentum, kNesterov, kAdam, kAdamW, kLamb };
 // "sgd" | "momentum" | "nesterov" | "adam" | "adamw" | "lamb"; throws Error naming the choices otherwise.
 OptimizerKind ParseOptimizerKind(const std::string& s);
 const char* OptimizerKindName(OptimizerKind k);
+// "constant" | "linear" | "cosine" -> 0 | 1 | 2; throws Error naming the choices otherwise.
+int ParseLrSchedule(const std::string& s);
+
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kAdam;
@@ -34,9 +40,17 @@ struct OptimizerOptions {
   std::optional<double> eps, weight_decay;
   double momentum = 0.9;       // momentum and nesterov
   double clip_grad_norm = 0;   // > 0: clip the global gradient norm to this (torch.nn.utils.clip_grad_norm_)
+  int64_t accumulate = 1;      // --grad-accum K: the update applies the mean gradient of K micro-steps
+  // --lr-schedule constant|linear|cosine (0|1|2, kernel_common/optim_math.h LrScheduleFactor) over total_steps
+  // optimizer steps with `warmup` warm-up steps; applied by the update kernel to lr from the step counter.
+  int lr_schedule = 0;
+  int64_t warmup = 0, total_steps = 0;
   double Eps() const;
   double WeightDecay() const;
 };
+
+// The learning rate of the update after `done` optimizer steps.
+double ScheduledLr(const OptimizerOptions& o, int64_t done);
 
 class OptimizerPass : public Pass {
  public:

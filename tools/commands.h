@@ -33,6 +33,7 @@ namespace ot::tools {
 int Ops(bool markdown);
 }  // namespace ot::tools
 
+namespace ot { struct TrainerOptions; }
 namespace ot::tools {
 struct TrainOptions {
   std::string model, data;
@@ -41,11 +42,17 @@ struct TrainOptions {
   double lr = 0;             // 0: the optimizer's default
   double weight_decay = -1;  // < 0: the optimizer's default
   double clip_grad_norm = 0;
+  int64_t grad_accum = 1, warmup = 0;
+  std::string lr_schedule = "constant";
   int64_t batch = 32, epochs = 1, steps = 0;
   bool no_shuffle = false, quiet = false, amp = false;
   uint64_t seed = 0;
-  std::string fuse, log_json, save;
+  std::string fuse, log_json, save, eval_data;
+  std::string checkpoint, resume;
+  int64_t checkpoint_every = 0;  // 0: only at the end (and on SIGINT)
 };
+// The Trainer's options from the command line's (total_steps: the run's optimizer steps, for the LR schedule).
+ot::TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps);
 // `onnx-train train`: see README.
 int Train(const TrainOptions& o);
 }  // namespace ot::tools

@@ -11,6 +11,7 @@
 #include "executor/executor.h"
 #include "graph/error.h"
 #include "tools/commands.h"
+#include "tools/train_cli.h"
 
 int main(int argc, char** argv) {
   // oneDNN's OpenMP threads must sleep, not spin, between parallel regions: spinning OpenMP workers would
@@ -42,28 +43,9 @@ int main(int argc, char** argv) {
 
   ot::tools::TrainOptions train;
   auto* train_cmd = app.add_subcommand("train", "Train MODEL on the arrays of an .npz file (CPU)");
-  train_cmd->add_option("model", train.model, "MODEL.onnx")->required();
-  train_cmd->add_option("--data", train.data, "TRAIN.npz whose arrays are named after the step's inputs")->required();
-  train_cmd->add_option("--loss-output", train.loss_output, "The model's scalar loss output");
-  train_cmd->add_option("--loss", train.loss, "Append a loss on --logits: cross_entropy or mse");
-  train_cmd->add_option("--logits", train.logits, "The output the appended loss reads");
-  train_cmd->add_option("--labels", train.labels, "Name of the labels input the appended loss adds");
-  train_cmd->add_option("--freeze", train.freeze, "Parameters whose names match this regex are not trained");
-  train_cmd->add_option("--optimizer", train.optimizer, "sgd|momentum|nesterov|adam|adamw|lamb");
-  train_cmd->add_option("--lr", train.lr, "Learning rate (default: the optimizer's)");
-  train_cmd->add_option("--weight-decay", train.weight_decay, "Weight decay (default: the optimizer's)");
-  train_cmd->add_option("--clip-grad-norm", train.clip_grad_norm, "Clip the global gradient norm to this");
-  train_cmd->add_option("--batch", train.batch, "Batch size")->check(CLI::PositiveNumber);
-  train_cmd->add_option("--epochs", train.epochs, "Epochs (unless --steps)")->check(CLI::PositiveNumber);
-  train_cmd->add_option("--steps", train.steps, "Optimizer steps (overrides --epochs)")->check(CLI::PositiveNumber);
-  train_cmd->add_flag("--no-shuffle", train.no_shuffle, "Batches in file order");
-  train_cmd->add_option("--seed", train.seed, "Seed for shuffling and random ops");
-  train_cmd->add_flag("--amp", train.amp, "Mixed precision (accepted; not implemented yet)");
-  train_cmd->add_option("--fuse", train.fuse, "off|lite|full (accepted; not implemented yet)");
-  train_cmd->add_option("--log-json", train.log_json, "Write one JSON object per step to this file");
-  train_cmd->add_option("--save", train.save, "Write the trained model (ONNX) here");
-  train_cmd->add_flag("-q,--quiet", train.quiet, "No per-step lines");
+  ot::tools::AddTrainOptions(train_cmd, train);
   train_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
+
 
   bool markdown = false;
   auto* ops_cmd = app.add_subcommand("ops", "List the supported ops (schema and CPU kernel)");

@@ -1,6 +1,14 @@
-// `onnx-train train MODEL --data TRAIN.npz [options]`: trains on the CPU; one line per step (or JSON lines).
+// `onnx-train train MODEL --data TRAIN.npz [options]`: trains on the CPU. On a terminal a progress bar (epoch,
+// step, loss, samples/s, ETA); otherwise plain lines; --log-json writes one JSON object per step and per
+// evaluation. Checkpoints: --checkpoint DIR every --checkpoint-every N steps, at the end and on SIGINT;
+// --resume DIR continues where the checkpoint left off, drawing the same batches and random numbers.
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -14,10 +22,34 @@
 
 namespace ot::tools {
 
-int Train(const TrainOptions& o) {
-  if (o.amp) std::fprintf(stderr, "note: --amp is accepted but mixed precision is not implemented yet: training in fp32\n");
-  if (!o.fuse.empty() && o.fuse != "off")
-    std::fprintf(stderr, "note: --fuse=%s is accepted but fusion is not implemented yet\n", o.fuse.c_str());
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void OnSigint(int) { g_interrupted = true; }
+
+// The arrays of an .npz that `names` asks for; a missing one is an error naming the file and the array.
+Arrays ReadArrays(const std::string& path, const std::vector<std::string>& names) {
+  Arrays arrays;
+  for (NamedTensor& nt : ReadNpz(path)) {
+    if (std::find(names.begin(), names.end(), nt.name) == names.end()) continue;  // unused arrays are fine
+    arrays[nt.name] = std::move(nt.tensor);
+  }
+  for (const std::string& in : names)
+    if (!arrays.count(in)) throw Error(path + ": no array named '" + in + "' (the step needs it as an input)");
+  return arrays;
+}
+
+std::string Clock(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  char b[32];
+  if (s >= 3600) std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  else std::snprintf(b, sizeof b, "%ld:%02ld", s / 60, s % 60);
+  return b;
+}
+
+}  // namespace
+
+TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   TrainerOptions to;
   to.loss = {o.loss_output, o.loss, o.logits, o.labels};
   to.freeze = o.freeze;
@@ -25,60 +57,187 @@ int Train(const TrainOptions& o) {
   if (o.lr > 0) to.optimizer.lr = o.lr;
   if (o.weight_decay >= 0) to.optimizer.weight_decay = o.weight_decay;
   to.optimizer.clip_grad_norm = o.clip_grad_norm;
+  to.optimizer.accumulate = o.grad_accum;
+  to.optimizer.lr_schedule = ParseLrSchedule(o.lr_schedule);
+  to.optimizer.warmup = o.warmup;
+  to.optimizer.total_steps = total_steps;
   to.seed = o.seed;
-  Trainer trainer(LoadModel(o.model), to);
+  return to;
+}
 
-  std::map<std::string, Tensor> arrays;
-  const std::vector<std::string> inputs = trainer.input_names();
-  for (NamedTensor& nt : ReadNpz(o.data)) {
-    if (std::find(inputs.begin(), inputs.end(), nt.name) == inputs.end()) continue;  // unused arrays are fine
-    arrays[nt.name] = std::move(nt.tensor);
+int Train(const TrainOptions& o) {
+  if (o.data.empty()) throw Error("--data TRAIN.npz is required");
+  if (o.amp) std::fprintf(stderr, "note: --amp is accepted but mixed precision is not implemented yet: training in fp32\n");
+  if (!o.fuse.empty() && o.fuse != "off")
+    std::fprintf(stderr, "note: --fuse=%s is accepted but fusion is not implemented yet\n", o.fuse.c_str());
+  ParseLrSchedule(o.lr_schedule);  // a bad choice fails before the data is read
+
+  // The step's inputs decide which arrays to read; the schedule's length needs the sample count first.
+  std::unique_ptr<Graph> model = LoadModel(o.model);
+  auto trainer = std::make_unique<Trainer>(LoadModel(o.model), MakeTrainerOptions(o, 0));
+  const std::vector<std::string> inputs = trainer->input_names();
+  DataLoader data(ReadArrays(o.data, inputs), o.batch, !o.no_shuffle, o.seed, o.data);
+  const int64_t k = o.grad_accum;
+  const int64_t per_epoch = data.batches_per_epoch();  // micro-batches
+  if (per_epoch < k)
+    throw Error(o.data + ": " + std::to_string(data.samples()) + " samples do not fill one step of " +
+                std::to_string(k) + " x " + std::to_string(o.batch) + " samples");
+  const int64_t total = o.steps > 0 ? o.steps : o.epochs * per_epoch / k;
+  if (o.lr_schedule != "constant" || o.warmup > 0)  // the schedule needs the run's length
+    trainer = std::make_unique<Trainer>(std::move(model), MakeTrainerOptions(o, total));
+
+  Arrays eval_arrays;
+  if (!o.eval_data.empty()) {
+    std::vector<std::string> names = inputs;
+    eval_arrays = ReadArrays(o.eval_data, names);
   }
-  for (const std::string& in : inputs)
-    if (!arrays.count(in)) throw Error(o.data + ": no array named '" + in + "' (the step needs it as an input)");
-  DataLoader data(std::move(arrays), o.batch, !o.no_shuffle, o.seed, o.data);
-  const int64_t per_epoch = data.batches_per_epoch();
-  const int64_t total = o.steps > 0 ? o.steps : o.epochs * per_epoch;
+
+  int64_t start = 0;  // optimizer steps already done
+  if (!o.resume.empty()) {
+    std::map<std::string, std::string> meta = trainer->LoadCheckpoint(o.resume);
+    auto expect = [&](const std::string& key, const std::string& want) {
+      auto it = meta.find(key);
+      if (it != meta.end() && it->second != want)
+        throw Error(o.resume + ": the checkpoint was made with " + key + " " + it->second + ", this run has " + want +
+                    " (the batches would differ)");
+    };
+    expect("batch", std::to_string(o.batch));
+    expect("grad_accum", std::to_string(k));
+    expect("seed", std::to_string(o.seed));
+    expect("shuffle", o.no_shuffle ? "0" : "1");
+    start = meta.count("step") ? std::stoll(meta["step"]) : 0;
+    if (!o.quiet) std::printf("resumed from %s at step %lld\n", o.resume.c_str(), static_cast<long long>(start));
+  }
+  auto checkpoint = [&](int64_t steps_done) {
+    if (o.checkpoint.empty()) return;
+    trainer->SaveCheckpoint(o.checkpoint, {{"step", std::to_string(steps_done)},
+                                           {"batch", std::to_string(o.batch)},
+                                           {"grad_accum", std::to_string(k)},
+                                           {"seed", std::to_string(o.seed)},
+                                           {"shuffle", o.no_shuffle ? "0" : "1"}});
+  };
 
   std::ofstream log;
   if (!o.log_json.empty()) {
-    log.open(o.log_json);
+    log.open(o.log_json, start > 0 ? std::ios::app : std::ios::trunc);
     if (!log) throw Error(o.log_json + ": cannot write");
   }
+  const bool bar = !o.quiet && isatty(fileno(stdout));
+  const int64_t line_every = total <= 200 ? 1 : (total + 99) / 100;
+  auto evaluate = [&](int64_t epoch, int64_t step) {
+    if (eval_arrays.empty()) return;
+    const EvalResult e = trainer->Evaluate(eval_arrays, o.batch);
+    if (log) {
+      char line[256];
+      std::snprintf(line, sizeof line, "{\"eval\": true, \"epoch\": %lld, \"step\": %lld, \"loss\": %.9g",
+                    static_cast<long long>(epoch), static_cast<long long>(step), e.loss);
+      log << line;
+      if (e.accuracy >= 0) log << ", \"accuracy\": " << e.accuracy;
+      log << ", \"samples\": " << e.samples << "}\n";
+      log.flush();
+    }
+    if (!o.quiet) {
+      std::printf("eval epoch %lld: loss %.6f", static_cast<long long>(epoch), e.loss);
+      if (e.accuracy >= 0) std::printf(" accuracy %.2f%%", 100 * e.accuracy);
+      std::printf(" (%lld samples)\n", static_cast<long long>(e.samples));
+      std::fflush(stdout);
+    }
+  };
+
+  g_interrupted = false;
+  struct sigaction sa {}, old_sa{};
+  sa.sa_handler = OnSigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_sa);
+  struct Restore {
+    struct sigaction s;
+    ~Restore() { sigaction(SIGINT, &s, nullptr); }
+  } restore{old_sa};
+
   int64_t skipped = 0, skipped_in_row = 0;
-  data.Prefetch(0, 0);
-  for (int64_t k = 0; k < total; ++k) {
-    Batch b = data.Take();
-    if (k + 1 < total) data.Prefetch((k + 1) / per_epoch, (k + 1) % per_epoch);
-    StepResult r = trainer.Step(b.arrays);
+  const auto t_start = std::chrono::steady_clock::now();
+  double eval_s = 0;
+  auto micro_pos = [&](int64_t m) { return std::make_pair(m / per_epoch, m % per_epoch); };
+  if (start < total) {
+    auto [e0, i0] = micro_pos(start * k);
+    data.Prefetch(e0, i0);
+  }
+  for (int64_t s = start; s < total; ++s) {
+    std::vector<Arrays> micro;
+    int64_t epoch = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      Batch b = data.Take();
+      if (j == 0) epoch = b.epoch;
+      micro.push_back(std::move(b.arrays));
+      const int64_t next = s * k + j + 1;
+      if (next < total * k) {
+        auto [e, i] = micro_pos(next);
+        data.Prefetch(e, i);
+      }
+    }
+    StepResult r = trainer->Step(micro);
     skipped += r.skipped;
     skipped_in_row = r.skipped ? skipped_in_row + 1 : 0;
     if (log) {
       char line[256];
       std::snprintf(line, sizeof line,
-                    "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"skipped\": %s, "
-                    "\"step_ms\": %.3f}\n",
-                    static_cast<long long>(k + 1), r.loss, r.lr, r.grad_norm, r.skipped ? "true" : "false", r.ms);
+                    "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
+                    "\"skipped\": %s, \"step_ms\": %.3f}\n",
+                    static_cast<long long>(s + 1), static_cast<long long>(epoch + 1), r.loss, r.lr, r.grad_norm,
+                    r.skipped ? "true" : "false", r.ms);
       log << line;
       log.flush();
     }
-    if (!o.quiet)
-      std::printf("epoch %lld step %lld/%lld loss %.6f grad_norm %.4g%s %.1f ms\n",
-                  static_cast<long long>(b.epoch + 1), static_cast<long long>(k + 1),
-                  static_cast<long long>(total), r.loss, r.grad_norm, r.skipped ? " skipped" : "", r.ms);
-    if (!std::isfinite(r.loss) && !r.skipped)
-      throw Error("step " + std::to_string(k + 1) + ": the loss is not finite");
-    if (skipped_in_row >= 10)
-      throw Error("10 steps in a row had non-finite gradients (from step " + std::to_string(k - 8) + ")");
-  }
-  if (!o.save.empty()) {
-    std::unique_ptr<Graph> out = LoadModel(o.model);
-    for (auto& [name, t] : trainer.Parameters()) {
-      Value* v = out->FindValue(name);
-      if (v && v->initializer) *v->initializer = t;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count() - eval_s;
+    const double done = static_cast<double>(s + 1 - start);
+    const double rate = done * static_cast<double>(k * o.batch) / std::max(elapsed, 1e-9);
+    const double eta = elapsed / done * static_cast<double>(total - s - 1);
+    if (bar) {
+      const int width = 24;
+      const int filled = static_cast<int>(width * (s + 1) / total);
+      std::printf("\r\033[Kepoch %lld [%s%s] %lld/%lld loss %.4f %.0f samples/s ETA %s%s",
+                  static_cast<long long>(epoch + 1), std::string(filled, '=').c_str(),
+                  std::string(width - filled, ' ').c_str(), static_cast<long long>(s + 1),
+                  static_cast<long long>(total), r.loss, rate, Clock(eta).c_str(), r.skipped ? " (skipped)" : "");
+      std::fflush(stdout);
+    } else if (!o.quiet && ((s + 1) % line_every == 0 || s + 1 == total || r.skipped)) {
+      std::printf("epoch %lld step %lld/%lld loss %.6f grad_norm %.4g lr %.4g%s %.1f ms %.0f samples/s ETA %s\n",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(s + 1), static_cast<long long>(total),
+                  r.loss, r.grad_norm, r.lr, r.skipped ? " skipped" : "", r.ms, rate, Clock(eta).c_str());
+      std::fflush(stdout);
     }
-    SaveModel(*out, o.save);
-    std::printf("saved the trained model to %s\n", o.save.c_str());
+    if (!std::isfinite(r.loss) && !r.skipped)
+      throw Error("step " + std::to_string(s + 1) + ": the loss is not finite");
+    if (skipped_in_row >= 10) {
+      std::string node;
+      for (const Arrays& m : micro)
+        if (node.empty()) node = trainer->FirstNonFiniteNode(m);
+      throw Error("10 steps in a row had non-finite gradients (steps " + std::to_string(s - 8) + "-" +
+                  std::to_string(s + 1) + "); the first non-finite value comes from " +
+                  (node.empty() ? std::string("no node of the step (the non-finite value did not reproduce)") : node));
+    }
+    const bool epoch_end = ((s + 1) * k) / per_epoch > (s * k) / per_epoch;
+    if (epoch_end || s + 1 == total) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (bar) std::printf("\n");
+      evaluate(epoch_end ? ((s + 1) * k) / per_epoch : epoch + 1, s + 1);
+      eval_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    if (o.checkpoint_every > 0 && (s + 1) % o.checkpoint_every == 0 && s + 1 < total) checkpoint(s + 1);
+    if (g_interrupted) {
+      if (bar) std::printf("\n");
+      checkpoint(s + 1);
+      std::fprintf(stderr, "onnx-train: interrupted after step %lld%s\n", static_cast<long long>(s + 1),
+                   o.checkpoint.empty() ? " (no --checkpoint DIR: the training state was not saved)"
+                                        : ("; the training state is in " + o.checkpoint + " (--resume it)").c_str());
+      return 130;
+    }
+  }
+  checkpoint(std::max(start, total));
+  if (!o.save.empty()) {
+    trainer->Save(o.save);
+    if (!o.quiet) std::printf("saved the trained model to %s\n", o.save.c_str());
   }
   if (skipped) std::printf("%lld steps skipped (non-finite gradients)\n", static_cast<long long>(skipped));
   return 0;

@@ -111,7 +111,7 @@ KernelInfo MakeClip(const KernelContext& ctx) {
 // Dropout. Opset <= 6: `is_test` (0 = training) and `ratio` attributes; 7-11: `ratio`, always inference;
 // >= 12: ratio (input 1, default 0.5) and training_mode (input 2, default false), known at plan time.
 // Inference (or ratio 0) is an exact copy with an all-true mask. Training draws a fresh mask each call from a
-// counter-based stream keyed by the run seed, the node's `seed` attribute and a per-kernel step counter.
+// counter-based stream keyed by the run seed, the node's `seed` attribute and the executor's run counter.
 KernelInfo MakeDropout(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
   if (!IsFloat(t)) ctx.Unsupported("input type " + DataTypeName(t) + " is not supported");
@@ -141,14 +141,13 @@ KernelInfo MakeDropout(const KernelContext& ctx) {
   const DataType mask_t = has_mask ? ctx.out(1).dtype : DataType::kBool;
   if (!training) ratio = 0.f;
   const uint64_t key = cpu::MixBits(ctx.seed ^ cpu::MixBits(static_cast<uint64_t>(node.attr_int("seed", 0))));
-  auto step = std::make_shared<std::atomic<uint64_t>>(0);
   KernelInfo info = DispatchDType(t, [&](auto tag) -> KernelInfo {
     using T = decltype(tag);
     if constexpr (!std::is_floating_point_v<T> && !std::is_same_v<T, float16> && !std::is_same_v<T, bfloat16>) {
       ctx.Unsupported("input type");
     } else {
       return KernelInfo{[=](const KernelIO& io) {
-        const uint64_t k = cpu::MixBits(key + step->fetch_add(1));
+        const uint64_t k = cpu::MixBits(key + io.run);
         if (has_mask && mask_t != DataType::kBool)
           cpu::DropoutTrain<T, T>(io.In<T>(0), io.Out<T>(0), io.Out<T>(1), n, ratio, k);
         else

@@ -1,9 +1,11 @@
 // CPU kernel of OptimizerUpdate (graph/ops/internal_optim.cc): adapts the node to cpu::MultiTensorUpdate.
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "cpu_ops/optimizer.h"
 #include "executor/kernel_registry.h"
+#include "kernel_common/optim_math.h"
 #include "graph/grad_context.h"
 #include "graph/tensor.h"
 
@@ -48,10 +50,15 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
         ctx.Fail("gradient/state of parameter " + std::to_string(i) + " has another size than the parameter");
   }
   const int base = (1 + k) * n;
+  const int64_t accumulate = ctx.node.attr_int("accumulate", 1);
+  const int schedule = static_cast<int>(ctx.node.attr_int("lr_schedule", 0));
+  const int64_t warmup = ctx.node.attr_int("warmup", 0), total = ctx.node.attr_int("total_steps", 0);
+  const int acc_in = 2 + (2 + k) * n, acc_out = base + 3;  // micro-step counter, then the n sums
   KernelInfo info;
   info.fn = [=](const KernelIO& io) {
-    const double lr = lr_t == DataType::kFloat64 ? *io.In<double>(0) : static_cast<double>(*io.In<float>(0));
+    const double base_lr = lr_t == DataType::kFloat64 ? *io.In<double>(0) : static_cast<double>(*io.In<float>(0));
     const int64_t step = *io.In<int64_t>(1);
+    const double lr = base_lr * LrScheduleFactor(schedule, step, warmup, total);
     std::vector<cpu::OptimTensor> ts(n);
     for (int i = 0; i < n; ++i) {
       cpu::OptimTensor& t = ts[i];
@@ -68,10 +75,18 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
         t.s1 = io.in[2 + 3 * n + i];
         t.s1_out = io.out[2 * n + i];
       }
+      if (accumulate > 1) {
+        t.acc = io.in[acc_in + 1 + i];
+        t.acc_out = io.out[acc_out + 1 + i];
+      }
     }
-    const cpu::OptimResult r = cpu::MultiTensorUpdate(h, lr, step, ts);
+    const int64_t micro = accumulate > 1 ? *io.In<int64_t>(acc_in) : 0;
+    const cpu::OptimResult r = cpu::MultiTensorUpdate(h, lr, step, ts, accumulate, micro);
+    if (accumulate > 1 && io.out[acc_out]) *io.Out<int64_t>(acc_out) = r.micro;
     if (io.out[base]) *io.Out<int64_t>(base) = r.step;
-    if (io.out[base + 1]) *io.Out<float>(base + 1) = static_cast<float>(r.grad_norm);
+    // A micro-step that only accumulated reports no norm (NaN), and is not a skipped step.
+    if (io.out[base + 1])
+      *io.Out<float>(base + 1) = r.applied ? static_cast<float>(r.grad_norm) : std::numeric_limits<float>::quiet_NaN();
     if (io.out[base + 2]) *io.Out<bool>(base + 2) = r.skipped;
   };
   return info;

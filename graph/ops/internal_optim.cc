@@ -10,6 +10,12 @@
 //   momentum buffer (momentum, nesterov), or m and v (adam, adamw, lamb); each has its parameter's shape and dtype.
 //   grad_norm: float32 scalar, the global L2 norm of the gradients before clipping; skipped: bool scalar, true when
 //   some gradient element is not finite, in which case every output equals its input (step' = step).
+//   accumulate K (default 1) > 1: gradient accumulation; two more inputs at the end, micro (int64 scalar: micro-
+//   steps already summed) and acc_1..acc_n (the running gradient sums, like their parameters), and two more
+//   outputs, micro' and acc'_1..acc'_n. Micro-steps 1..K-1 only add their gradients (every other output equals
+//   its input; grad_norm is NaN, skipped false); the K-th updates with the mean gradient and zeroes the sums.
+//   lr_schedule (0 constant, 1 linear, 2 cosine), warmup, total_steps: the update uses
+//   lr * LrScheduleFactor(lr_schedule, step, warmup, total_steps) (kernel_common/optim_math.h).
 // One node updates the whole model (a multi-tensor kernel), not one node per parameter.
 #include "graph/grad/grad_rules.h"
 #include "graph/grad_context.h"
@@ -42,11 +48,26 @@ void RegisterOptimizerOps(OpRegistry& r) {
     if (!hp || hp->kind != Attribute::Kind::kTensor || hp->t.numel() != 6)
       ctx.Fail("attribute hyperparameters must be a tensor of 6 values");
     const int ni = static_cast<int>(n);
-    if (ctx.num_inputs() != 2 + (2 + k) * ni)
-      ctx.Fail("expects " + std::to_string(2 + (2 + k) * ni) + " inputs (lr, step, params, grads, states), got " +
-               std::to_string(ctx.num_inputs()));
-    if (ctx.num_outputs() != (1 + k) * ni + 3)
-      ctx.Fail("expects " + std::to_string((1 + k) * ni + 3) + " outputs, got " + std::to_string(ctx.num_outputs()));
+    const int64_t accumulate = ctx.node.attr_int("accumulate", 1);
+    if (accumulate < 1) ctx.Fail("attribute accumulate must be >= 1");
+    const int extra = accumulate > 1 ? 1 + ni : 0;
+    if (ctx.num_inputs() != 2 + (2 + k) * ni + extra)
+      ctx.Fail("expects " + std::to_string(2 + (2 + k) * ni + extra) +
+               " inputs (lr, step, params, grads, states[, micro, sums]), got " + std::to_string(ctx.num_inputs()));
+    if (ctx.num_outputs() != (1 + k) * ni + 3 + extra)
+      ctx.Fail("expects " + std::to_string((1 + k) * ni + 3 + extra) + " outputs, got " +
+               std::to_string(ctx.num_outputs()));
+    if (extra) {
+      const int mi = 2 + (2 + k) * ni, mo = (1 + k) * ni + 3;
+      ctx.Require(mi);
+      if (ctx.input_type(mi) != DataType::kInt64) ctx.Fail("the micro-step counter must be int64");
+      if (ctx.has_output(mo)) ctx.set_output(mo, DataType::kInt64, Shape::Static({}));
+      for (int i = 0; i < ni; ++i) {
+        if (ctx.input_type(mi + 1 + i) != ctx.input_type(2 + i))
+          ctx.Fail("gradient sum of parameter " + std::to_string(i) + " has another dtype than the parameter");
+        if (ctx.has_output(mo + 1 + i)) ctx.set_output(mo + 1 + i, ctx.input_type(2 + i), ctx.input_shape(mi + 1 + i));
+      }
+    }
     ctx.Require(0);
     ctx.Require(1);
     if (ctx.input_type(1) != DataType::kInt64) ctx.Fail("the step counter must be int64");

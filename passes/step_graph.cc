@@ -1,0 +1,37 @@
+#include "passes/step_graph.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+#include "passes/autodiff.h"
+#include "passes/training_mode.h"
+
+namespace ot {
+
+namespace {
+void AddOutput(Graph& g, Value* v) {
+  if (std::find(g.outputs.begin(), g.outputs.end(), v) == g.outputs.end()) g.outputs.push_back(v);
+}
+}  // namespace
+
+StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
+  StepGraphInfo info;
+  TrainingModePass(true).Run(g);
+  LossPass loss(o.loss);
+  loss.Run(g);
+  info.loss = loss.loss_name();
+  AutodiffPass autodiff({info.loss, o.freeze});
+  autodiff.Run(g);
+  if (autodiff.params().empty()) throw Error("no trainable parameter reaches the loss '" + info.loss + "'");
+  info.params = autodiff.params();
+  OptimizerPass optimizer(o.optimizer, autodiff.params(), autodiff.grads());
+  optimizer.Run(g);
+  info.lr = optimizer.lr();
+  info.step = optimizer.step();
+  info.grad_norm = optimizer.grad_norm();
+  info.skipped = optimizer.skipped();
+  AddOutput(g, g.FindValue(info.loss));
+  return info;
+}
+
+}  // namespace ot

@@ -1,0 +1,33 @@
+// The training pipeline that turns a model into its step graph, in order:
+//   training_mode (BN/Dropout in training mode, BN running statistics become state) -> loss -> autodiff ->
+//   optimizer.
+// The result is one Graph holding forward, loss, backward and the update, with update bindings for every state
+// (what ONNX's TrainingInfoProto holds); its outputs include the loss, "grad_norm" and "skipped".
+#pragma once
+#include <string>
+#include <vector>
+
+#include "passes/loss.h"
+#include "passes/optimizer.h"
+
+namespace ot {
+
+struct StepOptions {
+  LossOptions loss;
+  std::string freeze;  // --freeze REGEX
+  OptimizerOptions optimizer;
+};
+
+struct StepGraphInfo {
+  std::string loss;               // the scalar loss value
+  std::vector<Value*> params;     // trained parameters
+  Value* lr = nullptr;            // base learning rate (state, not updated by the step)
+  Value* step = nullptr;          // optimizer steps taken (state)
+  Value* grad_norm = nullptr;     // outputs of the update
+  Value* skipped = nullptr;
+};
+
+// Rewrites `g` (the model) into its step graph. Errors name the loss, op or node that stops training.
+StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o);
+
+}  // namespace ot

@@ -1,0 +1,38 @@
+#include "tools/train_cli.h"
+
+namespace ot::tools {
+
+void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
+  cmd->add_option("model", o.model, "MODEL.onnx")->required();
+  cmd->add_option("--data", o.data, "TRAIN.npz whose arrays are named after the step's inputs");
+  cmd->add_option("--loss-output", o.loss_output, "The model's scalar loss output");
+  cmd->add_option("--loss", o.loss, "Append a loss on --logits: cross_entropy or mse");
+  cmd->add_option("--logits", o.logits, "The output the appended loss reads");
+  cmd->add_option("--labels", o.labels, "Name of the labels input the appended loss adds");
+  cmd->add_option("--freeze", o.freeze, "Parameters whose names match this regex are not trained");
+  cmd->add_option("--optimizer", o.optimizer, "sgd|momentum|nesterov|adam|adamw|lamb");
+  cmd->add_option("--lr", o.lr, "Learning rate (default: the optimizer's)");
+  cmd->add_option("--weight-decay", o.weight_decay, "Weight decay (default: the optimizer's)");
+  cmd->add_option("--clip-grad-norm", o.clip_grad_norm, "Clip the global gradient norm to this");
+  cmd->add_option("--grad-accum", o.grad_accum, "Micro-batches of --batch per optimizer step")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--lr-schedule", o.lr_schedule, "constant|linear|cosine over the optimizer steps");
+  cmd->add_option("--warmup", o.warmup, "Warm-up optimizer steps (linear from 0)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--batch", o.batch, "Batch size (the micro-batch with --grad-accum)")->check(CLI::PositiveNumber);
+  cmd->add_option("--epochs", o.epochs, "Epochs (unless --steps)")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", o.steps, "Optimizer steps (overrides --epochs)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-shuffle", o.no_shuffle, "Batches in file order");
+  cmd->add_option("--seed", o.seed, "Seed for shuffling and random ops");
+  cmd->add_option("--eval-data", o.eval_data, "VAL.npz evaluated (loss, accuracy) after each epoch");
+  cmd->add_flag("--amp", o.amp, "Mixed precision (accepted; not implemented yet)");
+  cmd->add_option("--fuse", o.fuse, "off|lite|full (accepted; not implemented yet)");
+  cmd->add_option("--log-json", o.log_json, "Write one JSON object per step (and per evaluation) to this file");
+  cmd->add_option("--save", o.save, "Write the trained model (ONNX, inference mode) here");
+  cmd->add_option("--checkpoint", o.checkpoint, "Directory for the full training state (checkpoint.npz)");
+  cmd->add_option("--checkpoint-every", o.checkpoint_every, "Write the checkpoint every N optimizer steps")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--resume", o.resume, "Continue from the checkpoint in this directory");
+  cmd->add_flag("-q,--quiet", o.quiet, "No per-step lines");
+}
+
+}  // namespace ot::tools
