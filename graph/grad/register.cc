@@ -11,6 +11,10 @@ void RegisterGradients(OpRegistry& r) {
   RegisterNormGrads(r);
   RegisterConvGrads(r);
   RegisterDataGrads(r);
+  RegisterActivationGrads(r);
+  RegisterIndexGrads(r);
+  RegisterConvTransposeGrads(r);
+  RegisterEinsumGrad(r);
   RegisterOptimizerOps(r);
 }
 }  // namespace ot

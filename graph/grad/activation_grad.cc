@@ -1,0 +1,158 @@
+// Gradient rules of the activations, the variadic Sum/Mean and ReduceMax/ReduceMin, written with standard ops
+// (rules that need the forward output read Y rather than recomputing it). At the kinks the rules pick the side
+// PyTorch's autograd picks:
+//   Abs          dY * Sign(X)                               (0 at X = 0)
+//   LeakyRelu    X > 0 ? dY : alpha dY                      (alpha dY at X = 0)
+//   PRelu        dX = X > 0 ? dY : slope dY; dSlope = sum of (X > 0 ? 0 : dY X) over the broadcast dims
+//   Elu          X > 0 ? dY : dY (Y + alpha)
+//   Selu         X > 0 ? gamma dY : dY (Y + gamma alpha)
+//   Celu         X > 0 ? dY : dY (Y / alpha + 1)
+//   Clip         X == Y ? dY : 0                            (dY where min <= X <= max, as torch.clamp; min and max
+//                                                            get no gradient; opset < 11: the same mask from
+//                                                            the min/max attributes)
+//   Softplus     dY * Sigmoid(X)
+//   Softsign     dY / (1 + |X|)^2
+//   HardSigmoid  0 < Y < 1 ? alpha dY : 0                   (strict, as torch.nn.functional.hardsigmoid)
+//   HardSwish    X < -3 ? 0 : X > 3 ? dY : dY (X / 3 + 1/2)
+//   Reciprocal   -dY Y^2;  Sin  dY Cos(X);  Cos  -dY Sin(X)
+//   Sum, Mean    dY (/ n for Mean) reduced to each input's shape
+//   ReduceMax/ReduceMin  dY to the positions equal to the result, split evenly among ties (torch.amax/amin);
+//                noop_with_empty_axes with no axes: dY.
+#include "graph/grad/grad_rules.h"
+#include "graph/grad/grad_util.h"
+#include "graph/op_registry.h"
+
+namespace ot {
+
+namespace {
+
+using grad::CastLike;
+
+Value* Positive(GradContext& c, Value* x) { return c.Op("Greater", {x, c.Scalar(0.0, x)}); }
+
+Value* Zero(GradContext& c) { return c.Scalar(0.0, c.dY(0)); }
+
+double AttrF(const GradContext& c, const char* name, double def) {
+  return c.node().attr_float(name, static_cast<float>(def));
+}
+
+// Axes reduced by a ReduceMax/ReduceMin node (normalised): from the attribute before opset 18, the constant
+// axes input from 18; all axes when none are given, unless noop_with_empty_axes (then {}).
+std::vector<int64_t> ReducedAxes(GradContext& c, int rank) {
+  const Node& n = c.node();
+  std::vector<int64_t> axes;
+  const bool axes_input = n.opset >= 18;
+  if (axes_input) {
+    if (n.has_input(1)) {
+      auto a = grad::ConstInts(n.inputs[1]);
+      if (!a) c.Fail("axes must be a constant");
+      axes = *a;
+    }
+  } else {
+    axes = n.attr_ints("axes");
+  }
+  if (axes.empty()) {
+    if (axes_input && n.attr_int("noop_with_empty_axes", 0)) return {};
+    for (int i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  for (int64_t& a : axes) a = NormalizeAxis(a, rank, n.Describe());
+  return axes;
+}
+
+void ReduceExtremumGrad(GradContext& c) {
+  const int rank = grad::Rank(c, c.X(0), "X");
+  const std::vector<int64_t> axes = ReducedAxes(c, rank);
+  if (axes.empty()) {
+    c.SetGrad(0, c.dY(0));
+    return;
+  }
+  const bool keep = c.node().attr_int("keepdims", 1) != 0;
+  Value* y = keep ? c.Y(0) : grad::UnsqueezeAxes(c, c.Y(0), axes);
+  Value* dy = keep ? c.dY(0) : grad::UnsqueezeAxes(c, c.dY(0), axes);
+  // mask: 1 where X equals its reduction's result; count >= 1 (the result is one of the elements).
+  Value* mask = CastLike(c, c.Op("Equal", {c.X(0), y}), c.X(0));
+  Value* count = grad::ReduceSumAxes(c, mask, axes, /*keepdims=*/true);
+  c.SetGrad(0, c.Op("Mul", {mask, c.Op("Div", {dy, count})}));
+}
+
+void VariadicGrad(GradContext& c, bool mean) {
+  const int n = static_cast<int>(c.node().inputs.size());
+  Value* g = mean ? c.Op("Div", {c.dY(0), c.Scalar(n, c.dY(0))}) : c.dY(0);
+  for (int i = 0; i < n; ++i)
+    if (c.needs_grad(i)) c.SetGrad(i, c.ReduceToShape(g, c.X(i)));
+}
+
+}  // namespace
+
+void RegisterActivationGrads(OpRegistry& r) {
+  r.SetGrad("", "Abs", [](GradContext& c) { c.SetGrad(0, c.Op("Mul", {c.dY(0), c.Op("Sign", {c.X(0)})})); });
+  r.SetGrad("", "LeakyRelu", [](GradContext& c) {
+    Value* neg = c.Op("Mul", {c.dY(0), c.Scalar(AttrF(c, "alpha", 0.01), c.dY(0))});
+    c.SetGrad(0, c.Op("Where", {Positive(c, c.X(0)), c.dY(0), neg}));
+  });
+  r.SetGrad("", "PRelu", [](GradContext& c) {
+    Value* pos = Positive(c, c.X(0));
+    if (c.needs_grad(0))
+      c.SetGrad(0, c.ReduceToShape(c.Op("Where", {pos, c.dY(0), c.Op("Mul", {c.dY(0), c.X(1)})}), c.X(0)));
+    if (c.needs_grad(1))
+      c.SetGrad(1, c.ReduceToShape(c.Op("Where", {pos, Zero(c), c.Op("Mul", {c.dY(0), c.X(0)})}), c.X(1)));
+  });
+  r.SetGrad("", "Elu", [](GradContext& c) {
+    Value* d = c.Op("Add", {c.Y(0), c.Scalar(AttrF(c, "alpha", 1.0), c.Y(0))});
+    c.SetGrad(0, c.Op("Where", {Positive(c, c.X(0)), c.dY(0), c.Op("Mul", {c.dY(0), d})}));
+  });
+  r.SetGrad("", "Selu", [](GradContext& c) {
+    const double alpha = AttrF(c, "alpha", 1.67326319217681884765625);
+    const double gamma = AttrF(c, "gamma", 1.05070102214813232421875);
+    Value* d = c.Op("Add", {c.Y(0), c.Scalar(gamma * alpha, c.Y(0))});
+    c.SetGrad(0, c.Op("Where", {Positive(c, c.X(0)), c.Op("Mul", {c.dY(0), c.Scalar(gamma, c.dY(0))}),
+                                c.Op("Mul", {c.dY(0), d})}));
+  });
+  r.SetGrad("", "Celu", [](GradContext& c) {
+    const double alpha = AttrF(c, "alpha", 1.0);
+    Value* d = c.Op("Add", {c.Op("Div", {c.Y(0), c.Scalar(alpha, c.Y(0))}), c.Scalar(1.0, c.Y(0))});
+    c.SetGrad(0, c.Op("Where", {Positive(c, c.X(0)), c.dY(0), c.Op("Mul", {c.dY(0), d})}));
+  });
+  r.SetGrad("", "Clip", [](GradContext& c) {
+    if (c.node().opset >= 11) {
+      c.SetGrad(0, c.Op("Where", {c.Op("Equal", {c.X(0), c.Y(0)}), c.dY(0), Zero(c)}));
+      return;
+    }
+    // Opset 6-10 (min/max attributes): ops of those opsets only (no Where before 9, no float Equal before 11).
+    const double lo = AttrF(c, "min", -3.402823466e38), hi = AttrF(c, "max", 3.402823466e38);
+    Value* out = c.Op("Or", {c.Op("Less", {c.X(0), c.Scalar(lo, c.X(0))}),
+                             c.Op("Greater", {c.X(0), c.Scalar(hi, c.X(0))})});
+    c.SetGrad(0, c.Op("Mul", {c.dY(0), CastLike(c, c.Op("Not", {out}), c.dY(0))}));
+  }, {1, 2});
+  r.SetGrad("", "Softplus", [](GradContext& c) {
+    c.SetGrad(0, c.Op("Mul", {c.dY(0), c.Op("Sigmoid", {c.X(0)})}));
+  });
+  r.SetGrad("", "Softsign", [](GradContext& c) {
+    Value* d = c.Op("Add", {c.Scalar(1.0, c.X(0)), c.Op("Abs", {c.X(0)})});
+    c.SetGrad(0, c.Op("Div", {c.dY(0), c.Op("Mul", {d, d})}));
+  });
+  r.SetGrad("", "HardSigmoid", [](GradContext& c) {
+    Value* inside = c.Op("And", {Positive(c, c.Y(0)), c.Op("Less", {c.Y(0), c.Scalar(1.0, c.Y(0))})});
+    Value* g = c.Op("Mul", {c.dY(0), c.Scalar(AttrF(c, "alpha", 0.2), c.dY(0))});
+    c.SetGrad(0, c.Op("Where", {inside, g, Zero(c)}));
+  });
+  r.SetGrad("", "HardSwish", [](GradContext& c) {
+    Value* x = c.X(0);
+    Value* mid = c.Op("Add", {c.Op("Div", {x, c.Scalar(3.0, x)}), c.Scalar(0.5, x)});
+    Value* upper = c.Op("Where", {c.Op("Greater", {x, c.Scalar(3.0, x)}), c.dY(0), c.Op("Mul", {c.dY(0), mid})});
+    c.SetGrad(0, c.Op("Where", {c.Op("Less", {x, c.Scalar(-3.0, x)}), Zero(c), upper}));
+  });
+  r.SetGrad("", "Reciprocal", [](GradContext& c) {
+    c.SetGrad(0, c.Op("Neg", {c.Op("Mul", {c.dY(0), c.Op("Mul", {c.Y(0), c.Y(0)})})}));
+  });
+  r.SetGrad("", "Sin", [](GradContext& c) { c.SetGrad(0, c.Op("Mul", {c.dY(0), c.Op("Cos", {c.X(0)})})); });
+  r.SetGrad("", "Cos", [](GradContext& c) {
+    c.SetGrad(0, c.Op("Neg", {c.Op("Mul", {c.dY(0), c.Op("Sin", {c.X(0)})})}));
+  });
+  r.SetGrad("", "Sum", [](GradContext& c) { VariadicGrad(c, false); });
+  r.SetGrad("", "Mean", [](GradContext& c) { VariadicGrad(c, true); });
+  r.SetGrad("", "ReduceMax", ReduceExtremumGrad, {1});
+  r.SetGrad("", "ReduceMin", ReduceExtremumGrad, {1});
+}
+
+}  // namespace ot
