@@ -16,8 +16,11 @@
 //   HardSwish    X < -3 ? 0 : X > 3 ? dY : dY (X / 3 + 1/2)
 //   Reciprocal   -dY Y^2;  Sin  dY Cos(X);  Cos  -dY Sin(X)
 //   Sum, Mean    dY (/ n for Mean) reduced to each input's shape
+//   ThresholdedRelu  X > alpha ? dY : 0;  Shrink  |X| > lambd ? dY : 0
 //   ReduceMax/ReduceMin  dY to the positions equal to the result, split evenly among ties (torch.amax/amin);
 //                noop_with_empty_axes with no axes: dY.
+//   ReduceSumSquare 2 X dY;  ReduceL1 Sign(X) dY;  ReduceL2 X / Y dY (0 where Y = 0);  ReduceLogSumExp
+//                exp(X - Y) dY;  ReduceLogSum dY / exp(Y)  (Y, dY with the reduced axes kept, broadcast over X)
 #include "graph/grad/grad_rules.h"
 #include "graph/grad/grad_util.h"
 #include "graph/op_registry.h"
@@ -36,7 +39,7 @@ double AttrF(const GradContext& c, const char* name, double def) {
   return c.node().attr_float(name, static_cast<float>(def));
 }
 
-// Axes reduced by a ReduceMax/ReduceMin node (normalised): from the attribute before opset 18, the constant
+// Axes reduced by a Reduce* node other than ReduceSum (normalised): from the attribute before opset 18, the constant
 // axes input from 18; all axes when none are given, unless noop_with_empty_axes (then {}).
 std::vector<int64_t> ReducedAxes(GradContext& c, int rank) {
   const Node& n = c.node();
@@ -73,6 +76,34 @@ void ReduceExtremumGrad(GradContext& c) {
   Value* mask = CastLike(c, c.Op("Equal", {c.X(0), y}), c.X(0));
   Value* count = grad::ReduceSumAxes(c, mask, axes, /*keepdims=*/true);
   c.SetGrad(0, c.Op("Mul", {mask, c.Op("Div", {dy, count})}));
+}
+
+// ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSumExp, ReduceLogSum: dX = f(X, Y') * dY' with Y' and dY' the
+// result and its gradient with the reduced axes kept (size 1), broadcast over X.
+void ReduceSmoothGrad(GradContext& c) {
+  const int rank = grad::Rank(c, c.X(0), "X");
+  const std::vector<int64_t> axes = ReducedAxes(c, rank);
+  if (axes.empty()) c.Fail("noop_with_empty_axes with no axes has no gradient rule");
+  const bool keep = c.node().attr_int("keepdims", 1) != 0;
+  Value* y = keep ? c.Y(0) : grad::UnsqueezeAxes(c, c.Y(0), axes);
+  Value* dy = keep ? c.dY(0) : grad::UnsqueezeAxes(c, c.dY(0), axes);
+  Value* x = c.X(0);
+  const std::string& op = c.node().op_type;
+  Value* g;
+  if (op == "ReduceSumSquare") {
+    g = c.Op("Mul", {c.Op("Mul", {x, c.Scalar(2.0, x)}), dy});
+  } else if (op == "ReduceL1") {
+    g = c.Op("Mul", {c.Op("Sign", {x}), dy});
+  } else if (op == "ReduceL2") {
+    // X / Y; 0 where the norm is 0 (torch.linalg.vector_norm's subgradient).
+    Value* q = c.Op("Mul", {c.Op("Div", {x, y}), dy});
+    g = c.Op("Where", {c.Op("Equal", {y, c.Scalar(0.0, y)}), c.Scalar(0.0, x), q});
+  } else if (op == "ReduceLogSumExp") {
+    g = c.Op("Mul", {c.Op("Exp", {c.Op("Sub", {x, y})}), dy});
+  } else {  // ReduceLogSum: d log(sum X) = 1 / sum X = exp(-Y)
+    g = c.Op("Div", {dy, c.Op("Exp", {y})});
+  }
+  c.SetGrad(0, c.Op("Expand", {g, c.Op("Shape", {x})}));
 }
 
 void VariadicGrad(GradContext& c, bool mean) {
@@ -151,6 +182,18 @@ void RegisterActivationGrads(OpRegistry& r) {
   });
   r.SetGrad("", "Sum", [](GradContext& c) { VariadicGrad(c, false); });
   r.SetGrad("", "Mean", [](GradContext& c) { VariadicGrad(c, true); });
+  r.SetGrad("", "ThresholdedRelu", [](GradContext& c) {
+    Value* above = c.Op("Greater", {c.X(0), c.Scalar(AttrF(c, "alpha", 1.0), c.X(0))});
+    c.SetGrad(0, c.Op("Where", {above, c.dY(0), Zero(c)}));
+  });
+  r.SetGrad("", "Shrink", [](GradContext& c) {
+    const double l = AttrF(c, "lambd", 0.5);
+    Value* out = c.Op("Or", {c.Op("Less", {c.X(0), c.Scalar(-l, c.X(0))}),
+                             c.Op("Greater", {c.X(0), c.Scalar(l, c.X(0))})});
+    c.SetGrad(0, c.Op("Where", {out, c.dY(0), Zero(c)}));
+  });
+  for (const char* op : {"ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceLogSum"})
+    r.SetGrad("", op, ReduceSmoothGrad, {1});
   r.SetGrad("", "ReduceMax", ReduceExtremumGrad, {1});
   r.SetGrad("", "ReduceMin", ReduceExtremumGrad, {1});
 }

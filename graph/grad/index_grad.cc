@@ -1,4 +1,5 @@
-// Gradient rules of Slice (any steps) and the element-indexed ops, with standard ops only:
+// Gradient rules of Slice (any steps), the element-indexed ops, TopK, CumSum and DepthToSpace/SpaceToDepth,
+// with standard ops only:
 //   Slice            dY put back where the slice took it, zeros elsewhere. Per sliced axis with step s and n
 //                    elements taken: a negative step is undone by reversing dY along the axis (Slice with step
 //                    -1); |s| > 1 spreads the n elements |s| apart ([n] -> [n, 1] -> Pad to [n, |s|] -> [n |s|]
@@ -11,6 +12,9 @@
 //                    dUpdates = GatherElements(dY, indices). Where indices repeat, the forward keeps the last
 //                    write but every duplicate's update gets dY at that position (as torch.scatter's backward).
 //                    reduction add: dData = dY, dUpdates = GatherElements(dY, indices). mul/max/min: an error.
+//   TopK             dValues scattered (ScatterElements, Scatter before opset 11) to Indices' positions
+//   CumSum           CumSum of dY with `reverse` flipped
+//   DepthToSpace, SpaceToDepth  the forward's Reshape/Transpose/Reshape undone (both modes)
 // The reduction attribute of ScatterElements/ScatterND is ONNX opset 16; our executor accepts it at every opset
 // it runs these ops at (11+). Rules need static X dims (Slice) and constant starts/ends/axes/steps, which they
 // are after the exporter's shape arithmetic is folded.
@@ -144,6 +148,50 @@ void ScatterElementsGrad(GradContext& c) {
   if (c.needs_grad(2)) c.SetGrad(2, c.Op("GatherElements", {c.dY(0), c.X(1)}, {{"axis", axis}}));
 }
 
+// TopK: dValues scattered to the positions in Indices (distinct within each slice, so no reduction is needed).
+void TopKGrad(GradContext& c) {
+  if (!c.node().has_output(1)) c.Fail("TopK needs its Indices output for the gradient");
+  if (c.node().opset < 9) c.Fail("TopK's gradient needs opset 9 or later (Scatter)");
+  const auto axis = Attribute::Int(c.node().attr_int("axis", -1));
+  c.SetGrad(0, c.Op(c.node().opset >= 11 ? "ScatterElements" : "Scatter",
+                    {grad::ZerosLike(c, c.X(0)), c.Y(1), c.dY(0)}, {{"axis", axis}}));
+}
+
+// CumSum: dX is the cumulative sum of dY in the other direction (same exclusive).
+void CumSumGrad(GradContext& c) {
+  const Node& n = c.node();
+  c.SetGrad(0, c.Op("CumSum", {c.dY(0), c.X(1)},
+                    {{"exclusive", Attribute::Int(n.attr_int("exclusive", 0))},
+                     {"reverse", Attribute::Int(n.attr_int("reverse", 0) ? 0 : 1)}}));
+}
+
+// DepthToSpace / SpaceToDepth: the forward's Reshape -> Transpose -> Reshape run backwards. `mid` is the
+// transposed 6-D shape (0 copies N), `inv` the inverse of the forward's permutation.
+void SpaceDepthGrad(GradContext& c, bool to_space) {
+  const Node& n = c.node();
+  if (grad::Rank(c, c.X(0), "X") != 4) c.Fail("X must have rank 4");
+  const Shape& xs = c.X(0)->shape;
+  for (int i = 1; i < 4; ++i)
+    if (!xs[i].is_static()) c.Fail("X's channel and spatial dims must be static");
+  const int64_t b = n.attr_int("blocksize", 0), ch = xs[1].value, h = xs[2].value, w = xs[3].value;
+  if (b <= 0) c.Fail("blocksize must be positive");
+  std::vector<int64_t> mid, inv;
+  if (to_space) {
+    // DCR: [N, b, b, C/b^2, H, W] -perm [0,3,4,1,5,2]-> [N, C/b^2, H, b, W, b]; CRD: [N, C/b^2, b, b, H, W]
+    // -perm [0,1,4,2,5,3]-> the same.
+    mid = {0, ch / (b * b), h, b, w, b};
+    inv = n.attr_string("mode", "DCR") == "CRD" ? std::vector<int64_t>{0, 1, 3, 5, 2, 4}
+                                                : std::vector<int64_t>{0, 3, 5, 1, 2, 4};
+  } else {
+    // [N, C, H/b, b, W/b, b] -perm [0,3,5,1,2,4]-> [N, b, b, C, H/b, W/b].
+    mid = {0, b, b, ch, h / b, w / b};
+    inv = {0, 3, 4, 1, 5, 2};
+  }
+  Value* g = c.Op("Reshape", {c.dY(0), c.Ints(mid)});
+  g = c.Op("Transpose", {g}, {{"perm", Attribute::Ints(inv)}});
+  c.SetGrad(0, c.Op("Reshape", {g, c.Op("Shape", {c.X(0)})}));
+}
+
 }  // namespace
 
 void RegisterIndexGrads(OpRegistry& r) {
@@ -152,6 +200,10 @@ void RegisterIndexGrads(OpRegistry& r) {
   r.SetGrad("", "GatherElements", GatherElementsGrad, {1});
   r.SetGrad("", "GatherND", GatherNDGrad, {1});
   r.SetGrad("", "ScatterElements", ScatterElementsGrad, {1});
+  r.SetGrad("", "TopK", TopKGrad, {1});
+  r.SetGrad("", "CumSum", CumSumGrad, {1});
+  r.SetGrad("", "DepthToSpace", [](GradContext& c) { SpaceDepthGrad(c, true); });
+  r.SetGrad("", "SpaceToDepth", [](GradContext& c) { SpaceDepthGrad(c, false); });
 }
 
 }  // namespace ot

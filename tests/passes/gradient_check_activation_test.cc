@@ -57,6 +57,11 @@ TEST(GradientCheck, SinCos) {
   CheckUnary("Cos", {}, -3, 3);
 }
 
+TEST(GradientCheck, ThresholdedReluShrink) {
+  CheckUnary("ThresholdedRelu", {{"alpha", Attribute::Float(0.2f)}});
+  CheckUnary("Shrink", {{"lambd", Attribute::Float(0.3f)}, {"bias", Attribute::Float(0.1f)}});
+}
+
 TEST(GradientCheck, PRelu) {
   CheckGradients({{2, 3}, {3}}, {2, 3}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "PRelu", {p[0], p[1]});
@@ -106,6 +111,19 @@ TEST(GradientCheck, ReduceMaxMin) {
     CheckGradients({{2, 3}}, {2, 3}, [op](Graph& g, const std::vector<Value*>& p) {
       return Emit(g, op, {p[0]}, {{"noop_with_empty_axes", Attribute::Int(1)}});
     }, 18);
+  }
+}
+
+TEST(GradientCheck, ReduceSmooth) {
+  for (const char* op : {"ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceLogSum"}) {
+    SCOPED_TRACE(op);
+    const bool positive = std::string(op) == "ReduceLogSum";
+    CheckGradients({{3, 4, 2}}, {3, 1, 2}, [op](Graph& g, const std::vector<Value*>& p) {
+      return Emit(g, op, {p[0]}, {{"axes", Attribute::Ints({1})}});
+    }, 13, positive ? 0.5 : -1, positive ? 2 : 1);
+    CheckGradients({{3, 4, 2}}, {4}, [op](Graph& g, const std::vector<Value*>& p) {
+      return Emit(g, op, {p[0], Ints(g, {0, -1})}, {{"keepdims", Attribute::Int(0)}});
+    }, 18, positive ? 0.5 : -1, positive ? 2 : 1);
   }
 }
 

@@ -165,6 +165,45 @@ TEST(GradientCheck, ScatterElementsMulFails) {
   }, {"scatter_mul", "reduction 'mul'"});
 }
 
+// ---- TopK / CumSum / DepthToSpace / SpaceToDepth ---------------------------------------------------------------
+
+TEST(GradientCheck, TopK) {
+  CheckGradients({{3, 5}}, {3, 2}, [](Graph& g, const std::vector<Value*>& p) {
+    return test::EmitN(g, "TopK", {p[0], Ints(g, {2})}, 2)[0];
+  });
+  CheckGradients({{4, 3}}, {3, 3}, [](Graph& g, const std::vector<Value*>& p) {
+    return test::EmitN(g, "TopK", {p[0], Ints(g, {3})}, 2,
+                       {{"axis", Attribute::Int(0)}, {"largest", Attribute::Int(0)}})[0];
+  });
+  // Opset 10: Scatter instead of ScatterElements.
+  CheckGradients({{2, 4}}, {2, 1}, [](Graph& g, const std::vector<Value*>& p) {
+    return test::EmitN(g, "TopK", {p[0], Ints(g, {1})}, 2)[0];
+  }, 10);
+}
+
+TEST(GradientCheck, CumSum) {
+  for (int exclusive : {0, 1})
+    for (int reverse : {0, 1}) {
+      SCOPED_TRACE(std::to_string(exclusive) + std::to_string(reverse));
+      CheckGradients({{3, 4}}, {3, 4}, [=](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "CumSum", {p[0], Ints(g, {-1}, {1})},
+                    {{"exclusive", Attribute::Int(exclusive)}, {"reverse", Attribute::Int(reverse)}});
+      });
+    }
+}
+
+TEST(GradientCheck, DepthToSpaceSpaceToDepth) {
+  for (const char* mode : {"DCR", "CRD"}) {
+    SCOPED_TRACE(mode);
+    CheckGradients({{2, 8, 2, 3}}, {2, 2, 4, 6}, [mode](Graph& g, const std::vector<Value*>& p) {
+      return Emit(g, "DepthToSpace", {p[0]}, {{"blocksize", Attribute::Int(2)}, {"mode", Attribute::String(mode)}});
+    });
+  }
+  CheckGradients({{1, 2, 4, 6}}, {1, 8, 2, 3}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "SpaceToDepth", {p[0]}, {{"blocksize", Attribute::Int(2)}});
+  });
+}
+
 // ---- Einsum --------------------------------------------------------------------------------------------------
 
 Value* Einsum(Graph& g, const std::string& eq, std::vector<Value*> ins) {
