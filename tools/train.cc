@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -119,6 +120,19 @@ int Train(const TrainOptions& o) {
 
   std::ofstream log;
   if (!o.log_json.empty()) {
+    if (start > 0) {
+      // Resuming: keep the log's lines up to the checkpoint (a run killed after it logged more steps would
+      // otherwise list them twice).
+      std::ifstream in(o.log_json);
+      std::string line, kept;
+      while (std::getline(in, line)) {
+        const size_t at = line.find("\"step\": ");
+        if (at != std::string::npos && std::atoll(line.c_str() + at + 8) > start) continue;
+        kept += line + "\n";
+      }
+      in.close();
+      std::ofstream(o.log_json, std::ios::trunc) << kept;
+    }
     log.open(o.log_json, start > 0 ? std::ios::app : std::ios::trunc);
     if (!log) throw Error(o.log_json + ": cannot write");
   }
@@ -193,7 +207,10 @@ int Train(const TrainOptions& o) {
     const double done = static_cast<double>(s + 1 - start);
     const double rate = done * static_cast<double>(k * o.batch) / std::max(elapsed, 1e-9);
     const double eta = elapsed / done * static_cast<double>(total - s - 1);
-    if (bar) {
+    static double last_draw = -1;
+    const bool epoch_last = ((s + 1) * k) / per_epoch > (s * k) / per_epoch || s + 1 == total;
+    if (bar && (elapsed - last_draw >= 0.1 || epoch_last || r.skipped)) {  // at most 10 redraws a second
+      last_draw = elapsed;
       const int width = 24;
       const int filled = static_cast<int>(width * (s + 1) / total);
       std::printf("\r\033[Kepoch %lld [%s%s] %lld/%lld loss %.4f %.0f samples/s ETA %s%s",

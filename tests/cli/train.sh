@@ -31,6 +31,47 @@ with zipfile.ZipFile(sys.argv[1]) as z, zipfile.ZipFile(sys.argv[2], "w") as o:
 PY
 "$tool" run "$tmp/trained.onnx" --data "$tmp/x.npz" 2>&1 | grep -q "logits: float32\[297,10\]" && ok || bad "trained model did not run"
 
+# --eval-data: one evaluation line per epoch with loss and accuracy over all 297 test samples.
+"$tool" train "$ex/model.onnx" "${common[@]}" --optimizer adam --lr 0.01 --epochs 2 --quiet \
+  --eval-data "$ex/test.npz" --log-json "$tmp/eval.jsonl" >/dev/null 2>&1 || bad "train with --eval-data failed"
+python3 - "$tmp/eval.jsonl" <<'PY' && ok || bad "evaluation lines wrong: $(grep eval "$tmp/eval.jsonl")"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if '"eval"' in l]
+assert [e["epoch"] for e in ev] == [1, 2], ev
+assert all(e["samples"] == 297 and 0.5 < e["accuracy"] <= 1 and e["loss"] > 0 for e in ev), ev
+assert ev[1]["loss"] < ev[0]["loss"], ev
+PY
+
+# SIGINT saves a checkpoint and exits 130; --resume then gives the losses of an uninterrupted run, exactly.
+shuf=(--data "$ex/train.npz" --loss cross_entropy --logits logits --labels y --batch 50 --threads 2 --seed 5
+      --optimizer adam --lr 0.01 --quiet)
+"$tool" train "$ex/model.onnx" "${shuf[@]}" --steps 1000000 --checkpoint "$tmp/ck" --log-json "$tmp/int.jsonl" \
+  >/dev/null 2>"$tmp/int.err" &
+pid=$!
+for _ in $(seq 100); do [ -s "$tmp/int.jsonl" ] && [ "$(wc -l <"$tmp/int.jsonl")" -gt 40 ] && break; sleep 0.1; done
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] && ok || bad "SIGINT exit code $rc, want 130"
+[ -f "$tmp/ck/checkpoint.npz" ] && ok || bad "no checkpoint after SIGINT"
+grep -q "interrupted after step" "$tmp/int.err" && ok || bad "no interruption message: $(cat "$tmp/int.err")"
+k=$(tail -1 "$tmp/int.jsonl" | python3 -c "import json,sys;print(json.load(sys.stdin)['step'])")
+n=$((k + 25))
+"$tool" train "$ex/model.onnx" "${shuf[@]}" --steps $n --resume "$tmp/ck" --log-json "$tmp/int.jsonl" >/dev/null 2>&1 ||
+  bad "resume failed"
+"$tool" train "$ex/model.onnx" "${shuf[@]}" --steps $n --log-json "$tmp/ref.jsonl" >/dev/null 2>&1 || bad "reference run failed"
+python3 - "$tmp/int.jsonl" "$tmp/ref.jsonl" <<'PY' && ok || bad "resumed losses differ from the uninterrupted run (stopped at $k)"
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(f)] for f in sys.argv[1:3])
+assert len(a) == len(b) and a == b, (len(a), len(b))
+PY
+
+# --grad-accum and --lr-schedule reach the log: lr follows a linear warm-up then decay over optimizer steps.
+"$tool" train "$ex/model.onnx" "${common[@]}" --optimizer sgd --lr 0.1 --grad-accum 3 --lr-schedule linear \
+  --warmup 2 --steps 6 --quiet --log-json "$tmp/sched.jsonl" >/dev/null 2>&1 || bad "schedule run failed"
+got=$(python3 -c "import json;print(' '.join('%.4g' % json.loads(l)['lr'] for l in open('$tmp/sched.jsonl')))")
+[ "$got" = "0 0.05 0.1 0.075 0.05 0.025" ] && ok || bad "scheduled lr $got"
+
 expect_error() {
   local want=$1
   shift
@@ -43,6 +84,12 @@ expect_error "no scalar float output" train "$ex/model.onnx" --data "$ex/train.n
 expect_error "no array named 'y'" train "$ex/model.onnx" --data "$tmp/x.npz" --loss cross_entropy --logits logits --labels y --steps 1
 expect_error "unknown optimizer" train "$ex/model.onnx" "${common[@]}" --optimizer rmsprop --steps 1
 expect_error "--logits: the model has no value 'nope'" train "$ex/model.onnx" --data "$ex/train.npz" --loss cross_entropy --logits nope --labels y
+
+expect_error "unknown --lr-schedule 'step'" train "$ex/model.onnx" "${common[@]}" --lr-schedule step --steps 1
+expect_error "samples do not fill one step" train "$ex/model.onnx" "${common[@]}" --grad-accum 31 --steps 1
+expect_error "no checkpoint.npz" train "$ex/model.onnx" "${common[@]}" --steps 1 --resume "$tmp/nowhere"
+expect_error "the checkpoint was made with batch 50" train "$ex/model.onnx" "${shuf[@]/50/25}" --steps 1 --resume "$tmp/ck"
+expect_error "x.npz: no array named 'y'" train "$ex/model.onnx" "${common[@]}" --steps 1 --eval-data "$tmp/x.npz"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
