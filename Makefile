@@ -3,12 +3,13 @@ JOBS       ?= $(shell nproc)
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 CUDA       ?= AUTO
+PREFIX     ?= /usr/local
 FUZZ_SECONDS ?= 60
 TESTDATA   := /usr/share/libonnx-testdata/data
 SHELL      := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: all bootstrap build build-asan demo test test-unit test-conformance test-asan fuzz test-full bench clean
+.PHONY: all bootstrap build build-asan demo test test-unit test-conformance test-asan fuzz test-full bench clean install
 
 all: build
 
@@ -37,6 +38,10 @@ demo: build
 	  --amp --fuse=lite --save $(BUILD)/digits_trained.onnx
 	$(BUILD)/onnx-train info examples/mlp/model.onnx
 	$(BUILD)/onnx-train run examples/mlp/model.onnx --data examples/mlp/input.npz
+
+# onnx-train, its libraries and headers, and the CMake package (find_package(onnxtrain); examples/cpp_api).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L 'unit|cli'
