@@ -4,7 +4,9 @@
 // of the forms that have no rule.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
+#include <utility>
 #include <string>
 
 #include "executor/executor.h"
@@ -289,6 +291,47 @@ TEST(GradientCheck, ConvTransposeAutoPadAndOutputShape) {
     return Emit(g, "ConvTranspose", {p[0], p[1]},
                 {{"strides", Attribute::Ints({2, 2})}, {"output_shape", Attribute::Ints({6, 4})}});
   });
+}
+
+// The float32 path (Conv forward and ConvGradWeight through oneDNN) against float64 on the same data.
+std::vector<Tensor> ConvTransposeGrads(DataType t, const std::vector<Tensor>& params64, const Tensor& r64,
+                                       const Attrs& attrs) {
+  std::vector<Tensor> params;
+  for (const auto& p : params64) params.push_back(p.CastTo(t));
+  auto g = test::Build(params, [&](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "ConvTranspose", p, attrs);
+  }, r64.CastTo(t), 17);
+  AutodiffPass pass({"loss", "^r$"});
+  EXPECT_TRUE(pass.Run(*g));
+  Executor ex(*g);
+  auto outs = ex.Run({});
+  return std::vector<Tensor>(outs.begin() + 1, outs.end());
+}
+
+TEST(GradientCheck, ConvTransposeFloat32MatchesFloat64) {
+  const std::vector<std::pair<std::vector<std::vector<int64_t>>, std::vector<int64_t>>> cases = {
+      {{{2, 3, 5, 4}, {3, 4, 3, 3}, {4}}, {2, 4, 10, 8}}, {{{2, 4, 6}, {4, 3, 4}}, {2, 6, 16}}};
+  const std::vector<Attrs> attrs = {
+      {{"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 1, 0})},
+       {"output_padding", Attribute::Ints({1, 0})}},
+      {{"strides", Attribute::Ints({2})}, {"group", Attribute::Int(2)}, {"dilations", Attribute::Ints({2})},
+       {"pads", Attribute::Ints({1, 1})}, {"output_padding", Attribute::Ints({1})}}};
+  for (size_t k = 0; k < cases.size(); ++k) {
+    SCOPED_TRACE(k);
+    std::vector<Tensor> params;
+    for (const auto& d : cases[k].first) params.push_back(test::RandomTensor(DataType::kFloat64, d));
+    Tensor r = test::RandomTensor(DataType::kFloat64, cases[k].second);
+    auto g64 = ConvTransposeGrads(DataType::kFloat64, params, r, attrs[k]);
+    auto g32 = ConvTransposeGrads(DataType::kFloat32, params, r, attrs[k]);
+    ASSERT_EQ(g32.size(), params.size());
+    for (size_t p = 0; p < params.size(); ++p) {
+      ASSERT_EQ(g32[p].dtype(), DataType::kFloat32);
+      ASSERT_EQ(g32[p].dims(), g64[p].dims());
+      for (int64_t i = 0; i < g64[p].numel(); ++i)
+        EXPECT_NEAR(g32[p].GetDouble(i), g64[p].GetDouble(i), 1e-4 * (1 + std::fabs(g64[p].GetDouble(i))))
+            << "p" << p << "[" << i << "]";
+    }
+  }
 }
 
 TEST(GradientCheck, GlobalMaxPool) {
