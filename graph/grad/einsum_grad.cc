@@ -6,8 +6,10 @@
 // X_i's shape. A one-operand equation whose gradient is a plain relabelling (dY itself) emits no Einsum.
 //   'bij,bjk->bik'  dA = 'bik,bjk->bij'(dY, B)    dB = 'bik,bij->bjk'(dY, A)
 //   'ij->ji'        dA = 'ji->ij'(dY)             'ij->i'  dA = Expand(Unsqueeze(dY, 1), shape(A))
-// Supported: any number of operands with no label repeated inside a term (no diagonals) and no ellipsis
-// (broadcasting); anything else is an error naming the equation.
+// Ellipsis: the gradient Einsum keeps "..." where X_i's term has it, so the kernel broadcasts the ellipsis dims
+// as the forward did; dims that X_i has fewer of (a shorter ellipsis) or has as 1 (broadcast) are then summed by
+// ReduceToShape. Supported: any number of operands, no label repeated inside a term (no diagonals), and an
+// ellipsis, where there is one, kept in the output; anything else is an error naming the equation.
 #include <algorithm>
 #include <stdexcept>
 
@@ -20,13 +22,45 @@ namespace ot {
 
 namespace {
 
-std::string Term(const std::vector<int>& labels) {
+constexpr int kEll = -1;  // the ellipsis token of a term
+
+std::string Term(const std::vector<int>& tokens) {
   std::string s;
-  for (int l : labels) s += static_cast<char>(l < 26 ? 'a' + l : 'A' + (l - 26));
+  for (int l : tokens) s += l == kEll ? std::string("...") : std::string(1, l < 26 ? 'a' + l : 'A' + (l - 26));
   return s;
 }
 
 bool Has(const std::vector<int>& v, int l) { return std::find(v.begin(), v.end(), l) != v.end(); }
+
+// The equation's terms as tokens (letters as linalg::EinsumLetter ids, kEll for "..."), operands first, the
+// output last (made explicit: "..." then the letters ParseEinsum put in the implicit output).
+std::vector<std::vector<int>> Tokens(const std::string& equation, const linalg::EinsumEquation& e) {
+  std::string eq;
+  for (char ch : equation)
+    if (ch != ' ') eq += ch;
+  const size_t arrow = eq.find("->");
+  std::vector<std::vector<int>> terms(1);
+  for (size_t i = 0; i < std::min(arrow, eq.size()); ++i) {
+    if (eq[i] == ',') terms.emplace_back();
+    else if (eq[i] == '.') terms.back().push_back(kEll), i += 2;
+    else terms.back().push_back(linalg::EinsumLetter(eq[i]));
+  }
+  std::vector<int> out;
+  if (arrow != std::string::npos) {
+    for (size_t i = arrow + 2; i < eq.size(); ++i) {
+      if (eq[i] == '.') out.push_back(kEll), i += 2;
+      else out.push_back(linalg::EinsumLetter(eq[i]));
+    }
+  } else {
+    if (e.ellipsis_rank > 0) out.push_back(kEll);
+    for (int l : e.output)
+      if (l < 52) out.push_back(l);
+  }
+  terms.push_back(out);
+  if (e.ellipsis_rank == 0)  // an ellipsis that covers no dims anywhere is no dims
+    for (auto& t : terms) t.erase(std::remove(t.begin(), t.end(), kEll), t.end());
+  return terms;
+}
 
 void EinsumGrad(GradContext& c) {
   const Node& n = c.node();
@@ -40,47 +74,65 @@ void EinsumGrad(GradContext& c) {
   } catch (const std::invalid_argument& ex) {
     c.Fail(ex.what());
   }
-  for (const auto& t : e.inputs) {
-    for (size_t p = 0; p < t.size(); ++p) {
-      if (t[p] >= 52)
-        c.Fail("equation '" + eq + "' has an ellipsis (broadcast dims); Einsum's gradient rule supports "
-               "equations of letters only");
-      if (std::count(t.begin(), t.end(), t[p]) > 1)
+  const int E = e.ellipsis_rank;
+  std::vector<std::vector<int>> terms = Tokens(eq, e);
+  const std::vector<int> out = terms.back();
+  terms.pop_back();
+  for (const auto& t : terms)
+    for (int l : t)
+      if (l != kEll && std::count(t.begin(), t.end(), l) > 1)
         c.Fail("equation '" + eq + "' repeats a label inside a term (a diagonal); Einsum's gradient rule does "
                "not support that");
-    }
-  }
+  if (E > 0 && !Has(out, kEll))
+    c.Fail("equation '" + eq + "' sums its ellipsis (broadcast) dims away; Einsum's gradient rule needs them in "
+           "the output");
   for (int i = 0; i < num; ++i) {
     if (!c.needs_grad(i)) continue;
-    const std::vector<int>& ti = e.inputs[i];
-    std::vector<std::string> terms{Term(e.output)};
+    const std::vector<int>& ti = terms[i];
+    const bool ell = Has(ti, kEll);
+    // X_i's ellipsis covers fewer dims than the output's: the gradient's extra leading dims are summed by
+    // ReduceToShape, which aligns dims from the right, so no letter may come before the ellipsis.
+    const int ell_i = ranks[i] - static_cast<int>(ti.size()) + (ell ? 1 : 0);
+    if (ell && ell_i < E && ti.front() != kEll)
+      c.Fail("equation '" + eq + "': operand " + std::to_string(i) + " has letters before an ellipsis that "
+             "covers fewer dims than the output's; Einsum's gradient rule does not support that");
+    std::vector<std::string> gterms{Term(out)};
     std::vector<Value*> operands{c.dY(0)};
     for (int j = 0; j < num; ++j) {
       if (j == i) continue;
-      terms.push_back(Term(e.inputs[j]));
+      gterms.push_back(Term(terms[j]));
       operands.push_back(c.X(j));
     }
     std::vector<int> kept;
-    std::vector<int64_t> missing;  // axes of X_i whose label appears nowhere else
-    for (size_t p = 0; p < ti.size(); ++p) {
-      bool elsewhere = Has(e.output, ti[p]);
-      for (int j = 0; j < num; ++j) elsewhere = elsewhere || (j != i && Has(e.inputs[j], ti[p]));
-      if (elsewhere) kept.push_back(ti[p]);
-      else missing.push_back(static_cast<int64_t>(p));
+    std::vector<int64_t> missing;  // axes (of the gradient Einsum's result + them) whose letter appears nowhere else
+    int64_t axis = 0;
+    for (int l : ti) {
+      if (l == kEll) {
+        kept.push_back(l);
+        axis += E;
+        continue;
+      }
+      bool elsewhere = Has(out, l);
+      for (int j = 0; j < num; ++j) elsewhere = elsewhere || (j != i && Has(terms[j], l));
+      if (elsewhere) kept.push_back(l);
+      else missing.push_back(axis);
+      ++axis;
     }
     Value* g;
-    if (operands.size() == 1 && e.output == kept) {
+    if (operands.size() == 1 && out == kept) {
       g = c.dY(0);
     } else {
       std::string geq;
-      for (size_t k = 0; k < terms.size(); ++k) geq += (k ? "," : "") + terms[k];
+      for (size_t k = 0; k < gterms.size(); ++k) geq += (k ? "," : "") + gterms[k];
       geq += "->" + Term(kept);
       g = c.Op("Einsum", operands, {{"equation", Attribute::String(geq)}});
     }
     if (!missing.empty()) {
       g = grad::UnsqueezeAxes(c, g, missing);
-      g = c.Op("Expand", {g, c.Op("Shape", {c.X(i)})});
+      g = c.Op("Expand", {g, c.Op("Shape", {c.X(i)})});  // bidirectional: keeps broadcast ellipsis dims
     }
+    // Ellipsis dims that X_i has fewer of, or of size 1 where another operand's are larger, are summed.
+    if (ell) g = c.ReduceToShape(g, c.X(i));
     c.SetGrad(i, g);
   }
 }

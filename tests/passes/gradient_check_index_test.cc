@@ -253,13 +253,33 @@ TEST(GradientCheck, EinsumOtherForms) {
   });
 }
 
+// Ellipsis: a shorter ellipsis (B covers no dims), size-1 broadcast dims, letters before the ellipsis, the
+// implicit output, and an ellipsis summed in a gradient (B has none).
+TEST(GradientCheck, EinsumEllipsis) {
+  CheckGradients({{2, 3, 4}, {4, 5}}, {2, 3, 5}, [](Graph& g, const std::vector<Value*>& p) {
+    return Einsum(g, "...ij,...jk->...ik", {p[0], p[1]});
+  });
+  CheckGradients({{2, 1, 3, 4}, {1, 3, 4, 2}}, {2, 3, 3, 2}, [](Graph& g, const std::vector<Value*>& p) {
+    return Einsum(g, "...ij,...jk", {p[0], p[1]});
+  });
+  CheckGradients({{2, 3, 4, 5}, {2, 6, 5}}, {2, 3, 4, 6}, [](Graph& g, const std::vector<Value*>& p) {
+    return Einsum(g, "b...d,bkd->b...k", {p[0], p[1]});
+  });
+  CheckGradients({{3, 2, 4}}, {4, 3, 2}, [](Graph& g, const std::vector<Value*>& p) {
+    return Einsum(g, "i...j->j i...", {p[0]});
+  });
+}
+
 TEST(GradientCheck, EinsumUnsupportedEquationsFail) {
   ExpectGradError({{3, 3}}, {3}, [](Graph& g, const std::vector<Value*>& p) {
     return Named(g, "Einsum", "diag", {p[0]}, {{"equation", Attribute::String("ii->i")}});
-  }, {"diag", "Einsum", "'ii->i'"});
-  ExpectGradError({{2, 3, 4}, {4, 5}}, {2, 3, 5}, [](Graph& g, const std::vector<Value*>& p) {
-    return Named(g, "Einsum", "ell", {p[0], p[1]}, {{"equation", Attribute::String("...ij,jk->...ik")}});
-  }, {"ell", "'...ij,jk->...ik'", "ellipsis"});
+  }, {"diag", "Einsum", "'ii->i'", "diagonal"});
+  ExpectGradError({{2, 3, 4}}, {3, 4}, [](Graph& g, const std::vector<Value*>& p) {
+    return Named(g, "Einsum", "ell_sum", {p[0]}, {{"equation", Attribute::String("...ij->ij")}});
+  }, {"ell_sum", "'...ij->ij'", "ellipsis"});
+  ExpectGradError({{2, 3, 4}, {5, 4}}, {2, 3, 5}, [](Graph& g, const std::vector<Value*>& p) {
+    return Named(g, "Einsum", "ell_mid", {p[0], p[1]}, {{"equation", Attribute::String("i...j,k...j->i...k")}});
+  }, {"ell_mid", "'i...j,k...j->i...k'", "letters before an ellipsis"});
 }
 
 // ---- ConvTranspose / GlobalMaxPool ---------------------------------------------------------------------------
