@@ -70,6 +70,7 @@ test-full: build
 
 bench: build
 	bench/run.sh $(BUILD)
+	bench/train.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

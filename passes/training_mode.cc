@@ -65,7 +65,6 @@ bool BatchNormTraining(Graph& g, Node* n) {
       changed = true;
     }
   }
-  if (changed) InferNode(*n);
   return changed;
 }
 
@@ -120,6 +119,8 @@ bool TrainingModePass::Run(Graph& g) {
     else if (n->op_type == "Dropout")
       changed |= DropoutMode(g, n, training_);
   }
+  // New outputs get their types; the whole graph, since an imported model may not have been inferred yet.
+  if (changed) InferShapes(g);
   return changed;
 }
 
