@@ -14,7 +14,8 @@
 //   Softsign     dY / (1 + |X|)^2
 //   HardSigmoid  0 < Y < 1 ? alpha dY : 0                   (strict, as torch.nn.functional.hardsigmoid)
 //   HardSwish    X < -3 ? 0 : X > 3 ? dY : dY (X / 3 + 1/2)
-//   Reciprocal   -dY Y^2;  Sin  dY Cos(X);  Cos  -dY Sin(X)
+//   Reciprocal   -dY Y^2;  Sin  dY Cos(X);  Cos  -dY Sin(X);  Tan, Sinh, Cosh, Asin, ..., Atanh, Mish likewise
+//   Sign, Floor, Ceil, Round  zeros (as PyTorch)
 //   Sum, Mean    dY (/ n for Mean) reduced to each input's shape
 //   ThresholdedRelu  X > alpha ? dY : 0;  Shrink  |X| > lambd ? dY : 0
 //   ReduceMax/ReduceMin  dY to the positions equal to the result, split evenly among ties (torch.amax/amin);
@@ -180,6 +181,41 @@ void RegisterActivationGrads(OpRegistry& r) {
   r.SetGrad("", "Cos", [](GradContext& c) {
     c.SetGrad(0, c.Op("Neg", {c.Op("Mul", {c.dY(0), c.Op("Sin", {c.X(0)})})}));
   });
+  r.SetGrad("", "Tan", [](GradContext& c) {  // dY (1 + Y^2)
+    Value* d = c.Op("Add", {c.Scalar(1.0, c.Y(0)), c.Op("Mul", {c.Y(0), c.Y(0)})});
+    c.SetGrad(0, c.Op("Mul", {c.dY(0), d}));
+  });
+  r.SetGrad("", "Sinh", [](GradContext& c) { c.SetGrad(0, c.Op("Mul", {c.dY(0), c.Op("Cosh", {c.X(0)})})); });
+  r.SetGrad("", "Cosh", [](GradContext& c) { c.SetGrad(0, c.Op("Mul", {c.dY(0), c.Op("Sinh", {c.X(0)})})); });
+  // d asin = 1 / sqrt(1 - x^2), d acos = -that, d atan = 1 / (1 + x^2), d asinh = 1 / sqrt(x^2 + 1),
+  // d acosh = 1 / sqrt(x^2 - 1), d atanh = 1 / (1 - x^2).
+  auto inverse_trig = [](double sq_sign, double one, bool root, bool negate) {
+    return [=](GradContext& c) {
+      Value* x2 = c.Op("Mul", {c.X(0), c.X(0)});
+      if (sq_sign < 0) x2 = c.Op("Neg", {x2});
+      Value* d = c.Op("Add", {x2, c.Scalar(one, c.X(0))});
+      if (root) d = c.Op("Sqrt", {d});
+      Value* g = c.Op("Div", {c.dY(0), d});
+      c.SetGrad(0, negate ? c.Op("Neg", {g}) : g);
+    };
+  };
+  r.SetGrad("", "Asin", inverse_trig(-1, 1, true, false));
+  r.SetGrad("", "Acos", inverse_trig(-1, 1, true, true));
+  r.SetGrad("", "Atan", inverse_trig(1, 1, false, false));
+  r.SetGrad("", "Asinh", inverse_trig(1, 1, true, false));
+  r.SetGrad("", "Acosh", inverse_trig(1, -1, true, false));
+  r.SetGrad("", "Atanh", inverse_trig(-1, 1, false, false));
+  // Mish: Y = X tanh(softplus(X)); dY/dX = t + X sigmoid(X) (1 - t^2) with t = tanh(softplus(X)).
+  r.SetGrad("", "Mish", [](GradContext& c) {
+    Value* x = c.X(0);
+    Value* t = c.Op("Tanh", {c.Op("Softplus", {x})});
+    Value* one_minus = c.Op("Sub", {c.Scalar(1.0, x), c.Op("Mul", {t, t})});
+    Value* d = c.Op("Add", {t, c.Op("Mul", {c.Op("Mul", {x, c.Op("Sigmoid", {x})}), one_minus})});
+    c.SetGrad(0, c.Op("Mul", {c.dY(0), d}));
+  });
+  // Piecewise-constant ops: a zero gradient (as PyTorch's autograd gives them).
+  for (const char* op : {"Sign", "Floor", "Ceil", "Round"})
+    r.SetGrad("", op, [](GradContext& c) { c.SetGrad(0, grad::ZerosLike(c, c.X(0))); });
   r.SetGrad("", "Sum", [](GradContext& c) { VariadicGrad(c, false); });
   r.SetGrad("", "Mean", [](GradContext& c) { VariadicGrad(c, true); });
   r.SetGrad("", "ThresholdedRelu", [](GradContext& c) {

@@ -15,6 +15,7 @@ void RegisterGradients(OpRegistry& r) {
   RegisterIndexGrads(r);
   RegisterConvTransposeGrads(r);
   RegisterEinsumGrad(r);
+  RegisterInstanceNormGrad(r);
   RegisterOptimizerOps(r);
 }
 }  // namespace ot

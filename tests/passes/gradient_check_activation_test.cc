@@ -29,10 +29,10 @@ Value* Double(Graph& g, double v) {
 }
 
 // One-input op, output of the input's shape.
-void CheckUnary(const std::string& op, Attrs attrs = {}, double lo = -1, double hi = 1) {
+void CheckUnary(const std::string& op, Attrs attrs = {}, double lo = -1, double hi = 1, int opset = 17) {
   SCOPED_TRACE(op);
   CheckGradients({{3, 4}}, {3, 4}, [&](Graph& g, const std::vector<Value*>& p) { return Emit(g, op, {p[0]}, attrs); },
-                 17, lo, hi);
+                 opset, lo, hi);
 }
 
 TEST(GradientCheck, Abs) { CheckUnary("Abs"); }
@@ -60,6 +60,33 @@ TEST(GradientCheck, SinCos) {
 TEST(GradientCheck, ThresholdedReluShrink) {
   CheckUnary("ThresholdedRelu", {{"alpha", Attribute::Float(0.2f)}});
   CheckUnary("Shrink", {{"lambd", Attribute::Float(0.3f)}, {"bias", Attribute::Float(0.1f)}});
+}
+
+TEST(GradientCheck, TrigAndMish) {
+  CheckUnary("Tan", {}, -1.2, 1.2);
+  CheckUnary("Sinh", {}, -2, 2);
+  CheckUnary("Cosh", {}, -2, 2);
+  CheckUnary("Asin", {}, -0.9, 0.9);
+  CheckUnary("Acos", {}, -0.9, 0.9);
+  CheckUnary("Atan", {}, -3, 3);
+  CheckUnary("Asinh", {}, -3, 3);
+  CheckUnary("Acosh", {}, 1.1, 3);
+  CheckUnary("Atanh", {}, -0.9, 0.9);
+  CheckUnary("Mish", {}, -3, 3, 18);
+}
+
+// Piecewise constant: zero gradient (and the finite differences agree away from the jumps).
+TEST(GradientCheck, PiecewiseConstantZero) {
+  for (const char* op : {"Sign", "Floor", "Ceil", "Round"}) CheckUnary(op, {}, -2.9, 2.9);
+}
+
+TEST(GradientCheck, InstanceNormalization) {
+  CheckGradients({{2, 3, 4, 3}, {3}, {3}}, {2, 3, 4, 3}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "InstanceNormalization", {p[0], p[1], p[2]}, {{"epsilon", Attribute::Float(1e-3f)}});
+  });
+  CheckGradients({{2, 2, 5}, {2}, {2}}, {2, 2, 5}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "InstanceNormalization", {p[0], p[1], p[2]});
+  }, 18);
 }
 
 TEST(GradientCheck, PRelu) {

@@ -1,0 +1,52 @@
+// Gradient rule of InstanceNormalization, written with standard ops. Per (n, c) plane over the spatial axes S:
+//   mean = E_S[X], xc = X - mean, var = E_S[xc^2] (biased, as the forward), inv = 1 / sqrt(var + epsilon),
+//   xhat = xc * inv, Y = scale * xhat + B
+//   dxhat = dY * scale
+//   dX     = inv * (dxhat - E_S[dxhat] - xhat * E_S[dxhat * xhat])
+//   dScale = sum over N and S of dY * xhat;   dB = sum over N and S of dY
+// The statistics are recomputed from X (the forward node has no saved-statistics outputs).
+#include "graph/grad/grad_rules.h"
+#include "graph/grad/grad_util.h"
+#include "graph/op_registry.h"
+
+namespace ot {
+
+namespace {
+
+// ReduceMean(v, axes) {keepdims = 1}; axes as an input from opset 18.
+Value* MeanAxes(GradContext& c, Value* v, const std::vector<int64_t>& axes) {
+  if (c.node().opset >= 18) return c.Op("ReduceMean", {v, c.Ints(axes)});
+  return c.Op("ReduceMean", {v}, {{"axes", Attribute::Ints(axes)}});
+}
+
+void InstanceNormGrad(GradContext& c) {
+  const int rank = grad::Rank(c, c.X(0), "X");
+  if (rank < 3) c.Fail("X must have rank >= 3");
+  std::vector<int64_t> spatial, per_channel{0}, channel_view;
+  for (int i = 2; i < rank; ++i) {
+    spatial.push_back(i);
+    per_channel.push_back(i);
+    channel_view.push_back(i - 1);  // scale [C] -> [C, 1, ...] against [N, C, ...]
+  }
+  Value* x = c.X(0);
+  Value* eps = c.Scalar(c.node().attr_float("epsilon", 1e-5f), x);
+  Value* xc = c.Op("Sub", {x, MeanAxes(c, x, spatial)});
+  Value* var = MeanAxes(c, c.Op("Mul", {xc, xc}), spatial);
+  Value* inv = c.Op("Reciprocal", {c.Op("Sqrt", {c.Op("Add", {var, eps})})});
+  Value* xhat = c.Op("Mul", {xc, inv});
+  if (c.needs_grad(0)) {
+    Value* dxhat = c.Op("Mul", {c.dY(0), grad::UnsqueezeAxes(c, c.X(1), channel_view)});
+    Value* t = c.Op("Sub", {dxhat, MeanAxes(c, dxhat, spatial)});
+    t = c.Op("Sub", {t, c.Op("Mul", {xhat, MeanAxes(c, c.Op("Mul", {dxhat, xhat}), spatial)})});
+    c.SetGrad(0, c.Op("Mul", {inv, t}));
+  }
+  if (c.needs_grad(1))
+    c.SetGrad(1, grad::ReduceSumAxes(c, c.Op("Mul", {c.dY(0), xhat}), per_channel, /*keepdims=*/false));
+  if (c.needs_grad(2)) c.SetGrad(2, grad::ReduceSumAxes(c, c.dY(0), per_channel, /*keepdims=*/false));
+}
+
+}  // namespace
+
+void RegisterInstanceNormGrad(OpRegistry& r) { r.SetGrad("", "InstanceNormalization", InstanceNormGrad); }
+
+}  // namespace ot
