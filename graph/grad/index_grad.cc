@@ -1,5 +1,5 @@
-// Gradient rules of Slice (any steps), the element-indexed ops, TopK, CumSum and DepthToSpace/SpaceToDepth,
-// with standard ops only:
+// Gradient rules of Slice (any steps), the element-indexed ops, Trilu, TopK, CumSum and DepthToSpace/
+// SpaceToDepth, with standard ops only:
 //   Slice            dY put back where the slice took it, zeros elsewhere. Per sliced axis with step s and n
 //                    elements taken: a negative step is undone by reversing dY along the axis (Slice with step
 //                    -1); |s| > 1 spreads the n elements |s| apart ([n] -> [n, 1] -> Pad to [n, |s|] -> [n |s|]
@@ -12,6 +12,8 @@
 //                    dUpdates = GatherElements(dY, indices). Where indices repeat, the forward keeps the last
 //                    write but every duplicate's update gets dY at that position (as torch.scatter's backward).
 //                    reduction add: dData = dY, dUpdates = GatherElements(dY, indices). mul/max/min: an error.
+//   ScatterND        as ScatterElements, with GatherND(dY, indices) for dUpdates
+//   Trilu            the same triangle of dY
 //   TopK             dValues scattered (ScatterElements, Scatter before opset 11) to Indices' positions
 //   CumSum           CumSum of dY with `reverse` flipped
 //   DepthToSpace, SpaceToDepth  the forward's Reshape/Transpose/Reshape undone (both modes)
@@ -148,6 +150,22 @@ void ScatterElementsGrad(GradContext& c) {
   if (c.needs_grad(2)) c.SetGrad(2, c.Op("GatherElements", {c.dY(0), c.X(1)}, {{"axis", axis}}));
 }
 
+// ScatterND: as ScatterElements, with GatherND for the updates' gradient.
+void ScatterNDGrad(GradContext& c) {
+  const std::string red = c.node().attr_string("reduction", "none");
+  if (red != "none" && red != "add") c.Fail("ScatterND with reduction '" + red + "' has no gradient rule");
+  if (c.needs_grad(0))
+    c.SetGrad(0, red == "add" ? c.dY(0) : c.Op("ScatterND", {c.dY(0), c.X(1), grad::ZerosLike(c, c.X(2))}));
+  if (c.needs_grad(2)) c.SetGrad(2, c.Op("GatherND", {c.dY(0), c.X(1)}));
+}
+
+// Trilu: the same triangle of dY.
+void TriluGrad(GradContext& c) {
+  std::vector<Value*> in{c.dY(0)};
+  if (c.node().has_input(1)) in.push_back(c.X(1));
+  c.SetGrad(0, c.Op("Trilu", in, {{"upper", Attribute::Int(c.node().attr_int("upper", 1))}}));
+}
+
 // TopK: dValues scattered to the positions in Indices (distinct within each slice, so no reduction is needed).
 void TopKGrad(GradContext& c) {
   if (!c.node().has_output(1)) c.Fail("TopK needs its Indices output for the gradient");
@@ -200,6 +218,8 @@ void RegisterIndexGrads(OpRegistry& r) {
   r.SetGrad("", "GatherElements", GatherElementsGrad, {1});
   r.SetGrad("", "GatherND", GatherNDGrad, {1});
   r.SetGrad("", "ScatterElements", ScatterElementsGrad, {1});
+  r.SetGrad("", "ScatterND", ScatterNDGrad, {1});
+  r.SetGrad("", "Trilu", TriluGrad, {1});
   r.SetGrad("", "TopK", TopKGrad, {1});
   r.SetGrad("", "CumSum", CumSumGrad, {1});
   r.SetGrad("", "DepthToSpace", [](GradContext& c) { SpaceDepthGrad(c, true); });

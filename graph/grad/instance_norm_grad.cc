@@ -1,10 +1,14 @@
-// Gradient rule of InstanceNormalization, written with standard ops. Per (n, c) plane over the spatial axes S:
+// Gradient rules of InstanceNormalization and LpNormalization, written with standard ops.
+// InstanceNormalization, per (n, c) plane over the spatial axes S:
 //   mean = E_S[X], xc = X - mean, var = E_S[xc^2] (biased, as the forward), inv = 1 / sqrt(var + epsilon),
 //   xhat = xc * inv, Y = scale * xhat + B
 //   dxhat = dY * scale
 //   dX     = inv * (dxhat - E_S[dxhat] - xhat * E_S[dxhat * xhat])
 //   dScale = sum over N and S of dY * xhat;   dB = sum over N and S of dY
 // The statistics are recomputed from X (the forward node has no saved-statistics outputs).
+//
+// LpNormalization, Y = X / ||X||_p along `axis` (p = 2 or 1), s = sum along the axis of dY * Y:
+//   dX = (dY - Y s) / ||X||_2   or   (dY - Sign(X) s) / ||X||_1;   0 where the norm is 0 (the forward gives 0)
 #include "graph/grad/grad_rules.h"
 #include "graph/grad/grad_util.h"
 #include "graph/op_registry.h"
@@ -45,8 +49,26 @@ void InstanceNormGrad(GradContext& c) {
   if (c.needs_grad(2)) c.SetGrad(2, grad::ReduceSumAxes(c, c.dY(0), per_channel, /*keepdims=*/false));
 }
 
+void LpNormGrad(GradContext& c) {
+  const int rank = grad::Rank(c, c.X(0), "X");
+  const int64_t p = c.node().attr_int("p", 2);
+  if (p != 1 && p != 2) c.Fail("p must be 1 or 2");
+  const std::vector<int64_t> axes{NormalizeAxis(c.node().attr_int("axis", -1), rank, c.node().Describe())};
+  Value* x = c.X(0);
+  const char* norm_op = p == 2 ? "ReduceL2" : "ReduceL1";
+  Value* norm = c.node().opset >= 18 ? c.Op(norm_op, {x, c.Ints(axes)})
+                                     : c.Op(norm_op, {x}, {{"axes", Attribute::Ints(axes)}});
+  Value* s = grad::ReduceSumAxes(c, c.Op("Mul", {c.dY(0), c.Y(0)}), axes, /*keepdims=*/true);
+  Value* dir = p == 2 ? c.Y(0) : c.Op("Sign", {x});
+  Value* g = c.Op("Div", {c.Op("Sub", {c.dY(0), c.Op("Mul", {dir, s})}), norm});
+  c.SetGrad(0, c.Op("Where", {c.Op("Equal", {norm, c.Scalar(0.0, norm)}), c.Scalar(0.0, x), g}));
+}
+
 }  // namespace
 
-void RegisterInstanceNormGrad(OpRegistry& r) { r.SetGrad("", "InstanceNormalization", InstanceNormGrad); }
+void RegisterInstanceNormGrad(OpRegistry& r) {
+  r.SetGrad("", "InstanceNormalization", InstanceNormGrad);
+  r.SetGrad("", "LpNormalization", LpNormGrad);
+}
 
 }  // namespace ot

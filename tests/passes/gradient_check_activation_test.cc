@@ -89,6 +89,18 @@ TEST(GradientCheck, InstanceNormalization) {
   }, 18);
 }
 
+TEST(GradientCheck, LpNormalization) {
+  for (int p : {1, 2}) {
+    SCOPED_TRACE(p);
+    CheckGradients({{3, 4, 2}}, {3, 4, 2}, [p](Graph& g, const std::vector<Value*>& ps) {
+      return Emit(g, "LpNormalization", {ps[0]}, {{"p", Attribute::Int(p)}, {"axis", Attribute::Int(1)}});
+    });
+    CheckGradients({{3, 5}}, {3, 5}, [p](Graph& g, const std::vector<Value*>& ps) {
+      return Emit(g, "LpNormalization", {ps[0]}, {{"p", Attribute::Int(p)}});
+    }, 18);
+  }
+}
+
 TEST(GradientCheck, PRelu) {
   CheckGradients({{2, 3}, {3}}, {2, 3}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "PRelu", {p[0], p[1]});

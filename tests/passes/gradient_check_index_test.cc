@@ -167,6 +167,31 @@ TEST(GradientCheck, ScatterElementsMulFails) {
   }, {"scatter_mul", "reduction 'mul'"});
 }
 
+TEST(GradientCheck, ScatterND) {
+  // reduction none, element and slice tuples (distinct).
+  CheckGradients({{3, 4}, {2}}, {3, 4}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "ScatterND", {p[0], Ints(g, {0, 3, 2, 1}, {2, 2}), p[1]});
+  });
+  CheckGradients({{3, 4}, {2, 4}}, {3, 4}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "ScatterND", {p[0], Ints(g, {2, 0}, {2, 1}), p[1]});
+  });
+  // reduction add with a repeated tuple.
+  CheckGradients({{3, 4}, {3}}, {3, 4}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "ScatterND", {p[0], Ints(g, {1, 1, 1, 1, 2, 3}, {3, 2}), p[1]},
+                {{"reduction", Attribute::String("add")}});
+  });
+}
+
+TEST(GradientCheck, Trilu) {
+  CheckGradients({{2, 4, 5}}, {2, 4, 5}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Trilu", {p[0]});
+  });
+  CheckGradients({{4, 3}}, {4, 3}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Trilu", {p[0], g.AddInitializer(g.UniqueName("k_k"), Tensor::FromInt64({-1}, {}))},
+                {{"upper", Attribute::Int(0)}});
+  });
+}
+
 // ---- TopK / CumSum / DepthToSpace / SpaceToDepth ---------------------------------------------------------------
 
 TEST(GradientCheck, TopK) {
