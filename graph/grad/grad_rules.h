@@ -15,6 +15,6 @@ void RegisterActivationGrads(OpRegistry& r);     // Abs, LeakyRelu, Clip, ..., S
 void RegisterIndexGrads(OpRegistry& r);          // Slice, Gather/ScatterElements, GatherND, TopK, CumSum, ...
 void RegisterConvTransposeGrads(OpRegistry& r);  // ConvTranspose, GlobalMaxPool (conv_transpose_grad.cc)
 void RegisterEinsumGrad(OpRegistry& r);          // graph/grad/einsum_grad.cc
-void RegisterInstanceNormGrad(OpRegistry& r);    // InstanceNormalization, LpNormalization (instance_norm_grad.cc)
+void RegisterInstanceNormGrad(OpRegistry& r);    // Instance-, MeanVariance-, LpNormalization (instance_norm_grad.cc)
 void RegisterOptimizerOps(OpRegistry& r);  // internal optimizer update ops (graph/ops/internal_optim.cc)
 }  // namespace ot

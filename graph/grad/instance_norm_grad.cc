@@ -1,4 +1,4 @@
-// Gradient rules of InstanceNormalization and LpNormalization, written with standard ops.
+// Gradient rules of InstanceNormalization, MeanVarianceNormalization and LpNormalization, with standard ops.
 // InstanceNormalization, per (n, c) plane over the spatial axes S:
 //   mean = E_S[X], xc = X - mean, var = E_S[xc^2] (biased, as the forward), inv = 1 / sqrt(var + epsilon),
 //   xhat = xc * inv, Y = scale * xhat + B
@@ -49,6 +49,23 @@ void InstanceNormGrad(GradContext& c) {
   if (c.needs_grad(2)) c.SetGrad(2, grad::ReduceSumAxes(c, c.dY(0), per_channel, /*keepdims=*/false));
 }
 
+// MeanVarianceNormalization over `axes` A: Y = xc / d, xc = X - E_A[X], sigma = sqrt(E_A[xc^2]), d = sigma + 1e-9
+// (the forward's constant):  dX = (dY - E_A[dY]) / d - xc E_A[dY xc] / (d^2 sigma)  (that term 0 where sigma = 0).
+void MeanVarianceNormGrad(GradContext& c) {
+  const int rank = grad::Rank(c, c.X(0), "X");
+  std::vector<int64_t> axes = c.node().attr_ints("axes", {0, 2, 3});
+  for (int64_t& a : axes) a = NormalizeAxis(a, rank, c.node().Describe());
+  Value* x = c.X(0);
+  Value* dy = c.dY(0);
+  Value* xc = c.Op("Sub", {x, MeanAxes(c, x, axes)});
+  Value* sigma = c.Op("Sqrt", {MeanAxes(c, c.Op("Mul", {xc, xc}), axes)});
+  Value* d = c.Op("Add", {sigma, c.Scalar(1e-9, x)});
+  Value* safe_sigma = c.Op("Where", {c.Op("Equal", {sigma, c.Scalar(0.0, x)}), c.Scalar(1.0, x), sigma});
+  Value* first = c.Op("Div", {c.Op("Sub", {dy, MeanAxes(c, dy, axes)}), d});
+  Value* coef = c.Op("Div", {MeanAxes(c, c.Op("Mul", {dy, xc}), axes), c.Op("Mul", {c.Op("Mul", {d, d}), safe_sigma})});
+  c.SetGrad(0, c.Op("Sub", {first, c.Op("Mul", {xc, coef})}));
+}
+
 void LpNormGrad(GradContext& c) {
   const int rank = grad::Rank(c, c.X(0), "X");
   const int64_t p = c.node().attr_int("p", 2);
@@ -69,6 +86,7 @@ void LpNormGrad(GradContext& c) {
 void RegisterInstanceNormGrad(OpRegistry& r) {
   r.SetGrad("", "InstanceNormalization", InstanceNormGrad);
   r.SetGrad("", "LpNormalization", LpNormGrad);
+  r.SetGrad("", "MeanVarianceNormalization", MeanVarianceNormGrad);
 }
 
 }  // namespace ot

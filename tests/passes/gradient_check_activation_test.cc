@@ -89,6 +89,15 @@ TEST(GradientCheck, InstanceNormalization) {
   }, 18);
 }
 
+TEST(GradientCheck, MeanVarianceNormalization) {
+  CheckGradients({{2, 3, 2, 3}}, {2, 3, 2, 3}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "MeanVarianceNormalization", {p[0]});
+  });
+  CheckGradients({{3, 4, 2}}, {3, 4, 2}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "MeanVarianceNormalization", {p[0]}, {{"axes", Attribute::Ints({-1, 1})}});
+  }, 18);
+}
+
 TEST(GradientCheck, LpNormalization) {
   for (int p : {1, 2}) {
     SCOPED_TRACE(p);
