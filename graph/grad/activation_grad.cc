@@ -22,6 +22,7 @@
 //                noop_with_empty_axes with no axes: dY.
 //   ReduceSumSquare 2 X dY;  ReduceL1 Sign(X) dY;  ReduceL2 X / Y dY (0 where Y = 0);  ReduceLogSumExp
 //                exp(X - Y) dY;  ReduceLogSum dY / exp(Y)  (Y, dY with the reduced axes kept, broadcast over X)
+//   ReduceProd   dY times the product of the other elements (zero-safe, as torch.prod)
 #include "graph/grad/grad_rules.h"
 #include "graph/grad/grad_util.h"
 #include "graph/op_registry.h"
@@ -105,6 +106,27 @@ void ReduceSmoothGrad(GradContext& c) {
     g = c.Op("Div", {dy, c.Op("Exp", {y})});
   }
   c.SetGrad(0, c.Op("Expand", {g, c.Op("Shape", {x})}));
+}
+
+// ReduceProd: dX_i = dY * (product of the others), zero-safe: with no zero in the reduced group that is Y / X_i;
+// with one zero, the product of the non-zeros at the zero and 0 elsewhere; with two or more, 0 everywhere.
+void ReduceProdGrad(GradContext& c) {
+  const int rank = grad::Rank(c, c.X(0), "X");
+  const std::vector<int64_t> axes = ReducedAxes(c, rank);
+  if (axes.empty()) c.Fail("noop_with_empty_axes with no axes has no gradient rule");
+  const bool keep = c.node().attr_int("keepdims", 1) != 0;
+  Value* dy = keep ? c.dY(0) : grad::UnsqueezeAxes(c, c.dY(0), axes);
+  Value* x = c.X(0);
+  Value* one = c.Scalar(1.0, x);
+  Value* zero = c.Scalar(0.0, x);
+  Value* is_zero = c.Op("Equal", {x, zero});
+  Value* nz = c.Op("Where", {is_zero, one, x});
+  Value* prod_nz = c.node().opset >= 18 ? c.Op("ReduceProd", {nz, c.Ints(axes)})
+                                        : c.Op("ReduceProd", {nz}, {{"axes", Attribute::Ints(axes)}});
+  Value* zeros = grad::ReduceSumAxes(c, CastLike(c, is_zero, x), axes, /*keepdims=*/true);
+  Value* one_zero_here = c.Op("Where", {c.Op("And", {c.Op("Equal", {zeros, one}), is_zero}), prod_nz, zero});
+  Value* others = c.Op("Where", {c.Op("Equal", {zeros, zero}), c.Op("Div", {prod_nz, nz}), one_zero_here});
+  c.SetGrad(0, c.Op("Mul", {others, dy}));
 }
 
 void VariadicGrad(GradContext& c, bool mean) {
@@ -230,6 +252,7 @@ void RegisterActivationGrads(OpRegistry& r) {
   });
   for (const char* op : {"ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceLogSum"})
     r.SetGrad("", op, ReduceSmoothGrad, {1});
+  r.SetGrad("", "ReduceProd", ReduceProdGrad, {1});
   r.SetGrad("", "ReduceMax", ReduceExtremumGrad, {1});
   r.SetGrad("", "ReduceMin", ReduceExtremumGrad, {1});
 }

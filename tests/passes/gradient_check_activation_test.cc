@@ -175,6 +175,42 @@ TEST(GradientCheck, ReduceSmooth) {
   }
 }
 
+TEST(GradientCheck, ReduceProd) {
+  CheckGradients({{3, 4, 2}}, {3, 1, 2}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "ReduceProd", {p[0]}, {{"axes", Attribute::Ints({1})}});
+  }, 13, 0.5, 1.5);
+  CheckGradients({{3, 4}}, {4}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "ReduceProd", {p[0], Ints(g, {0})}, {{"keepdims", Attribute::Int(0)}});
+  }, 18);
+}
+
+// ReduceProd with zeros in X: the product of the others, exactly (ReduceProd is linear in each element, so the
+// central differences agree there too).
+TEST(GradientCheck, ReduceProdWithZeros) {
+  Tensor x(DataType::kFloat64, {3, 3});
+  const double v[] = {2, 0, 3, 0, 5, 0, -1, 4, 0.5};  // rows: one zero, two zeros, none
+  for (int i = 0; i < 9; ++i) x.SetDouble(i, v[i]);
+  Tensor r = test::RandomTensor(DataType::kFloat64, {3});
+  auto body = [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "ReduceProd", {p[0]}, {{"axes", Attribute::Ints({1})}, {"keepdims", Attribute::Int(0)}});
+  };
+  auto g = test::Build({x}, body, r, 13);
+  AutodiffPass pass({"loss", "^r$"});
+  ASSERT_TRUE(pass.Run(*g));
+  Executor ex(*g);
+  auto outs = ex.Run({});
+  const double r0 = r.GetDouble(0), r2 = r.GetDouble(2);
+  const std::vector<double> want = {0, 6 * r0, 0, 0, 0, 0, 2 * r2, -0.5 * r2, -4 * r2};
+  for (int i = 0; i < 9; ++i) EXPECT_NEAR(outs[1].GetDouble(i), want[i], 1e-14) << i;
+  const double eps = 1e-6;
+  for (int i = 0; i < 9; ++i) {
+    std::vector<Tensor> plus{x.Clone()}, minus{x.Clone()};
+    plus[0].SetDouble(i, v[i] + eps);
+    minus[0].SetDouble(i, v[i] - eps);
+    EXPECT_NEAR((test::Loss(plus, body, r, 13) - test::Loss(minus, body, r, 13)) / (2 * eps), want[i], 1e-8) << i;
+  }
+}
+
 // Ties split dY evenly (torch.amax). With two tied elements that is also the central difference: moving one up
 // by eps raises the max by eps, moving it down leaves the max where the other one is.
 TEST(GradientCheck, ReduceMaxTiesSplitEvenly) {
