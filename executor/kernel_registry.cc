@@ -2,6 +2,8 @@
 
 namespace ot {
 
+void RegisterTrainingPreviewKernels(CpuKernelRegistry& r);  // executor/kernels/training_preview.cc
+
 const TensorDesc& KernelContext::in(int i) const {
   if (!has_input(i)) Fail("input " + std::to_string(i) + " is missing");
   return inputs[i];
@@ -31,6 +33,7 @@ const CpuKernelRegistry& CpuKernelRegistry::Global() {
     RegisterNormGradKernels(*r);
     RegisterConvGradKernels(*r);
     RegisterOptimizerKernels(*r);
+    RegisterTrainingPreviewKernels(*r);
     return r;
   }();
   return *reg;

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "graph/error.h"
+#include "graph/grad_context.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "passes/training_mode.h"
@@ -89,6 +90,39 @@ Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std:
   ShareInitializers(*eval_, g);
 }
 
+Trainer::Trainer(StoredStep stored, TrainerOptions opts)
+    : opts_(std::move(opts)), graph_(std::move(stored.step)), inference_(std::move(stored.inference)) {
+  Graph& g = *graph_;
+  auto need = [&](const std::string& name, const char* what) -> Value* {
+    Value* v = name.empty() ? nullptr : g.FindValue(name);
+    if (!v) throw Error(std::string("the stored training step has no ") + what + (name.empty() ? "" : " '" + name + "'"));
+    return v;
+  };
+  info_.loss = need(stored.loss, "loss output")->name;
+  info_.grad_norm = need(stored.grad_norm, "grad_norm output");
+  info_.skipped = need(stored.skipped, "skipped output");
+  info_.step = need(stored.step_counter, "step-counter state");
+  if (!info_.step->initializer) throw Error("the stored step counter '" + info_.step->name + "' is not an initializer");
+  if (!stored.lr.empty()) info_.lr = need(stored.lr, "learning-rate state");
+  for (const auto& n : g.nodes()) {
+    if (n->op_type != "OptimizerUpdate" || n->domain != kInternalDomain) continue;
+    const int64_t np = n->attr_int("num_params", 0);
+    for (int64_t i = 0; i < np; ++i) info_.params.push_back(n->inputs.at(static_cast<size_t>(2 + i)));
+    opts_.optimizer.accumulate = n->attr_int("accumulate", 1);
+    opts_.optimizer.lr_schedule = static_cast<int>(n->attr_int("lr_schedule", 0));
+    opts_.optimizer.warmup = n->attr_int("warmup", 0);
+    opts_.optimizer.total_steps = n->attr_int("total_steps", 0);
+  }
+  if (info_.lr && info_.lr->initializer) opts_.optimizer.lr = info_.lr->initializer->GetDouble(0);
+  loss_out_ = OutputIndex(g, g.FindValue(info_.loss));
+  grad_norm_out_ = OutputIndex(g, info_.grad_norm);
+  skipped_out_ = OutputIndex(g, info_.skipped);
+  for (const auto& b : g.update_bindings) state_outs_.push_back({b.state, OutputIndex(g, b.next)});
+  ExecutorOptions eo;
+  eo.seed = opts_.seed;
+  exec_ = std::make_unique<Executor>(g, eo);
+}
+
 Trainer::~Trainer() = default;
 
 std::vector<std::string> Trainer::input_names() const {
@@ -124,6 +158,7 @@ StepResult Trainer::Step(const std::vector<Arrays>& micro_batches) {
 }
 
 EvalResult Trainer::Evaluate(const Arrays& data, int64_t batch) const {
+  if (!eval_) throw Error("evaluation is not available for a stored training step (train the original model)");
   if (batch < 1) throw Error("evaluation batch must be >= 1");
   std::vector<std::string> names;
   for (const Value* v : eval_->RealInputs()) names.push_back(v->name);

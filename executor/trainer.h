@@ -39,8 +39,21 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
+// A training step stored in an ONNX training model (onnx_import/training_info.h CombinedStepGraph): `step` is its
+// main graph and TrainingInfoProto algorithm concatenated, with the update bindings; `inference` is the model itself
+// (main graph in inference mode, sharing its state tensors with `step`); the names of the step's loss, grad_norm
+// and skipped outputs and of its learning-rate and step-counter states.
+struct StoredStep {
+  std::unique_ptr<Graph> inference, step;
+  std::string loss, grad_norm, skipped, lr, step_counter;
+};
+
 class Trainer {
  public:
+  // Trains a stored step as it is (no pass runs on it). opts.loss/freeze/optimizer are not used to build
+  // anything: the optimizer's accumulate and LR schedule are read back from the step's OptimizerUpdate node and
+  // its lr from the learning-rate state. Evaluate is not available (there is no separate evaluation graph).
+  Trainer(StoredStep stored, TrainerOptions opts);
   // Takes the model; builds the step graph. Errors name the loss, op or node that stops training.
   Trainer(std::unique_ptr<Graph> model, TrainerOptions opts);
   ~Trainer();

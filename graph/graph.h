@@ -85,6 +85,20 @@ class Graph {
   };
   std::vector<UpdateBinding> update_bindings;
 
+  // ModelProto.metadata_props, in file order (onnx-train records its step outputs as "onnx-train.loss" etc.).
+  std::vector<std::pair<std::string, std::string>> metadata_props;
+  // ONNX TrainingInfoProto entries, kept by import and written back by export (onnx_import/model_io.h).
+  // `initialization` and `algorithm` are Graphs of their own (null when the proto has none). ONNX runs the
+  // algorithm on this graph and it concatenated, so names a sub-graph uses without defining are this graph's:
+  // they are values without producer in the sub-graph, and those naming this graph's initializers share their
+  // Tensor (the same shared_ptr), so an update of one is seen by both. algorithm->update_bindings holds
+  // update_binding, initialization->update_bindings initialization_binding (state: the initializer's value in that
+  // sub-graph, next: the value bound to it).
+  struct TrainingInfo {
+    std::unique_ptr<Graph> initialization, algorithm;
+  };
+  std::vector<TrainingInfo> training_info;
+
   // Values and nodes. Pointers stay valid for the Graph's lifetime.
   Value* AddValue(const std::string& name);
   Value* FindValue(const std::string& name) const;

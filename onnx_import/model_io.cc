@@ -5,6 +5,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <climits>
 #include <set>
 #include <unordered_map>
@@ -46,6 +47,8 @@ class Importer {
     g_.producer_name = m.producer_name();
     g_.producer_version = m.producer_version();
     g_.doc_string = m.doc_string();
+    g_.metadata_props.clear();
+    for (const auto& kv : m.metadata_props()) g_.metadata_props.emplace_back(kv.key(), kv.value());
     g_.opset_imports.clear();
     for (const auto& op : m.opset_import()) {
       std::string d = NormalizeDomain(op.domain());
@@ -71,7 +74,41 @@ class Importer {
     g_.TopologicalOrder();  // throws on a cycle (a node that needs its own output)
   }
 
+  // Reads a TrainingInfoProto graph (initialization or algorithm). Names it uses without defining are resolved
+  // in `outers` (the main graph, then the algorithm): see Graph::training_info.
+  void RunSubgraph(onnx::GraphProto& gp, const Graph& main, std::vector<const Graph*> outers) {
+    outers_ = std::move(outers);
+    g_.ir_version = main.ir_version;
+    g_.opset_imports = main.opset_imports;
+    g_.name = gp.name();
+    if (gp.sparse_initializer_size() > 0)
+      throw UnsupportedError(what_ + ": sparse initializers are not supported ('" + gp.sparse_initializer(0).values().name() +
+                             "')");
+    ReadInitializers(gp);
+    ReadInputs(gp);
+    ReadNodes(gp);
+    ReadOutputs(gp);
+    ReadValueInfo(gp);
+    g_.TopologicalOrder();
+  }
+
  private:
+  // A name defined by an enclosing graph: its value here gets the outer value's type and, for an initializer, its
+  // tensor (shared). False when no enclosing graph defines it.
+  bool ResolveOuter(const std::string& name) {
+    for (const Graph* o : outers_) {
+      const Value* ov = o->FindValue(name);
+      if (!ov) continue;
+      Value* v = g_.GetOrAddValue(name);
+      v->dtype = ov->dtype;
+      v->shape = ov->shape;
+      v->initializer = ov->initializer;
+      defined_[name] = "the enclosing graph";
+      return true;
+    }
+    return false;
+  }
+
   void ReadInitializers(onnx::GraphProto& gp) {
     for (auto& tp : *gp.mutable_initializer()) {
       if (tp.name().empty()) throw Error(what_ + ": an initializer has no name");
@@ -257,7 +294,7 @@ class Importer {
     }
     // ONNX files may list nodes out of order, so inputs are checked once every node is known.
     for (const auto& p : pending)
-      if (!defined_.count(p.name))
+      if (!defined_.count(p.name) && !ResolveOuter(p.name))
         throw Error(what_ + ": node '" + p.node->name + "' (" + p.node->op_type + "): input '" + p.name +
                     "' is not defined by any node, input or initializer");
   }
@@ -269,7 +306,8 @@ class Importer {
       const std::string context = what_ + ": graph output '" + name + "'";
       if (name.empty()) throw Error(what_ + ": a graph output has no name");
       if (!seen.insert(name).second) throw Error(context + " is listed twice");
-      if (!defined_.count(name)) throw Error(context + " is not defined by any node, input or initializer");
+      if (!defined_.count(name) && !ResolveOuter(name))
+        throw Error(context + " is not defined by any node, input or initializer");
       DataType dt;
       Shape shape;
       ReadType(vi.type(), context, /*strict=*/true, &dt, &shape);
@@ -295,8 +333,81 @@ class Importer {
   const std::string& base_dir_;
   const std::string& what_;
   Graph& g_;
+  std::vector<const Graph*> outers_;  // enclosing graphs of a TrainingInfoProto graph
   std::unordered_map<std::string, std::string> defined_;  // value name -> what defines it
 };
+
+// The value of `sub` that a binding's key names: an initializer of `sub` or of an enclosing graph (shared).
+Value* BindingState(Graph& sub, const std::vector<const Graph*>& outers, const std::string& key,
+                    const std::string& context) {
+  Value* v = sub.FindValue(key);
+  if (v && v->is_initializer()) return v;
+  for (const Graph* o : outers) {
+    const Value* ov = o->FindValue(key);
+    if (!ov || !ov->is_initializer()) continue;
+    if (!v) v = sub.AddValue(key);
+    v->dtype = ov->dtype;
+    v->shape = ov->shape;
+    v->initializer = ov->initializer;
+    return v;
+  }
+  throw Error(context + ": '" + key + "' is not an initializer of the model" +
+              (outers.size() > 1 ? " or of its algorithm" : ""));
+}
+
+// The value of `sub` a binding assigns: an output of `sub`, or (for the algorithm) an output of the main graph.
+Value* BindingNext(Graph& sub, const Graph* main, const std::string& name, const std::string& context) {
+  Value* v = sub.FindValue(name);
+  if (v && std::find(sub.outputs.begin(), sub.outputs.end(), v) != sub.outputs.end()) return v;
+  if (main) {
+    const Value* mv = main->FindValue(name);
+    if (mv && std::find(main->outputs.begin(), main->outputs.end(), mv) != main->outputs.end()) {
+      if (!v) v = sub.AddValue(name);
+      v->dtype = mv->dtype;
+      v->shape = mv->shape;
+      return v;
+    }
+  }
+  throw Error(context + ": '" + name + "' is not an output of the " + (main ? "algorithm or of the model" : "initialization graph"));
+}
+
+// Reads TrainingInfoProto i into g.training_info.
+void ReadTrainingInfo(onnx::TrainingInfoProto& tp, int index, Graph& g, const std::string& base_dir,
+                      const std::string& what) {
+  Graph::TrainingInfo ti;
+  const std::string where = what + ": training_info[" + std::to_string(index) + "]";
+  if (tp.has_algorithm()) {
+    ti.algorithm = std::make_unique<Graph>();
+    const std::string w = where + ".algorithm";
+    Importer(base_dir, w, *ti.algorithm).RunSubgraph(*tp.mutable_algorithm(), g, {&g});
+  }
+  if (tp.has_initialization()) {
+    ti.initialization = std::make_unique<Graph>();
+    const std::string w = where + ".initialization";
+    std::vector<const Graph*> outers = {&g};
+    if (ti.algorithm) outers.push_back(ti.algorithm.get());
+    Importer(base_dir, w, *ti.initialization).RunSubgraph(*tp.mutable_initialization(), g, outers);
+  }
+  std::set<std::string> keys;
+  auto bind = [&](Graph* sub, const auto& entries, const std::string& field, bool algorithm) {
+    for (int i = 0; i < entries.size(); ++i) {
+      const std::string context = where + "." + field + "[" + std::to_string(i) + "]";
+      if (!sub) throw Error(context + ": binding '" + entries.Get(i).key() + "' but the training info has no " +
+                            (algorithm ? "algorithm" : "initialization") + " graph");
+      const auto& e = entries.Get(i);
+      if (algorithm && !keys.insert(e.key()).second)
+        throw Error(context + ": '" + e.key() + "' is bound twice (each variable is updated at most once)");
+      std::vector<const Graph*> outers = {&g};
+      if (!algorithm && ti.algorithm) outers.push_back(ti.algorithm.get());
+      Value* state = BindingState(*sub, outers, e.key(), context);
+      Value* next = BindingNext(*sub, algorithm ? &g : nullptr, e.value(), context);
+      sub->update_bindings.push_back({state, next});
+    }
+  };
+  bind(ti.algorithm.get(), tp.update_binding(), "update_binding", true);
+  bind(ti.initialization.get(), tp.initialization_binding(), "initialization_binding", false);
+  g.training_info.push_back(std::move(ti));
+}
 
 // Names for values that have none (made by passes), so export never writes "" (= omitted) for a real value.
 class NameTable {
@@ -393,6 +504,7 @@ std::unique_ptr<Graph> ParseModelBytes(const uint8_t* data, size_t size, const s
   Importer imp(base_dir, what, *g);
   try {
     imp.Run(m);
+    for (int i = 0; i < m.training_info_size(); ++i) ReadTrainingInfo(*m.mutable_training_info(i), i, *g, base_dir, what);
   } catch (const UnsupportedError& e) {
     throw UnsupportedError(io::OneLine(e.what()));
   } catch (const Error& e) {
@@ -415,27 +527,25 @@ std::unique_ptr<Graph> LoadModel(const std::string& path) {
   return ParseModelBytes(f.data(), f.size(), io::DirName(path), path);
 }
 
-std::string SerializeModel(const Graph& g) {
-  onnx::ModelProto m;
-  m.set_ir_version(g.ir_version);
-  if (!g.producer_name.empty()) m.set_producer_name(g.producer_name);
-  if (!g.producer_version.empty()) m.set_producer_version(g.producer_version);
-  if (!g.doc_string.empty()) m.set_doc_string(g.doc_string);
-  std::map<std::string, int> opsets = g.opset_imports;
-  for (const auto& n : g.nodes()) {  // a domain used by a node but not imported: import the node's opset
-    std::string d = NormalizeDomain(n->domain);
-    if (n->opset > 0 && !opsets.count(d)) opsets[d] = n->opset;
+namespace {
+
+// True for a value of a TrainingInfoProto graph that stands for an enclosing graph's initializer (same tensor):
+// it is that graph's, not written again.
+bool Borrowed(const Value* v, const std::vector<const Graph*>& outers) {
+  if (!v->is_initializer()) return false;
+  for (const Graph* o : outers) {
+    const Value* ov = o->FindValue(v->name);
+    if (ov && ov->initializer == v->initializer) return true;
   }
-  for (const auto& [d, v] : opsets) {
-    auto* op = m.add_opset_import();
-    op->set_domain(d);
-    op->set_version(v);
-  }
+  return false;
+}
+
+void WriteGraph(const Graph& g, const std::vector<const Graph*>& outers, onnx::GraphProto* gp) {
   NameTable names(g);
-  onnx::GraphProto* gp = m.mutable_graph();
   gp->set_name(g.name);
   for (const auto& v : g.values())
-    if (v->is_initializer()) TensorToProto(*v->initializer, names(v.get()), gp->add_initializer());
+    if (v->is_initializer() && !Borrowed(v.get(), outers))
+      TensorToProto(*v->initializer, names(v.get()), gp->add_initializer());
   std::unordered_set<const Value*> io;
   for (const Value* v : g.inputs) {
     WriteValueInfo(v, names(v), gp->add_input());
@@ -458,6 +568,59 @@ std::string SerializeModel(const Graph& g) {
   for (const auto& v : g.values()) {
     if (!v->producer || io.count(v.get()) || v->is_initializer() || v->dtype == DataType::kUndefined) continue;
     WriteValueInfo(v.get(), names(v.get()), gp->add_value_info());
+  }
+}
+
+void WriteBindings(const Graph& sub, google::protobuf::RepeatedPtrField<onnx::StringStringEntryProto>* out) {
+  NameTable names(sub);
+  for (const auto& b : sub.update_bindings) {
+    auto* e = out->Add();
+    e->set_key(names(b.state));
+    e->set_value(names(b.next));
+  }
+}
+
+}  // namespace
+
+std::string SerializeModel(const Graph& g) {
+  onnx::ModelProto m;
+  m.set_ir_version(g.ir_version);
+  if (!g.producer_name.empty()) m.set_producer_name(g.producer_name);
+  if (!g.producer_version.empty()) m.set_producer_version(g.producer_version);
+  if (!g.doc_string.empty()) m.set_doc_string(g.doc_string);
+  std::map<std::string, int> opsets = g.opset_imports;
+  auto add_node_opsets = [&](const Graph& x) {  // a domain used by a node but not imported: import the node's opset
+    for (const auto& n : x.nodes()) {
+      std::string d = NormalizeDomain(n->domain);
+      if (n->opset > 0 && !opsets.count(d)) opsets[d] = n->opset;
+    }
+  };
+  add_node_opsets(g);
+  for (const auto& ti : g.training_info) {
+    if (ti.algorithm) add_node_opsets(*ti.algorithm);
+    if (ti.initialization) add_node_opsets(*ti.initialization);
+  }
+  for (const auto& [d, v] : opsets) {
+    auto* op = m.add_opset_import();
+    op->set_domain(d);
+    op->set_version(v);
+  }
+  WriteGraph(g, {}, m.mutable_graph());
+  for (const auto& ti : g.training_info) {
+    auto* tp = m.add_training_info();
+    if (ti.initialization) {
+      std::vector<const Graph*> outers = {&g};
+      if (ti.algorithm) outers.push_back(ti.algorithm.get());
+      WriteGraph(*ti.initialization, outers, tp->mutable_initialization());
+    }
+    if (ti.algorithm) WriteGraph(*ti.algorithm, {&g}, tp->mutable_algorithm());
+    if (ti.initialization) WriteBindings(*ti.initialization, tp->mutable_initialization_binding());
+    if (ti.algorithm) WriteBindings(*ti.algorithm, tp->mutable_update_binding());
+  }
+  for (const auto& [k, v] : g.metadata_props) {
+    auto* e = m.add_metadata_props();
+    e->set_key(k);
+    e->set_value(v);
   }
   if (m.ByteSizeLong() > static_cast<size_t>(INT_MAX))
     throw Error("model '" + g.name + "' is larger than 2 GiB, which a single ONNX file cannot hold");

@@ -11,6 +11,7 @@
 #include "executor/executor.h"
 #include "graph/error.h"
 #include "tools/commands.h"
+#include "tools/passes.h"
 #include "tools/train_cli.h"
 
 int main(int argc, char** argv) {
@@ -46,6 +47,9 @@ int main(int argc, char** argv) {
   ot::tools::AddTrainOptions(train_cmd, train);
   train_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
 
+  ot::tools::PassesOptions passes;
+  auto* passes_cmd = ot::tools::AddPassesCommand(app, passes);
+  passes_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
 
   bool markdown = false;
   auto* ops_cmd = app.add_subcommand("ops", "List the supported ops (schema and CPU kernel)");
@@ -75,6 +79,7 @@ int main(int argc, char** argv) {
     ot::SetThreadCount(threads);
     if (*run_cmd) return ot::tools::Run(run);
     if (*train_cmd) return ot::tools::Train(train);
+    if (*passes_cmd) return ot::tools::Passes(passes);
     if (*info_cmd) return ot::tools::Info(info_model);
     if (*ops_cmd) return ot::tools::Ops(markdown);
   } catch (const ot::Error& e) {

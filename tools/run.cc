@@ -9,12 +9,14 @@
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
+#include "passes/gradient_op.h"
 #include "tools/commands.h"
 
 namespace ot::tools {
 
 int Run(const RunOptions& o) {
   std::unique_ptr<Graph> g = LoadModel(o.model);
+  ExpandGradientOps(*g);  // ai.onnx.preview.training Gradient nodes -> the backward in standard ops
   std::map<std::string, Tensor> feeds;
   for (NamedTensor& nt : ReadNpz(o.data)) {
     const Value* v = g->FindValue(nt.name);

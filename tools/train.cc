@@ -20,6 +20,7 @@
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "tools/commands.h"
+#include "tools/passes.h"
 
 namespace ot::tools {
 
@@ -75,16 +76,18 @@ int Train(const TrainOptions& o) {
 
   // The step's inputs decide which arrays to read; the schedule's length needs the sample count first.
   std::unique_ptr<Graph> model = LoadModel(o.model);
-  auto trainer = std::make_unique<Trainer>(LoadModel(o.model), MakeTrainerOptions(o, 0));
+  const bool stored = !model->training_info.empty();  // an ONNX training model (`passes -o`): its step as stored
+  auto trainer = stored ? StoredStepTrainer(std::move(model), o)
+                        : std::make_unique<Trainer>(LoadModel(o.model), MakeTrainerOptions(o, 0));
   const std::vector<std::string> inputs = trainer->input_names();
   DataLoader data(ReadArrays(o.data, inputs), o.batch, !o.no_shuffle, o.seed, o.data);
-  const int64_t k = o.grad_accum;
+  const int64_t k = trainer->options().optimizer.accumulate;  // o.grad_accum, or the stored step's
   const int64_t per_epoch = data.batches_per_epoch();  // micro-batches
   if (per_epoch < k)
     throw Error(o.data + ": " + std::to_string(data.samples()) + " samples do not fill one step of " +
                 std::to_string(k) + " x " + std::to_string(o.batch) + " samples");
   const int64_t total = o.steps > 0 ? o.steps : o.epochs * per_epoch / k;
-  if (o.lr_schedule != "constant" || o.warmup > 0)  // the schedule needs the run's length
+  if (!stored && (o.lr_schedule != "constant" || o.warmup > 0))  // the schedule needs the run's length
     trainer = std::make_unique<Trainer>(std::move(model), MakeTrainerOptions(o, total));
 
   Arrays eval_arrays;

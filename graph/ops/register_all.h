@@ -10,6 +10,7 @@ void RegisterNormOps(OpRegistry& r);         // BatchNorm, LayerNorm, InstanceNo
 void RegisterLinalgOps(OpRegistry& r);       // MatMul, Gemm, Conv, ConvTranspose, pooling, Einsum
 void RegisterShapeOps(OpRegistry& r);        // Reshape ... OneHot: shape and data movement
 void RegisterInternalOps(OpRegistry& r);     // ai.onnxtrain: ReduceToShape, ReluGrad, ... (backward helpers)
+void RegisterTrainingPreviewOps(OpRegistry& r);  // ai.onnx.preview.training: Adagrad, Adam, Momentum, Gradient
 void RegisterGradients(OpRegistry& r);       // gradient rules (graph/grad/*.cc), after every schema
 
 inline void RegisterAllOps(OpRegistry& r) {
@@ -19,6 +20,7 @@ inline void RegisterAllOps(OpRegistry& r) {
   RegisterLinalgOps(r);
   RegisterShapeOps(r);
   RegisterInternalOps(r);
+  RegisterTrainingPreviewOps(r);
   RegisterGradients(r);
 }
 }  // namespace ot

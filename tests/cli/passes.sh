@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# `onnx-train passes` end to end on the digits MLP: the step exports as a standard ONNX training model
+# (TrainingInfoProto holding the step and its update bindings), the ONNX checker accepts it and ONNX Runtime runs
+# its main graph (when PYTHON has onnx / onnxruntime), and `onnx-train train step.onnx` reproduces the losses of
+# training the original model with the same options (sgd and adam), step for step.
+# Usage: passes.sh ONNX_TRAIN_BINARY EXAMPLES_DIR [PYTHON]
+set -u
+tool=$(realpath "$1")
+ex=$(realpath "$2")/digits_mlp
+py=${3:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+data=(--data "$ex/train.npz" --batch 50 --no-shuffle --steps 6 --threads 2 --quiet)
+loss=(--loss cross_entropy --logits logits --labels y)
+for opt in "sgd --lr 0.1" "adam"; do
+  name=${opt%% *}
+  # shellcheck disable=SC2086
+  if "$tool" passes "$ex/model.onnx" "${loss[@]}" --optimizer $opt -o "$tmp/step_$name.onnx" >"$tmp/out" 2>&1; then ok
+  else bad "passes ($name) exited non-zero"; cat "$tmp/out"; continue; fi
+  grep -q "parameters" "$tmp/out" && grep -q "OptimizerUpdate" "$tmp/out" && ok || bad "passes ($name) summary: $(cat "$tmp/out")"
+  # shellcheck disable=SC2086
+  "$tool" train "$ex/model.onnx" "${loss[@]}" --optimizer $opt "${data[@]}" --log-json "$tmp/direct_$name.jsonl" \
+    >"$tmp/out" 2>&1 || { bad "train model.onnx ($name)"; cat "$tmp/out"; }
+  "$tool" train "$tmp/step_$name.onnx" "${data[@]}" --log-json "$tmp/step_$name.jsonl" --save "$tmp/trained_$name.onnx" \
+    >"$tmp/out" 2>&1 || { bad "train step.onnx ($name)"; cat "$tmp/out"; }
+  if python3 - "$tmp/direct_$name.jsonl" "$tmp/step_$name.jsonl" <<'PY'; then ok; else bad "losses of step.onnx ($name) differ"; fi
+import json, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"eval"' not in l]
+b = [json.loads(l)["loss"] for l in open(sys.argv[2]) if '"eval"' not in l]
+print("direct", a, "\nstep  ", b)
+sys.exit(0 if len(a) == 6 and len(a) == len(b) and all(abs(x - y) <= 1e-6 * abs(x) for x, y in zip(a, b)) else 1)
+PY
+done
+
+# The exported step re-imports and exports byte-identically (onnx-train passes on it is refused: it is a step).
+"$tool" passes "$tmp/step_sgd.onnx" -o "$tmp/again.onnx" >"$tmp/out" 2>"$tmp/err" && bad "passes on a step model succeeded" || {
+  grep -q "training_info" "$tmp/err" && ok || bad "passes on a step model: $(cat "$tmp/err")"; }
+
+if [ -n "$py" ] && "$py" -c "import onnx, onnxruntime" 2>/dev/null; then
+  if "$py" - "$tmp/step_adam.onnx" "$ex/test.npz" <<'PY'; then ok; else bad "onnx checker / onnxruntime on step.onnx"; fi
+import sys
+import numpy as np
+import onnx
+import onnxruntime as ort
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m)
+assert len(m.training_info) == 1 and len(m.training_info[0].update_binding) > 0
+assert any(o.domain == "ai.onnxtrain" and o.version == 1 for o in m.opset_import)
+keys = {p.key: p.value for p in m.metadata_props}
+assert "onnx-train.loss" in keys, keys
+x = np.load(sys.argv[2])["x"][:5].astype(np.float32)
+so = ort.SessionOptions()
+so.log_severity_level = 3  # the optimizer states are unused initializers of the main graph: no warnings for them
+out = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+assert out[0].shape == (5, 10), out[0].shape
+PY
+else
+  echo "note: no python with onnx and onnxruntime given: checker and onnxruntime checks skipped"
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,109 @@
+#include "tools/passes.h"
+
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "executor/trainer.h"
+#include "graph/error.h"
+#include "graph/printer.h"
+#include "onnx_import/model_io.h"
+#include "onnx_import/training_info.h"
+#include "passes/step_graph.h"
+#include "passes/training_mode.h"
+#include "tools/train_cli.h"
+
+namespace ot::tools {
+
+CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
+  auto* cmd = app.add_subcommand("passes", "Build the training step graph of MODEL; write it as an ONNX training model");
+  AddTrainOptions(cmd, o.train);
+  cmd->add_option("-o,--output", o.output, "STEP.onnx: the model with the step in its TrainingInfoProto");
+  cmd->add_option("--dump-after", o.dump_after, "Print the step graph after the pipeline: step|all");
+  return cmd;
+}
+
+int Passes(const PassesOptions& o) {
+  const TrainOptions& t = o.train;
+  if (!o.dump_after.empty() && o.dump_after != "all" && o.dump_after != "step")
+    throw Error("--dump-after: '" + o.dump_after +
+                "' is not a dump point; the step is built in one piece (passes/step_graph.h): use 'step' or 'all'");
+  std::unique_ptr<Graph> model = LoadModel(t.model);
+  if (!model->training_info.empty())
+    throw Error(t.model + ": the model already holds a training step (training_info); train it with onnx-train train");
+  std::unique_ptr<Graph> step = LoadModel(t.model);
+  const TrainerOptions to = MakeTrainerOptions(t, t.steps);
+  StepGraphInfo info;
+  try {
+    info = BuildStepGraph(*step, {to.loss, to.freeze, to.optimizer});
+  } catch (const Error& e) {
+    throw Error(t.model + ": " + e.what());
+  }
+  if (!o.dump_after.empty()) std::printf("%s\n", PrintGraph(*step).c_str());
+
+  std::map<std::string, int> by_op;
+  for (const auto& n : step->nodes()) by_op[(n->domain.empty() ? "" : n->domain + ".") + n->op_type]++;
+  int64_t param_elems = 0;
+  for (const Value* p : info.params) param_elems += p->initializer ? p->initializer->numel() : 0;
+  int64_t state_elems = 0;
+  for (const auto& b : step->update_bindings) state_elems += b.state->initializer ? b.state->initializer->numel() : 0;
+  std::printf("step graph of %s: %zu nodes, %zu parameters (%lld elements), %zu states (%lld elements)\n",
+              t.model.c_str(), step->nodes().size(), info.params.size(), static_cast<long long>(param_elems),
+              step->update_bindings.size(), static_cast<long long>(state_elems));
+  std::printf("nodes by op:");
+  for (const auto& [op, k] : by_op) std::printf(" %s %d", op.c_str(), k);
+  std::printf("\nstates:");
+  for (const auto& b : step->update_bindings) std::printf(" %s", b.state->name.c_str());
+  std::printf("\nloss: %s\n", info.loss.c_str());
+
+  if (!o.output.empty()) {
+    TrainingModePass(false).Run(*model);
+    const StepOutputNames names = AttachStepGraph(
+        *model, *step, {info.loss, info.grad_norm ? info.grad_norm->name : "", info.skipped ? info.skipped->name : "",
+                  info.lr ? info.lr->name : "", info.step ? info.step->name : ""});
+    SaveModel(*model, o.output);
+    std::printf("wrote %s (loss output '%s' of training_info[0].algorithm)\n", o.output.c_str(), names.loss.c_str());
+  }
+  return 0;
+}
+
+std::unique_ptr<Trainer> StoredStepTrainer(std::unique_ptr<Graph> model, const TrainOptions& o) {
+  std::string refused;
+  auto refuse = [&](bool given, const char* opt) {
+    if (given) refused += std::string(refused.empty() ? "" : ", ") + opt;
+  };
+  refuse(!o.loss_output.empty(), "--loss-output");
+  refuse(!o.loss.empty(), "--loss");
+  refuse(!o.logits.empty(), "--logits");
+  refuse(!o.labels.empty(), "--labels");
+  refuse(!o.freeze.empty(), "--freeze");
+  refuse(o.optimizer != "adam", "--optimizer");  // "adam" is the option's default
+  refuse(o.lr > 0, "--lr");
+  refuse(o.weight_decay >= 0, "--weight-decay");
+  refuse(o.clip_grad_norm > 0, "--clip-grad-norm");
+  refuse(o.grad_accum != 1, "--grad-accum");
+  refuse(o.lr_schedule != "constant", "--lr-schedule");
+  refuse(o.warmup > 0, "--warmup");
+  if (!refused.empty())
+    throw Error(o.model + ": the model holds its training step (training_info), which " + refused +
+                " would rebuild; train it as stored, or train the original model with these options");
+  if (!o.eval_data.empty())
+    throw Error(o.model + ": --eval-data is not supported for a stored training step (evaluate the saved model)");
+  StepOutputNames names;
+  StoredStep s;
+  s.step = CombinedStepGraph(*model, &names, o.model);
+  s.loss = names.loss;
+  s.grad_norm = names.grad_norm;
+  s.skipped = names.skipped;
+  s.lr = names.lr;
+  s.step_counter = names.step;
+  for (const auto& [what, n] : {std::pair{kLossKey, &s.loss}, std::pair{kGradNormKey, &s.grad_norm},
+                                std::pair{kSkippedKey, &s.skipped}, std::pair{kStepKey, &s.step_counter}})
+    if (n->empty())
+      throw UnsupportedError(o.model + ": metadata_props has no '" + what +
+                             "' (training steps stored by other tools are not supported yet)");
+  s.inference = std::move(model);
+  return std::make_unique<Trainer>(std::move(s), MakeTrainerOptions(o, 0));
+}
+
+}  // namespace ot::tools
