@@ -2,7 +2,7 @@
 //   Gather      scatter-add of dY into zeros of X's shape (internal GatherGrad(dY, indices, shape(X)) {axis})
 //   Concat      each input's part of dY, sliced back out
 //   Split       the outputs' gradients concatenated (zeros for outputs that get none)
-//   Slice       dY padded back with zeros (steps of 1)
+//   Slice       (graph/grad/index_grad.cc: any steps)
 //   Pad         dY sliced (constant mode, non-negative pads)
 //   Expand      dY reduced to X's shape
 //   Tile        dY summed over the tiles
@@ -104,44 +104,6 @@ void SplitGrad(GradContext& c) {
     parts.push_back(g ? g : Zeros(c, n.outputs[i]));
   }
   c.SetGrad(0, parts.size() == 1 ? parts[0] : c.Op("Concat", parts, {{"axis", Attribute::Int(axis)}}));
-}
-
-void SliceGrad(GradContext& c) {
-  const Node& n = c.node();
-  const std::vector<int64_t> x = StaticDims(c, c.X(0), "X");
-  const int rank = static_cast<int>(x.size());
-  std::optional<std::vector<int64_t>> starts, ends, axes, steps;
-  if (n.opset >= 10) {
-    starts = ConstInts(n.inputs[1]);
-    ends = ConstInts(n.inputs[2]);
-    if (n.has_input(3)) axes = ConstInts(n.inputs[3]);
-    if (n.has_input(4)) steps = ConstInts(n.inputs[4]);
-    if (!starts || !ends || (n.has_input(3) && !axes) || (n.has_input(4) && !steps))
-      c.Fail("starts, ends, axes and steps must be constants");
-  } else {
-    starts = n.attr_ints("starts");
-    ends = n.attr_ints("ends");
-    if (n.attr("axes")) axes = n.attr_ints("axes");
-  }
-  if (!axes) {
-    axes.emplace();
-    for (size_t i = 0; i < starts->size(); ++i) axes->push_back(static_cast<int64_t>(i));
-  }
-  std::vector<int64_t> pads(2 * rank, 0);
-  for (size_t i = 0; i < axes->size(); ++i) {
-    if (steps && (*steps)[i] != 1) c.Fail("steps other than 1 are not supported");
-    const int a = NormalizeAxis((*axes)[i], rank, n.Describe());
-    const int64_t d = x[a];
-    int64_t s = (*starts)[i], e = (*ends)[i];
-    if (s < 0) s += d;
-    if (e < 0) e += d;
-    s = std::clamp<int64_t>(s, 0, d);
-    e = std::clamp<int64_t>(e, 0, d);
-    const int64_t len = std::max<int64_t>(0, e - s);
-    pads[a] = len > 0 ? s : 0;
-    pads[rank + a] = d - pads[a] - len;
-  }
-  c.SetGrad(0, PadZeros(c, c.dY(0), pads));
 }
 
 void PadGrad(GradContext& c) {
@@ -274,7 +236,6 @@ void RegisterDataGrads(OpRegistry& r) {
   r.SetGrad("", "Gather", GatherGradRule, {1});
   r.SetGrad("", "Concat", ConcatGrad);
   r.SetGrad("", "Split", SplitGrad, {1});
-  r.SetGrad("", "Slice", SliceGrad, {1, 2, 3, 4});
   r.SetGrad("", "Pad", PadGrad, {1, 2, 3});
   r.SetGrad("", "Expand", [](GradContext& c) { c.SetGrad(0, c.ReduceToShape(c.dY(0), c.X(0))); }, {1});
   r.SetGrad("", "Tile", TileGrad, {1});
