@@ -76,7 +76,7 @@ Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std:
   TrainingModePass(false).Run(*eval_);
 
   Graph& g = *graph_;
-  info_ = BuildStepGraph(g, {opts_.loss, opts_.freeze, opts_.optimizer});
+  info_ = BuildStepGraph(g, {opts_.loss, opts_.freeze, opts_.optimizer, nullptr});
   loss_out_ = OutputIndex(g, g.FindValue(info_.loss));
   grad_norm_out_ = OutputIndex(g, info_.grad_norm);
   skipped_out_ = OutputIndex(g, info_.skipped);

@@ -16,12 +16,18 @@ void AddOutput(Graph& g, Value* v) {
 
 StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
   StepGraphInfo info;
+  auto after = [&](const char* pass) {
+    if (o.after_pass) o.after_pass(pass, g);
+  };
   TrainingModePass(true).Run(g);
+  after("training_mode");
   LossPass loss(o.loss);
   loss.Run(g);
   info.loss = loss.loss_name();
+  after("loss");
   AutodiffPass autodiff({info.loss, o.freeze});
   autodiff.Run(g);
+  after("autodiff");
   if (autodiff.params().empty()) throw Error("no trainable parameter reaches the loss '" + info.loss + "'");
   info.params = autodiff.params();
   OptimizerPass optimizer(o.optimizer, autodiff.params(), autodiff.grads());
@@ -31,6 +37,7 @@ StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
   info.grad_norm = optimizer.grad_norm();
   info.skipped = optimizer.skipped();
   AddOutput(g, g.FindValue(info.loss));
+  after("optimizer");
   return info;
 }
 

@@ -4,6 +4,7 @@
 // The result is one Graph holding forward, loss, backward and the update, with update bindings for every state
 // (what ONNX's TrainingInfoProto holds); its outputs include the loss, "grad_norm" and "skipped".
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@ struct StepOptions {
   LossOptions loss;
   std::string freeze;  // --freeze REGEX
   OptimizerOptions optimizer;
+  // Called after each pass with its name ("training_mode", "loss", "autodiff", "optimizer"): --dump-after.
+  std::function<void(const std::string& pass, const Graph& g)> after_pass;
 };
 
 struct StepGraphInfo {

@@ -1,5 +1,6 @@
 #include "tools/passes.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -19,27 +20,33 @@ CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
   auto* cmd = app.add_subcommand("passes", "Build the training step graph of MODEL; write it as an ONNX training model");
   AddTrainOptions(cmd, o.train);
   cmd->add_option("-o,--output", o.output, "STEP.onnx: the model with the step in its TrainingInfoProto");
-  cmd->add_option("--dump-after", o.dump_after, "Print the step graph after the pipeline: step|all");
+  cmd->add_option("--dump-after", o.dump_after,
+                  "Print the graph after a pass: training_mode|loss|autodiff|optimizer|all (step = optimizer)");
   return cmd;
 }
 
 int Passes(const PassesOptions& o) {
   const TrainOptions& t = o.train;
-  if (!o.dump_after.empty() && o.dump_after != "all" && o.dump_after != "step")
-    throw Error("--dump-after: '" + o.dump_after +
-                "' is not a dump point; the step is built in one piece (passes/step_graph.h): use 'step' or 'all'");
+  static const std::vector<std::string> kPasses = {"training_mode", "loss", "autodiff", "optimizer", "step", "all"};
+  if (!o.dump_after.empty() && std::find(kPasses.begin(), kPasses.end(), o.dump_after) == kPasses.end())
+    throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, loss, autodiff, optimizer, all)");
   std::unique_ptr<Graph> model = LoadModel(t.model);
   if (!model->training_info.empty())
     throw Error(t.model + ": the model already holds a training step (training_info); train it with onnx-train train");
   std::unique_ptr<Graph> step = LoadModel(t.model);
   const TrainerOptions to = MakeTrainerOptions(t, t.steps);
   StepGraphInfo info;
+  StepOptions so{to.loss, to.freeze, to.optimizer, nullptr};
+  if (!o.dump_after.empty())
+    so.after_pass = [&](const std::string& pass, const Graph& g) {
+      if (o.dump_after == "all" || o.dump_after == pass || (o.dump_after == "step" && pass == "optimizer"))
+        std::printf("--- after %s ---\n%s\n", pass.c_str(), PrintGraph(g).c_str());
+    };
   try {
-    info = BuildStepGraph(*step, {to.loss, to.freeze, to.optimizer});
+    info = BuildStepGraph(*step, so);
   } catch (const Error& e) {
     throw Error(t.model + ": " + e.what());
   }
-  if (!o.dump_after.empty()) std::printf("%s\n", PrintGraph(*step).c_str());
 
   std::map<std::string, int> by_op;
   for (const auto& n : step->nodes()) by_op[(n->domain.empty() ? "" : n->domain + ".") + n->op_type]++;

@@ -62,5 +62,12 @@ else
   echo "note: no python with onnx and onnxruntime given: checker and onnxruntime checks skipped"
 fi
 
+# --dump-after PASS prints the graph after that pass only; an unknown pass is an error naming it.
+"$tool" passes "$ex/model.onnx" "${loss[@]}" --dump-after autodiff >"$tmp/dump" 2>&1 || bad "passes --dump-after exited non-zero"
+grep -q -- "--- after autodiff ---" "$tmp/dump" && ! grep -q -- "--- after optimizer ---" "$tmp/dump" &&
+  grep -q "ReluGrad" "$tmp/dump" && ok || bad "--dump-after autodiff printed: $(head -3 "$tmp/dump")"
+"$tool" passes "$ex/model.onnx" "${loss[@]}" --dump-after nope >"$tmp/dump" 2>&1 && bad "--dump-after nope succeeded" ||
+  { grep -q "no pass 'nope'" "$tmp/dump" && ok || bad "--dump-after nope: $(cat "$tmp/dump")"; }
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
