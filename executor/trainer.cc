@@ -83,6 +83,7 @@ Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std:
   for (const auto& b : g.update_bindings) state_outs_.push_back({b.state, OutputIndex(g, b.next)});
   ExecutorOptions eo;
   eo.seed = opts_.seed;
+  eo.check_numerics = opts_.check_numerics;
   exec_ = std::make_unique<Executor>(g, eo);
 
   LossPass(opts_.loss).Run(*eval_);
@@ -120,6 +121,7 @@ Trainer::Trainer(StoredStep stored, TrainerOptions opts)
   for (const auto& b : g.update_bindings) state_outs_.push_back({b.state, OutputIndex(g, b.next)});
   ExecutorOptions eo;
   eo.seed = opts_.seed;
+  eo.check_numerics = opts_.check_numerics;
   exec_ = std::make_unique<Executor>(g, eo);
 }
 
@@ -143,6 +145,10 @@ StepResult Trainer::Step(const std::vector<Arrays>& micro_batches) {
   r.lr = ScheduledLr(opts_.optimizer, optimizer_steps());
   for (const Arrays& batch : micro_batches) {
     std::vector<Tensor> out = exec_->Run(batch);
+    if (opts_.check_numerics)
+      if (const Node* bad = exec_->first_nonfinite())
+        throw Error("--check-numerics: " + bad->Describe() + " produced a NaN or infinity in step " +
+                    std::to_string(optimizer_steps() + 1) + " (no state was updated)");
     // The update kernel already left everything unchanged on a skipped step; write the next state in place.
     for (const auto& [state, idx] : state_outs_) {
       Tensor& s = *state->initializer;

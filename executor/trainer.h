@@ -21,6 +21,9 @@ struct TrainerOptions {
   std::string freeze;  // --freeze REGEX
   OptimizerOptions optimizer;  // .accumulate: micro-batches per Step; .lr_schedule/.warmup/.total_steps
   uint64_t seed = 0;
+  // --check-numerics: every kernel's float outputs are scanned; the first NaN or infinity stops the step (nothing
+  // is updated) with an error naming the node that produced it.
+  bool check_numerics = false;
 };
 
 using Arrays = std::map<std::string, Tensor>;

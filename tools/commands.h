@@ -45,7 +45,7 @@ struct TrainOptions {
   int64_t grad_accum = 1, warmup = 0;
   std::string lr_schedule = "constant";
   int64_t batch = 32, epochs = 1, steps = 0;
-  bool no_shuffle = false, quiet = false, amp = false;
+  bool no_shuffle = false, quiet = false, amp = false, check_numerics = false;
   uint64_t seed = 0;
   std::string fuse, log_json, save, eval_data;
   std::string checkpoint, resume;

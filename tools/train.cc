@@ -64,6 +64,7 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.optimizer.warmup = o.warmup;
   to.optimizer.total_steps = total_steps;
   to.seed = o.seed;
+  to.check_numerics = o.check_numerics;
   return to;
 }
 

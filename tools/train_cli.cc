@@ -32,6 +32,8 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--checkpoint-every", o.checkpoint_every, "Write the checkpoint every N optimizer steps")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--resume", o.resume, "Continue from the checkpoint in this directory");
+  cmd->add_flag("--check-numerics", o.check_numerics,
+                "Check every kernel's output; the first NaN/inf stops the run naming its node");
   cmd->add_flag("-q,--quiet", o.quiet, "No per-step lines");
 }
 

@@ -265,5 +265,23 @@ TEST(TrainerFeatures, NonFiniteGradientsSkipTheStepAndNameTheNode) {
   EXPECT_EQ(t.optimizer_steps(), 1);
 }
 
+TEST(TrainerFeatures, CheckNumericsStopsAtTheFirstNonFiniteNode) {
+  auto model = MakeModel({.log = true});
+  TrainerOptions o = Options("sgd", 0.1);
+  o.check_numerics = true;
+  Trainer t(Copy(*model), o);
+  EXPECT_FALSE(t.Step(MakeData(8, 0.1, 1.0)).skipped);  // finite: runs as usual
+  const auto w = t.Parameters();
+  try {
+    t.Step(MakeData(8, -1.0, -0.1));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the_log"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("step 2"), std::string::npos) << e.what();
+  }
+  for (auto& [name, p] : t.Parameters()) test::ExpectClose(p, w.at(name), 0, 0);
+  EXPECT_EQ(t.optimizer_steps(), 1);
+}
+
 }  // namespace
 }  // namespace ot
