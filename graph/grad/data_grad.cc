@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "graph/grad/grad_rules.h"
+#include "graph/grad/grad_util.h"
 #include "graph/grad_context.h"
 #include "graph/infer_util.h"
 #include "graph/op_registry.h"
@@ -24,35 +25,9 @@ namespace ot {
 
 namespace {
 
-// The value of v when it is a constant (initializer or Constant node), as int64s.
-std::optional<std::vector<int64_t>> ConstInts(const Value* v) {
-  if (!v) return std::nullopt;
-  if (v->initializer) return v->initializer->ToInt64Vector();
-  if (v->producer && v->producer->op_type == "Constant" && v->producer->domain.empty()) {
-    const Attribute* a = v->producer->attr("value");
-    if (a && a->kind == Attribute::Kind::kTensor) return a->t.ToInt64Vector();
-    if ((a = v->producer->attr("value_ints"))) return a->ints;
-    if ((a = v->producer->attr("value_int"))) return std::vector<int64_t>{a->i};
-  }
-  return std::nullopt;
-}
-
-std::optional<double> ConstDouble(const Value* v) {
-  if (!v) return std::nullopt;
-  const Tensor* t = nullptr;
-  if (v->initializer) t = v->initializer.get();
-  else if (v->producer && v->producer->op_type == "Constant" && v->producer->attr("value"))
-    t = &v->producer->attr("value")->t;
-  if (!t || t->numel() != 1) return std::nullopt;
-  return t->GetDouble(0);
-}
-
-std::vector<int64_t> StaticDims(GradContext& c, const Value* v, const char* what) {
-  if (!v->shape.known_rank() || !v->shape.is_static()) c.Fail(std::string(what) + "'s shape must be static");
-  std::vector<int64_t> d;
-  for (int i = 0; i < v->shape.rank(); ++i) d.push_back(v->shape[i].value);
-  return d;
-}
+using grad::ConstDouble;
+using grad::ConstInts;
+using grad::StaticDims;
 
 // Slice(v, starts, ends, axes) in the form of the graph's opset.
 Value* SliceOp(GradContext& c, Value* v, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
@@ -62,16 +37,7 @@ Value* SliceOp(GradContext& c, Value* v, const std::vector<int64_t>& starts, con
                              {"axes", Attribute::Ints(axes)}});
 }
 
-// Pad(v, pads) with zeros in the form of the graph's opset.
-Value* PadZeros(GradContext& c, Value* v, const std::vector<int64_t>& pads) {
-  if (c.node().opset >= 11) return c.Op("Pad", {v, c.Ints(pads)});
-  return c.Op("Pad", {v}, {{"pads", Attribute::Ints(pads)}});
-}
 
-Value* Zeros(GradContext& c, const Value* like) {
-  Tensor z(like->dtype, {1});
-  return c.Op("ConstantOfShape", {c.Op("Shape", {const_cast<Value*>(like)})}, {{"value", Attribute::TensorValue(z)}});
-}
 
 void GatherGradRule(GradContext& c) {
   c.SetGrad(0, c.Op("GatherGrad", {c.dY(0), c.X(1), c.Op("Shape", {c.X(0)})},
@@ -101,7 +67,7 @@ void SplitGrad(GradContext& c) {
   std::vector<Value*> parts;
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     Value* g = c.dY(static_cast<int>(i));
-    parts.push_back(g ? g : Zeros(c, n.outputs[i]));
+    parts.push_back(g ? g : grad::ZerosLike(c, n.outputs[i]));
   }
   c.SetGrad(0, parts.size() == 1 ? parts[0] : c.Op("Concat", parts, {{"axis", Attribute::Int(axis)}}));
 }
