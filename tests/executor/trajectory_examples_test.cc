@@ -16,6 +16,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cpu_ops/pool_grad.h"
 #include "executor/data_loader.h"
 #include "executor/trainer.h"
 #include "graph/error.h"
@@ -177,6 +178,29 @@ TEST(FashionConvert, WritesWhatTheNpzReaderReadsBitForBit) {
   EXPECT_NE(msg.find("train-images-idx3-ubyte"), std::string::npos) << msg;
   std::filesystem::remove_all(dir);
   std::filesystem::remove(err);
+}
+
+// The CNN's MaxPool backward takes cpu_ops' dense path (no pads or dilations): a tie goes to the first maximum in
+// window order (as the forward's argmax), a NaN once met stays the pick, and a ceil_mode window clipped at the
+// input's end still routes its gradient.
+TEST(MaxPoolGradDense, TiesGoToTheFirstMaximumNaNStaysAndClippedWindowsCount) {
+  cpu::PoolSpec spec;
+  spec.n = 1, spec.c = 1;
+  spec.in_spatial = {3, 5}, spec.out_spatial = {2, 3}, spec.kernel = {2, 2}, spec.strides = {2, 2};
+  spec.dilations = {1, 1}, spec.pad_begin = {0, 0}, spec.pad_end = {0, 0};
+  const float nan = std::nanf("");
+  const std::vector<float> x = {1, 1, 2, 5, 7,   //
+                                1, 1, nan, 9, 7,  //
+                                3, 0, 0, 0, 8};
+  const std::vector<float> dy = {10, 20, 30, 40, 50, 60};
+  std::vector<float> dx(x.size(), -1.0f);
+  cpu::MaxPoolGrad<float>(spec, dy.data(), x.data(), dx.data());
+  // windows: rows 0-1 x cols 0-1 (all 1: first), cols 2-3 (NaN), col 4 (7, 7: first); row 2 x cols 0-1 (3),
+  // cols 2-3 (0, 0: first), col 4 (8)
+  const std::vector<float> want = {10, 0, 0, 0, 30,  //
+                                   0, 0, 20, 0, 0,   //
+                                   40, 0, 50, 0, 60};
+  EXPECT_EQ(dx, want);
 }
 
 TEST(Trajectory, FashionCnnSgdMatchesPyTorch) { ExpectTrajectory("fashion_cnn", "sgd", FashionHead(32 * 40)); }
