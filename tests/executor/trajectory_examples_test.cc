@@ -4,6 +4,7 @@
 //                                   (read here straight from Debian's idx files, as convert.py reads them)
 //   examples/tiny_lm/export.py      a 2-block pre-LN causal transformer LM on committed token ids; logits
 //                                   [batch, vocab, 32] with labels [batch, 32] (cross-entropy over positions)
+// and what they rest on: convert.py's npz (the demo's data) read by our reader, the dense MaxPool backward.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
