@@ -30,9 +30,17 @@ $(ASAN_BUILD)/build.ninja:
 build-asan: bootstrap $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target onnx-train fuzz_model_import fuzz_tensor_import
 
-# Trains the digits MLP on the CPU (mixed precision and fusion are accepted and not yet applied), then runs
-# the bundled inference example.
-demo: build
+# Fashion-MNIST (Debian's dataset-fashion-mnist) as .npz, converted with the Python standard library only.
+$(BUILD)/fashion/train.npz:
+	python3 examples/fashion_cnn/convert.py --out $(BUILD)/fashion
+
+# Trains the Fashion-MNIST CNN (BatchNorm) on the CPU and evaluates it on the 10,000 test images (mixed precision
+# and fusion are accepted and not yet applied), then the digits MLP, then runs the bundled inference example.
+demo: build $(BUILD)/fashion/train.npz
+	$(BUILD)/onnx-train train examples/fashion_cnn/model.onnx --data $(BUILD)/fashion/train.npz \
+	  --loss cross_entropy --logits logits --labels y --optimizer adam --lr 0.003 --lr-schedule cosine \
+	  --batch 64 --steps 300 --amp --fuse=lite --eval-data $(BUILD)/fashion/test.npz \
+	  --save $(BUILD)/fashion_trained.onnx
 	$(BUILD)/onnx-train train examples/digits_mlp/model.onnx --data examples/digits_mlp/train.npz \
 	  --loss cross_entropy --logits logits --labels y --optimizer adam --lr 0.01 --batch 50 --epochs 3 \
 	  --amp --fuse=lite --save $(BUILD)/digits_trained.onnx

@@ -92,7 +92,12 @@ void InferNode(Node& node) {
       ts.present = true;
     }
     ins.push_back(std::move(ts));
-    vals.push_back(v && v->initializer ? v->initializer.get() : nullptr);
+    // Known values: initializers, and Constant nodes' tensors (exporters emit Reshape shapes, Split sizes and
+    // Unsqueeze axes as Constant nodes; without their values those outputs would lose their rank).
+    const Tensor* val = v && v->initializer ? v->initializer.get() : nullptr;
+    if (v && !val && v->producer && v->producer->op_type == "Constant" && v->producer->domain.empty())
+      if (const Attribute* a = v->producer->attr("value"); a && a->kind == Attribute::Kind::kTensor) val = &a->t;
+    vals.push_back(val);
   }
   InferContext ctx(*n, std::move(ins), std::move(vals), static_cast<int>(n->outputs.size()));
   reg.Find(n->domain, n->op_type)->infer(ctx);

@@ -31,29 +31,6 @@ namespace {
 const std::string kExamples = std::string(OT_SOURCE_DIR) + "/examples/";
 const std::string kFashion = "/usr/share/datasets/fashion-mnist/";  // Debian: dataset-fashion-mnist
 
-// Loads a model; for the tiny LM, first turns its int64 Constant nodes into initializers. WORKAROUND until shape
-// inference reads Constant nodes' values (InferNode takes input values from initializers only): the LM's Split
-// sizes, Unsqueeze axes and Reshape shapes are Constant nodes, and without their values its Reshape outputs have
-// unknown rank and the Transpose gradient fails ("input rank must be known"). Then this becomes LoadModel.
-std::unique_ptr<Graph> Load(const std::string& path, bool fold_constants) {
-  std::unique_ptr<Graph> g = LoadModel(path);
-  if (!fold_constants) return g;
-  std::vector<Node*> consts;
-  for (const auto& n : g->nodes()) {
-    if (n->op_type != "Constant" || n->outputs.size() != 1) continue;
-    const Attribute* a = n->attr("value");
-    if (!a || a->t.dtype() != DataType::kInt64) continue;
-    consts.push_back(n.get());
-  }
-  for (Node* n : consts) {
-    Value* v = n->outputs[0];
-    Tensor t = n->attr("value")->t;
-    g->RemoveNode(n);
-    g->AddInitializer(v->name, t);
-  }
-  return g;
-}
-
 nlohmann::json Reference(const std::string& dir, const std::string& optimizer) {
   std::ifstream f(kExamples + dir + "/trajectory_" + optimizer + ".json");
   EXPECT_TRUE(f) << "missing " << dir << "/trajectory_" << optimizer << ".json";
@@ -73,7 +50,7 @@ void ExpectTrajectory(const std::string& dir, const std::string& optimizer, std:
   nlohmann::json ref = Reference(dir, optimizer);
   ASSERT_FALSE(ref.is_null());
   ASSERT_EQ(ref["shuffle"], false);
-  Trainer trainer(Load(kExamples + dir + "/model.onnx", dir == "tiny_lm"), Options(ref, optimizer));
+  Trainer trainer(LoadModel(kExamples + dir + "/model.onnx"), Options(ref, optimizer));
   DataLoader data(std::move(arrays), ref["batch"], false, 0, dir);
   const auto& losses = ref["losses"];
   ASSERT_GE(losses.size(), 30u);
@@ -212,7 +189,7 @@ TEST(Trajectory, TinyLmAdamMatchesPyTorch) { ExpectTrajectory("tiny_lm", "adam",
 TEST(Trajectory, TinyLmLabelsOfTheWrongLengthAreAnError) {
   // Labels [batch, 31] for logits [batch, 64, 32]: an error naming the labels input and both shapes.
   nlohmann::json ref = Reference("tiny_lm", "adam");
-  Trainer trainer(Load(kExamples + "tiny_lm/model.onnx", true), Options(ref, "adam"));
+  Trainer trainer(LoadModel(kExamples + "tiny_lm/model.onnx"), Options(ref, "adam"));
   std::map<std::string, Tensor> arrays = TinyLmData();
   Tensor y(DataType::kInt64, {4, 31});
   std::map<std::string, Tensor> batch = {{"x", DataLoader(arrays, 4, false, 0, "data").Get(0, 0).arrays.at("x")},

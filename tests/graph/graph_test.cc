@@ -115,6 +115,33 @@ TEST(ShapeInference, MismatchNamesTheNode) {
   }
 }
 
+TEST(ShapeInference, ReadsConstantNodeValues) {
+  // Reshape's shape from a Constant node (as exporters write it): the output gets its rank and dims.
+  Graph g;
+  g.opset_imports[""] = 13;
+  Value* x = g.AddValue("x");
+  x->dtype = DataType::kFloat32;
+  x->shape = Shape({Dim(2), Dim(6)});
+  g.inputs.push_back(x);
+  Value* shape = g.AddValue("shape");
+  g.AddNode("Constant", {}, {shape}, "c")->attrs["value"] = Attribute::TensorValue(Tensor::FromInt64({3, 4}, {2}));
+  Value* y = g.AddValue("y");
+  g.AddNode("Reshape", {x, shape}, {y}, "r");
+  g.outputs.push_back(y);
+  InferShapes(g, true);
+  ASSERT_TRUE(y->shape.known_rank());
+  EXPECT_EQ(y->shape.ToString(), "[3,4]");
+  // The same shape as a graph input (value unknown): rank 2, dims unknown.
+  Value* s2 = g.AddValue("s2");
+  s2->dtype = DataType::kInt64;
+  s2->shape = Shape({Dim(2)});
+  g.inputs.push_back(s2);
+  g.SetInput(y->producer, 1, s2);
+  InferShapes(g, true);
+  EXPECT_EQ(y->shape.rank(), 2);
+  EXPECT_FALSE(y->shape.is_static());
+}
+
 TEST(ShapeInference, UnknownOpIsUnsupportedWhenStrict) {
   Mlp m;
   m.relu->op_type = "NoSuchOp";
