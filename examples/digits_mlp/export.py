@@ -12,13 +12,16 @@ Writes:
                      steps an epoch), cross-entropy
                      (mean), for `sgd` (lr 0.1) and `adam` (lr 0.01), 36 steps each, and the settings used
 """
-import json
 import os
+import sys
 
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from trajectory import write_trajectories  # noqa: E402
 
 here = os.path.dirname(os.path.abspath(__file__))
 torch.manual_seed(0)
@@ -44,20 +47,5 @@ batch, steps = 50, 36
 xtr, ytr = x[:1500], y[:1500]
 per_epoch = len(xtr) // batch  # 30: steps 31..36 are the second epoch's first batches (no shuffling)
 settings = {"sgd": dict(lr=0.1), "adam": dict(lr=0.01)}
-for name, kw in settings.items():
-    m = make()
-    opt = torch.optim.SGD(m.parameters(), **kw) if name == "sgd" else torch.optim.Adam(m.parameters(), **kw)
-    losses = []
-    for k in range(steps):
-        j = k % per_epoch
-        xb = torch.from_numpy(xtr[j * batch:(j + 1) * batch])
-        yb = torch.from_numpy(ytr[j * batch:(j + 1) * batch])
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(m(xb), yb)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss))
-    with open(os.path.join(here, f"trajectory_{name}.json"), "w") as f:
-        json.dump({"optimizer": name, **kw, "batch": batch, "steps": steps, "loss": "cross_entropy",
-                   "logits": "logits", "labels": "y", "shuffle": False, "losses": losses}, f, indent=1)
+write_trajectories(here, make, xtr, ytr, batch, steps, settings)
 print("exported model.onnx, train.npz, test.npz, trajectories")

@@ -15,7 +15,6 @@ Writes:
                 first images of the training split, batch 32, no shuffling (step k uses images 32k..32k+31),
                 cross-entropy (mean), for `sgd` (lr 0.01) and `adam` (lr 0.001), 40 steps each, and the settings
 """
-import json
 import os
 import sys
 
@@ -25,7 +24,9 @@ from torch import nn
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
+sys.path.insert(0, os.path.dirname(here))
 import convert  # noqa: E402  (the idx reader and the pixel conversion the demo data uses)
+from trajectory import write_trajectories  # noqa: E402
 
 SRC = "/usr/share/datasets/fashion-mnist"
 
@@ -60,20 +61,6 @@ torch.onnx.export(model, torch.from_numpy(x[:batch]), os.path.join(here, "model.
 # float32 and float64 runs drift 1e-2 apart by step 9, so no float32 implementation can be held to 1e-3 there.
 # At lr 0.01 they agree to 1e-6 over all 40 steps.
 settings = {"sgd": dict(lr=0.01), "adam": dict(lr=0.001)}
-for name, kw in settings.items():
-    m = make().train()
-    opt = torch.optim.SGD(m.parameters(), **kw) if name == "sgd" else torch.optim.Adam(m.parameters(), **kw)
-    losses = []
-    for k in range(steps):
-        xb = torch.from_numpy(x[k * batch:(k + 1) * batch])
-        yb = torch.from_numpy(y[k * batch:(k + 1) * batch])
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(m(xb), yb)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss))
-    with open(os.path.join(here, f"trajectory_{name}.json"), "w") as f:
-        json.dump({"optimizer": name, **kw, "batch": batch, "steps": steps, "loss": "cross_entropy",
-                   "logits": "logits", "labels": "y", "shuffle": False, "data": "train-images-idx3-ubyte.gz",
-                   "losses": losses}, f, indent=1)
+write_trajectories(here, make, x, y, batch, steps, settings, {"data": "train-images-idx3-ubyte.gz"},
+                   train_mode=True)
 print("exported model.onnx, trajectories")

@@ -19,14 +19,17 @@ Writes:
                 no shuffling (step k uses sequences 16k..16k+15), cross-entropy (mean over all positions),
                 for `sgd` (lr 0.1) and `adam` (lr 0.001), 32 steps each, and the settings used
 """
-import json
 import math
 import os
 import random
+import sys
 
 import numpy as np
 import torch
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from trajectory import write_trajectories  # noqa: E402
 
 here = os.path.dirname(os.path.abspath(__file__))
 VOCAB, D, HEADS, T, LAYERS = 64, 64, 4, 32, 2
@@ -115,19 +118,5 @@ torch.onnx.export(model, torch.from_numpy(x[:batch]), os.path.join(here, "model.
                   opset_version=15, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
 
 settings = {"sgd": dict(lr=0.1), "adam": dict(lr=0.001)}
-for name, kw in settings.items():
-    m = make()
-    opt = torch.optim.SGD(m.parameters(), **kw) if name == "sgd" else torch.optim.Adam(m.parameters(), **kw)
-    losses = []
-    for k in range(steps):
-        xb = torch.from_numpy(x[k * batch:(k + 1) * batch])
-        yb = torch.from_numpy(y[k * batch:(k + 1) * batch])
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(m(xb), yb)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss))
-    with open(os.path.join(here, f"trajectory_{name}.json"), "w") as f:
-        json.dump({"optimizer": name, **kw, "batch": batch, "steps": steps, "loss": "cross_entropy",
-                   "logits": "logits", "labels": "y", "shuffle": False, "losses": losses}, f, indent=1)
+write_trajectories(here, make, x, y, batch, steps, settings)
 print(f"exported model.onnx, data.npz ({len(chars)} distinct characters), trajectories")
