@@ -9,7 +9,7 @@ TESTDATA   := /usr/share/libonnx-testdata/data
 SHELL      := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: all bootstrap build build-asan demo test test-unit test-conformance test-asan fuzz test-full bench clean install
+.PHONY: all bootstrap build build-asan demo test test-unit test-conformance test-asan fuzz test-full bench clean install venv
 
 all: build
 
@@ -67,13 +67,18 @@ test-asan: build-asan
 fuzz: build-asan
 	tests/fuzz/run.sh $(ASAN_BUILD) $(FUZZ_SECONDS)
 
-test: build build-asan
+# .venv (PyPI): onnx, numpy and onnxruntime, the peers the CLI tests hold exported and saved models against
+# (the ONNX checker, ONNX Runtime) and the newer ONNX node tests of test-full.
+venv:
+	scripts/onnx-newer-tests .venv
+	.venv/bin/python -c 'import onnxruntime' 2>/dev/null || .venv/bin/pip install -q onnxruntime
+
+test: build build-asan venv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) --no-print-directory test-asan
 
 # Heavier suites: the newer ONNX node tests (opsets up to 22) shipped inside the onnx 1.22 wheel (needs PyPI).
-test-full: build
-	scripts/onnx-newer-tests .venv
+test-full: build venv
 	$(BUILD)/onnx-train check --quiet $$(.venv/bin/python -c 'import onnx,os;print(os.path.join(os.path.dirname(onnx.__file__),"backend/test/data/node"))')
 
 bench: build
