@@ -84,6 +84,7 @@ Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std:
   ExecutorOptions eo;
   eo.seed = opts_.seed;
   eo.check_numerics = opts_.check_numerics;
+  eo.profile = opts_.profile;
   exec_ = std::make_unique<Executor>(g, eo);
 
   LossPass(opts_.loss).Run(*eval_);
@@ -122,6 +123,7 @@ Trainer::Trainer(StoredStep stored, TrainerOptions opts)
   ExecutorOptions eo;
   eo.seed = opts_.seed;
   eo.check_numerics = opts_.check_numerics;
+  eo.profile = opts_.profile;
   exec_ = std::make_unique<Executor>(g, eo);
 }
 

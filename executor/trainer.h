@@ -24,6 +24,7 @@ struct TrainerOptions {
   // --check-numerics: every kernel's float outputs are scanned; the first NaN or infinity stops the step (nothing
   // is updated) with an error naming the node that produced it.
   bool check_numerics = false;
+  bool profile = false;  // time every kernel (executor().kernel_profile())
 };
 
 using Arrays = std::map<std::string, Tensor>;
@@ -87,6 +88,7 @@ class Trainer {
 
   const Graph& step_graph() const { return *graph_; }
   const TrainerOptions& options() const { return opts_; }
+  const Executor& executor() const { return *exec_; }
   // Current values of the trained parameters, by name.
   std::map<std::string, Tensor> Parameters() const;
   const std::string& loss_name() const { return info_.loss; }

@@ -25,6 +25,14 @@ struct RunOptions {
   int repeat = 1;  // > 1: time repeated runs (after one warm-up) and print the median and best
 };
 int Run(const RunOptions& o);
+}  // namespace ot::tools
+
+namespace ot {
+class Executor;
+}
+namespace ot::tools {
+// Time per op type and the slowest kernels of the executor's last plan, divided by `runs`.
+void PrintOpProfile(const Executor& ex, double runs);
 
 }  // namespace ot::tools
 
@@ -45,7 +53,7 @@ struct TrainOptions {
   int64_t grad_accum = 1, warmup = 0;
   std::string lr_schedule = "constant";
   int64_t batch = 32, epochs = 1, steps = 0;
-  bool no_shuffle = false, quiet = false, amp = false, check_numerics = false;
+  bool no_shuffle = false, quiet = false, amp = false, check_numerics = false, profile = false;
   uint64_t seed = 0;
   std::string fuse, log_json, save, eval_data;
   std::string checkpoint, resume;

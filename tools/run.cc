@@ -14,6 +14,19 @@
 
 namespace ot::tools {
 
+void PrintOpProfile(const Executor& ex, double runs) {
+  std::printf("%-28s %8s %12s %8s\n", "op", "kernels", "ms/run", "share");
+  double total = 0;
+  for (const OpTime& t : ex.kernel_profile()) total += t.ms;
+  for (const OpTime& t : ex.kernel_profile())
+    std::printf("%-28s %8lld %12.3f %7.1f%%\n", t.op.c_str(), static_cast<long long>(t.kernels), t.ms / runs,
+                total > 0 ? 100.0 * t.ms / total : 0.0);
+  std::printf("slowest kernels:\n");
+  std::vector<OpTime> nodes = ex.node_profile();
+  for (size_t i = 0; i < nodes.size() && i < 8; ++i)
+    std::printf("  %-40s %12.3f ms/run\n", nodes[i].op.c_str(), nodes[i].ms / runs);
+}
+
 int Run(const RunOptions& o) {
   std::unique_ptr<Graph> g = LoadModel(o.model);
   ExpandGradientOps(*g);  // ai.onnx.preview.training Gradient nodes -> the backward in standard ops
@@ -51,18 +64,7 @@ int Run(const RunOptions& o) {
                 o.repeat, ms[ms.size() / 2], ms[0], ThreadCount(), static_cast<long long>(ex.last_kernel_count()),
                 static_cast<long long>(ex.last_arena_bytes()));
   }
-  if (o.profile) {
-    std::printf("%-28s %8s %12s %8s\n", "op", "kernels", "ms/run", "share");
-    double total = 0;
-    for (const OpTime& t : ex.kernel_profile()) total += t.ms;
-    for (const OpTime& t : ex.kernel_profile())
-      std::printf("%-28s %8lld %12.3f %7.1f%%\n", t.op.c_str(), static_cast<long long>(t.kernels),
-                  t.ms / (o.repeat > 1 ? o.repeat + 1 : 1), total > 0 ? 100.0 * t.ms / total : 0.0);
-    std::printf("slowest kernels:\n");
-    std::vector<OpTime> nodes = ex.node_profile();
-    for (size_t i = 0; i < nodes.size() && i < 8; ++i)
-      std::printf("  %-40s %12.3f ms/run\n", nodes[i].op.c_str(), nodes[i].ms / (o.repeat > 1 ? o.repeat + 1 : 1));
-  }
+  if (o.profile) PrintOpProfile(ex, o.repeat > 1 ? o.repeat + 1 : 1);
   if (!o.output.empty()) {
     std::vector<NamedTensor> named;
     for (size_t i = 0; i < outs.size(); ++i) named.push_back({g->outputs[i]->name, outs[i]});

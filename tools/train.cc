@@ -65,6 +65,7 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.optimizer.total_steps = total_steps;
   to.seed = o.seed;
   to.check_numerics = o.check_numerics;
+  to.profile = o.profile;
   return to;
 }
 
@@ -260,6 +261,7 @@ int Train(const TrainOptions& o) {
     trainer->Save(o.save);
     if (!o.quiet) std::printf("saved the trained model to %s\n", o.save.c_str());
   }
+  if (o.profile && total > start) PrintOpProfile(trainer->executor(), static_cast<double>((total - start) * k));
   if (skipped) std::printf("%lld steps skipped (non-finite gradients)\n", static_cast<long long>(skipped));
   return 0;
 }

@@ -34,6 +34,7 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--resume", o.resume, "Continue from the checkpoint in this directory");
   cmd->add_flag("--check-numerics", o.check_numerics,
                 "Check every kernel's output; the first NaN/inf stops the run naming its node");
+  cmd->add_flag("--profile-ops", o.profile, "At the end, the time per op type and the slowest kernels of a step");
   cmd->add_flag("-q,--quiet", o.quiet, "No per-step lines");
 }
 

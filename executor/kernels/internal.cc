@@ -1,4 +1,7 @@
 // CPU kernels of the internal ops (graph/ops/internal.cc).
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -57,8 +60,11 @@ KernelInfo ReluGradKernel(const KernelContext& ctx) {
         const T* dy = io.In<T>(0);
         const T* y = io.In<T>(1);
         T* dx = io.Out<T>(0);
-        for (int64_t i = 0; i < n; ++i)
-          dx[i] = static_cast<Acc<T>>(y[i]) > 0 ? dy[i] : static_cast<T>(static_cast<Acc<T>>(0));
+        const T zero = static_cast<T>(static_cast<Acc<T>>(0));
+        // Element-wise: split into fixed blocks of 32K elements across the threads.
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 15), [&](const tbb::blocked_range<int64_t>& r) {
+          for (int64_t i = r.begin(); i < r.end(); ++i) dx[i] = static_cast<Acc<T>>(y[i]) > 0 ? dy[i] : zero;
+        });
       }
     });
   };

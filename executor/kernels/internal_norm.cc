@@ -1,6 +1,9 @@
 // CPU kernels of the norm/loss backward internal ops (schemas and math in graph/grad/norm_grad.cc):
 // SoftmaxGrad, LossGrad, LayerNormGrad, BatchNormGrad. Each loads a row (or the needed inputs) into double,
 // computes in double, and stores in the output dtype (float32, float64, float16, bfloat16).
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -254,45 +257,49 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
   const bool o1 = ctx.has_output(1), o2 = ctx.has_output(2);
   const DataType t0 = ctx.out(0).dtype, t1 = o1 ? ctx.out(1).dtype : ts, t2 = o2 ? ctx.out(2).dtype : ts;
   KernelInfo k;
+  // Parallel over channels (each channel's statistics and gradients come from one task, in a fixed order:
+  // deterministic); a channel's N x S values are gathered into double, as the other kernels here do.
   k.fn = [=](const KernelIO& io) {
     const double cnt = static_cast<double>(N * S);
-    std::vector<double> s = LoadAll(io.in[2], ts, C);
-    std::vector<double> mu(static_cast<size_t>(C), 0.0), r(static_cast<size_t>(C), 0.0);
-    std::vector<double> x = LoadAll(io.in[1], tx, N * C * S), dy = LoadAll(io.in[0], tdy, N * C * S);
-    if (training) {
-      std::vector<double> var(static_cast<size_t>(C), 0.0);
-      for (int64_t b = 0; b < N; ++b)
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t i = 0; i < S; ++i) mu[c] += x[(b * C + c) * S + i];
-      for (int64_t c = 0; c < C; ++c) mu[c] /= cnt;
-      for (int64_t b = 0; b < N; ++b)
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t i = 0; i < S; ++i) {
-            const double d = x[(b * C + c) * S + i] - mu[c];
-            var[c] += d * d;
-          }
-      for (int64_t c = 0; c < C; ++c) r[c] = 1.0 / std::sqrt(var[c] / cnt + eps);
-    } else {
-      mu = LoadAll(io.in[3], tm, C);
-      std::vector<double> var = LoadAll(io.in[4], tv, C);
-      for (int64_t c = 0; c < C; ++c) r[c] = 1.0 / std::sqrt(var[c] + eps);
+    const std::vector<double> s = LoadAll(io.in[2], ts, C);
+    std::vector<double> mu_in, var_in;
+    if (!training) {
+      mu_in = LoadAll(io.in[3], tm, C);
+      var_in = LoadAll(io.in[4], tv, C);
     }
     std::vector<double> db(static_cast<size_t>(C), 0.0), ds(static_cast<size_t>(C), 0.0);
-    for (int64_t b = 0; b < N; ++b)
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t i = 0; i < S; ++i) {
-          const int64_t j = (b * C + c) * S + i;
-          x[j] = (x[j] - mu[c]) * r[c];  // xhat
-          db[c] += dy[j];
-          ds[c] += dy[j] * x[j];
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, C, 1), [&](const tbb::blocked_range<int64_t>& range) {
+      std::vector<double> x(static_cast<size_t>(N * S)), dy(static_cast<size_t>(N * S));
+      for (int64_t c = range.begin(); c != range.end(); ++c) {
+        for (int64_t b = 0; b < N; ++b) {
+          Load(io.in[1], tx, (b * C + c) * S, S, x.data() + b * S);
+          Load(io.in[0], tdy, (b * C + c) * S, S, dy.data() + b * S);
         }
-    for (int64_t b = 0; b < N; ++b)
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t i = 0; i < S; ++i) {
-          const int64_t j = (b * C + c) * S + i;
-          dy[j] = training ? s[c] * r[c] * (dy[j] - db[c] / cnt - x[j] * ds[c] / cnt) : s[c] * r[c] * dy[j];
+        double mu, r;
+        if (training) {
+          double sum = 0;
+          for (double v : x) sum += v;
+          mu = sum / cnt;
+          double var = 0;
+          for (double v : x) var += (v - mu) * (v - mu);
+          r = 1.0 / std::sqrt(var / cnt + eps);
+        } else {
+          mu = mu_in[c];
+          r = 1.0 / std::sqrt(var_in[c] + eps);
         }
-    Store(io.out[0], t0, 0, N * C * S, dy.data());
+        double sb = 0, ss = 0;
+        for (int64_t j = 0; j < N * S; ++j) {
+          x[j] = (x[j] - mu) * r;  // xhat
+          sb += dy[j];
+          ss += dy[j] * x[j];
+        }
+        db[c] = sb;
+        ds[c] = ss;
+        const double k0 = s[c] * r, mb = sb / cnt, ms = ss / cnt;
+        for (int64_t j = 0; j < N * S; ++j) dy[j] = training ? k0 * (dy[j] - mb - x[j] * ms) : k0 * dy[j];
+        for (int64_t b = 0; b < N; ++b) Store(io.out[0], t0, (b * C + c) * S, S, dy.data() + b * S);
+      }
+    });
     if (o1) Store(io.out[1], t1, 0, C, ds.data());
     if (o2) Store(io.out[2], t2, 0, C, db.data());
   };
