@@ -94,6 +94,9 @@ void DataLoader::Prefetch(int64_t epoch, int64_t index) {
 
 Batch DataLoader::Take() {
   if (!next_.valid()) throw Error("DataLoader::Take without Prefetch");
+  // Wait through the task group, not on the future alone: wait() runs the prefetch here if no other thread has
+  // taken it (with --threads 1 this thread is the only one TBB may use, and blocking would never end).
+  tasks_->group.wait();
   return next_.get();
 }
 

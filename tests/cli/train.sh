@@ -34,6 +34,10 @@ with zipfile.ZipFile(sys.argv[1]) as z, zipfile.ZipFile(sys.argv[2], "w") as o:
 PY
 "$tool" run "$tmp/trained.onnx" --data "$tmp/x.npz" 2>&1 | grep -q "logits: float32\[297,10\]" && ok || bad "trained model did not run"
 
+# --threads 1: the batch prefetch runs on the one thread TBB may use (it once waited forever).
+timeout 60 "$tool" train "$ex/model.onnx" "${common[@]/2/1}" --optimizer sgd --lr 0.1 --steps 3 --quiet \
+  --log-json "$tmp/t1.jsonl" >/dev/null 2>&1 && [ "$(wc -l <"$tmp/t1.jsonl")" -eq 3 ] && ok || bad "--threads 1 run failed or hung"
+
 # --eval-data: one evaluation line per epoch with loss and accuracy over all 297 test samples.
 "$tool" train "$ex/model.onnx" "${common[@]}" --optimizer adam --lr 0.01 --epochs 2 --quiet \
   --eval-data "$ex/test.npz" --log-json "$tmp/eval.jsonl" >/dev/null 2>&1 || bad "train with --eval-data failed"

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "executor/data_loader.h"
+#include "executor/threads.h"
 #include "graph/error.h"
 
 namespace ot {
@@ -60,6 +61,19 @@ TEST(DataLoader, PrefetchEqualsGet) {
   Batch p = d.Take();
   Batch g = d.Get(2, 1);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(p.arrays["y"].data<int64_t>()[i], g.arrays["y"].data<int64_t>()[i]);
+}
+
+TEST(DataLoader, PrefetchCompletesWithOneThread) {
+  // --threads 1: TBB may use this thread only, so Take must run the prefetch itself (it used to wait forever).
+  SetThreadCount(1);
+  DataLoader d(Arrays(10), 3, true, 4, "d.npz");
+  for (int64_t i = 0; i < 3; ++i) {
+    d.Prefetch(0, i);
+    Batch b = d.Take();
+    EXPECT_EQ(b.index, i);
+    EXPECT_EQ(b.arrays.at("y").dims()[0], 3);
+  }
+  SetThreadCount(0);
 }
 
 TEST(DataLoader, DataErrorsNameFileArrayAndSample) {
