@@ -77,15 +77,7 @@ Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std:
 
   Graph& g = *graph_;
   info_ = BuildStepGraph(g, {opts_.loss, opts_.freeze, opts_.optimizer, nullptr});
-  loss_out_ = OutputIndex(g, g.FindValue(info_.loss));
-  grad_norm_out_ = OutputIndex(g, info_.grad_norm);
-  skipped_out_ = OutputIndex(g, info_.skipped);
-  for (const auto& b : g.update_bindings) state_outs_.push_back({b.state, OutputIndex(g, b.next)});
-  ExecutorOptions eo;
-  eo.seed = opts_.seed;
-  eo.check_numerics = opts_.check_numerics;
-  eo.profile = opts_.profile;
-  exec_ = std::make_unique<Executor>(g, eo);
+  MakeExecutor();
 
   LossPass(opts_.loss).Run(*eval_);
   ShareInitializers(*inference_, g);
@@ -116,6 +108,12 @@ Trainer::Trainer(StoredStep stored, TrainerOptions opts)
     opts_.optimizer.total_steps = n->attr_int("total_steps", 0);
   }
   if (info_.lr && info_.lr->initializer) opts_.optimizer.lr = info_.lr->initializer->GetDouble(0);
+  MakeExecutor();
+}
+
+// The step's loss, grad_norm, skipped and next-state values become outputs; the executor runs the step.
+void Trainer::MakeExecutor() {
+  Graph& g = *graph_;
   loss_out_ = OutputIndex(g, g.FindValue(info_.loss));
   grad_norm_out_ = OutputIndex(g, info_.grad_norm);
   skipped_out_ = OutputIndex(g, info_.skipped);

@@ -95,6 +95,7 @@ class Trainer {
   int64_t optimizer_steps() const;
 
  private:
+  void MakeExecutor();
   TrainerOptions opts_;
   std::unique_ptr<Graph> graph_;      // the step graph
   std::unique_ptr<Graph> inference_;  // the model in inference mode, sharing the state tensors
