@@ -63,14 +63,7 @@ class Importer {
     }
     onnx::GraphProto& gp = *m.mutable_graph();
     g_.name = gp.name();
-    if (gp.sparse_initializer_size() > 0)
-      throw UnsupportedError(what_ + ": sparse initializers are not supported ('" + gp.sparse_initializer(0).values().name() +
-                             "')");
-    ReadInitializers(gp);
-    ReadInputs(gp);
-    ReadNodes(gp);
-    ReadOutputs(gp);
-    ReadValueInfo(gp);
+    ReadGraph(gp);
     g_.TopologicalOrder();  // throws on a cycle (a node that needs its own output)
   }
 
@@ -81,6 +74,13 @@ class Importer {
     g_.ir_version = main.ir_version;
     g_.opset_imports = main.opset_imports;
     g_.name = gp.name();
+    ReadGraph(gp);
+    g_.TopologicalOrder();
+  }
+
+ private:
+  // The graph's initializers, inputs, nodes, outputs and value_info, in that order.
+  void ReadGraph(onnx::GraphProto& gp) {
     if (gp.sparse_initializer_size() > 0)
       throw UnsupportedError(what_ + ": sparse initializers are not supported ('" + gp.sparse_initializer(0).values().name() +
                              "')");
@@ -89,10 +89,8 @@ class Importer {
     ReadNodes(gp);
     ReadOutputs(gp);
     ReadValueInfo(gp);
-    g_.TopologicalOrder();
   }
 
- private:
   // A name defined by an enclosing graph: its value here gets the outer value's type and, for an initializer, its
   // tensor (shared). False when no enclosing graph defines it.
   bool ResolveOuter(const std::string& name) {
