@@ -228,19 +228,8 @@ void NaiveConv(const ConvSpec& spec, const T* x, const T* w, const T* bias, T* y
           for (int64_t kw = 0; kw < k[2]; ++kw) {
             const double wv = static_cast<double>(wp[(kd * k[1] + kh) * k[2] + kw]);
             if (!spec.transpose) {
-              for (int64_t od = 0; od < out[0]; ++od) {
-                const int64_t id = od * st[0] - pb[0] + kd * dl[0];
-                if (id < 0 || id >= in[0]) continue;
-                for (int64_t oh = 0; oh < out[1]; ++oh) {
-                  const int64_t ih = oh * st[1] - pb[1] + kh * dl[1];
-                  if (ih < 0 || ih >= in[1]) continue;
-                  for (int64_t ow = 0; ow < out[2]; ++ow) {
-                    const int64_t iw = ow * st[2] - pb[2] + kw * dl[2];
-                    if (iw < 0 || iw >= in[2]) continue;
-                    acc[(od * out[1] + oh) * out[2] + ow] += wv * static_cast<double>(xp[(id * in[1] + ih) * in[2] + iw]);
-                  }
-                }
-              }
+              ForEachConvTap(in, out, st, dl, pb, kd, kh, kw,
+                             [&](int64_t o, int64_t i) { acc[o] += wv * static_cast<double>(xp[i]); });
             } else {
               // Each input position scatters into output position i*stride - pad + k*dilation.
               for (int64_t id = 0; id < in[0]; ++id) {

@@ -161,19 +161,8 @@ void NaiveConvGradData(const ConvSpec& spec, const T* dy, const T* w, T* dx) {
         for (int64_t kh = 0; kh < k[1]; ++kh)
           for (int64_t kw = 0; kw < k[2]; ++kw) {
             const double wv = static_cast<double>(wp[(kd * k[1] + kh) * k[2] + kw]);
-            for (int64_t od = 0; od < out[0]; ++od) {
-              const int64_t id = od * st[0] - pb[0] + kd * dl[0];
-              if (id < 0 || id >= in[0]) continue;
-              for (int64_t oh = 0; oh < out[1]; ++oh) {
-                const int64_t ih = oh * st[1] - pb[1] + kh * dl[1];
-                if (ih < 0 || ih >= in[1]) continue;
-                for (int64_t ow = 0; ow < out[2]; ++ow) {
-                  const int64_t iw = ow * st[2] - pb[2] + kw * dl[2];
-                  if (iw < 0 || iw >= in[2]) continue;
-                  acc[(id * in[1] + ih) * in[2] + iw] += wv * static_cast<double>(yp[(od * out[1] + oh) * out[2] + ow]);
-                }
-              }
-            }
+            ForEachConvTap(in, out, st, dl, pb, kd, kh, kw,
+                           [&](int64_t o, int64_t i) { acc[i] += wv * static_cast<double>(yp[o]); });
           }
     }
     T* xp = dx + nc * in_sz;
@@ -198,20 +187,9 @@ void NaiveConvGradWeight(const ConvSpec& spec, const T* dy, const T* x, T* dw) {
         for (int64_t kh = 0; kh < k[1]; ++kh)
           for (int64_t kw = 0; kw < k[2]; ++kw) {
             double s = 0;
-            for (int64_t od = 0; od < out[0]; ++od) {
-              const int64_t id = od * st[0] - pb[0] + kd * dl[0];
-              if (id < 0 || id >= in[0]) continue;
-              for (int64_t oh = 0; oh < out[1]; ++oh) {
-                const int64_t ih = oh * st[1] - pb[1] + kh * dl[1];
-                if (ih < 0 || ih >= in[1]) continue;
-                for (int64_t ow = 0; ow < out[2]; ++ow) {
-                  const int64_t iw = ow * st[2] - pb[2] + kw * dl[2];
-                  if (iw < 0 || iw >= in[2]) continue;
-                  s += static_cast<double>(yp[(od * out[1] + oh) * out[2] + ow]) *
-                       static_cast<double>(xp[(id * in[1] + ih) * in[2] + iw]);
-                }
-              }
-            }
+            ForEachConvTap(in, out, st, dl, pb, kd, kh, kw, [&](int64_t o, int64_t i) {
+              s += static_cast<double>(yp[o]) * static_cast<double>(xp[i]);
+            });
             acc[(kd * k[1] + kh) * k[2] + kw] += s;
           }
     }

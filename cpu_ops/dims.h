@@ -27,4 +27,26 @@ inline std::vector<int64_t> Pad3(const std::vector<int64_t>& v, int64_t fill) {
   return r;
 }
 
+// For one kernel tap (kd, kh, kw) of a 3-D (Pad3'ed) convolution window: calls f(o, i) for every output position
+// o whose input position i = o*stride - pad_begin + k*dilation lies inside the input (flat indices within one
+// channel). The traversal the reference convolution and its two gradients share.
+template <typename F>
+inline void ForEachConvTap(const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                           const std::vector<int64_t>& st, const std::vector<int64_t>& dl,
+                           const std::vector<int64_t>& pb, int64_t kd, int64_t kh, int64_t kw, F&& f) {
+  for (int64_t od = 0; od < out[0]; ++od) {
+    const int64_t id = od * st[0] - pb[0] + kd * dl[0];
+    if (id < 0 || id >= in[0]) continue;
+    for (int64_t oh = 0; oh < out[1]; ++oh) {
+      const int64_t ih = oh * st[1] - pb[1] + kh * dl[1];
+      if (ih < 0 || ih >= in[1]) continue;
+      for (int64_t ow = 0; ow < out[2]; ++ow) {
+        const int64_t iw = ow * st[2] - pb[2] + kw * dl[2];
+        if (iw < 0 || iw >= in[2]) continue;
+        f((od * out[1] + oh) * out[2] + ow, (id * in[1] + ih) * in[2] + iw);
+      }
+    }
+  }
+}
+
 }  // namespace ot::cpu
