@@ -20,6 +20,16 @@
 
 namespace ot {
 
+StepOptions MakeStepOptions(const TrainerOptions& o) {
+  StepOptions so;
+  so.loss = o.loss;
+  so.freeze = o.freeze;
+  so.optimizer = o.optimizer;
+  so.amp = o.amp;
+  so.fp16_range = o.fp16_range;
+  return so;
+}
+
 namespace {
 
 constexpr const char* kMetaArray = "__trainer_meta__";
@@ -76,7 +86,7 @@ Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std:
   TrainingModePass(false).Run(*eval_);
 
   Graph& g = *graph_;
-  info_ = BuildStepGraph(g, {opts_.loss, opts_.freeze, opts_.optimizer, nullptr});
+  info_ = BuildStepGraph(g, MakeStepOptions(opts_));
   MakeExecutor();
 
   LossPass(opts_.loss).Run(*eval_);

@@ -20,12 +20,17 @@ struct TrainerOptions {
   LossOptions loss;
   std::string freeze;  // --freeze REGEX
   OptimizerOptions optimizer;  // .accumulate: micro-batches per Step; .lr_schedule/.warmup/.total_steps
+  AmpOptions amp;               // .half: kFloat16/kBFloat16 for --amp, kUndefined for fp32
+  Fp16RangeOptions fp16_range;  // --fp16-infinity, --fp16-epsilon
   uint64_t seed = 0;
   // --check-numerics: every kernel's float outputs are scanned; the first NaN or infinity stops the step (nothing
   // is updated) with an error naming the node that produced it.
   bool check_numerics = false;
   bool profile = false;  // time every kernel (executor().kernel_profile())
 };
+
+// The step-graph pipeline's options of a Trainer's.
+StepOptions MakeStepOptions(const TrainerOptions& o);
 
 using Arrays = std::map<std::string, Tensor>;
 
@@ -92,6 +97,8 @@ class Trainer {
   // Current values of the trained parameters, by name.
   std::map<std::string, Tensor> Parameters() const;
   const std::string& loss_name() const { return info_.loss; }
+  // What the step-graph pipeline made (the amp report, fp16-range changes, parameters...).
+  const StepGraphInfo& step_info() const { return info_; }
   int64_t optimizer_steps() const;
 
  private:

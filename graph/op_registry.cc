@@ -55,6 +55,17 @@ void OpRegistry::SetGrad(const std::string& domain, const std::string& op_type, 
   it->second.non_differentiable = std::move(non_diff);
 }
 
+void OpRegistry::SetAmp(const std::string& domain, const std::string& op_type, AmpClass c,
+                        std::vector<int> fp32_inputs, std::vector<int> fp32_outputs, bool loss, bool fp32_inside) {
+  auto it = ops_.find({domain == "ai.onnx" ? "" : domain, op_type});
+  if (it == ops_.end()) throw Error("AMP class for unregistered op " + op_type);
+  it->second.amp = c;
+  it->second.amp_fp32_inputs = std::move(fp32_inputs);
+  it->second.amp_fp32_outputs = std::move(fp32_outputs);
+  it->second.amp_loss = loss;
+  it->second.amp_fp32_inside = fp32_inside;
+}
+
 const OpSchema* OpRegistry::Find(const std::string& domain, const std::string& op_type) const {
   std::string d = domain == "ai.onnx" ? "" : domain;
   auto it = ops_.find({d, op_type});

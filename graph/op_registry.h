@@ -60,7 +60,13 @@ class GradContext;
 // A gradient rule: given the gradients of a node's outputs, emit nodes computing its inputs' gradients.
 using GradFn = std::function<void(GradContext&)>;
 
-// Mixed-precision class (TF AutoMixedPrecision lists / PyTorch autocast); filled by the AMP issue.
+// Mixed-precision class (TF AutoMixedPrecision lists / PyTorch autocast), set by graph/ops/amp_table.cc:
+//   allow  runs in half (GEMM, convolution and their gradients): where the speed comes from;
+//   infer  runs in half inside half regions (its arithmetic stays fp32 inside), in fp32 elsewhere;
+//   deny   runs in fp32 always (Exp, Log, Pow, reductions, losses, the optimizer);
+//   clear  moves data without arithmetic (reshape, transpose, gather): any precision, it follows its neighbours;
+//   unset  (ops of fixed output type: Cast, ConstantOfShape, random and quantized ops) stays as exported and is
+//          neither a path for deny nor for allow.
 enum class AmpClass { kUnset, kAllow, kInfer, kDeny, kClear };
 // How cluster fusion may treat the op; filled by the fusion issue.
 enum class FusibleKind { kOpaque, kElementwise, kReduction };
@@ -76,6 +82,13 @@ struct OpSchema {
   // False for ops that read only their inputs' shapes (Shape, Size): they fold whenever shapes are known.
   bool reads_input_data = true;
   AmpClass amp = AmpClass::kUnset;
+  // When the op runs in half: float inputs/outputs that stay float32 (BatchNormalization's scale, bias and
+  // statistics; LayerNormalization's saved mean and inverse std). Every other float32 input/output becomes half.
+  std::vector<int> amp_fp32_inputs, amp_fp32_outputs;
+  // A loss (deny): an infer op whose only consumers are losses stays fp32 (the softmax that feeds a loss).
+  bool amp_loss = false;
+  // Computes in fp32 inside whatever its storage type (norms): its epsilon attribute need not be raised in fp16.
+  bool amp_fp32_inside = false;
   FusibleKind fusible = FusibleKind::kOpaque;
   // Reverse-mode rule (graph/grad/*.cc); empty for ops with no gradient yet. Inputs listed in
   // `non_differentiable` (indices, shapes, masks) never receive a gradient.
@@ -93,6 +106,9 @@ class OpRegistry {
   // The entry for (domain, op) or nullptr. "ai.onnx" and "" are the same domain.
   const OpSchema* Find(const std::string& domain, const std::string& op_type) const;
   std::vector<const OpSchema*> All() const;
+  // Sets an op's mixed-precision facts (graph/ops/amp_table.cc); throws when the op is not registered.
+  void SetAmp(const std::string& domain, const std::string& op_type, AmpClass c, std::vector<int> fp32_inputs = {},
+              std::vector<int> fp32_outputs = {}, bool loss = false, bool fp32_inside = false);
 
  private:
   std::map<std::pair<std::string, std::string>, OpSchema> ops_;

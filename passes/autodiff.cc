@@ -59,7 +59,8 @@ bool AutodiffPass::Run(Graph& g) {
   std::map<const Value*, std::vector<Value*>> contrib;
   Tensor one(loss->dtype, loss->shape.StaticDims());
   one.SetDouble(0, 1.0);
-  contrib[loss].push_back(g.AddInitializer(g.UniqueName(loss->name + "_grad_seed"), std::move(one)));
+  seed_ = g.AddInitializer(g.UniqueName(loss->name + "_grad_seed"), std::move(one));
+  contrib[loss].push_back(seed_);
 
   const OpRegistry& reg = OpRegistry::Global();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {

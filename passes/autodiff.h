@@ -28,10 +28,13 @@ class AutodiffPass : public Pass {
   // After Run: the trained parameters and their gradient values, in the same order.
   const std::vector<Value*>& params() const { return params_; }
   const std::vector<Value*>& grads() const { return grads_; }
+  // The loss gradient's seed (an initializer of ones named "<loss>_grad_seed"): loss scaling multiplies it by S.
+  Value* seed() const { return seed_; }
 
  private:
   AutodiffOptions opts_;
   std::vector<Value*> params_, grads_;
+  Value* seed_ = nullptr;
 };
 
 }  // namespace ot

@@ -30,6 +30,7 @@ StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
   after("autodiff");
   if (autodiff.params().empty()) throw Error("no trainable parameter reaches the loss '" + info.loss + "'");
   info.params = autodiff.params();
+  info.seed = autodiff.seed();
   OptimizerPass optimizer(o.optimizer, autodiff.params(), autodiff.grads());
   optimizer.Run(g);
   info.lr = optimizer.lr();
@@ -38,6 +39,18 @@ StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
   info.skipped = optimizer.skipped();
   AddOutput(g, g.FindValue(info.loss));
   after("optimizer");
+  if (o.amp.half != DataType::kUndefined) {
+    AmpPass amp(o.amp);
+    amp.Run(g);
+    info.amp = amp.report();
+    after("amp");
+    if (o.amp.half == DataType::kFloat16) {
+      Fp16RangePass range(o.fp16_range);
+      range.Run(g);
+      info.fp16_range_changes = range.changes();
+      after("fp16_range");
+    }
+  }
   return info;
 }
 

@@ -1,6 +1,6 @@
 // The training pipeline that turns a model into its step graph, in order:
 //   training_mode (BN/Dropout in training mode, BN running statistics become state) -> loss -> autodiff ->
-//   optimizer.
+//   optimizer -> amp -> fp16_range (fp16 only).
 // The result is one Graph holding forward, loss, backward and the update, with update bindings for every state
 // (what ONNX's TrainingInfoProto holds); its outputs include the loss, "grad_norm" and "skipped".
 #pragma once
@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "passes/amp.h"
+#include "passes/fp16_range.h"
 #include "passes/loss.h"
 #include "passes/optimizer.h"
 
@@ -17,6 +19,8 @@ struct StepOptions {
   LossOptions loss;
   std::string freeze;  // --freeze REGEX
   OptimizerOptions optimizer;
+  AmpOptions amp;               // --amp[=fp16|bf16], --keep-fp32, --keep-fp32-node
+  Fp16RangeOptions fp16_range;  // --fp16-infinity, --fp16-epsilon
   // Called after each pass with its name ("training_mode", "loss", "autodiff", "optimizer"): --dump-after.
   std::function<void(const std::string& pass, const Graph& g)> after_pass;
 };
@@ -28,6 +32,9 @@ struct StepGraphInfo {
   Value* step = nullptr;          // optimizer steps taken (state)
   Value* grad_norm = nullptr;     // outputs of the update
   Value* skipped = nullptr;
+  Value* seed = nullptr;          // the loss gradient's seed (ones)
+  AmpReport amp;                  // what the amp pass did (empty without --amp)
+  std::vector<std::string> fp16_range_changes;
 };
 
 // Rewrites `g` (the model) into its step graph. Errors name the loss, op or node that stops training.

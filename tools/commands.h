@@ -53,7 +53,10 @@ struct TrainOptions {
   int64_t grad_accum = 1, warmup = 0;
   std::string lr_schedule = "constant";
   int64_t batch = 32, epochs = 1, steps = 0;
-  bool no_shuffle = false, quiet = false, amp = false, check_numerics = false, profile = false;
+  bool no_shuffle = false, quiet = false, check_numerics = false, profile = false;
+  std::string amp;  // "" (fp32), "auto" (bare --amp: bf16 on the CPU), "fp16", "bf16"
+  std::vector<std::string> keep_fp32, keep_fp32_node;
+  double fp16_infinity = 1e4, fp16_epsilon = 1e-5;
   uint64_t seed = 0;
   std::string fuse, log_json, save, eval_data;
   std::string checkpoint, resume;
@@ -63,4 +66,14 @@ struct TrainOptions {
 ot::TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps);
 // `onnx-train train`: see README.
 int Train(const TrainOptions& o);
+}  // namespace ot::tools
+
+namespace ot::tools {
+// `onnx-train plan MODEL --batch N [train options] [--json]`: the training step's planned peak memory and its
+// split (executor/memory_report.h) for batch N; no step runs.
+struct PlanOptions {
+  TrainOptions train;
+  bool json = false;  // one JSON object instead of the table
+};
+int PlanMemoryReport(const PlanOptions& o);
 }  // namespace ot::tools

@@ -27,19 +27,20 @@ CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
 
 int Passes(const PassesOptions& o) {
   const TrainOptions& t = o.train;
-  static const std::vector<std::string> kPasses = {"training_mode", "loss", "autodiff", "optimizer", "step", "all"};
+  static const std::vector<std::string> kPasses = {"training_mode", "loss", "autodiff", "optimizer",
+                                                     "amp", "fp16_range", "step", "all"};
   if (!o.dump_after.empty() && std::find(kPasses.begin(), kPasses.end(), o.dump_after) == kPasses.end())
-    throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, loss, autodiff, optimizer, all)");
+    throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, loss, autodiff, optimizer, amp, fp16_range, all)");
   std::unique_ptr<Graph> model = LoadModel(t.model);
   if (!model->training_info.empty())
     throw Error(t.model + ": the model already holds a training step (training_info); train it with onnx-train train");
   std::unique_ptr<Graph> step = LoadModel(t.model);
   const TrainerOptions to = MakeTrainerOptions(t, t.steps);
   StepGraphInfo info;
-  StepOptions so{to.loss, to.freeze, to.optimizer, nullptr};
+  StepOptions so = MakeStepOptions(to);
   if (!o.dump_after.empty())
     so.after_pass = [&](const std::string& pass, const Graph& g) {
-      if (o.dump_after == "all" || o.dump_after == pass || (o.dump_after == "step" && pass == "optimizer"))
+      if (o.dump_after == "all" || o.dump_after == pass)
         std::printf("--- after %s ---\n%s\n", pass.c_str(), PrintGraph(g).c_str());
     };
   try {
@@ -47,6 +48,7 @@ int Passes(const PassesOptions& o) {
   } catch (const Error& e) {
     throw Error(t.model + ": " + e.what());
   }
+  if (o.dump_after == "step") std::printf("--- step graph ---\n%s\n", PrintGraph(*step).c_str());
 
   std::map<std::string, int> by_op;
   for (const auto& n : step->nodes()) by_op[(n->domain.empty() ? "" : n->domain + ".") + n->op_type]++;
@@ -62,6 +64,11 @@ int Passes(const PassesOptions& o) {
   std::printf("\nstates:");
   for (const auto& b : step->update_bindings) std::printf(" %s", b.state->name.c_str());
   std::printf("\nloss: %s\n", info.loss.c_str());
+  if (to.amp.half != DataType::kUndefined) {
+    std::printf("\nmixed precision (%s):\n%s", to.amp.half == DataType::kFloat16 ? "fp16" : "bf16",
+                FormatAmpReport(info.amp, to.amp.half).c_str());
+    for (const std::string& c : info.fp16_range_changes) std::printf("fp16-range: %s\n", c.c_str());
+  }
 
   if (!o.output.empty()) {
     TrainingModePass(false).Run(*model);

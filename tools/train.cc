@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 
+#include "executor/cpu_features.h"
 #include "executor/data_loader.h"
 #include "executor/trainer.h"
 #include "graph/error.h"
@@ -63,6 +64,13 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.optimizer.lr_schedule = ParseLrSchedule(o.lr_schedule);
   to.optimizer.warmup = o.warmup;
   to.optimizer.total_steps = total_steps;
+  if (!o.amp.empty()) to.amp.half = o.amp == "auto" ? DataType::kBFloat16 : ParseAmpDtype(o.amp);
+  if (to.amp.half == DataType::kUndefined && (!o.keep_fp32.empty() || !o.keep_fp32_node.empty()))
+    throw Error("--keep-fp32 and --keep-fp32-node need --amp");
+  to.amp.keep_fp32_ops = o.keep_fp32;
+  to.amp.keep_fp32_nodes = o.keep_fp32_node;
+  to.fp16_range.infinity = o.fp16_infinity;
+  to.fp16_range.epsilon = o.fp16_epsilon;
   to.seed = o.seed;
   to.check_numerics = o.check_numerics;
   to.profile = o.profile;
@@ -71,7 +79,6 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
 
 int Train(const TrainOptions& o) {
   if (o.data.empty()) throw Error("--data TRAIN.npz is required");
-  if (o.amp) std::fprintf(stderr, "note: --amp is accepted but mixed precision is not implemented yet: training in fp32\n");
   if (!o.fuse.empty() && o.fuse != "off")
     std::fprintf(stderr, "note: --fuse=%s is accepted but fusion is not implemented yet\n", o.fuse.c_str());
   ParseLrSchedule(o.lr_schedule);  // a bad choice fails before the data is read
@@ -91,6 +98,13 @@ int Train(const TrainOptions& o) {
   const int64_t total = o.steps > 0 ? o.steps : o.epochs * per_epoch / k;
   if (!stored && (o.lr_schedule != "constant" || o.warmup > 0))  // the schedule needs the run's length
     trainer = std::make_unique<Trainer>(std::move(model), MakeTrainerOptions(o, total));
+
+  if (trainer->options().amp.half != DataType::kUndefined) {
+    const std::string w = AmpHardwareWarning(trainer->options().amp.half);
+    if (!w.empty()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    for (const std::string& c : trainer->step_info().fp16_range_changes)
+      std::fprintf(stderr, "fp16-range: %s\n", c.c_str());
+  }
 
   Arrays eval_arrays;
   if (!o.eval_data.empty()) {

@@ -2,6 +2,8 @@
 
 namespace ot::tools {
 
+StepOptions MakeStepOptions(const TrainOptions& o) { return ot::MakeStepOptions(MakeTrainerOptions(o, o.steps)); }
+
 void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("model", o.model, "MODEL.onnx")->required();
   cmd->add_option("--data", o.data, "TRAIN.npz whose arrays are named after the step's inputs");
@@ -24,7 +26,15 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_flag("--no-shuffle", o.no_shuffle, "Batches in file order");
   cmd->add_option("--seed", o.seed, "Seed for shuffling and random ops");
   cmd->add_option("--eval-data", o.eval_data, "VAL.npz evaluated (loss, accuracy) after each epoch");
-  cmd->add_flag("--amp", o.amp, "Mixed precision (accepted; not implemented yet)");
+  cmd->add_flag("--amp{auto}", o.amp,
+                "Mixed precision: --amp=fp16 or --amp=bf16 (bare --amp: bf16 on the CPU, fp16 on CUDA)");
+  cmd->add_option("--keep-fp32", o.keep_fp32, "With --amp: ops (types) that stay fp32, e.g. Softmax,Gelu")
+      ->delimiter(',');
+  cmd->add_option("--keep-fp32-node", o.keep_fp32_node, "With --amp: nodes (names) that stay fp32")->delimiter(',');
+  cmd->add_option("--fp16-infinity", o.fp16_infinity,
+                  "fp16: constants beyond +-65504 (attention masks) become +-this (default 1e4)");
+  cmd->add_option("--fp16-epsilon", o.fp16_epsilon,
+                  "fp16: epsilons below fp16's normal range become this (default 1e-5)");
   cmd->add_option("--fuse", o.fuse, "off|lite|full (accepted; not implemented yet)");
   cmd->add_option("--log-json", o.log_json, "Write one JSON object per step (and per evaluation) to this file");
   cmd->add_option("--save", o.save, "Write the trained model (ONNX, inference mode) here");

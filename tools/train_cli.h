@@ -2,9 +2,13 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "executor/trainer.h"
 #include "tools/commands.h"
 
 namespace ot::tools {
 // Adds MODEL and every train option to `cmd`, writing into `o`.
 void AddTrainOptions(CLI::App* cmd, TrainOptions& o);
+// The step-graph pipeline's options (loss, optimizer, AMP, loss scaling) of the command line's; the LR schedule's
+// length is --steps.
+StepOptions MakeStepOptions(const TrainOptions& o);
 }  // namespace ot::tools

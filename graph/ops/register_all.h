@@ -12,6 +12,7 @@ void RegisterShapeOps(OpRegistry& r);        // Reshape ... OneHot: shape and da
 void RegisterInternalOps(OpRegistry& r);     // ai.onnxtrain: ReduceToShape, ReluGrad, ... (backward helpers)
 void RegisterTrainingPreviewOps(OpRegistry& r);  // ai.onnx.preview.training: Adagrad, Adam, Momentum, Gradient
 void RegisterGradients(OpRegistry& r);       // gradient rules (graph/grad/*.cc), after every schema
+void RegisterAmpClasses(OpRegistry& r);      // mixed-precision classes (graph/ops/amp_table.cc), after every schema
 
 inline void RegisterAllOps(OpRegistry& r) {
   RegisterElementwiseOps(r);
@@ -22,5 +23,6 @@ inline void RegisterAllOps(OpRegistry& r) {
   RegisterInternalOps(r);
   RegisterTrainingPreviewOps(r);
   RegisterGradients(r);
+  RegisterAmpClasses(r);
 }
 }  // namespace ot
