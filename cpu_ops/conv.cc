@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 
 #include <cstring>
+#include <string>
 #include <unordered_map>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -37,7 +38,12 @@ struct DnnlConv::Impl {
   std::vector<float> wb;
   dnnl::reorder x_to_blocked, y_to_plain;
   dnnl::memory::desc x_md, w_md, b_md, y_md;
+  // Half types without a native (jit) oneDNN kernel: an f32 convolution of the same geometry (with the blocked
+  // layouts when W is constant, its f32 copy made once here) runs on operands converted per call.
   bool convert = false;
+  std::shared_ptr<DnnlConv> f32;
+  std::vector<float> w_f32;  // constant W converted once (empty when W is fed per call)
+  std::string impl;
   bool empty = false;
   int64_t x_elems = 0, w_elems = 0, y_elems = 0;
 };
@@ -92,6 +98,9 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
                              : dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, im.x_md,
                                                                im.w_md, im.y_md, strides, dil, pl, pr);
       dnnl::convolution_forward::primitive_desc pd(d, attr, DnnlEngine());
+      if (t != dt::f32 && GetHalfGemmMode() == HalfGemmMode::kAuto && IsReferenceImpl(pd.impl_info_str()))
+        throw NotNativeHalf{};
+      im.impl = pd.impl_info_str();
       im.scratch_md = pd.scratchpad_desc();
       im.prim = dnnl::convolution_forward(pd);
     } else {
@@ -101,6 +110,9 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
                    : dnnl::deconvolution_forward::desc(pk, dnnl::algorithm::deconvolution_direct, im.x_md, im.w_md,
                                                        im.y_md, strides, dil, pl, pr);
       dnnl::deconvolution_forward::primitive_desc pd(d, attr, DnnlEngine());
+      if (t != dt::f32 && GetHalfGemmMode() == HalfGemmMode::kAuto && IsReferenceImpl(pd.impl_info_str()))
+        throw NotNativeHalf{};
+      im.impl = pd.impl_info_str();
       im.scratch_md = pd.scratchpad_desc();
       im.prim = dnnl::deconvolution_forward(pd);
     }
@@ -121,6 +133,7 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
     dnnl::convolution_forward::primitive_desc pd(d, attr, DnnlEngine());
     if (pd.src_desc() != im.x_md || pd.weights_desc() != im.w_md || pd.dst_desc() != im.y_md) {
       im.blocked = true;
+      im.impl = pd.impl_info_str();
       im.xb_md = pd.src_desc();
       im.yb_md = pd.dst_desc();
       im.wb_md = pd.weights_desc();
@@ -144,18 +157,37 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
   } else if (spec.type == DnnType::kF32) {
     make(dt::f32);
   } else {
-    try {
-      make(ToDnnl(spec.type));
-    } catch (const dnnl::error&) {
+    if (GetHalfGemmMode() == HalfGemmMode::kF32) {
       im.convert = true;
-      make(dt::f32);
+    } else {
+      try {
+        make(ToDnnl(spec.type));
+      } catch (const dnnl::error&) {
+        im.convert = true;
+      } catch (const NotNativeHalf&) {
+        im.convert = true;
+      }
+    }
+    if (im.convert) {
+      ConvSpec fs = spec;
+      fs.type = DnnType::kF32;
+      if (constant_weights) {
+        im.w_f32.resize(static_cast<size_t>(im.w_elems));
+        ToFloat(spec.type, constant_weights, im.w_f32.data(), im.w_elems);
+      }
+      im.f32 = std::make_shared<DnnlConv>(fs, constant_weights ? im.w_f32.data() : nullptr);
+      im.impl = im.f32->impl_name() + " (f32 on converted operands)";
+      return;
     }
   }
   im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
 }
 
+std::string DnnlConv::impl_name() const { return impl_->impl.empty() ? std::string("none") : impl_->impl; }
+
 size_t DnnlConv::workspace_bytes() const {
   const Impl& im = *impl_;
+  if (im.f32) return im.f32->workspace_bytes() + im.w_f32.size() * sizeof(float);
   return (im.scratch ? im.scratch->size() : 0) + (im.xb.size() + im.yb.size() + im.wb.size()) * sizeof(float);
 }
 
@@ -194,11 +226,12 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
     exec(x, w, bias, y);
     return;
   }
-  std::vector<float> xf(im.x_elems), wf(im.w_elems), yf(im.y_elems), bf(spec_.has_bias ? spec_.c_out : 0);
+  std::vector<float> xf(im.x_elems), yf(im.y_elems), bf(spec_.has_bias ? spec_.c_out : 0);
+  std::vector<float> wf(im.w_f32.empty() ? im.w_elems : 0);
   ToFloat(spec_.type, x, xf.data(), im.x_elems);
-  ToFloat(spec_.type, w, wf.data(), im.w_elems);
+  if (im.w_f32.empty()) ToFloat(spec_.type, w, wf.data(), im.w_elems);
   if (spec_.has_bias) ToFloat(spec_.type, bias, bf.data(), spec_.c_out);
-  exec(xf.data(), wf.data(), bf.data(), yf.data());
+  im.f32->Run(xf.data(), im.w_f32.empty() ? wf.data() : im.w_f32.data(), bf.data(), yf.data());
   FromFloat(spec_.type, yf.data(), y, im.y_elems);
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cpu_ops/dnnl_util.h"
@@ -33,6 +34,8 @@ class DnnlConv {
   void Run(const void* x, const void* w, const void* bias, void* y) const;
   // Bytes of the oneDNN scratchpad and layout buffers this primitive owns (0 when it runs no primitive).
   size_t workspace_bytes() const;
+  // oneDNN's implementation name, with " (f32 on converted operands)" for a half type run in f32.
+  std::string impl_name() const;
 
  private:
   struct Impl;

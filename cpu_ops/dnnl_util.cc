@@ -4,9 +4,13 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "cpu_ops/half_convert.h"
 #include "cpu_ops/threads.h"
 #include "kernel_common/half.h"
 
@@ -28,6 +32,19 @@ dnnl::stream& DnnlStream() {
 }
 
 void PrepareDnnlCall() { omp_set_num_threads(OmpThreads()); }
+
+HalfGemmMode GetHalfGemmMode() {
+  static const HalfGemmMode mode = [] {
+    const char* e = std::getenv("ONNXTRAIN_CPU_HALF_GEMM");
+    const std::string v = e ? e : "";
+    return v == "native" ? HalfGemmMode::kNative : v == "f32" ? HalfGemmMode::kF32 : HalfGemmMode::kAuto;
+  }();
+  return mode;
+}
+
+bool IsReferenceImpl(const char* impl_info) {
+  return impl_info == nullptr || std::strstr(impl_info, "ref") != nullptr;
+}
 
 size_t DnnTypeSize(DnnType t) { return t == DnnType::kF32 ? 4 : 2; }
 
@@ -52,10 +69,10 @@ void ToFloat(DnnType t, const void* src, float* dst, int64_t n) {
         for (int64_t i = b; i < e; ++i) dst[i] = static_cast<const float*>(src)[i];
         break;
       case DnnType::kF16:
-        for (int64_t i = b; i < e; ++i) dst[i] = HalfBitsToFloat(static_cast<const uint16_t*>(src)[i]);
+        HalfToFloat(static_cast<const float16*>(src) + b, dst + b, e - b);
         break;
       case DnnType::kBF16:
-        for (int64_t i = b; i < e; ++i) dst[i] = Bf16BitsToFloat(static_cast<const uint16_t*>(src)[i]);
+        Bf16ToFloat(static_cast<const bfloat16*>(src) + b, dst + b, e - b);
         break;
     }
   });
@@ -68,10 +85,10 @@ void FromFloat(DnnType t, const float* src, void* dst, int64_t n) {
         for (int64_t i = b; i < e; ++i) static_cast<float*>(dst)[i] = src[i];
         break;
       case DnnType::kF16:
-        for (int64_t i = b; i < e; ++i) static_cast<uint16_t*>(dst)[i] = FloatToHalfBits(src[i]);
+        FloatToHalf(src + b, static_cast<float16*>(dst) + b, e - b);
         break;
       case DnnType::kBF16:
-        for (int64_t i = b; i < e; ++i) static_cast<uint16_t*>(dst)[i] = FloatToBf16Bits(src[i]);
+        FloatToBf16(src + b, static_cast<bfloat16*>(dst) + b, e - b);
         break;
     }
   });

@@ -24,6 +24,18 @@ void SetOmpThreads(int n);
 // AVX-512) are converted to f32 around the call, so callers never see the difference.
 enum class DnnType { kF32, kF16, kBF16 };
 
+// How f16/bf16 GEMM and convolution run. oneDNN implements them natively only with AVX512 (bf16: AVX512-BF16
+// or AVX512 emulation, f16: AVX512-FP16); elsewhere it falls back to reference ("ref:") kernels that are orders
+// of magnitude slower than converting the operands to f32 and running its jit f32 kernels. kAuto (the default)
+// uses a native primitive only when its implementation is not a reference one. The environment variable
+// ONNXTRAIN_CPU_HALF_GEMM=native|f32 forces one way (for measurements); read once.
+enum class HalfGemmMode { kAuto, kNative, kF32 };
+HalfGemmMode GetHalfGemmMode();
+// True for oneDNN implementation names of reference (non-jit) kernels: "ref:any", "gemm:ref", "ref_..."...
+bool IsReferenceImpl(const char* impl_info);
+// Thrown (and caught) inside the GEMM/convolution constructors when the half primitive is a reference one.
+struct NotNativeHalf {};
+
 dnnl::engine& DnnlEngine();
 // The stream every primitive runs on. oneDNN CPU streams execute synchronously in the calling thread; kernels
 // are exclusive, so the shared stream is never used by two threads at once.

@@ -17,7 +17,8 @@ using WideU = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;
 template <typename T, typename G>
 void Arith(const T* a, const T* b, T* out, const BroadcastPlan& p, G g) {
   using A = ComputeType<T>;
-  BinaryLoop(a, b, out, p, [&](T x, T y) { return static_cast<T>(g(static_cast<A>(x), static_cast<A>(y))); });
+  if constexpr (kIsHalf<T>) BinaryLoopHalf(a, b, out, p, [&](float x, float y) { return static_cast<float>(g(x, y)); });
+  else BinaryLoop(a, b, out, p, [&](T x, T y) { return static_cast<T>(g(static_cast<A>(x), static_cast<A>(y))); });
 }
 
 template <typename T>

@@ -1,11 +1,13 @@
 #include "cpu_ops/elementwise_cast.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
 #include "cpu_ops/elementwise_common.h"
+#include "cpu_ops/half_convert.h"
 
 namespace ot::cpu {
 namespace {
@@ -19,7 +21,9 @@ D Convert(S v) {
   } else if constexpr (std::is_same_v<S, bool>) {
     return static_cast<D>(static_cast<ComputeType<D>>(v ? 1 : 0));
   } else if constexpr (kIsFloat<D>) {
-    if constexpr (kIsHalf<D>) return D(static_cast<float>(static_cast<ComputeType<S>>(v)));
+    if constexpr (kIsHalf<D> && (kIsHalf<S> || std::is_same_v<S, float> || sizeof(S) <= 2))
+      return D(static_cast<float>(static_cast<ComputeType<S>>(v)));  // exact in float: one rounding
+    else if constexpr (kIsHalf<D>) return D(RoundToOddFloat(static_cast<double>(v)));
     else return static_cast<D>(static_cast<ComputeType<S>>(v));
   } else if constexpr (kIsFloat<S>) {  // floating -> integer
     const double d = static_cast<double>(static_cast<ComputeType<S>>(v));
@@ -42,6 +46,23 @@ template <typename S, typename D>
 void Cast(const S* x, D* y, int64_t n) {
   if constexpr (std::is_same_v<S, D>) {
     if (static_cast<const void*>(x) != static_cast<void*>(y) && n > 0) std::memcpy(y, x, n * sizeof(S));
+  } else if constexpr ((kIsHalf<S> || std::is_same_v<S, float>) && (kIsHalf<D> || std::is_same_v<D, float>)) {
+    // float <-> half and half <-> half: through float tiles with the vectorized conversions (widening is exact,
+    // so each element is rounded once).
+    ParallelChunks(n, [&](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<S, float>) {
+        StoreFloats(x + b, y + b, e - b);
+      } else if constexpr (std::is_same_v<D, float>) {
+        LoadFloats(x + b, y + b, e - b);
+      } else {
+        float buf[kHalfTile];
+        for (int64_t t = b; t < e; t += kHalfTile) {
+          const int64_t len = std::min(kHalfTile, e - t);
+          LoadFloats(x + t, buf, len);
+          StoreFloats(buf, y + t, len);
+        }
+      }
+    });
   } else {
     ParallelChunks(n, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) y[i] = Convert<D>(x[i]);

@@ -1,11 +1,13 @@
 #include "cpu_ops/elementwise_unary.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <type_traits>
 
 #include "cpu_ops/elementwise_common.h"
+#include "cpu_ops/half_convert.h"
 
 namespace ot::cpu {
 namespace {
@@ -13,9 +15,22 @@ namespace {
 template <typename T, typename F>
 void Map(const T* x, T* y, int64_t n, F f) {
   using A = ComputeType<T>;
-  ParallelChunks(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = static_cast<T>(f(static_cast<A>(x[i])));
-  });
+  if constexpr (kIsHalf<T>) {
+    // Half storage: each tile is widened to float, mapped by the fp32 loop (vectorizable) and rounded once.
+    ParallelChunks(n, [&](int64_t b, int64_t e) {
+      float buf[kHalfTile];
+      for (int64_t t = b; t < e; t += kHalfTile) {
+        const int64_t len = std::min(kHalfTile, e - t);
+        LoadFloats(x + t, buf, len);
+        for (int64_t i = 0; i < len; ++i) buf[i] = f(buf[i]);
+        StoreFloats(buf, y + t, len);
+      }
+    });
+  } else {
+    ParallelChunks(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) y[i] = static_cast<T>(f(static_cast<A>(x[i])));
+    });
+  }
 }
 
 template <typename T>

@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 
 #include <cstring>
+#include <string>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernel_common/half.h"
@@ -44,6 +45,7 @@ struct DnnlMatMul::Impl {
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, c_md;
   bool convert = false;  // primitive runs in f32 on converted copies
+  std::string impl;      // oneDNN's implementation name (for reports)
   int64_t a_elems = 0, b_elems = 0, c_elems = 0;
   bool empty = false;    // some output dim is 0: nothing to do
   bool k_zero = false;   // K == 0: C = 0 (or unchanged when accumulating)
@@ -79,20 +81,34 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     im.b_md = MatrixDesc(spec.b_batch, spec.k, spec.n, spec.trans_b, t);
     im.c_md = MatrixDesc(c_batch, spec.m, spec.n, false, t);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(im.a_md, im.b_md, im.c_md), attr, DnnlEngine());
+    if (t != dt::f32 && GetHalfGemmMode() == HalfGemmMode::kAuto && IsReferenceImpl(pd.impl_info_str()))
+      throw NotNativeHalf{};
+    im.impl = pd.impl_info_str();
     im.scratch_md = pd.scratchpad_desc();
     im.prim = dnnl::matmul(pd);
   };
   if (spec.type == DnnType::kF32) {
     make(dt::f32);
+  } else if (GetHalfGemmMode() == HalfGemmMode::kF32) {
+    im.convert = true;
+    make(dt::f32);
   } else {
+    // A native half primitive when oneDNN has a real (jit) one; otherwise f32 on converted copies.
     try {
       make(ToDnnl(spec.type));
     } catch (const dnnl::error&) {
       im.convert = true;
-      make(dt::f32);
+    } catch (const NotNativeHalf&) {
+      im.convert = true;
     }
+    if (im.convert) make(dt::f32);
   }
   im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
+}
+
+std::string DnnlMatMul::impl_name() const {
+  const Impl& im = *impl_;
+  return im.impl.empty() ? std::string("none") : im.impl + (im.convert ? " (f32 on converted operands)" : "");
 }
 
 size_t DnnlMatMul::workspace_bytes() const { return impl_->scratch ? impl_->scratch->size() : 0; }

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cpu_ops/dnnl_util.h"
@@ -32,6 +33,8 @@ class DnnlMatMul {
   // Bytes of the oneDNN scratchpad this primitive owns (0 when it runs no primitive).
   size_t workspace_bytes() const;
   const MatMulSpec& spec() const { return spec_; }
+  // oneDNN's implementation name, with " (f32 on converted operands)" when the half type is converted.
+  std::string impl_name() const;
 
  private:
   struct Impl;

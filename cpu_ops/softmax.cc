@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu_ops/half_convert.h"
 #include "kernel_common/half.h"
 
 namespace ot::cpu {
@@ -114,7 +115,18 @@ void Softmax(SoftmaxKind kind, int64_t outer, int64_t n, int64_t inner, const T*
     tbb::parallel_for(
         tbb::blocked_range<int64_t>(0, outer, std::max<int64_t>(1, 16384 / n)),
         [&](const tbb::blocked_range<int64_t>& r) {
-          for (int64_t i = r.begin(); i < r.end(); ++i) SoftmaxColumn(kind, n, 1, x + i * n, y + i * n);
+          if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+            // Half rows: widened into a float row, the float kernel in place (the same fp32 arithmetic as on
+            // the half elements, vectorizable), rounded once when stored.
+            std::vector<float> row(static_cast<size_t>(n));
+            for (int64_t i = r.begin(); i < r.end(); ++i) {
+              LoadFloats(x + i * n, row.data(), n);
+              SoftmaxColumn<float>(kind, n, 1, row.data(), row.data());
+              StoreFloats(row.data(), y + i * n, n);
+            }
+          } else {
+            for (int64_t i = r.begin(); i < r.end(); ++i) SoftmaxColumn(kind, n, 1, x + i * n, y + i * n);
+          }
         },
         tbb::simple_partitioner());
     return;

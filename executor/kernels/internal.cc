@@ -62,9 +62,22 @@ KernelInfo ReluGradKernel(const KernelContext& ctx) {
         T* dx = io.Out<T>(0);
         const T zero = static_cast<T>(static_cast<Acc<T>>(0));
         // Element-wise: split into fixed blocks of 32K elements across the threads.
-        tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 15), [&](const tbb::blocked_range<int64_t>& r) {
-          for (int64_t i = r.begin(); i < r.end(); ++i) dx[i] = static_cast<Acc<T>>(y[i]) > 0 ? dy[i] : zero;
-        });
+        if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+          // y > 0 on the bits, no conversion: positive finite or +inf is 1 <= bits <= +inf's bits (sign clear,
+          // not zero, not NaN); dY is copied bit for bit (the select rounds nothing).
+          const uint16_t inf_bits = std::is_same_v<T, float16> ? 0x7c00 : 0x7f80;
+          const uint16_t* yb = reinterpret_cast<const uint16_t*>(y);
+          const uint16_t* db = reinterpret_cast<const uint16_t*>(dy);
+          uint16_t* xb = reinterpret_cast<uint16_t*>(dx);
+          tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 15), [&](const tbb::blocked_range<int64_t>& r) {
+            for (int64_t i = r.begin(); i < r.end(); ++i)
+              xb[i] = static_cast<uint16_t>(yb[i] - 1u) < inf_bits ? db[i] : uint16_t{0};
+          });
+        } else {
+          tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 15), [&](const tbb::blocked_range<int64_t>& r) {
+            for (int64_t i = r.begin(); i < r.end(); ++i) dx[i] = static_cast<Acc<T>>(y[i]) > 0 ? dy[i] : zero;
+          });
+        }
       }
     });
   };

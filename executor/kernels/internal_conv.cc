@@ -1,9 +1,13 @@
 // CPU kernels of the conv/pool/gather backward internal ops (graph/grad/conv_grad.cc, graph/grad/data_grad.cc).
 // float32 convolution backward runs through oneDNN (exclusive kernels); float64 and the pooling/gather
-// backward use plain loops (cpu_ops/conv_grad.h, pool_grad.h, scatter_add.h).
+// backward use plain loops; float16/bfloat16 convolution and pooling backward run the float32 kernels on
+// widened operands and round the result once (cpu_ops/conv_grad.h, pool_grad.h, scatter_add.h).
+#include <initializer_list>
 #include <memory>
+#include <vector>
 
 #include "cpu_ops/conv_grad.h"
+#include "cpu_ops/dnnl_util.h"
 #include "cpu_ops/pool_grad.h"
 #include "cpu_ops/scatter_add.h"
 #include "executor/kernel_registry.h"
@@ -55,11 +59,51 @@ void RequireFloat(const KernelContext& ctx) {
     ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported (float, double are)");
 }
 
-// ConvGradData(dY, W, shape(X)) -> dX
+bool IsHalf(DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; }
+cpu::DnnType HalfDnnType(DataType t) { return t == DataType::kFloat16 ? cpu::DnnType::kF16 : cpu::DnnType::kBF16; }
+
+// float32, float64, or (with allow_half) float16/bfloat16 for input 0 and every float input listed in `same`,
+// which must share input 0's dtype.
+void RequireFloatOrHalf(const KernelContext& ctx, std::initializer_list<int> same) {
+  const DataType t = ctx.in(0).dtype;
+  if (t != DataType::kFloat32 && t != DataType::kFloat64 && !IsHalf(t))
+    ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported (float, double, float16, bfloat16 are)");
+  for (int i : same)
+    if (ctx.in(i).dtype != t)
+      ctx.Fail("input " + std::to_string(i) + " has dtype " + DataTypeName(ctx.in(i).dtype) + ", expected " +
+               DataTypeName(t) + " (dY's)");
+}
+
+// Runs `f32(in0, in1, out)` (a float32 kernel) on half operands: in0/in1 (n0/n1 elements; in1 may be absent
+// with n1 = 0) are widened to float, the float result (n_out elements) is rounded once into out. The float
+// kernels accumulate in float or better, so every sum stays fp32 inside.
+template <typename F>
+void RunWidened(cpu::DnnType t, const void* in0, int64_t n0, const void* in1, int64_t n1, void* out, int64_t n_out,
+                const F& f32) {
+  std::vector<float> a(static_cast<size_t>(n0)), b(static_cast<size_t>(n1)), o(static_cast<size_t>(n_out));
+  cpu::ToFloat(t, in0, a.data(), n0);
+  if (n1) cpu::ToFloat(t, in1, b.data(), n1);
+  f32(a.data(), b.data(), o.data());
+  cpu::FromFloat(t, o.data(), out, n_out);
+}
+
+// ConvGradData(dY, W, shape(X)) -> dX. Half dY/W: oneDNN's half backward kernels need AVX512 (reference
+// kernels elsewhere), so the f32 primitive runs on widened copies and dX is rounded once.
 KernelInfo ConvGradDataKernel(const KernelContext& ctx) {
-  RequireFloat(ctx);
+  RequireFloatOrHalf(ctx, {1});
   const cpu::ConvSpec spec = GradConvSpec(ctx, ctx.out(0).dims, ctx.in(1).dims, ctx.in(0).dims);
   KernelInfo info;
+  if (IsHalf(ctx.in(0).dtype)) {
+    auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, cpu::DnnlConvBackward::Kind::kData);
+    const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
+    const int64_t ny = ctx.in(0).numel(), nw = ctx.in(1).numel(), nx = ctx.out(0).numel();
+    info.fn = [=](const KernelIO& io) {
+      RunWidened(t, io.in[0], ny, io.in[1], nw, io.out[0], nx,
+                 [&](const float* dy, const float* w, float* dx) { bw->Run(dy, w, dx); });
+    };
+    info.exclusive = true;
+    return info;
+  }
   if (ctx.in(0).dtype == DataType::kFloat64) {
     info.fn = [spec](const KernelIO& io) {
       cpu::NaiveConvGradData<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
@@ -72,11 +116,22 @@ KernelInfo ConvGradDataKernel(const KernelContext& ctx) {
   return info;
 }
 
-// ConvGradWeight(dY, X, shape(W)) -> dW
+// ConvGradWeight(dY, X, shape(W)) -> dW (half: as ConvGradData).
 KernelInfo ConvGradWeightKernel(const KernelContext& ctx) {
-  RequireFloat(ctx);
+  RequireFloatOrHalf(ctx, {1});
   const cpu::ConvSpec spec = GradConvSpec(ctx, ctx.in(1).dims, ctx.out(0).dims, ctx.in(0).dims);
   KernelInfo info;
+  if (IsHalf(ctx.in(0).dtype)) {
+    auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, cpu::DnnlConvBackward::Kind::kWeights);
+    const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
+    const int64_t ny = ctx.in(0).numel(), nx = ctx.in(1).numel(), nw = ctx.out(0).numel();
+    info.fn = [=](const KernelIO& io) {
+      RunWidened(t, io.in[0], ny, io.in[1], nx, io.out[0], nw,
+                 [&](const float* dy, const float* x, float* dw) { bw->Run(dy, x, dw); });
+    };
+    info.exclusive = true;
+    return info;
+  }
   if (ctx.in(0).dtype == DataType::kFloat64) {
     info.fn = [spec](const KernelIO& io) {
       cpu::NaiveConvGradWeight<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
@@ -99,12 +154,20 @@ cpu::PoolSpec GradPoolSpec(const KernelContext& ctx, cpu::PoolKind kind) {
   return PoolGeometry(ctx, kind, x, y, /*global=*/false);
 }
 
-// MaxPoolGrad(dY, X) -> dX
+// MaxPoolGrad(dY, X) -> dX. Half: dY and X widened (exact, so each window picks the same argmax), dX summed in
+// float where windows overlap and rounded once.
 KernelInfo MaxPoolGradKernel(const KernelContext& ctx) {
-  RequireFloat(ctx);
+  RequireFloatOrHalf(ctx, {1});
   const cpu::PoolSpec spec = GradPoolSpec(ctx, cpu::PoolKind::kMax);
   KernelInfo info;
-  if (ctx.in(0).dtype == DataType::kFloat64)
+  if (IsHalf(ctx.in(0).dtype)) {
+    const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
+    const int64_t ny = ctx.in(0).numel(), nx = ctx.in(1).numel();
+    info.fn = [=](const KernelIO& io) {
+      RunWidened(t, io.in[0], ny, io.in[1], nx, io.out[0], nx,
+                 [&](const float* dy, const float* x, float* dx) { cpu::MaxPoolGrad<float>(spec, dy, x, dx); });
+    };
+  } else if (ctx.in(0).dtype == DataType::kFloat64)
     info.fn = [spec](const KernelIO& io) {
       cpu::MaxPoolGrad<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
     };
@@ -115,12 +178,19 @@ KernelInfo MaxPoolGradKernel(const KernelContext& ctx) {
   return info;
 }
 
-// AveragePoolGrad(dY, shape(X)) -> dX
+// AveragePoolGrad(dY, shape(X)) -> dX (half: as MaxPoolGrad).
 KernelInfo AveragePoolGradKernel(const KernelContext& ctx) {
-  RequireFloat(ctx);
+  RequireFloatOrHalf(ctx, {});
   const cpu::PoolSpec spec = GradPoolSpec(ctx, cpu::PoolKind::kAvg);
   KernelInfo info;
-  if (ctx.in(0).dtype == DataType::kFloat64)
+  if (IsHalf(ctx.in(0).dtype)) {
+    const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
+    const int64_t ny = ctx.in(0).numel(), nx = ctx.out(0).numel();
+    info.fn = [=](const KernelIO& io) {
+      RunWidened(t, io.in[0], ny, nullptr, 0, io.out[0], nx,
+                 [&](const float* dy, const float*, float* dx) { cpu::AvgPoolGrad<float>(spec, dy, dx); });
+    };
+  } else if (ctx.in(0).dtype == DataType::kFloat64)
     info.fn = [spec](const KernelIO& io) { cpu::AvgPoolGrad<double>(spec, io.In<double>(0), io.Out<double>(0)); };
   else
     info.fn = [spec](const KernelIO& io) { cpu::AvgPoolGrad<float>(spec, io.In<float>(0), io.Out<float>(0)); };

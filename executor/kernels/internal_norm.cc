@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu_ops/half_convert.h"
 #include "executor/kernel_registry.h"
 #include "graph/grad_context.h"
 #include "graph/infer_util.h"
@@ -23,6 +24,21 @@ namespace {
 void RequireFloat(const KernelContext& ctx, int i) {
   if (!DispatchFloat(ctx.in(i).dtype, [](auto) {}))
     ctx.Unsupported("input " + std::to_string(i) + " dtype " + DataTypeName(ctx.in(i).dtype) + " is not supported");
+}
+
+// Mixed precision: the data operands of a norm backward (dY and X) share one dtype; a parameter (scale) or saved
+// statistic may be that dtype or float32 (the amp pass keeps them fp32 when X is half). Anything else -- a
+// bfloat16 X with a float16 scale -- is an error naming the node.
+void RequireSameDType(const KernelContext& ctx, int i, int like, const char* what) {
+  if (ctx.in(i).dtype != ctx.in(like).dtype)
+    ctx.Fail(std::string(what) + " has dtype " + DataTypeName(ctx.in(i).dtype) + ", expected " +
+             DataTypeName(ctx.in(like).dtype) + " (X's)");
+}
+void RequireXTypeOrFloat32(const KernelContext& ctx, int i, const char* what) {
+  const DataType t = ctx.in(i).dtype, x = ctx.in(1).dtype;
+  if (t != x && t != DataType::kFloat32)
+    ctx.Fail(std::string(what) + " has dtype " + DataTypeName(t) + ", expected " + DataTypeName(x) +
+             " (X's) or float32");
 }
 
 // Loads n elements starting at element `off` of a float buffer of dtype t into out (as double).
@@ -40,7 +56,11 @@ void Store(void* p, DataType t, int64_t off, int64_t n, const double* in) {
     using T = decltype(tag);
     T* q = static_cast<T*>(p) + off;
     using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    for (int64_t i = 0; i < n; ++i) q[i] = T(static_cast<L>(in[i]));
+    // Half types: rounded once from the double (cpu_ops/half_convert.h), not double -> float -> half.
+    if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
+      for (int64_t i = 0; i < n; ++i) q[i] = cpu::HalfFromDouble<T>(in[i]);
+    else
+      for (int64_t i = 0; i < n; ++i) q[i] = T(static_cast<L>(in[i]));
   });
 }
 
@@ -166,16 +186,33 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
 // For each group (a set of `cnt` elements with statistics mu, r = 1/sqrt(var + eps)), xhat = (x - mu) r,
 // g = dy * s: dx = r (g - mean(g) - xhat mean(g xhat)).
 
-// ---- LayerNormGrad(dY, X, Scale) -> dX, dScale, dB -----------------------------------------------------------
+// ---- LayerNormGrad(dY, X, Scale[, Mean, InvStdDev]) -> dX, dScale, dB ----------------------------------------
+// With the forward's saved Mean and InvStdDev (float32, one per row: LayerNormalization's outputs 1 and 2) the
+// statistics are read instead of recomputed from X.
 
 KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
   for (int i = 0; i < 3; ++i) RequireFloat(ctx, i);
+  RequireSameDType(ctx, 0, 1, "dY");
+  RequireXTypeOrFloat32(ctx, 2, "Scale");
   const auto& dims = ctx.in(1).dims;
   const int rank = static_cast<int>(dims.size());
   const int axis = NormalizeAxis(n.attr_int("axis", -1), rank, n.Describe());
   const int64_t rows = Prod(dims, 0, axis), cols = Prod(dims, axis, dims.size());
   if (ctx.in(0).dims != dims) ctx.Fail("dY and X shapes differ");
+  const bool saved = ctx.has_input(3) || ctx.has_input(4);
+  if (saved) {
+    if (!ctx.has_input(3) || !ctx.has_input(4)) ctx.Fail("Mean and InvStdDev must be given together");
+    for (int i = 3; i < 5; ++i) {
+      if (ctx.in(i).dtype != DataType::kFloat32 && ctx.in(i).dtype != DataType::kFloat64)
+        ctx.Fail(std::string(i == 3 ? "Mean" : "InvStdDev") + " must be float32 (the forward's statistics), got " +
+                 DataTypeName(ctx.in(i).dtype));
+      if (ctx.in(i).numel() != rows)
+        ctx.Fail(std::string(i == 3 ? "Mean" : "InvStdDev") + " has " + std::to_string(ctx.in(i).numel()) +
+                 " elements, expected " + std::to_string(rows) + " (one per normalized row)");
+    }
+  }
+  const DataType tmean = saved ? ctx.in(3).dtype : DataType::kFloat32, tinv = saved ? ctx.in(4).dtype : tmean;
   // sidx[j]: the Scale element of normalized element j (Scale broadcast, numpy-style, to X.shape[axis:]).
   const std::vector<int64_t> nd(dims.begin() + axis, dims.end()), pd = ctx.in(2).dims;
   if (pd.size() > nd.size()) ctx.Fail("Scale has more dims than the normalized shape");
@@ -212,13 +249,18 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
     for (int64_t row = 0; row < rows; ++row) {
       Load(io.in[1], tx, row * cols, cols, x.data());
       Load(io.in[0], tdy, row * cols, cols, dy.data());
-      double mu = 0;
-      for (int64_t j = 0; j < cols; ++j) mu += x[j];
-      mu /= static_cast<double>(cols);
-      double var = 0;
-      for (int64_t j = 0; j < cols; ++j) var += (x[j] - mu) * (x[j] - mu);
-      var /= static_cast<double>(cols);
-      const double r = 1.0 / std::sqrt(var + eps);
+      double mu = 0, r = 0;
+      if (saved) {
+        Load(io.in[3], tmean, row, 1, &mu);
+        Load(io.in[4], tinv, row, 1, &r);
+      } else {
+        for (int64_t j = 0; j < cols; ++j) mu += x[j];
+        mu /= static_cast<double>(cols);
+        double var = 0;
+        for (int64_t j = 0; j < cols; ++j) var += (x[j] - mu) * (x[j] - mu);
+        var /= static_cast<double>(cols);
+        r = 1.0 / std::sqrt(var + eps);
+      }
       double mg = 0, mgx = 0;
       for (int64_t j = 0; j < cols; ++j) {
         const double xh = (x[j] - mu) * r, g = dy[j] * s[j];
@@ -245,6 +287,12 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
   const bool training = n.attr_int("training", 1) != 0;
   for (int i = 0; i < (training ? 3 : 5); ++i) RequireFloat(ctx, i);
+  RequireSameDType(ctx, 0, 1, "dY");
+  RequireXTypeOrFloat32(ctx, 2, "scale");
+  if (!training) {
+    RequireXTypeOrFloat32(ctx, 3, "mean");
+    RequireXTypeOrFloat32(ctx, 4, "var");
+  }
   const auto& dims = ctx.in(1).dims;
   if (dims.size() < 2) ctx.Fail("X must have rank >= 2 (N, C, ...)");
   if (ctx.in(0).dims != dims) ctx.Fail("dY and X shapes differ");

@@ -9,6 +9,7 @@
 #include "cpu_ops/loss.h"
 #include "cpu_ops/norm.h"
 #include "cpu_ops/softmax.h"
+#include "cpu_ops/half_convert.h"
 #include "executor/kernel_registry.h"
 #include "graph/infer_util.h"
 
@@ -35,7 +36,11 @@ void StoreDoubles(void* p, DataType t, int64_t n, const double* in) {
     using T = decltype(tag);
     T* q = static_cast<T*>(p);
     using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    for (int64_t i = 0; i < n; ++i) q[i] = T(static_cast<L>(in[i]));
+    // Half types: rounded once from the double (cpu_ops/half_convert.h), not double -> float -> half.
+    if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
+      for (int64_t i = 0; i < n; ++i) q[i] = cpu::HalfFromDouble<T>(in[i]);
+    else
+      for (int64_t i = 0; i < n; ++i) q[i] = T(static_cast<L>(in[i]));
   });
 }
 

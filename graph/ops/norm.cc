@@ -51,6 +51,21 @@ void InferBatchNorm(InferContext& ctx) {
   CheckChannelParam(ctx, 2, c, "B");
   CheckChannelParam(ctx, 3, c, "input_mean");
   CheckChannelParam(ctx, 4, c, "input_var");
+  // Types: scale and B share ONNX's T1, input_mean and input_var T2 (opset >= 15 lets them differ from X's T).
+  // Each is X's type or float32 (half X with float32 parameters and statistics is what the amp pass emits);
+  // anything else (a bfloat16 X with a float16 scale) is a mistake, not a precision choice.
+  const DataType xt = ctx.input_type(0);
+  auto check_pair = [&](int a, int b, const char* what) {
+    const DataType t = ctx.input_type(a);
+    if (ctx.input_type(b) != t)
+      ctx.Fail(std::string(what) + " must share one dtype, got " + DataTypeName(t) + " and " +
+               DataTypeName(ctx.input_type(b)));
+    if (t != xt && t != DataType::kFloat32)
+      ctx.Fail(std::string(what) + " must be " + DataTypeName(xt) + " (X's dtype) or float32, got " +
+               DataTypeName(t));
+  };
+  check_pair(1, 2, "scale and B");
+  check_pair(3, 4, "input_mean and input_var");
   PropagateInput0(ctx);
   for (int i = 1; i < ctx.num_outputs(); ++i) {
     if (!ctx.has_output(i)) continue;
