@@ -226,13 +226,13 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
     exec(x, w, bias, y);
     return;
   }
-  std::vector<float> xf(im.x_elems), yf(im.y_elems), bf(spec_.has_bias ? spec_.c_out : 0);
-  std::vector<float> wf(im.w_f32.empty() ? im.w_elems : 0);
-  ToFloat(spec_.type, x, xf.data(), im.x_elems);
-  if (im.w_f32.empty()) ToFloat(spec_.type, w, wf.data(), im.w_elems);
-  if (spec_.has_bias) ToFloat(spec_.type, bias, bf.data(), spec_.c_out);
-  im.f32->Run(xf.data(), im.w_f32.empty() ? wf.data() : im.w_f32.data(), bf.data(), yf.data());
-  FromFloat(spec_.type, yf.data(), y, im.y_elems);
+  auto xf = NewFloats(im.x_elems), yf = NewFloats(im.y_elems), bf = NewFloats(spec_.has_bias ? spec_.c_out : 0);
+  auto wf = NewFloats(im.w_f32.empty() ? im.w_elems : 0);
+  ToFloat(spec_.type, x, xf.get(), im.x_elems);
+  if (im.w_f32.empty()) ToFloat(spec_.type, w, wf.get(), im.w_elems);
+  if (spec_.has_bias) ToFloat(spec_.type, bias, bf.get(), spec_.c_out);
+  im.f32->Run(xf.get(), im.w_f32.empty() ? wf.get() : im.w_f32.data(), bf.get(), yf.get());
+  FromFloat(spec_.type, yf.get(), y, im.y_elems);
 }
 
 template <typename T>

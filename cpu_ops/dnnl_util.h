@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace dnnl {
@@ -47,5 +48,9 @@ void PrepareDnnlCall();
 void ToFloat(DnnType t, const void* src, float* dst, int64_t n);
 void FromFloat(DnnType t, const float* src, void* dst, int64_t n);
 size_t DnnTypeSize(DnnType t);
+
+// An uninitialized float buffer for the widened copies of half operands (a std::vector would zero it first: one
+// more pass over memory per call).
+inline std::unique_ptr<float[]> NewFloats(int64_t n) { return std::unique_ptr<float[]>(new float[n > 0 ? n : 1]); }
 
 }  // namespace ot::cpu

@@ -137,19 +137,19 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c) const {
     s.wait();
     return;
   }
-  std::vector<float> af(im.a_elems), bf(im.b_elems), cf(im.c_elems);
-  ToFloat(spec_.type, a, af.data(), im.a_elems);
-  ToFloat(spec_.type, b, bf.data(), im.b_elems);
-  if (spec_.accumulate) ToFloat(spec_.type, c, cf.data(), im.c_elems);
-  dnnl::memory am(im.a_md, eng, af.data());
-  dnnl::memory bm(im.b_md, eng, bf.data());
-  dnnl::memory cm(im.c_md, eng, cf.data());
+  auto af = NewFloats(im.a_elems), bf = NewFloats(im.b_elems), cf = NewFloats(im.c_elems);
+  ToFloat(spec_.type, a, af.get(), im.a_elems);
+  ToFloat(spec_.type, b, bf.get(), im.b_elems);
+  if (spec_.accumulate) ToFloat(spec_.type, c, cf.get(), im.c_elems);
+  dnnl::memory am(im.a_md, eng, af.get());
+  dnnl::memory bm(im.b_md, eng, bf.get());
+  dnnl::memory cm(im.c_md, eng, cf.get());
   im.prim.execute(s, {{DNNL_ARG_SRC, am},
                           {DNNL_ARG_WEIGHTS, bm},
                           {DNNL_ARG_DST, cm},
                           {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}});
   s.wait();
-  FromFloat(spec_.type, cf.data(), c, im.c_elems);
+  FromFloat(spec_.type, cf.get(), c, im.c_elems);
 }
 
 template <typename T, typename Acc>

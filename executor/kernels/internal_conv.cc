@@ -80,11 +80,11 @@ void RequireFloatOrHalf(const KernelContext& ctx, std::initializer_list<int> sam
 template <typename F>
 void RunWidened(cpu::DnnType t, const void* in0, int64_t n0, const void* in1, int64_t n1, void* out, int64_t n_out,
                 const F& f32) {
-  std::vector<float> a(static_cast<size_t>(n0)), b(static_cast<size_t>(n1)), o(static_cast<size_t>(n_out));
-  cpu::ToFloat(t, in0, a.data(), n0);
-  if (n1) cpu::ToFloat(t, in1, b.data(), n1);
-  f32(a.data(), b.data(), o.data());
-  cpu::FromFloat(t, o.data(), out, n_out);
+  auto a = cpu::NewFloats(n0), b = cpu::NewFloats(n1), o = cpu::NewFloats(n_out);
+  cpu::ToFloat(t, in0, a.get(), n0);
+  if (n1) cpu::ToFloat(t, in1, b.get(), n1);
+  f32(a.get(), b.get(), o.get());
+  cpu::FromFloat(t, o.get(), out, n_out);
 }
 
 // ConvGradData(dY, W, shape(X)) -> dX. Half dY/W: oneDNN's half backward kernels need AVX512 (reference
