@@ -36,17 +36,23 @@ void ForChunks(const std::vector<Chunk>& cs, F f) {
   });
 }
 
+// Step 1 over one chunk of a gradient: scales by `gs` (1/S; exact when S is a power of two), checks that every
+// scaled element is finite and sums its squares in double. `zeros` (may be null) counts the elements as given
+// that are exactly zero.
 template <typename T>
-void SumSquares(const T* x, int64_t b, int64_t e, double& sum, bool& finite) {
+void SumSquares(const T* x, int64_t b, int64_t e, double gs, double& sum, bool& finite, int64_t* zeros) {
   double s = 0;
   bool ok = true;
+  int64_t z = 0;
   for (int64_t i = b; i < e; ++i) {
-    const double v = static_cast<double>(x[i]);
+    const double v = static_cast<double>(x[i]) * gs;
     ok &= IsFiniteValue(v);
     s += v * v;
+    z += x[i] == T(0);
   }
   sum = s;
   finite = ok;
+  if (zeros) *zeros = z;
 }
 
 double Load(const void* p, bool f64, int64_t i) {
@@ -59,11 +65,44 @@ void Store(void* p, bool f64, int64_t i, double v) {
     static_cast<float*>(p)[i] = static_cast<float>(v);
 }
 
-void CopyBuf(void* dst, const void* src, const OptimTensor& t) {
-  if (dst && src && t.n) std::memcpy(dst, src, static_cast<size_t>(t.n) * (t.f64 ? 8 : 4));
+// Copies elements [b, e) of src to dst (both of the tensor's dtype).
+void CopyRange(void* dst, const void* src, const OptimTensor& t, int64_t b, int64_t e) {
+  const size_t es = t.f64 ? 8 : 4;
+  if (dst && src && e > b)
+    std::memcpy(static_cast<char*>(dst) + b * es, static_cast<const char*>(src) + b * es, static_cast<size_t>(e - b) * es);
 }
 
-// One chunk of the element-wise update. Compute in double; loads/stores convert per tensor dtype.
+// The end of every chunk's work, on p_out[b, e) just written (cache-hot): its half copy, and its sum of squares
+// when `squares` (param_norm). The half copy rounds the float32 value (never the double the update computed), so
+// it equals a Cast of the stored master weight.
+double ChunkEpilogue(const OptimTensor& t, int64_t b, int64_t e, bool squares) {
+  double s = 0;
+  if (t.f64) {
+    const double* p = static_cast<const double*>(t.p_out);
+    if (squares)
+      for (int64_t i = b; i < e; ++i) s += p[i] * p[i];
+    return s;
+  }
+  const float* p = static_cast<const float*>(t.p_out);
+  uint16_t* hp = static_cast<uint16_t*>(t.half_out);
+  if (hp && t.half == HalfKind::kFloat16)
+    for (int64_t i = b; i < e; ++i) hp[i] = FloatToHalfBits(p[i]);
+  else if (hp && t.half == HalfKind::kBFloat16)
+    for (int64_t i = b; i < e; ++i) hp[i] = FloatToBf16Bits(p[i]);
+  if (squares)
+    for (int64_t i = b; i < e; ++i) s += static_cast<double>(p[i]) * p[i];
+  return s;
+}
+
+// A step that changes nothing (skipped, or a micro-step): outputs are the inputs bit for bit, then the epilogue.
+void CopyChunk(const OptimTensor& t, int64_t b, int64_t e) {
+  CopyRange(t.p_out, t.p, t, b, e);
+  CopyRange(t.s0_out, t.s0, t, b, e);
+  CopyRange(t.s1_out, t.s1, t, b, e);
+}
+
+// One chunk of the element-wise update. Compute in double; loads/stores convert per tensor dtype. `clip` is the
+// factor every gradient element is multiplied by: the clip coefficient times the unscale factor 1/S.
 template <typename T>
 void UpdateChunk(const OptimHyper& h, const OptimTensor& t, int64_t b, int64_t e, double lr, double clip, bool first,
                  double bc1, double bc2) {
@@ -135,79 +174,65 @@ int OptimStatesPerParam(OptimKind k) {
   }
 }
 
-OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, const std::vector<OptimTensor>& ts_in,
-                              int64_t accumulate, int64_t micro) {
-  const std::vector<Chunk> cs = MakeChunks(ts_in);
-  std::vector<OptimTensor> ts = ts_in;
-  if (accumulate > 1) {
-    const bool last = micro + 1 >= accumulate;
-    const double scale = last ? 1.0 / static_cast<double>(accumulate) : 1.0;
-    ForChunks(cs, [&](size_t, const Chunk& k) {
-      const OptimTensor& t = ts[k.tensor];
-      for (int64_t i = k.begin; i < k.end; ++i)
-        Store(t.acc_out, t.f64, i, (Load(t.acc, t.f64, i) + Load(t.g, t.f64, i)) * scale);
-    });
-    if (!last) {
-      for (const OptimTensor& t : ts) {
-        CopyBuf(t.p_out, t.p, t);
-        CopyBuf(t.s0_out, t.s0, t);
-        CopyBuf(t.s1_out, t.s1, t);
-      }
-      OptimResult res;
-      res.applied = false;
-      res.step = step;
-      res.micro = micro + 1;
-      return res;
-    }
-    for (OptimTensor& t : ts) t.g = t.acc_out;  // the mean gradient; zeroed below once used
-    OptimResult res = MultiTensorUpdate(h, lr, step, ts);
-    for (const OptimTensor& t : ts)
-      if (t.acc_out && t.n) std::memset(t.acc_out, 0, static_cast<size_t>(t.n) * (t.f64 ? 8 : 4));
-    res.micro = 0;
-    return res;
-  }
+namespace {
+
+double SumInOrder(const std::vector<double>& part) {
+  double s = 0;
+  for (double v : part) s += v;  // chunk order: deterministic
+  return s;
+}
+
+void CopyStep(const std::vector<OptimTensor>& ts, const std::vector<Chunk>& cs, bool stats, std::vector<double>& psq) {
+  ForChunks(cs, [&](size_t c, const Chunk& k) {
+    const OptimTensor& t = ts[k.tensor];
+    CopyChunk(t, k.begin, k.end);
+    psq[c] = ChunkEpilogue(t, k.begin, k.end, stats);
+  });
+}
+
+// One optimizer step on gradients ts[i].g times gs. zeros: per-chunk zero counts of the gradients (null: not
+// counted, the caller has). psq: per-chunk sums of squares of p_out (filled when stats).
+OptimResult Apply(const OptimHyper& h, double lr, int64_t step, const std::vector<OptimTensor>& ts,
+                  const std::vector<Chunk>& cs, double gs, bool stats, std::vector<int64_t>* zeros,
+                  std::vector<double>& psq) {
   std::vector<double> part(cs.size(), 0.0);
   std::vector<char> ok(cs.size(), 1);
   ForChunks(cs, [&](size_t c, const Chunk& k) {
     const OptimTensor& t = ts[k.tensor];
     bool f = true;
+    int64_t* z = zeros ? &(*zeros)[c] : nullptr;
     if (t.f64)
-      SumSquares(static_cast<const double*>(t.g), k.begin, k.end, part[c], f);
+      SumSquares(static_cast<const double*>(t.g), k.begin, k.end, gs, part[c], f, z);
     else
-      SumSquares(static_cast<const float*>(t.g), k.begin, k.end, part[c], f);
+      SumSquares(static_cast<const float*>(t.g), k.begin, k.end, gs, part[c], f, z);
     ok[c] = f;
   });
   OptimResult res;
-  double sum = 0;
   bool finite = true;
-  for (size_t c = 0; c < cs.size(); ++c) {  // fixed order: deterministic
-    sum += part[c];
-    finite &= ok[c] != 0;
-  }
-  res.grad_norm = std::sqrt(sum);  // inf or NaN when some element is not finite
+  for (char c : ok) finite &= c != 0;
+  res.grad_norm = std::sqrt(SumInOrder(part));  // inf or NaN when some element is not finite
   if (!finite) {
     // Nothing changes: outputs are the inputs, bit for bit.
-    for (const OptimTensor& t : ts) {
-      CopyBuf(t.p_out, t.p, t);
-      CopyBuf(t.s0_out, t.s0, t);
-      CopyBuf(t.s1_out, t.s1, t);
-    }
+    CopyStep(ts, cs, stats, psq);
     res.skipped = true;
     res.step = step;
     return res;
   }
-  const double clip = ClipCoefficient(res.grad_norm, h.clip_grad_norm);
+  // The gradient factor: clipping (of the unscaled norm) and unscaling in one multiplier.
+  const double gmul = ClipCoefficient(res.grad_norm, h.clip_grad_norm) * gs;
   const double t1 = static_cast<double>(step + 1);
   const double bc1 = BiasCorrection(h.beta1, t1), bc2 = BiasCorrection(h.beta2, t1);
   const bool first = step == 0;
-  ForChunks(cs, [&](size_t, const Chunk& k) {
+  const bool lamb = h.kind == OptimKind::kLamb;
+  ForChunks(cs, [&](size_t c, const Chunk& k) {
     const OptimTensor& t = ts[k.tensor];
     if (t.f64)
-      UpdateChunk<double>(h, t, k.begin, k.end, lr, clip, first, bc1, bc2);
+      UpdateChunk<double>(h, t, k.begin, k.end, lr, gmul, first, bc1, bc2);
     else
-      UpdateChunk<float>(h, t, k.begin, k.end, lr, clip, first, bc1, bc2);
+      UpdateChunk<float>(h, t, k.begin, k.end, lr, gmul, first, bc1, bc2);
+    if (!lamb) psq[c] = ChunkEpilogue(t, k.begin, k.end, stats);  // LAMB: p_out holds the direction still
   });
-  if (h.kind == OptimKind::kLamb) {
+  if (lamb) {
     // Stage 2: per-tensor ||w|| and ||update|| (chunk partials in order), then p -= lr * ratio * update.
     std::vector<double> wpart(cs.size()), upart(cs.size());
     ForChunks(cs, [&](size_t c, const Chunk& k) {
@@ -228,13 +253,64 @@ OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, cons
     }
     std::vector<double> ratio(ts.size());
     for (size_t i = 0; i < ts.size(); ++i) ratio[i] = LambTrustRatio(std::sqrt(wn[i]), std::sqrt(un[i]), h.weight_decay);
-    ForChunks(cs, [&](size_t, const Chunk& k) {
+    ForChunks(cs, [&](size_t c, const Chunk& k) {
       const OptimTensor& t = ts[k.tensor];
       const double s = lr * ratio[k.tensor];
       for (int64_t i = k.begin; i < k.end; ++i) Store(t.p_out, t.f64, i, Load(t.p, t.f64, i) - s * Load(t.p_out, t.f64, i));
+      psq[c] = ChunkEpilogue(t, k.begin, k.end, stats);
     });
   }
   res.step = step + 1;
+  return res;
+}
+
+}  // namespace
+
+OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, const std::vector<OptimTensor>& ts_in,
+                              int64_t accumulate, int64_t micro, const OptimStepOptions& x) {
+  const std::vector<Chunk> cs = MakeChunks(ts_in);
+  std::vector<OptimTensor> ts = ts_in;
+  std::vector<int64_t> zeros(cs.size(), 0);
+  std::vector<double> psq(cs.size(), 0.0);
+  const double gs = x.grad_scale;
+  OptimResult res;
+  if (accumulate > 1) {
+    const bool last = micro + 1 >= accumulate;
+    const double scale = last ? 1.0 / static_cast<double>(accumulate) : 1.0;
+    // The sums hold unscaled gradients (gs applied here), so S may change between optimizer steps; a non-finite
+    // micro-step poisons its sum and the K-th step skips.
+    ForChunks(cs, [&](size_t c, const Chunk& k) {
+      const OptimTensor& t = ts[k.tensor];
+      int64_t z = 0;
+      for (int64_t i = k.begin; i < k.end; ++i) {
+        const double g = Load(t.g, t.f64, i);
+        z += g == 0.0;
+        Store(t.acc_out, t.f64, i, (Load(t.acc, t.f64, i) + g * gs) * scale);
+      }
+      zeros[c] = z;
+    });
+    if (!last) {
+      CopyStep(ts, cs, x.stats, psq);
+      res.applied = false;
+      res.step = step;
+      res.micro = micro + 1;
+    } else {
+      for (OptimTensor& t : ts) t.g = t.acc_out;  // the mean gradient, unscaled already; zeroed below once used
+      res = Apply(h, lr, step, ts, cs, 1.0, x.stats, nullptr, psq);
+      for (const OptimTensor& t : ts)
+        if (t.acc_out && t.n) std::memset(t.acc_out, 0, static_cast<size_t>(t.n) * (t.f64 ? 8 : 4));
+      res.micro = 0;
+    }
+  } else {
+    res = Apply(h, lr, step, ts, cs, gs, x.stats, x.stats ? &zeros : nullptr, psq);
+  }
+  if (x.stats) {
+    res.param_norm = std::sqrt(SumInOrder(psq));
+    int64_t z = 0, total = 0;
+    for (int64_t c : zeros) z += c;
+    for (const OptimTensor& t : ts_in) total += t.n;
+    res.zero_fraction = total ? static_cast<double>(z) / static_cast<double>(total) : 0.0;
+  }
   return res;
 }
 

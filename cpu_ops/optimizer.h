@@ -6,6 +6,12 @@
 //   3. clip coefficient (torch clip_grad_norm_), step t = step + 1, bias corrections;
 //   4. element-wise update (kernel_common/optim_math.h), parallel over chunks of all tensors;
 //   5. LAMB only: per-tensor norms of w and of the update direction, then p -= lr * trust_ratio * update.
+// Mixed precision (OptimStepOptions, OptimTensor::half_out):
+//   - grad_scale (1/S with loss scaling) multiplies every incoming gradient in step 1 (and in the accumulation
+//     pass), so the norm, the finite check, clipping and the running sums all see unscaled gradients;
+//   - each chunk ends with an epilogue over the chunk just written (still in cache, so no second pass over
+//     memory): the half copy round(p') of parameters that have one, and the chunk's sum of squares of p' for
+//     param_norm. Skipped steps and micro-steps run the same epilogue on their copy of p.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -16,6 +22,9 @@ enum class OptimKind { kSgd, kMomentum, kNesterov, kAdam, kAdamW, kLamb };
 
 // Number of state tensors per parameter (momentum buffer; or Adam's m and v).
 int OptimStatesPerParam(OptimKind k);
+
+// The storage format of a parameter's half copy.
+enum class HalfKind : uint8_t { kNone, kFloat16, kBFloat16 };
 
 struct OptimHyper {
   OptimKind kind = OptimKind::kAdam;
@@ -39,6 +48,15 @@ struct OptimTensor {
   // where the new sum goes (zeros again after the optimizer step).
   const void* acc = nullptr;
   void* acc_out = nullptr;
+  // Half copy (float32 parameters only): n uint16 elements, round-to-nearest-even of p_out as float.
+  void* half_out = nullptr;
+  HalfKind half = HalfKind::kNone;
+};
+
+// Per-call options of the mixed-precision step.
+struct OptimStepOptions {
+  double grad_scale = 1.0;  // every incoming gradient is multiplied by this first (1/S with loss scaling)
+  bool stats = false;       // fill OptimResult::param_norm and zero_fraction
 };
 
 struct OptimResult {
@@ -47,6 +65,10 @@ struct OptimResult {
   int64_t step = 0;      // the step counter after the call (unchanged when skipped)
   bool applied = true;   // false for a micro-step that only accumulated its gradients
   int64_t micro = 0;     // micro-steps accumulated after the call (0 after an optimizer step)
+  // With OptimStepOptions::stats: L2 norm of every parameter after the call, and the share of elements of the
+  // gradients passed to this call (not the accumulated mean) that are exactly zero (+0 or -0).
+  double param_norm = 0;
+  double zero_fraction = 0;
 };
 
 // `step`: optimizer steps taken so far (0 before the first).
@@ -54,7 +76,8 @@ struct OptimResult {
 // steps 1..K-1 write acc + g to acc_out and copy everything else (no finite check: a non-finite gradient is
 // carried in the sum); the K-th updates with the mean (acc + g) / K -- checked for finiteness, clipped, applied --
 // and leaves acc_out zero, whether applied or skipped.
+// With grad_scale, the sums hold unscaled gradients: acc_out = acc + g * grad_scale (mean at the K-th).
 OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, const std::vector<OptimTensor>& ts,
-                              int64_t accumulate = 1, int64_t micro = 0);
+                              int64_t accumulate = 1, int64_t micro = 0, const OptimStepOptions& x = {});
 
 }  // namespace ot::cpu

@@ -81,6 +81,36 @@ OT_HD bool IsFiniteValue(M x) {
   return (x - x) == (x - x);
 }
 
+// Dynamic loss scaling (PyTorch GradScaler / Apex; with `overflows` > 1 TF's ExponentialUpdateLossScaleManager),
+// applied once per optimizer step (never on a micro-step that only accumulated). `finite`: the step's (mean)
+// gradients were all finite and the update was applied.
+//   not finite: bad += 1, good = 0; when bad >= overflows: scale = max(min_scale, scale * backoff), bad = 0.
+//   finite:     good += 1; when good >= growth_interval: scale *= growth (only if the product is finite, so the
+//               scale never becomes inf), good = 0, bad = 0.
+// A finite step below the interval leaves bad as it is: `overflows` counts overflows since the last change of
+// the scale, as TF does. M is float on both backends (the scale is float32 state).
+template <typename M>
+OT_HD void LossScaleUpdate(bool finite, M& scale, int64_t& good, int64_t& bad, M growth, M backoff,
+                           int64_t growth_interval, int64_t overflows, M min_scale) {
+  if (!finite) {
+    good = 0;
+    bad += 1;
+    if (bad >= overflows) {
+      const M s = scale * backoff;
+      scale = s > min_scale ? s : min_scale;
+      bad = 0;
+    }
+    return;
+  }
+  good += 1;
+  if (good >= growth_interval) {
+    const M s = scale * growth;
+    if (IsFiniteValue(s)) scale = s;
+    good = 0;
+    bad = 0;
+  }
+}
+
 // Learning-rate schedule factor for the update that follows `done` optimizer steps (0 for the first), with
 // `warmup` warm-up steps and `total` steps in all; the schedules of Hugging Face transformers'
 // get_{constant,linear,cosine}_schedule_with_warmup (a LambdaLR of the step count, so the first warm-up step has

@@ -1,4 +1,7 @@
 // CPU kernel of OptimizerUpdate (graph/ops/internal_optim.cc): adapts the node to cpu::MultiTensorUpdate.
+// Operand positions come from graph/ops/optimizer_layout.h. Loss scaling: the kernel reads S, passes 1/S as the
+// gradient scale, and after the update applies LossScaleUpdate (kernel_common/optim_math.h) for "dynamic"; a
+// micro-step that only accumulated, and every "static" step, copies S, good and bad unchanged.
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -7,6 +10,7 @@
 #include "executor/kernel_registry.h"
 #include "kernel_common/optim_math.h"
 #include "graph/grad_context.h"
+#include "graph/ops/optimizer_layout.h"
 #include "graph/tensor.h"
 
 namespace ot {
@@ -34,6 +38,12 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   h.clip_grad_norm = hp->t.GetDouble(5);
   const int n = static_cast<int>(ctx.node.attr_int("num_params", 0));
   const int k = cpu::OptimStatesPerParam(h.kind);
+  const OptimizerLayout l = OptimizerLayout::Of(ctx.node);
+  // The schema's inference validated the layout when the plan was made; these checks guard direct callers.
+  if (l.k != k || static_cast<int>(ctx.inputs.size()) != l.num_inputs() ||
+      static_cast<int>(ctx.outputs.size()) != l.num_outputs())
+    ctx.Fail("operand counts do not match the attributes (" + std::to_string(l.num_inputs()) + " inputs and " +
+             std::to_string(l.num_outputs()) + " outputs expected)");
   const DataType lr_t = ctx.in(0).dtype;
   if (lr_t != DataType::kFloat32 && lr_t != DataType::kFloat64) ctx.Unsupported("learning rate of " + DataTypeName(lr_t));
   if (ctx.in(0).numel() != 1 || ctx.in(1).numel() != 1) ctx.Fail("lr and step must be scalars");
@@ -49,11 +59,31 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
       if (ctx.in(2 + j * n + i).numel() != numel[i])
         ctx.Fail("gradient/state of parameter " + std::to_string(i) + " has another size than the parameter");
   }
-  const int base = (1 + k) * n;
-  const int64_t accumulate = ctx.node.attr_int("accumulate", 1);
+  std::vector<cpu::HalfKind> half(n, cpu::HalfKind::kNone);
+  std::vector<int> half_slot(n, -1);  // output index of parameter i's half copy
+  for (int j = 0; j < l.m(); ++j) {
+    const int64_t i = l.half_params[j];
+    if (i < 0 || i >= n) ctx.Fail("half_params[" + std::to_string(j) + "] = " + std::to_string(i) + " is out of range");
+    if (f64[i]) ctx.Unsupported("a half copy of a float64 parameter");
+    half[i] = l.half_dtype == static_cast<int64_t>(DataType::kBFloat16) ? cpu::HalfKind::kBFloat16 : cpu::HalfKind::kFloat16;
+    half_slot[i] = l.half_out(j);
+  }
+  const bool scaling = l.scaling(), dynamic = l.loss_scaling == "dynamic";
+  const int scale_in = l.scale_in(), scale_out = l.scale_out();
+  if (scaling)
+    for (int j = 0; j < 3; ++j)
+      if (ctx.in(scale_in + j).numel() != 1) ctx.Fail("the loss-scale state must be scalars");
+  const float growth = ctx.node.attr_float("growth_factor", 2.f), backoff = ctx.node.attr_float("backoff_factor", .5f);
+  const float min_scale = ctx.node.attr_float("min_scale", 1.f);
+  const int64_t interval = ctx.node.attr_int("growth_interval", 2000);
+  const int64_t overflows = ctx.node.attr_int("overflows_to_backoff", 1);
+  const bool stats = l.stats;
+  const int norm_out = l.param_norm_out(), zero_out = l.zero_fraction_out();
+  const int base = l.step_out();
+  const int64_t accumulate = l.accumulate;
   const int schedule = static_cast<int>(ctx.node.attr_int("lr_schedule", 0));
   const int64_t warmup = ctx.node.attr_int("warmup", 0), total = ctx.node.attr_int("total_steps", 0);
-  const int acc_in = 2 + (2 + k) * n, acc_out = base + 3;  // micro-step counter, then the n sums
+  const int acc_in = l.micro_in(), acc_out = l.micro_out();  // micro-step counter, then the n sums
   KernelInfo info;
   info.fn = [=](const KernelIO& io) {
     const double base_lr = lr_t == DataType::kFloat64 ? *io.In<double>(0) : static_cast<double>(*io.In<float>(0));
@@ -79,15 +109,40 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
         t.acc = io.in[acc_in + 1 + i];
         t.acc_out = io.out[acc_out + 1 + i];
       }
+      if (half_slot[i] >= 0 && io.out[half_slot[i]]) {
+        t.half = half[i];
+        t.half_out = io.out[half_slot[i]];
+      }
     }
     const int64_t micro = accumulate > 1 ? *io.In<int64_t>(acc_in) : 0;
-    const cpu::OptimResult r = cpu::MultiTensorUpdate(h, lr, step, ts, accumulate, micro);
+    cpu::OptimStepOptions x;
+    x.stats = stats;
+    float scale = 1.f;
+    if (scaling) {
+      scale = *io.In<float>(scale_in);
+      x.grad_scale = 1.0 / static_cast<double>(scale);
+    }
+    const cpu::OptimResult r = cpu::MultiTensorUpdate(h, lr, step, ts, accumulate, micro, x);
     if (accumulate > 1 && io.out[acc_out]) *io.Out<int64_t>(acc_out) = r.micro;
     if (io.out[base]) *io.Out<int64_t>(base) = r.step;
     // A micro-step that only accumulated reports no norm (NaN), and is not a skipped step.
     if (io.out[base + 1])
       *io.Out<float>(base + 1) = r.applied ? static_cast<float>(r.grad_norm) : std::numeric_limits<float>::quiet_NaN();
     if (io.out[base + 2]) *io.Out<bool>(base + 2) = r.skipped;
+    if (scaling) {
+      int64_t good = *io.In<int64_t>(scale_in + 1), bad = *io.In<int64_t>(scale_in + 2);
+      // An optimizer step moves the scale, whether applied or skipped (r.applied is false only for a micro-step
+      // that accumulated); a static scale never moves.
+      if (dynamic && r.applied)
+        LossScaleUpdate<float>(!r.skipped, scale, good, bad, growth, backoff, interval, overflows, min_scale);
+      if (io.out[scale_out]) *io.Out<float>(scale_out) = scale;
+      if (io.out[scale_out + 1]) *io.Out<int64_t>(scale_out + 1) = good;
+      if (io.out[scale_out + 2]) *io.Out<int64_t>(scale_out + 2) = bad;
+    }
+    if (stats) {
+      if (io.out[norm_out]) *io.Out<float>(norm_out) = static_cast<float>(r.param_norm);
+      if (io.out[zero_out]) *io.Out<float>(zero_out) = static_cast<float>(r.zero_fraction);
+    }
   };
   return info;
 }

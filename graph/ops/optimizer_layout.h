@@ -1,0 +1,84 @@
+// Operand layout of ai.onnxtrain.OptimizerUpdate (graph/ops/internal_optim.cc), read from the node's attributes.
+// One definition of where each operand sits, shared by the schema, the CPU kernel and the passes that append
+// operands (optimizer, master_weights, loss_scaling), so none of them spells out index arithmetic of its own.
+//
+//   inputs:  lr, step, p[n], g[n], states[k*n] (state j of parameter i at 2 + (2+j)n + i),
+//            [micro, acc[n]]            when accumulate > 1
+//            [scale, good, bad]         when loss_scaling is "static" or "dynamic"
+//   outputs: p'[n], states'[k*n], step', grad_norm, skipped,
+//            [micro', acc'[n]]          when accumulate > 1
+//            [h'[m]]                    half copies, m = |half_params|
+//            [scale', good', bad']      when loss_scaling is set
+//            [param_norm, zero_grad_fraction]  when stats = 1
+// Each optional group is appended after the previous ones, so a node written before a group existed keeps its
+// layout (every group is off by default).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace ot {
+
+// States per parameter of an optimizer kind ("sgd" 0, "momentum"/"nesterov" 1, "adam"/"adamw"/"lamb" 2); -1 when
+// the kind is unknown.
+inline int OptimizerStatesPerParam(const std::string& kind) {
+  if (kind == "sgd") return 0;
+  if (kind == "momentum" || kind == "nesterov") return 1;
+  if (kind == "adam" || kind == "adamw" || kind == "lamb") return 2;
+  return -1;
+}
+
+struct OptimizerLayout {
+  int n = 0;                     // parameters
+  int k = 0;                     // states per parameter
+  int64_t accumulate = 1;        // gradient accumulation K
+  std::vector<int64_t> half_params;  // parameters with a half copy (ascending indices)
+  int64_t half_dtype = 0;        // DataType code of the half copies (10 float16, 16 bfloat16); 0 when none
+  std::string loss_scaling = "none";  // "none" | "static" | "dynamic"
+  bool stats = false;            // param_norm and zero_grad_fraction outputs
+
+  // Reads the attributes; does not validate them (the schema's inference does). k is -1 for an unknown kind.
+  static OptimizerLayout Of(const Node& node) {
+    OptimizerLayout l;
+    l.k = OptimizerStatesPerParam(node.attr_string("kind", ""));
+    l.n = static_cast<int>(node.attr_int("num_params", 0));
+    l.accumulate = node.attr_int("accumulate", 1);
+    l.half_params = node.attr_ints("half_params");
+    l.half_dtype = l.half_params.empty() ? 0 : node.attr_int("half_dtype", 0);
+    l.loss_scaling = node.attr_string("loss_scaling", "none");
+    l.stats = node.attr_int("stats", 0) != 0;
+    return l;
+  }
+
+  bool accumulating() const { return accumulate > 1; }
+  bool scaling() const { return loss_scaling == "static" || loss_scaling == "dynamic"; }
+  int m() const { return static_cast<int>(half_params.size()); }
+  int accum_count() const { return accumulating() ? 1 + n : 0; }  // micro + n sums
+
+  // Inputs.
+  int param_in(int i) const { return 2 + i; }
+  int grad_in(int i) const { return 2 + n + i; }
+  int state_in(int j, int i) const { return 2 + (2 + j) * n + i; }
+  int micro_in() const { return 2 + (2 + k) * n; }
+  int acc_in(int i) const { return micro_in() + 1 + i; }
+  int scale_in() const { return micro_in() + accum_count(); }  // then good_in = +1, bad_in = +2
+  int num_inputs() const { return scale_in() + (scaling() ? 3 : 0); }
+
+  // Outputs.
+  int param_out(int i) const { return i; }
+  int state_out(int j, int i) const { return (1 + j) * n + i; }
+  int step_out() const { return (1 + k) * n; }
+  int grad_norm_out() const { return step_out() + 1; }
+  int skipped_out() const { return step_out() + 2; }
+  int micro_out() const { return step_out() + 3; }
+  int acc_out(int i) const { return micro_out() + 1 + i; }
+  int half_out(int j) const { return micro_out() + accum_count() + j; }
+  int scale_out() const { return half_out(m()); }  // then good' = +1, bad' = +2
+  int param_norm_out() const { return scale_out() + (scaling() ? 3 : 0); }
+  int zero_fraction_out() const { return param_norm_out() + 1; }
+  int num_outputs() const { return param_norm_out() + (stats ? 2 : 0); }
+};
+
+}  // namespace ot
