@@ -3,9 +3,11 @@
 // the graph with the amp Casts and the rewritten graph train the same (same losses, same fp32 weights) on the CPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "graph/ops/optimizer_layout.h"
+#include "passes/amp.h"
 #include "passes/loss_scaling.h"
 #include "passes/master_weights.h"
 #include "tests/passes/amp_step_util.h"
@@ -174,6 +176,47 @@ TEST(MasterWeights, TrainsLikeTheCastGraph) {
       }
       EXPECT_GT(max_diff_fp32, 0.0) << "the half weights should change the numbers";
     }
+}
+
+}  // namespace
+}  // namespace ot
+
+namespace ot {
+namespace {
+
+using namespace amp_test;
+
+// With the real amp pass: every Cast of a trained parameter it inserted becomes half state, none is left, and the
+// rewritten step trains like the amp step (the half GEMMs read the same rounded weights).
+TEST(MasterWeights, AfterTheAmpPass) {
+  for (DataType half : {DataType::kBFloat16, DataType::kFloat16}) {
+    const Weights w = Weights::Random();
+    Step a = MakeStep(w, "adam"), b = MakeStep(w, "adam");
+    AmpOptions ao;
+    ao.half = half;
+    ASSERT_TRUE(AmpPass(ao).Run(*a.graph));
+    ASSERT_TRUE(AmpPass(ao).Run(*b.graph));
+    ASSERT_TRUE(MasterWeightsPass().Run(*b.graph));
+    VerifyGraph(*b.graph);
+    Node* opt = UpdateNode(*b.graph);
+    const OptimizerLayout l = OptimizerLayout::Of(*opt);
+    for (const auto& n : b.graph->nodes())
+      if (n->op_type == "Cast")
+        for (int i = 0; i < l.n; ++i)
+          EXPECT_NE(n->inputs[0], opt->inputs[l.param_in(i)]) << n->name << " still casts a parameter";
+    EXPECT_EQ(static_cast<int>(HalfCopies(*b.graph).size()), l.m());
+    EXPECT_GE(l.m(), 2) << "the two Gemm weights are read in half";
+    for (int i = 0; i < l.n; ++i) EXPECT_EQ(opt->inputs[l.grad_in(i)]->dtype, DataType::kFloat32);
+    for (int step = 0; step < 4; ++step) {
+      const auto feeds = Batch();
+      const auto oa = RunStep(*a.graph, feeds), ob = RunStep(*b.graph, feeds);
+      const double la = OutputValue(*a.graph, oa, a.loss), lb = OutputValue(*b.graph, ob, b.loss);
+      EXPECT_TRUE(std::isfinite(lb));
+      EXPECT_NEAR(lb, la, 1e-6 * std::fabs(la)) << DataTypeName(half) << " step " << step;
+    }
+    for (const char* name : {"W1", "W2", "b1", "b2"})
+      test::ExpectClose(*b.graph->FindValue(name)->initializer, *a.graph->FindValue(name)->initializer, 1e-6, 1e-7);
+  }
 }
 
 }  // namespace
