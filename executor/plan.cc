@@ -452,6 +452,34 @@ std::vector<Plan::KernelTime> Plan::kernel_times() const {
   return r;
 }
 
+std::vector<Plan::BufferView> Plan::buffer_views() const {
+  std::vector<BufferView> r;
+  r.reserve(bufs_.size());
+  for (const Buffer& b : bufs_) {
+    BufferView v;
+    v.name = b.name;
+    v.desc = b.desc;
+    switch (b.kind) {
+      case BufKind::kArena: v.kind = BufferKind::kArena; break;
+      case BufKind::kConst: v.kind = BufferKind::kConst; break;
+      case BufKind::kInput: v.kind = BufferKind::kInput; break;
+      case BufKind::kOutput: v.kind = BufferKind::kOutput; break;
+    }
+    v.offset = static_cast<int64_t>(b.offset);
+    v.def_step = b.def_step;
+    v.last_step = b.last_step;
+    r.push_back(std::move(v));
+  }
+  return r;
+}
+
+std::vector<Plan::StepView> Plan::step_views() const {
+  std::vector<StepView> r;
+  r.reserve(steps_.size());
+  for (const Step& st : steps_) r.push_back({st.node, st.in_bufs, st.out_bufs});
+  return r;
+}
+
 const Node* Plan::first_nonfinite() const {
   const int64_t i = first_nonfinite_.load();
   return i < 0 ? nullptr : steps_[static_cast<size_t>(i)].node;

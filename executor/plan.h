@@ -50,6 +50,27 @@ class Plan {
   };
   std::vector<KernelTime> kernel_times() const;
 
+  // Read-only view of the compiled plan, for reports (executor/memory_report.h). Every buffer with its storage
+  // and lifetime: kArena values live from the step that writes them (def_step) to the last step that reads them
+  // (last_step) at `offset` in the arena; kConst (state read from its initializer at run time, or a constant of
+  // the plan), kInput (fed) and kOutput (written into the caller's output tensor) are not in the arena, and for
+  // them def_step is -1 unless a step writes them. Indices into buffer_views() are those of StepView's lists.
+  enum class BufferKind { kArena, kConst, kInput, kOutput };
+  struct BufferView {
+    std::string name;  // the graph value
+    TensorDesc desc;
+    BufferKind kind = BufferKind::kArena;
+    int64_t offset = 0;  // kArena only
+    int def_step = -1, last_step = -1;
+  };
+  struct StepView {
+    const Node* node = nullptr;
+    std::vector<int> in_bufs, out_bufs;  // -1 = absent
+  };
+  std::vector<BufferView> buffer_views() const;
+  // The kernels in plan order (the order liveness is measured in).
+  std::vector<StepView> step_views() const;
+
  private:
   enum class BufKind { kArena, kConst, kInput, kOutput };
   struct Buffer {

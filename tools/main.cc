@@ -51,6 +51,12 @@ int main(int argc, char** argv) {
   auto* passes_cmd = ot::tools::AddPassesCommand(app, passes);
   passes_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
 
+  ot::tools::PlanOptions plan;
+  auto* plan_cmd = app.add_subcommand("plan", "The training step's planned peak memory and its split (nothing runs)");
+  ot::tools::AddTrainOptions(plan_cmd, plan.train);
+  plan_cmd->add_flag("--json", plan.json, "Print one JSON object (peak_bytes and each part)");
+  plan_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
+
   bool markdown = false;
   auto* ops_cmd = app.add_subcommand("ops", "List the supported ops (schema and CPU kernel)");
   ops_cmd->add_flag("--markdown", markdown, "As a Markdown table (the README's)");
@@ -80,6 +86,7 @@ int main(int argc, char** argv) {
     if (*run_cmd) return ot::tools::Run(run);
     if (*train_cmd) return ot::tools::Train(train);
     if (*passes_cmd) return ot::tools::Passes(passes);
+    if (*plan_cmd) return ot::tools::PlanMemoryReport(plan);
     if (*info_cmd) return ot::tools::Info(info_model);
     if (*ops_cmd) return ot::tools::Ops(markdown);
   } catch (const ot::Error& e) {
