@@ -11,11 +11,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "graph/error.h"
 #include "graph/grad_context.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
+#include "passes/master_weights.h"
 #include "passes/training_mode.h"
 
 namespace ot {
@@ -27,6 +29,7 @@ StepOptions MakeStepOptions(const TrainerOptions& o) {
   so.optimizer = o.optimizer;
   so.amp = o.amp;
   so.fp16_range = o.fp16_range;
+  so.loss_scale = o.loss_scale;
   return so;
 }
 
@@ -127,6 +130,8 @@ void Trainer::MakeExecutor() {
   loss_out_ = OutputIndex(g, g.FindValue(info_.loss));
   grad_norm_out_ = OutputIndex(g, info_.grad_norm);
   skipped_out_ = OutputIndex(g, info_.skipped);
+  if (info_.param_norm) param_norm_out_ = OutputIndex(g, info_.param_norm);
+  if (info_.zero_grad_fraction) zero_frac_out_ = OutputIndex(g, info_.zero_grad_fraction);
   for (const auto& b : g.update_bindings) state_outs_.push_back({b.state, OutputIndex(g, b.next)});
   ExecutorOptions eo;
   eo.seed = opts_.seed;
@@ -153,6 +158,7 @@ StepResult Trainer::Step(const std::vector<Arrays>& micro_batches) {
   const auto t0 = std::chrono::steady_clock::now();
   StepResult r;
   r.lr = ScheduledLr(opts_.optimizer, optimizer_steps());
+  if (info_.loss_scale) r.loss_scale = info_.loss_scale->initializer->GetDouble(0);
   for (const Arrays& batch : micro_batches) {
     std::vector<Tensor> out = exec_->Run(batch);
     if (opts_.check_numerics)
@@ -168,6 +174,8 @@ StepResult Trainer::Step(const std::vector<Arrays>& micro_batches) {
     r.loss += out[loss_out_].GetDouble(0) / static_cast<double>(k);
     r.grad_norm = out[grad_norm_out_].GetDouble(0);
     r.skipped = out[skipped_out_].GetDouble(0) != 0;
+    if (param_norm_out_ >= 0) r.param_norm = out[param_norm_out_].GetDouble(0);
+    if (zero_frac_out_ >= 0) r.zero_grad_fraction = out[zero_frac_out_].GetDouble(0);
   }
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;
@@ -268,9 +276,22 @@ std::map<std::string, std::string> Trainer::LoadCheckpoint(const std::string& di
   std::vector<Value*> states;
   for (const auto& [state, idx] : state_outs_) states.push_back(state);
   if (info_.lr) states.push_back(info_.lr);
+  // Across precisions: an fp32 checkpoint has no half copies (recomputed from their masters below) and no loss
+  // scale (the run's initial scale is kept); an --amp checkpoint's extra arrays are ignored by an fp32 run.
+  std::map<const Value*, const Value*> half_of;  // half copy -> master
+  for (const auto& [master, half] : HalfCopies(*graph_)) half_of[half] = master;
+  std::set<const Value*> optional;
+  for (const auto& [half, master] : half_of) optional.insert(half);
+  for (const auto& b : graph_->update_bindings)
+    if (b.state->name.rfind("loss_scale", 0) == 0 && info_.loss_scale) optional.insert(b.state);
+  std::vector<const Value*> recompute;
   // Check everything before changing anything.
   for (Value* s : states) {
     auto it = arrays.find(s->name);
+    if (it == arrays.end() && optional.count(s)) {
+      if (half_of.count(s)) recompute.push_back(s);
+      continue;
+    }
     if (it == arrays.end())
       throw Error(path + ": no array '" + s->name + "' (a checkpoint of another model, optimizer or option set?)");
     if (it->second.dtype() != s->initializer->dtype() || it->second.dims() != s->initializer->dims())
@@ -278,7 +299,12 @@ std::map<std::string, std::string> Trainer::LoadCheckpoint(const std::string& di
                   DimsToString(it->second.dims()) + ", the training state is " +
                   DataTypeName(s->initializer->dtype()) + DimsToString(s->initializer->dims()));
   }
-  for (Value* s : states) std::memcpy(s->initializer->raw(), arrays[s->name].raw(), s->initializer->nbytes());
+  for (Value* s : states)
+    if (arrays.count(s->name)) std::memcpy(s->initializer->raw(), arrays[s->name].raw(), s->initializer->nbytes());
+  for (const Value* h : recompute) {
+    const Tensor rounded = half_of[h]->initializer->CastTo(h->initializer->dtype());
+    std::memcpy(h->initializer->raw(), rounded.raw(), rounded.nbytes());
+  }
   std::map<std::string, std::string> meta;
   auto it = arrays.find(kMetaArray);
   if (it != arrays.end()) {

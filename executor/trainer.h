@@ -22,6 +22,7 @@ struct TrainerOptions {
   OptimizerOptions optimizer;  // .accumulate: micro-batches per Step; .lr_schedule/.warmup/.total_steps
   AmpOptions amp;               // .half: kFloat16/kBFloat16 for --amp, kUndefined for fp32
   Fp16RangeOptions fp16_range;  // --fp16-infinity, --fp16-epsilon
+  LossScaleOptions loss_scale = StepOptions().loss_scale;  // mode "auto": dynamic for fp16, none otherwise
   uint64_t seed = 0;
   // --check-numerics: every kernel's float outputs are scanned; the first NaN or infinity stops the step (nothing
   // is updated) with an error naming the node that produced it.
@@ -39,6 +40,9 @@ struct StepResult {
   double grad_norm = 0;  // global gradient norm before clipping (of the mean gradient with accumulation)
   bool skipped = false;  // the gradients were not all finite: nothing changed
   double lr = 0;         // the learning rate this step used (after the schedule)
+  double loss_scale = 0;  // the loss scale S this step used (0 without loss scaling)
+  double param_norm = 0;  // L2 norm of the parameters after the step
+  double zero_grad_fraction = 0;  // share of the last micro-step's gradient elements that were exactly zero
   double ms = 0;
 };
 
@@ -110,7 +114,7 @@ class Trainer {
   std::unique_ptr<Executor> exec_;
   std::unique_ptr<Executor> check_exec_;  // check_numerics, built on first use
   StepGraphInfo info_;
-  int loss_out_ = -1, grad_norm_out_ = -1, skipped_out_ = -1;
+  int loss_out_ = -1, grad_norm_out_ = -1, skipped_out_ = -1, param_norm_out_ = -1, zero_frac_out_ = -1;
   std::vector<std::pair<Value*, int>> state_outs_;  // state value, index of its next value among the outputs
 };
 

@@ -4,6 +4,7 @@
 
 #include "graph/error.h"
 #include "passes/autodiff.h"
+#include "passes/master_weights.h"
 #include "passes/training_mode.h"
 
 namespace ot {
@@ -50,6 +51,21 @@ StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
       info.fp16_range_changes = range.changes();
       after("fp16_range");
     }
+    MasterWeightsPass().Run(g);
+    after("master_weights");
+  }
+  LossScaleOptions ls = o.loss_scale;
+  if (ls.mode == "auto") ls.mode = o.amp.half == DataType::kFloat16 ? "dynamic" : "none";
+  if (ls.mode != "none") {
+    LossScalingPass scaling(ls, info.seed);
+    scaling.Run(g);
+    info.loss_scale = scaling.scale();
+    after("loss_scaling");
+  }
+  info.loss_scaling = ls.mode;
+  if (EnableOptimizerStats(g)) {
+    info.param_norm = g.outputs[g.outputs.size() - 2];
+    info.zero_grad_fraction = g.outputs.back();
   }
   return info;
 }

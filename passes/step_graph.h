@@ -1,6 +1,6 @@
 // The training pipeline that turns a model into its step graph, in order:
 //   training_mode (BN/Dropout in training mode, BN running statistics become state) -> loss -> autodiff ->
-//   optimizer -> amp -> fp16_range (fp16 only).
+//   optimizer -> amp -> fp16_range (fp16 only) -> master_weights -> loss_scaling.
 // The result is one Graph holding forward, loss, backward and the update, with update bindings for every state
 // (what ONNX's TrainingInfoProto holds); its outputs include the loss, "grad_norm" and "skipped".
 #pragma once
@@ -11,6 +11,7 @@
 #include "passes/amp.h"
 #include "passes/fp16_range.h"
 #include "passes/loss.h"
+#include "passes/loss_scaling.h"
 #include "passes/optimizer.h"
 
 namespace ot {
@@ -21,6 +22,12 @@ struct StepOptions {
   OptimizerOptions optimizer;
   AmpOptions amp;               // --amp[=fp16|bf16], --keep-fp32, --keep-fp32-node
   Fp16RangeOptions fp16_range;  // --fp16-infinity, --fp16-epsilon
+  // --loss-scale...; mode "auto": dynamic for fp16, none otherwise.
+  LossScaleOptions loss_scale = [] {
+    LossScaleOptions l;
+    l.mode = "auto";
+    return l;
+  }();
   // Called after each pass with its name ("training_mode", "loss", "autodiff", "optimizer"): --dump-after.
   std::function<void(const std::string& pass, const Graph& g)> after_pass;
 };
@@ -34,6 +41,10 @@ struct StepGraphInfo {
   Value* skipped = nullptr;
   Value* seed = nullptr;          // the loss gradient's seed (ones)
   AmpReport amp;                  // what the amp pass did (empty without --amp)
+  std::string loss_scaling = "none";  // the mode in effect: none | static | dynamic
+  Value* loss_scale = nullptr;    // the scale state S (with loss scaling)
+  Value* param_norm = nullptr;    // outputs of the update: L2 norm of the parameters after it
+  Value* zero_grad_fraction = nullptr;  // share of this step's gradient elements that are exactly zero
   std::vector<std::string> fp16_range_changes;
 };
 

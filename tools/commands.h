@@ -57,6 +57,10 @@ struct TrainOptions {
   std::string amp;  // "" (fp32), "auto" (bare --amp: bf16 on the CPU), "fp16", "bf16"
   std::vector<std::string> keep_fp32, keep_fp32_node;
   double fp16_infinity = 1e4, fp16_epsilon = 1e-5;
+  // --loss-scale dynamic|N (default: dynamic for fp16, none otherwise) and the dynamic knobs.
+  std::string loss_scale;
+  double loss_scale_init = 65536, loss_scale_factor = 2, loss_scale_backoff = 0.5;
+  int64_t loss_scale_growth_interval = 2000, loss_scale_overflows = 1;
   uint64_t seed = 0;
   std::string fuse, log_json, save, eval_data;
   std::string checkpoint, resume;

@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <map>
 
@@ -69,6 +70,26 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
     throw Error("--keep-fp32 and --keep-fp32-node need --amp");
   to.amp.keep_fp32_ops = o.keep_fp32;
   to.amp.keep_fp32_nodes = o.keep_fp32_node;
+  LossScaleOptions& ls = to.loss_scale;
+  if (o.loss_scale.empty() || o.loss_scale == "auto") {
+    ls.mode = "auto";
+  } else if (o.loss_scale == "dynamic" || o.loss_scale == "none") {
+    ls.mode = o.loss_scale;
+  } else {
+    char* end = nullptr;
+    const double v = std::strtod(o.loss_scale.c_str(), &end);
+    if (end == o.loss_scale.c_str() || *end || !(v > 0) || !std::isfinite(v))
+      throw Error("--loss-scale: '" + o.loss_scale + "' is not dynamic, none or a positive number");
+    ls.mode = "static";
+    ls.init = v;
+  }
+  if (ls.mode != "static") ls.init = o.loss_scale_init;
+  if (!(o.loss_scale_init > 0) || !(o.loss_scale_factor >= 1) || !(o.loss_scale_backoff > 0 && o.loss_scale_backoff < 1))
+    throw Error("--loss-scale-init must be > 0, --loss-scale-factor >= 1 and --loss-scale-backoff in (0, 1)");
+  ls.factor = o.loss_scale_factor;
+  ls.backoff = o.loss_scale_backoff;
+  ls.growth_interval = o.loss_scale_growth_interval;
+  ls.overflows = o.loss_scale_overflows;
   to.fp16_range.infinity = o.fp16_infinity;
   to.fp16_range.epsilon = o.fp16_epsilon;
   to.seed = o.seed;
@@ -188,6 +209,12 @@ int Train(const TrainOptions& o) {
   } restore{old_sa};
 
   int64_t skipped = 0, skipped_in_row = 0;
+  const StepGraphInfo& step_info = trainer->step_info();
+  const bool scaling = step_info.loss_scale != nullptr;
+  const bool dynamic = step_info.loss_scaling == "dynamic";
+  std::deque<int64_t> backoffs;  // steps at which the loss scale went down, for the "keeps halving" warning
+  double prev_scale = 0;
+  bool warned_zero_norm = false;
   const auto t_start = std::chrono::steady_clock::now();
   double eval_s = 0;
   auto micro_pos = [&](int64_t m) { return std::make_pair(m / per_epoch, m % per_epoch); };
@@ -211,13 +238,37 @@ int Train(const TrainOptions& o) {
     StepResult r = trainer->Step(micro);
     skipped += r.skipped;
     skipped_in_row = r.skipped ? skipped_in_row + 1 : 0;
+    if (dynamic) {
+      if (prev_scale > 0 && r.loss_scale < prev_scale) backoffs.push_back(s);
+      prev_scale = r.loss_scale;
+      while (!backoffs.empty() && backoffs.front() <= s - 100) backoffs.pop_front();
+      if (backoffs.size() >= 5 && s >= 100) {
+        std::fprintf(stderr,
+                     "\nwarning: the loss scale went down %zu times in the last 100 steps (now %g): gradients keep "
+                     "overflowing in fp16; try --amp=bf16, a lower --lr, or keep the overflowing ops fp32 "
+                     "(--check-numerics names them)\n",
+                     backoffs.size(), r.loss_scale);
+        backoffs.clear();
+      }
+    }
+    if (!r.skipped && r.grad_norm == 0 && !warned_zero_norm) {
+      std::fprintf(stderr,
+                   "\nwarning: step %lld: the gradient norm is 0 -- no parameter is learning (every gradient element "
+                   "is zero%s)\n",
+                   static_cast<long long>(s + 1),
+                   step_info.amp.half_nodes.empty() ? "" : "; in half precision small gradients flush to zero: try "
+                                                           "--loss-scale dynamic");
+      warned_zero_norm = true;
+    }
     if (log) {
-      char line[256];
+      char line[384];
+      char scale[48] = "";
+      if (scaling) std::snprintf(scale, sizeof scale, "\"loss_scale\": %.9g, ", r.loss_scale);
       std::snprintf(line, sizeof line,
                     "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
-                    "\"skipped\": %s, \"step_ms\": %.3f}\n",
+                    "\"param_norm\": %.9g, \"zero_grad_fraction\": %.6g, %s\"skipped\": %s, \"step_ms\": %.3f}\n",
                     static_cast<long long>(s + 1), static_cast<long long>(epoch + 1), r.loss, r.lr, r.grad_norm,
-                    r.skipped ? "true" : "false", r.ms);
+                    r.param_norm, r.zero_grad_fraction, scale, r.skipped ? "true" : "false", r.ms);
       log << line;
       log.flush();
     }
@@ -238,14 +289,18 @@ int Train(const TrainOptions& o) {
                   static_cast<long long>(total), r.loss, rate, Clock(eta).c_str(), r.skipped ? " (skipped)" : "");
       std::fflush(stdout);
     } else if (!o.quiet && ((s + 1) % line_every == 0 || s + 1 == total || r.skipped)) {
-      std::printf("epoch %lld step %lld/%lld loss %.6f grad_norm %.4g lr %.4g%s %.1f ms %.0f samples/s ETA %s\n",
+      char scale[48] = "";
+      if (scaling) std::snprintf(scale, sizeof scale, " loss_scale %g", r.loss_scale);
+      std::printf("epoch %lld step %lld/%lld loss %.6f grad_norm %.4g param_norm %.4g lr %.4g%s%s %.1f ms %.0f samples/s ETA %s\n",
                   static_cast<long long>(epoch + 1), static_cast<long long>(s + 1), static_cast<long long>(total),
-                  r.loss, r.grad_norm, r.lr, r.skipped ? " skipped" : "", r.ms, rate, Clock(eta).c_str());
+                  r.loss, r.grad_norm, r.param_norm, r.lr, scale, r.skipped ? " skipped" : "", r.ms, rate, Clock(eta).c_str());
       std::fflush(stdout);
     }
     if (!std::isfinite(r.loss) && !r.skipped)
       throw Error("step " + std::to_string(s + 1) + ": the loss is not finite");
-    if (skipped_in_row >= 10) {
+    // Dynamic scaling skips steps on purpose while it finds its scale (2^16 down to what fits); it is stuck only when
+    // it keeps skipping at its floor.
+    if (skipped_in_row >= 10 && (!dynamic || r.loss_scale <= trainer->options().loss_scale.min_scale || skipped_in_row >= 40)) {
       std::string node;
       for (const Arrays& m : micro)
         if (node.empty()) node = trainer->FirstNonFiniteNode(m);
@@ -276,7 +331,9 @@ int Train(const TrainOptions& o) {
     if (!o.quiet) std::printf("saved the trained model to %s\n", o.save.c_str());
   }
   if (o.profile && total > start) PrintOpProfile(trainer->executor(), static_cast<double>((total - start) * k));
-  if (skipped) std::printf("%lld steps skipped (non-finite gradients)\n", static_cast<long long>(skipped));
+  if (skipped || scaling)
+    std::printf("%lld steps skipped (non-finite gradients)%s\n", static_cast<long long>(skipped),
+                scaling ? (", final loss scale " + std::to_string(trainer->step_info().loss_scale->initializer->GetDouble(0))).c_str() : "");
   return 0;
 }
 

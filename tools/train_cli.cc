@@ -31,6 +31,17 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--keep-fp32", o.keep_fp32, "With --amp: ops (types) that stay fp32, e.g. Softmax,Gelu")
       ->delimiter(',');
   cmd->add_option("--keep-fp32-node", o.keep_fp32_node, "With --amp: nodes (names) that stay fp32")->delimiter(',');
+  cmd->add_option("--loss-scale", o.loss_scale,
+                  "dynamic (default with fp16), none, or a number: a static scale (also for fp32/bf16 runs)");
+  cmd->add_option("--loss-scale-init", o.loss_scale_init, "Dynamic loss scaling: the first scale (default 65536)");
+  cmd->add_option("--loss-scale-growth-interval", o.loss_scale_growth_interval,
+                  "Dynamic: finite steps in a row before the scale grows (default 2000)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--loss-scale-factor", o.loss_scale_factor, "Dynamic: growth factor (default 2)");
+  cmd->add_option("--loss-scale-backoff", o.loss_scale_backoff, "Dynamic: factor on overflow (default 0.5)");
+  cmd->add_option("--loss-scale-overflows", o.loss_scale_overflows,
+                  "Dynamic: back off only after this many overflows (default 1; TF's decr_every_n_nan_or_inf)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--fp16-infinity", o.fp16_infinity,
                   "fp16: constants beyond +-65504 (attention masks) become +-this (default 1e4)");
   cmd->add_option("--fp16-epsilon", o.fp16_epsilon,

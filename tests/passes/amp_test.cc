@@ -336,22 +336,36 @@ TEST(AmpPass, DifferentialMlpStep) {
     Tensor x = RandomTensor(DataType::kFloat32, {16, 12});
     Tensor labels(DataType::kInt64, {16});
     for (int i = 0; i < 16; ++i) labels.SetDouble(i, (i * 7) % 4);
+    // Outputs and next states by name; the amp step's extra states (half copies, loss scale) have no fp32 twin.
     auto run = [&](Graph& g) {
       const size_t base = g.outputs.size();
-      for (const auto& ub : g.update_bindings) g.outputs.push_back(ub.next);
+      std::vector<std::string> names;
+      for (const Value* o : g.outputs) names.push_back(o->name);
+      for (const auto& ub : g.update_bindings) {
+        g.outputs.push_back(ub.next);
+        names.push_back(ub.state->name);
+      }
       Executor ex(g);
       std::vector<Tensor> outs = ex.Run({{"x", x}, {"labels", labels}});
       g.outputs.resize(base);
-      return outs;
+      std::map<std::string, Tensor> r;
+      for (size_t i = 0; i < outs.size(); ++i) r[names[i]] = outs[i];
+      return r;
     };
-    std::vector<Tensor> a = run(*g32), b = run(*gh);
-    ASSERT_EQ(a.size(), b.size());
+    std::map<std::string, Tensor> a = run(*g32), b = run(*gh);
     const double tol = h == DataType::kBFloat16 ? 3e-2 : 4e-3;
-    for (size_t i = 0; i < a.size(); ++i) {
-      SCOPED_TRACE(g32->outputs.size() > i ? g32->outputs[i]->name : g32->update_bindings[i - g32->outputs.size()].state->name);
-      ASSERT_EQ(a[i].dtype(), b[i].dtype());
-      if (IsFloat(a[i].dtype())) ExpectClose(b[i], a[i], tol, tol * 0.1);
+    int compared = 0;
+    for (const auto& [name, t] : b) {
+      if (!a.count(name)) {
+        EXPECT_TRUE(name.find(".half") != std::string::npos || name.rfind("loss_scale", 0) == 0) << name;
+        continue;
+      }
+      SCOPED_TRACE(name);
+      ASSERT_EQ(t.dtype(), a[name].dtype());
+      if (IsFloat(t.dtype())) ExpectClose(t, a[name], tol, tol * 0.1);
+      ++compared;
     }
+    EXPECT_EQ(compared, static_cast<int>(a.size()));
   }
 }
 
