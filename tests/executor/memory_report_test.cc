@@ -61,12 +61,13 @@ struct Step {
 };
 
 Step MakeStep(const std::string& optimizer, int64_t accumulate = 1, const std::string& freeze = "",
-              bool matmul = false) {
+              bool matmul = false, DataType amp = DataType::kUndefined) {
   Step s;
   s.graph = MakeMlp("", matmul);
   StepOptions o;
   o.loss = {"", "cross_entropy", "logits", "y"};
   o.freeze = freeze;
+  o.amp.half = amp;
   o.optimizer.kind = ParseOptimizerKind(optimizer);
   o.optimizer.accumulate = accumulate;
   s.info = BuildStepGraph(*s.graph, o);
@@ -247,6 +248,28 @@ TEST(MemoryReport, HalfStateIsCountedAsHalfCopies) {
   EXPECT_EQ(r.parameters, kParamBytes);
   EXPECT_EQ(r.optimizer_state, kOptimizerScalars);
   EXPECT_EQ(Sum(r), r.peak_bytes);
+}
+
+TEST(MemoryReport, AmpStepHasHalfCopiesAndHalfActivations) {
+  // --amp: the Gemms run in half, so what the backward keeps of x and r is their half copy (2 bytes an element);
+  // logits (fp32: the model's output) and y are unchanged. Master weights: every trained parameter stays fp32
+  // (parameters) and has a half copy refreshed by the update (half_copies: half the bytes). With fp16, loss
+  // scaling adds its state: S (float32), good and bad step counts (int64).
+  const int64_t batch = 32;
+  const MemoryReport fp32 = Report(MakeStep("adam"), batch);
+  for (DataType half : {DataType::kBFloat16, DataType::kFloat16}) {
+    SCOPED_TRACE(DataTypeName(half));
+    const Step s = MakeStep("adam", 1, "", false, half);
+    const MemoryReport r = Report(s, batch);
+    EXPECT_EQ(r.parameters, kParamBytes);
+    EXPECT_EQ(r.half_copies, kParamBytes / 2);
+    EXPECT_EQ(r.optimizer_state, 2 * kParamBytes + kOptimizerScalars + (half == DataType::kFloat16 ? 4 + 8 + 8 : 0));
+    EXPECT_EQ(r.saved_activations_total, batch * (2 * kIn + 2 * kHidden + 4 * kOut + 8));
+    EXPECT_LT(r.saved_activations_total, fp32.saved_activations_total);
+    for (const SavedActivation& a : r.largest)
+      if (a.name == "r") EXPECT_EQ(a.dtype, half);
+    EXPECT_EQ(Sum(r), r.peak_bytes);
+  }
 }
 
 TEST(MemoryReport, SymbolicDimsComeFromTheData) {
