@@ -22,13 +22,32 @@ namespace ot::tools {
 
 namespace {
 
-// "fp32", "fp16" or "bf16": the precision the options ask for (bare --amp is bf16 on the CPU, DESIGN.md).
-std::string Precision(const TrainOptions& o) {
+// What the report says it planned: the precision ("fp32", "fp16", "bf16") and the optimizer.
+struct Setting {
+  std::string precision, optimizer;
+};
+
+// From the options (bare --amp is bf16 on the CPU, DESIGN.md).
+Setting FromOptions(const TrainOptions& o) {
   switch (MakeTrainerOptions(o, o.steps).amp.half) {
-    case DataType::kFloat16: return "fp16";
-    case DataType::kBFloat16: return "bf16";
-    default: return "fp32";
+    case DataType::kFloat16: return {"fp16", o.optimizer};
+    case DataType::kBFloat16: return {"bf16", o.optimizer};
+    default: return {"fp32", o.optimizer};
   }
+}
+
+// From a stored step's OptimizerUpdate node (its kind, and the dtype of its half copies).
+Setting FromStoredStep(const Graph& step) {
+  Setting s{"fp32", "?"};
+  for (const auto& n : step.nodes()) {
+    if (n->op_type != "OptimizerUpdate") continue;
+    s.optimizer = n->attr_string("kind", "?");
+    if (!n->attr_ints("half_params").empty()) {
+      const auto half = static_cast<DataType>(n->attr_int("half_dtype", 0));
+      s.precision = half == DataType::kFloat16 ? "fp16" : half == DataType::kBFloat16 ? "bf16" : "fp32";
+    }
+  }
+  return s;
 }
 
 std::string Size(int64_t b) {
@@ -48,10 +67,10 @@ std::string Percent(int64_t part, int64_t whole) {
   return buf;
 }
 
-void PrintTable(const PlanOptions& o, const MemoryReport& r) {
+void PrintTable(const PlanOptions& o, const Setting& set, const MemoryReport& r) {
   const TrainOptions& t = o.train;
   std::printf("memory plan of %s: batch %lld, %s, optimizer %s%s; %lld kernels, peak at %s\n\n", t.model.c_str(),
-              static_cast<long long>(t.batch), Precision(t).c_str(), t.optimizer.c_str(),
+              static_cast<long long>(t.batch), set.precision.c_str(), set.optimizer.c_str(),
               t.grad_accum > 1 ? (", grad-accum " + std::to_string(t.grad_accum)).c_str() : "",
               static_cast<long long>(r.kernels), r.peak_node.empty() ? "the start" : r.peak_node.c_str());
   std::printf("%-26s %14s %12s %10s\n", "part", "bytes", "size", "% of peak");
@@ -82,12 +101,12 @@ void PrintTable(const PlanOptions& o, const MemoryReport& r) {
   values("largest values live at the peak", r.live_at_peak, true);
 }
 
-void PrintJson(const PlanOptions& o, const MemoryReport& r) {
+void PrintJson(const PlanOptions& o, const Setting& set, const MemoryReport& r) {
   nlohmann::json j;
   j["model"] = o.train.model;
   j["batch"] = o.train.batch;
-  j["precision"] = Precision(o.train);
-  j["optimizer"] = o.train.optimizer;
+  j["precision"] = set.precision;
+  j["optimizer"] = set.optimizer;
   j["peak_bytes"] = r.peak_bytes;
   j["parameters"] = r.parameters;
   j["half_copies"] = r.half_copies;
@@ -121,6 +140,7 @@ int PlanMemoryReport(const PlanOptions& o) {
   const TrainOptions& t = o.train;
   std::unique_ptr<Graph> model = LoadModel(t.model), step;
   std::string loss;
+  Setting set;
   if (!model->training_info.empty()) {
     // The model holds its step: planned as stored, as `train` would train it (tools/passes.cc StoredStepTrainer).
     StepOutputNames names;
@@ -130,6 +150,7 @@ int PlanMemoryReport(const PlanOptions& o) {
     info.grad_norm = names.grad_norm.empty() ? nullptr : step->FindValue(names.grad_norm);
     info.skipped = names.skipped.empty() ? nullptr : step->FindValue(names.skipped);
     AddTrainerOutputs(*step, info);
+    set = FromStoredStep(*step);
   } else {
     step = std::move(model);
     StepGraphInfo info;
@@ -140,6 +161,7 @@ int PlanMemoryReport(const PlanOptions& o) {
     }
     AddTrainerOutputs(*step, info);
     loss = info.loss;
+    set = FromOptions(t);
   }
   std::map<std::string, Tensor> data;
   if (!t.data.empty())
@@ -153,9 +175,9 @@ int PlanMemoryReport(const PlanOptions& o) {
     throw Error(t.model + ": " + e.what());
   }
   if (o.json)
-    PrintJson(o, r);
+    PrintJson(o, set, r);
   else
-    PrintTable(o, r);
+    PrintTable(o, set, r);
   return 0;
 }
 

@@ -2,7 +2,8 @@
 # `onnx-train plan` end to end on the digits MLP: the JSON report has every part, the parts sum to the peak, the
 # parameters and Adam's moments are the model's parameter bytes (x1, x2), doubling --batch doubles the saved
 # activations, SGD has no moments, --data gives the shapes, the human table has its header, and user errors (a
-# missing model file, an unknown logits name) exit non-zero with one line naming what is wrong.
+# missing model file, an unknown logits name) exit non-zero with one line naming what is wrong. A model that stores
+# its step (passes -o) is planned as stored.
 # Usage: plan.sh ONNX_TRAIN_BINARY EXAMPLES_DIR
 set -u
 tool=$(realpath "$1")
@@ -22,6 +23,10 @@ done
 # The same shapes from the data file (its 50-sample arrays; --batch replaces axis 0).
 "$tool" plan "$ex/model.onnx" "${loss[@]}" --data "$ex/train.npz" --batch 64 --json --threads 2 >"$tmp/data_64.json" \
   2>"$tmp/err" && ok || { bad "plan --data exited non-zero"; cat "$tmp/err"; }
+# A model that stores its step (onnx-train passes -o, SGD) is planned as stored: its optimizer, no moments.
+"$tool" passes "$ex/model.onnx" "${loss[@]}" --optimizer sgd -o "$tmp/step.onnx" >"$tmp/out" 2>&1 &&
+  "$tool" plan "$tmp/step.onnx" --batch 64 --json --threads 2 >"$tmp/stored_64.json" 2>"$tmp/err" && ok ||
+  { bad "plan of a stored step exited non-zero"; cat "$tmp/out" "$tmp/err"; }
 
 if python3 - "$tmp" <<'PY'; then ok; else bad "plan JSON checks"; fi
 import json, sys
@@ -62,6 +67,10 @@ ratio = a128["saved_activations_total"] / a64["saved_activations_total"]
 check(1.9 <= ratio <= 2.1, f"saved activations x{ratio:.3f} for twice the batch")
 check(s64["saved_activations_total"] == a64["saved_activations_total"], "the optimizer changed the saved activations")
 check({k: data64[k] for k in parts} == {k: a64[k] for k in parts}, "--data gave other figures than the declared shapes")
+stored = load("stored_64")
+check(stored["optimizer"] == "sgd" and stored["optimizer_state"] == 16 and stored["parameters"] == params,
+      f"stored step: {stored['optimizer']}, optimizer_state {stored['optimizer_state']}, parameters {stored['parameters']}")
+check(stored["saved_activations_total"] == s64["saved_activations_total"], "stored step: other saved activations")
 if errors: print(json.dumps(a64, indent=1)[:1500])
 for e in errors: print("  " + e)
 sys.exit(1 if errors else 0)
