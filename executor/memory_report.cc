@@ -10,20 +10,13 @@
 #include "graph/error.h"
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
+#include "graph/ops/optimizer_layout.h"
 
 namespace ot {
 
 namespace {
 
 bool IsHalf(DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; }
-
-// Optimizer states per parameter of OptimizerUpdate's `kind` (graph/ops/internal_optim.cc); -1 when unknown.
-int StatesPerParam(const std::string& kind) {
-  if (kind == "sgd") return 0;
-  if (kind == "momentum" || kind == "nesterov") return 1;
-  if (kind == "adam" || kind == "adamw" || kind == "lamb") return 2;
-  return -1;
-}
 
 enum class Part { kParameters, kHalfCopies, kOptimizerState, kSaved, kGradients, kConstants, kStepOutputs, kTransient };
 
@@ -45,10 +38,10 @@ StepRoles AnalyzeStep(const Graph& g, const std::vector<Plan::StepView>& steps, 
       opt = n.get();
     }
   if (opt) {
-    const int np = static_cast<int>(opt->attr_int("num_params", 0));
-    for (int i = 0; i < np; ++i) {
-      if (opt->has_input(2 + i)) r.params.insert(opt->inputs[2 + i]);
-      if (opt->has_input(2 + np + i)) r.grads.insert(opt->inputs[2 + np + i]);
+    const OptimizerLayout layout = OptimizerLayout::Of(*opt);
+    for (int i = 0; i < layout.n; ++i) {
+      if (opt->has_input(layout.param_in(i))) r.params.insert(opt->inputs[layout.param_in(i)]);
+      if (opt->has_input(layout.grad_in(i))) r.grads.insert(opt->inputs[layout.grad_in(i)]);
     }
     // autodiff names each gradient by an Identity at the end of the backward (and AMP casts gradients to
     // fp32): the value a gradient rule computed, and the partial gradients summed into it, are gradient memory
@@ -64,16 +57,10 @@ StepRoles AnalyzeStep(const Graph& g, const std::vector<Plan::StepView>& steps, 
     // Initializers the update reads that are not parameters (lr when no schedule binds it): optimizer state.
     for (const Value* v : opt->inputs)
       if (v && v->initializer && !r.params.count(v)) r.optimizer_inputs.insert(v);
-    // The half copies' next values (attribute half_params, m of them: master weights) follow the fp32 outputs
-    // ((1+k)*n next params and states, step', grad_norm, skipped, and with accumulation micro' and the n sums);
-    // loss-scale and statistics outputs come after them (graph/ops/internal_optim.cc's layout).
-    const int k = StatesPerParam(opt->attr_string("kind", ""));
-    const int extra = opt->attr_int("accumulate", 1) > 1 ? 1 + np : 0;
-    const size_t first_half = static_cast<size_t>((1 + std::max(k, 0)) * np + 3 + extra);
-    const size_t m = k < 0 ? 0 : opt->attr_ints("half_params").size();
+    // The half copies' next values (attribute half_params: master weights), where the layout puts them.
     std::unordered_set<const Value*> half_next;
-    for (size_t i = first_half; i < first_half + m && i < opt->outputs.size(); ++i)
-      if (opt->outputs[i]) half_next.insert(opt->outputs[i]);
+    for (int j = 0; layout.k >= 0 && j < layout.m(); ++j)
+      if (opt->has_output(layout.half_out(j))) half_next.insert(opt->outputs[layout.half_out(j)]);
     for (const auto& b : g.update_bindings)
       if (half_next.count(b.next)) r.half_copies.insert(b.state);
   }
