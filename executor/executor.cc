@@ -82,6 +82,7 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds) {
 }
 
 const Node* Executor::first_nonfinite() const { return last_ ? last_->first_nonfinite() : nullptr; }
+std::string Executor::first_nonfinite_detail() const { return last_ ? last_->first_nonfinite_detail() : ""; }
 
 std::vector<OpTime> Executor::kernel_profile() const {
   std::map<std::string, OpTime> by_op;

@@ -42,6 +42,8 @@ class Executor {
   // ExecutorOptions::check_numerics: the first node (in plan order) that wrote a NaN or infinity in the last
   // run, or null.
   const Node* first_nonfinite() const;
+  // Its precision, input ranges and non-finite output counts (Plan::first_nonfinite_detail).
+  std::string first_nonfinite_detail() const;
   // Plan statistics of the last run (for `plan`/tests): kernels run per step and arena bytes.
   int64_t last_kernel_count() const;
   int64_t last_arena_bytes() const;

@@ -360,6 +360,50 @@ void Plan::BuildFlowGraph() {
 }
 
 namespace {
+// Min, max and non-finite counts of a float buffer ("" for other dtypes).
+std::string RangeText(const void* p, const TensorDesc& d) {
+  const int64_t n = d.numel();
+  double lo = INFINITY, hi = -INFINITY;
+  int64_t nan = 0, inf = 0;
+  auto scan = [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(p);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = static_cast<double>(static_cast<float>(x[i]));
+      if (std::isnan(v)) ++nan;
+      else if (std::isinf(v)) ++inf;
+      else {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    }
+  };
+  switch (d.dtype) {
+    case DataType::kFloat32: scan(float{}); break;
+    case DataType::kFloat64: {
+      const double* x = static_cast<const double*>(p);
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(x[i])) ++nan;
+        else if (std::isinf(x[i])) ++inf;
+        else {
+          lo = std::min(lo, x[i]);
+          hi = std::max(hi, x[i]);
+        }
+      }
+      break;
+    }
+    case DataType::kFloat16: scan(float16{}); break;
+    case DataType::kBFloat16: scan(bfloat16{}); break;
+    default: return "";
+  }
+  char b[160];
+  if (lo > hi) std::snprintf(b, sizeof b, "no finite value");
+  else std::snprintf(b, sizeof b, "range [%.6g, %.6g]", lo, hi);
+  std::string r = b;
+  if (nan || inf) r += ", " + std::to_string(nan) + " NaN, " + std::to_string(inf) + " inf of " + std::to_string(n);
+  return r;
+}
+
 // True when every element of a float buffer is finite (non-float buffers: true).
 bool AllFinite(const void* p, const TensorDesc& d) {
   const int64_t n = d.numel();
@@ -438,6 +482,28 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
       int64_t cur = first_nonfinite_.load();
       while ((cur < 0 || static_cast<int64_t>(i) < cur) && !first_nonfinite_.compare_exchange_weak(cur, static_cast<int64_t>(i))) {
       }
+      // Describe it now: its input buffers may be reused by later kernels.
+      DataType prec = DataType::kUndefined;
+      std::string text;
+      for (size_t k = 0; k < st.in_bufs.size(); ++k) {
+        const int ib = st.in_bufs[k];
+        if (ib < 0) continue;
+        const std::string r = RangeText(in[k], bufs_[ib].desc);
+        if (r.empty()) continue;
+        if (prec == DataType::kUndefined || SizeOf(bufs_[ib].desc.dtype) < SizeOf(prec)) prec = bufs_[ib].desc.dtype;
+        text += "; input " + std::to_string(k) + " '" + bufs_[ib].name + "' " + DataTypeName(bufs_[ib].desc.dtype) +
+                " " + r;
+      }
+      for (int ob : st.out_bufs)
+        if (ob >= 0) {
+          const std::string r = RangeText(ptr(ob), bufs_[ob].desc);
+          if (r.empty()) continue;
+          if (prec == DataType::kUndefined || SizeOf(bufs_[ob].desc.dtype) < SizeOf(prec)) prec = bufs_[ob].desc.dtype;
+          text += "; output '" + bufs_[ob].name + "' " + DataTypeName(bufs_[ob].desc.dtype) + " " + r;
+        }
+      text = "ran in " + (prec == DataType::kUndefined ? std::string("?") : DataTypeName(prec)) + text;
+      std::lock_guard<std::mutex> l(detail_mu_);
+      nonfinite_detail_[static_cast<int64_t>(i)] = std::move(text);
       break;
     }
   }
@@ -480,6 +546,11 @@ std::vector<Plan::StepView> Plan::step_views() const {
   return r;
 }
 
+std::string Plan::first_nonfinite_detail() const {
+  std::lock_guard<std::mutex> l(detail_mu_);
+  return nonfinite_detail_.empty() ? "" : nonfinite_detail_.begin()->second;
+}
+
 const Node* Plan::first_nonfinite() const {
   const int64_t i = first_nonfinite_.load();
   return i < 0 ? nullptr : steps_[static_cast<size_t>(i)].node;
@@ -489,6 +560,10 @@ std::vector<Tensor> Plan::Run(const std::map<std::string, Tensor>& feeds, uint64
   run_ = run;
   check_numerics_ = check_numerics;
   first_nonfinite_ = -1;
+  {
+    std::lock_guard<std::mutex> l(detail_mu_);
+    nonfinite_detail_.clear();
+  }
   input_ptrs_.assign(input_names_.size(), nullptr);
   for (size_t i = 0; i < input_names_.size(); ++i) {
     auto it = feeds.find(input_names_[i]);

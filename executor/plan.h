@@ -35,6 +35,9 @@ class Plan {
   std::vector<Tensor> Run(const std::map<std::string, Tensor>& feeds, uint64_t run = 0, bool check_numerics = false);
   // After a run with check_numerics: the node of the first kernel whose output was not finite, or null.
   const Node* first_nonfinite() const;
+  // What that kernel saw, written when it was caught (its buffers are reused later): the precision it ran in, the
+  // range of each float input (min, max, non-finite count) and how many outputs were NaN or infinite.
+  std::string first_nonfinite_detail() const;
 
   int64_t kernel_count() const { return static_cast<int64_t>(steps_.size()); }
   int64_t arena_bytes() const { return static_cast<int64_t>(arena_size_); }
@@ -114,6 +117,8 @@ class Plan {
   uint64_t run_ = 0;
   bool check_numerics_ = false;
   std::atomic<int64_t> first_nonfinite_{-1};
+  mutable std::mutex detail_mu_;
+  std::map<int64_t, std::string> nonfinite_detail_;  // by step; the smallest is the first
   std::exception_ptr error_;
   std::mutex error_mu_;
 };

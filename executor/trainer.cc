@@ -164,7 +164,8 @@ StepResult Trainer::Step(const std::vector<Arrays>& micro_batches) {
     if (opts_.check_numerics)
       if (const Node* bad = exec_->first_nonfinite())
         throw Error("--check-numerics: " + bad->Describe() + " produced a NaN or infinity in step " +
-                    std::to_string(optimizer_steps() + 1) + " (no state was updated)");
+                    std::to_string(optimizer_steps() + 1) + " (no state was updated): " +
+                    exec_->first_nonfinite_detail());
     // The update kernel already left everything unchanged on a skipped step; write the next state in place.
     for (const auto& [state, idx] : state_outs_) {
       Tensor& s = *state->initializer;
@@ -336,7 +337,7 @@ std::string Trainer::FirstNonFiniteNode(const Arrays& micro_batch) {
   check_exec_->set_run_counter(exec_->run_counter() ? exec_->run_counter() - 1 : 0);
   check_exec_->Run(micro_batch);  // its outputs are dropped: no state changes
   const Node* n = check_exec_->first_nonfinite();
-  return n ? n->Describe() : "";
+  return n ? n->Describe() + " (" + check_exec_->first_nonfinite_detail() + ")" : "";
 }
 
 std::map<std::string, Tensor> Trainer::Parameters() const {

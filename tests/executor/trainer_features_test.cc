@@ -278,6 +278,10 @@ TEST(TrainerFeatures, CheckNumericsStopsAtTheFirstNonFiniteNode) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the_log"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("step 2"), std::string::npos) << e.what();
+    // What it saw: its precision, its input's range (all negative: the cause) and how many outputs were NaN.
+    EXPECT_NE(std::string(e.what()).find("ran in float32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("input 0 'x' float32 range [-0.9"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(" NaN, 0 inf of "), std::string::npos) << e.what();
   }
   for (auto& [name, p] : t.Parameters()) test::ExpectClose(p, w.at(name), 0, 0);
   EXPECT_EQ(t.optimizer_steps(), 1);
