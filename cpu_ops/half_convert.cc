@@ -69,9 +69,39 @@ __attribute__((target("avx2"))) int64_t FloatToBf16x8(const float* src, bfloat16
   }
   return i;
 }
+
+// RoundToOddFloat four at a time: f = nearest float; one step toward zero where |f| > |d|; last bit set where
+// f != d (NaN included, as in the scalar version).
+__attribute__((target("avx2"))) int64_t RoundOdd4(const double* src, float* dst, int64_t n) {
+  const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+  const __m256i pick = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);  // low halves of the 64-bit masks
+  const __m128i one = _mm_set1_epi32(1);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m256d d = _mm256_loadu_pd(src + i);
+    const __m128 f = _mm256_cvtpd_ps(d);
+    const __m256d back = _mm256_cvtps_pd(f);
+    const __m256d away = _mm256_cmp_pd(_mm256_and_pd(back, abs_mask), _mm256_and_pd(d, abs_mask), _CMP_GT_OQ);
+    const __m256d inexact = _mm256_cmp_pd(back, d, _CMP_NEQ_UQ);
+    const __m128i away32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(away), pick));
+    const __m128i inex32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(inexact), pick));
+    __m128i b = _mm_add_epi32(_mm_castps_si128(f), away32);  // + (-1) where rounded away from zero
+    b = _mm_or_si128(b, _mm_and_si128(inex32, one));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), b);
+  }
+  return i;
+}
 #endif
 
 }  // namespace
+
+void DoublesToFloatsRoundOdd(const double* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#ifdef OT_X86
+  if (HasAvx2()) i = RoundOdd4(src, dst, n);
+#endif
+  for (; i < n; ++i) dst[i] = RoundToOddFloat(src[i]);
+}
 
 void HalfToFloat(const float16* src, float* dst, int64_t n) {
   int64_t i = 0;

@@ -15,15 +15,22 @@ namespace ot::cpu {
 // type (at least 2 fewer mantissa bits) then gives the correctly rounded half of the double, where plain
 // double -> float -> half can round twice (1 + 2^-11 + 2^-40 is above fp16's tie, but its nearest float is the
 // tie itself, which rounds to even: down).
+// Branch-free (it runs once per stored element): an |f| rounded away from zero steps one ulp back toward zero
+// (sign-magnitude bits: minus one), and an inexact result gets its last bit set. NaN stays NaN, an exact
+// value (infinities included) is unchanged, a finite d beyond float's range gives FLT_MAX (odd), which rounds to
+// infinity in both half types as d would.
 inline float RoundToOddFloat(double d) {
-  float f = static_cast<float>(d);
-  if (d != d || f - f != 0.0f || static_cast<double>(f) == d) return f;  // NaN, infinite, or exact
-  if ((f < 0 ? -static_cast<double>(f) : static_cast<double>(f)) > (d < 0 ? -d : d)) {
-    uint32_t b = FloatBits(f) - 1u;  // one step toward zero (f is nonzero here: |f| > |d| >= 0)
-    f = BitsFloat(b);
-  }
-  return BitsFloat(FloatBits(f) | 1u);
+  const float f = static_cast<float>(d);
+  const double back = static_cast<double>(f);
+  uint32_t b = FloatBits(f);
+  b -= static_cast<uint32_t>((back < 0 ? -back : back) > (d < 0 ? -d : d));
+  b |= static_cast<uint32_t>(back != d);
+  return BitsFloat(b);
 }
+
+// dst[i] = RoundToOddFloat(src[i]) (AVX2 four at a time where the CPU has it): for kernels that compute in
+// double and store half, followed by StoreFloats.
+void DoublesToFloatsRoundOdd(const double* src, float* dst, int64_t n);
 
 // A half value from a double, rounded once (to nearest even).
 template <typename T>

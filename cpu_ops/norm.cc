@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
+#include "cpu_ops/half_convert.h"
 #include "cpu_ops/scalar_io.h"
 #include "kernel_common/half.h"
 
@@ -26,6 +28,33 @@ void ParallelItems(int64_t items, int64_t work_per_item, F&& f) {
         for (int64_t i = r.begin(); i < r.end(); ++i) f(i);
       },
       tbb::simple_partitioner());
+}
+
+// Half rows are widened once (vectorized) into a float buffer of the calling task, so the double loops read
+// floats instead of converting element by element; other types are read in place.
+template <typename T>
+auto Widen(const T* p, int64_t n, std::vector<float>& buf) {
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+    buf.resize(static_cast<size_t>(n));
+    LoadFloats(p, buf.data(), n);
+    return static_cast<const float*>(buf.data());
+  } else {
+    return p;
+  }
+}
+
+// q[j] = value(j) for j < n. Half types: value is evaluated in fp32 on the widened row (vectorized) and each
+// element rounded once by the vectorized narrowing; other types: in double, then stored.
+template <typename T, typename F>
+void WriteRow(T* q, int64_t n, std::vector<float>& buf, F&& value) {
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+    buf.resize(static_cast<size_t>(n));
+    float* b = buf.data();
+    for (int64_t j = 0; j < n; ++j) b[j] = static_cast<float>(value(j));
+    StoreFloats(b, q, n);
+  } else {
+    for (int64_t j = 0; j < n; ++j) q[j] = Store<T>(value(j));
+  }
 }
 
 }  // namespace
@@ -51,19 +80,26 @@ template <typename T>
 void ChannelMoments(int64_t n, int64_t c, int64_t spatial, const T* x, double* mean, double* var) {
   const int64_t count = n * spatial;
   ParallelItems(c, count, [&](int64_t ch) {
+    std::vector<float> buf;
+    // Each plane sums into a local accumulator (kept in a register: a sum carried across the Widen call was
+    // spilled to the stack on every element, 4x slower), added to the channel's total in a fixed order.
     double s = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const T* p = x + (i * c + ch) * spatial;
-      for (int64_t j = 0; j < spatial; ++j) s += Load(p[j]);
+      const auto* p = Widen(x + (i * c + ch) * spatial, spatial, buf);
+      double acc = 0;
+      for (int64_t j = 0; j < spatial; ++j) acc += Load(p[j]);
+      s += acc;
     }
     const double m = count ? s / count : 0.0;
     double v = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const T* p = x + (i * c + ch) * spatial;
+      const auto* p = Widen(x + (i * c + ch) * spatial, spatial, buf);
+      double acc = 0;
       for (int64_t j = 0; j < spatial; ++j) {
         const double d = Load(p[j]) - m;
-        v += d * d;
+        acc += d * d;
       }
+      v += acc;
     }
     mean[ch] = m;
     var[ch] = count ? v / count : 0.0;
@@ -76,9 +112,19 @@ void BatchNormApply(int64_t n, int64_t c, int64_t spatial, const T* x, const dou
   ParallelItems(n * c, spatial, [&](int64_t nc) {
     const int64_t ch = nc % c;
     const double a = scale[ch] / std::sqrt(var[ch] + eps), m = mean[ch], b = bias[ch];
-    const T* p = x + nc * spatial;
-    T* q = y + nc * spatial;
-    for (int64_t j = 0; j < spatial; ++j) q[j] = Store<T>((Load(p[j]) - m) * a + b);
+    if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+      std::vector<float> in, out(static_cast<size_t>(spatial));
+      const float* p = Widen(x + nc * spatial, spatial, in);
+      float* o = out.data();
+      // fp32 arithmetic on the widened row (vectorized), rounded once to T when stored.
+      const float mf = static_cast<float>(m), af = static_cast<float>(a), bf = static_cast<float>(b);
+      for (int64_t j = 0; j < spatial; ++j) o[j] = (p[j] - mf) * af + bf;
+      StoreFloats(o, y + nc * spatial, spatial);
+    } else {
+      const T* p = x + nc * spatial;
+      T* q = y + nc * spatial;
+      for (int64_t j = 0; j < spatial; ++j) q[j] = Store<T>((Load(p[j]) - m) * a + b);
+    }
   });
 }
 
@@ -86,9 +132,19 @@ template <typename T>
 void LayerNorm(int64_t rows, int64_t cols, const T* x, const T* scale, const T* bias,
                const std::vector<int64_t>& scale_idx, const std::vector<int64_t>& bias_idx, double eps, T* y,
                float* mean_out, float* invstd_out) {
+  // Half: Scale and B widened once, in the normalized order (their broadcast resolved).
+  std::vector<float> sf, bf;
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+    sf.resize(static_cast<size_t>(cols));
+    bf.resize(bias ? static_cast<size_t>(cols) : 0);
+    for (int64_t j = 0; j < cols; ++j) {
+      sf[j] = static_cast<float>(scale[scale_idx.empty() ? j : scale_idx[j]]);
+      if (bias) bf[j] = static_cast<float>(bias[bias_idx.empty() ? j : bias_idx[j]]);
+    }
+  }
   ParallelItems(rows, cols, [&](int64_t r) {
-    const T* p = x + r * cols;
-    T* q = y + r * cols;
+    std::vector<float> in, out;
+    const auto* p = Widen(x + r * cols, cols, in);
     double s = 0;
     for (int64_t j = 0; j < cols; ++j) s += Load(p[j]);
     const double m = cols ? s / cols : 0.0;
@@ -98,10 +154,19 @@ void LayerNorm(int64_t rows, int64_t cols, const T* x, const T* scale, const T* 
       v += d * d;
     }
     const double inv = 1.0 / std::sqrt((cols ? v / cols : 0.0) + eps);
-    for (int64_t j = 0; j < cols; ++j) {
-      double o = (Load(p[j]) - m) * inv * Load(scale[scale_idx.empty() ? j : scale_idx[j]]);
-      if (bias) o += Load(bias[bias_idx.empty() ? j : bias_idx[j]]);
-      q[j] = Store<T>(o);
+    if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+      // fp32 on the widened row with the widened Scale/B (normalized order), rounded once when stored.
+      const float mf = static_cast<float>(m), invf = static_cast<float>(inv);
+      const float* sc = sf.data();
+      const float* bs = bf.data();
+      if (bias) WriteRow(y + r * cols, cols, out, [&](int64_t j) { return (p[j] - mf) * invf * sc[j] + bs[j]; });
+      else WriteRow(y + r * cols, cols, out, [&](int64_t j) { return (p[j] - mf) * invf * sc[j]; });
+    } else {
+      WriteRow(y + r * cols, cols, out, [&](int64_t j) {
+        double o = (Load(p[j]) - m) * inv * Load(scale[scale_idx.empty() ? j : scale_idx[j]]);
+        if (bias) o += Load(bias[bias_idx.empty() ? j : bias_idx[j]]);
+        return o;
+      });
     }
     if (mean_out) mean_out[r] = static_cast<float>(m);
     if (invstd_out) invstd_out[r] = static_cast<float>(inv);
@@ -113,8 +178,8 @@ void InstanceNorm(int64_t n, int64_t c, int64_t spatial, const T* x, const T* sc
                   T* y) {
   ParallelItems(n * c, spatial, [&](int64_t nc) {
     const int64_t ch = nc % c;
-    const T* p = x + nc * spatial;
-    T* q = y + nc * spatial;
+    std::vector<float> in, out;
+    const auto* p = Widen(x + nc * spatial, spatial, in);
     double s = 0;
     for (int64_t j = 0; j < spatial; ++j) s += Load(p[j]);
     const double m = spatial ? s / spatial : 0.0;
@@ -124,7 +189,12 @@ void InstanceNorm(int64_t n, int64_t c, int64_t spatial, const T* x, const T* sc
       v += d * d;
     }
     const double a = Load(scale[ch]) / std::sqrt((spatial ? v / spatial : 0.0) + eps), b = Load(bias[ch]);
-    for (int64_t j = 0; j < spatial; ++j) q[j] = Store<T>((Load(p[j]) - m) * a + b);
+    if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+      const float mf = static_cast<float>(m), af = static_cast<float>(a), bf = static_cast<float>(b);
+      WriteRow(y + nc * spatial, spatial, out, [&](int64_t j) { return (p[j] - mf) * af + bf; });
+    } else {
+      WriteRow(y + nc * spatial, spatial, out, [&](int64_t j) { return (Load(p[j]) - m) * a + b; });
+    }
   });
 }
 

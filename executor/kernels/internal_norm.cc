@@ -46,8 +46,18 @@ void Load(const void* p, DataType t, int64_t off, int64_t n, double* out) {
   DispatchFloat(t, [&](auto tag) {
     using T = decltype(tag);
     const T* q = static_cast<const T*>(p) + off;
-    using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(static_cast<L>(q[i]));
+    if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+      // Widened in float tiles (vectorized), then to double.
+      float buf[cpu::kHalfTile];
+      for (int64_t b = 0; b < n; b += cpu::kHalfTile) {
+        const int64_t len = std::min(cpu::kHalfTile, n - b);
+        cpu::LoadFloats(q + b, buf, len);
+        for (int64_t i = 0; i < len; ++i) out[b + i] = buf[i];
+      }
+    } else {
+      using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(static_cast<L>(q[i]));
+    }
   });
 }
 
@@ -56,10 +66,16 @@ void Store(void* p, DataType t, int64_t off, int64_t n, const double* in) {
     using T = decltype(tag);
     T* q = static_cast<T*>(p) + off;
     using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    // Half types: rounded once from the double (cpu_ops/half_convert.h), not double -> float -> half.
-    if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
-      for (int64_t i = 0; i < n; ++i) q[i] = cpu::HalfFromDouble<T>(in[i]);
-    else
+    // Half types: rounded once from the double (a round-to-odd float, cpu_ops/half_convert.h), not double ->
+    // float -> half; narrowed in float tiles.
+    if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+      float buf[cpu::kHalfTile];
+      for (int64_t b = 0; b < n; b += cpu::kHalfTile) {
+        const int64_t len = std::min(cpu::kHalfTile, n - b);
+        cpu::DoublesToFloatsRoundOdd(in + b, buf, len);
+        cpu::StoreFloats(buf, q + b, len);
+      }
+    } else
       for (int64_t i = 0; i < n; ++i) q[i] = T(static_cast<L>(in[i]));
   });
 }

@@ -658,6 +658,26 @@ TEST(HalfConvert, BulkMatchesScalarBitForBit) {
     ASSERT_EQ(hx[i].bits, FloatToHalfBits(x[i])) << "fp16 of " << x[i];
     ASSERT_EQ(bx[i].bits, FloatToBf16Bits(x[i])) << "bf16 of " << x[i];
   }
+  // double -> round-to-odd float, bulk against scalar: doubles near floats, exact floats, specials, overflow.
+  std::vector<double> d;
+  std::uniform_int_distribution<int> ulps(-3, 3);
+  for (int64_t i = 0; i < 20000; ++i) {
+    const double base = static_cast<double>(x[static_cast<size_t>(i)]);
+    d.push_back(base);
+    d.push_back(base + ulps(test::Rng()) * std::ldexp(std::fabs(base), -40));
+  }
+  for (double v : {0.0, -0.0, 1e300, -1e300, 1e-300, std::numeric_limits<double>::infinity(),
+                   std::numeric_limits<double>::quiet_NaN(), 1 + 0x1p-11 + 0x1p-40})
+    d.push_back(v);
+  std::vector<float> odd(d.size());
+  cpu::DoublesToFloatsRoundOdd(d.data(), odd.data(), static_cast<int64_t>(d.size()));
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (std::isnan(d[i])) {
+      ASSERT_TRUE(std::isnan(odd[i]));
+      continue;
+    }
+    ASSERT_EQ(FloatBits(odd[i]), FloatBits(cpu::RoundToOddFloat(d[i]))) << d[i];
+  }
 }
 
 // ---- errors ----------------------------------------------------------------------------------------------------
@@ -695,9 +715,10 @@ INSTANTIATE_TEST_SUITE_P(Half, HalfOps, ::testing::Values(DataType::kFloat16, Da
 // ---- timing (not an assertion): disabled by default -----------------------------------------------------------
 
 double TimeOp(const std::string& op, const std::vector<Tensor>& ins, const std::vector<bool>& constant,
-              const std::map<std::string, Attribute>& attrs, int reps) {
+              const std::map<std::string, Attribute>& attrs, int reps, const std::string& domain = "") {
   Graph g;
   g.opset_imports[""] = 17;
+  if (!domain.empty()) g.opset_imports[domain] = 1;
   std::vector<Value*> iv;
   std::map<std::string, Tensor> feeds;
   for (size_t i = 0; i < ins.size(); ++i) {
@@ -720,6 +741,10 @@ double TimeOp(const std::string& op, const std::vector<Tensor>& ins, const std::
   n->attrs = attrs;
   n->opset = op == "Gelu" ? 20 : 17;
   g.opset_imports[""] = n->opset;
+  if (!domain.empty()) {
+    n->domain = domain;
+    n->opset = 1;
+  }
   Executor ex(g);
   ex.Run(feeds);  // plan + warm-up
   ex.Run(feeds);
@@ -757,6 +782,14 @@ TEST(HalfOpsTiming, DISABLED_TimingReport) {
     const double softmax = TimeOp("Softmax", {u.Reshaped({4096, 1024})}, {false}, {}, 10);
     std::printf("%-9s Add 4M: %6.2f ms   Gelu 4M: %6.2f ms   Softmax 4096x1024: %6.2f ms\n", DataTypeName(t).c_str(),
                 add, gelu, softmax);
+    // BatchNormalization in training mode (X half, parameters float32) and its backward.
+    Tensor bx = RandomTensor(kF32, {64, 32, 28, 28}).CastTo(t), p = RandomTensor(kF32, {32}, 0.5, 1.5);
+    const double bn = TimeOp("BatchNormalization", {bx, p, p, p, p}, {false, true, true, true, true},
+                             {{"training_mode", I(1)}}, 10);
+    const double bng = TimeOp("BatchNormGrad", {bx, bx, p}, {false, false, true}, {{"training", I(1)}}, 10,
+                              kInternalDomain);
+    std::printf("%-9s BatchNormalization training 64x32x28x28: %6.2f ms   BatchNormGrad (dX only): %6.2f ms\n",
+                DataTypeName(t).c_str(), bn, bng);
     std::printf("%-9s Gemm 512x512x512: %7.2f ms [%s]\n", DataTypeName(t).c_str(), gemm,
                 cpu::DnnlMatMul(ms).impl_name().c_str());
     std::printf("%-9s Conv 3x3 64->64 32x32 batch 8: %7.2f ms W constant [%s], %7.2f ms W fed [%s]\n",
