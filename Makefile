@@ -84,6 +84,7 @@ test-full: build venv
 bench: build
 	bench/run.sh $(BUILD)
 	bench/train.sh $(BUILD)
+	bench/amp.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -331,9 +331,11 @@ int Train(const TrainOptions& o) {
     if (!o.quiet) std::printf("saved the trained model to %s\n", o.save.c_str());
   }
   if (o.profile && total > start) PrintOpProfile(trainer->executor(), static_cast<double>((total - start) * k));
-  if (skipped || scaling)
-    std::printf("%lld steps skipped (non-finite gradients)%s\n", static_cast<long long>(skipped),
-                scaling ? (", final loss scale " + std::to_string(trainer->step_info().loss_scale->initializer->GetDouble(0))).c_str() : "");
+  if (skipped || scaling) {
+    std::printf("%lld steps skipped (non-finite gradients)", static_cast<long long>(skipped));
+    if (scaling) std::printf(", final loss scale %g", trainer->step_info().loss_scale->initializer->GetDouble(0));
+    std::printf("\n");
+  }
   return 0;
 }
 

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# `--amp` end to end on the digits MLP: `passes --amp` prints the precision table and the Cast count; fp16 training
+# logs loss_scale/param_norm/zero_grad_fraction and ends with the skipped count; --save writes fp32 weights; an fp32
+# checkpoint resumes into an --amp run and back; a huge static scale is caught by --check-numerics naming a node
+# and its input ranges; option errors are one line.
+# Usage: amp.sh ONNX_TRAIN_BINARY EXAMPLES_DIR
+set -u
+tool=$(realpath "$1")
+ex=$(realpath "$2")/digits_mlp
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+common=(--data "$ex/train.npz" --loss cross_entropy --logits logits --labels y --batch 50 --no-shuffle --threads 2)
+expect_error() {  # MESSAGE ARGS...: exits non-zero with one line holding MESSAGE
+  local msg=$1; shift
+  if "$tool" "$@" >"$tmp/err.out" 2>&1; then bad "expected failure: $*"; return; fi
+  grep -qF -- "$msg" "$tmp/err.out" && ok || { bad "no '$msg' in: $(cat "$tmp/err.out")"; }
+}
+
+# passes --amp: a table of ops by precision; every Gemm half, the loss fp32; master copies and loss-scale state.
+"$tool" passes "$ex/model.onnx" "${common[@]}" --amp=fp16 >"$tmp/passes.out" 2>&1 || bad "passes --amp failed"
+grep -qE "^op +fp16 +fp32" "$tmp/passes.out" && ok || bad "no precision table header"
+grep -qE "^Gemm +5 +0" "$tmp/passes.out" && ok || bad "Gemm row: $(grep Gemm "$tmp/passes.out")"
+grep -qE "^SoftmaxCrossEntropyLoss +0 +1" "$tmp/passes.out" && ok || bad "loss row"
+grep -qE "^Casts inserted: [0-9]+" "$tmp/passes.out" && ok || bad "no Cast count"
+grep -q "0.weight.half" "$tmp/passes.out" && grep -q "loss_scale" "$tmp/passes.out" && ok || bad "states lack half copies or loss scale"
+"$tool" passes "$ex/model.onnx" "${common[@]}" --amp=fp16 --keep-fp32 Relu | grep -qE "^Relu +0 +1" && ok ||
+  bad "--keep-fp32 Relu"
+
+# fp16 training: loss scale in the log, the final summary, the hardware warning on a CPU without fp16 arithmetic.
+"$tool" train "$ex/model.onnx" "${common[@]}" --optimizer adam --lr 0.01 --steps 6 --amp=fp16 --quiet \
+  --log-json "$tmp/log.jsonl" --save "$tmp/trained.onnx" --checkpoint "$tmp/ck16" >"$tmp/out" 2>"$tmp/err" ||
+  bad "fp16 train failed: $(cat "$tmp/err")"
+for field in '"loss_scale": 65536' '"param_norm":' '"zero_grad_fraction":' '"skipped": false'; do
+  head -1 "$tmp/log.jsonl" | grep -qF -- "$field" && ok || bad "first log line lacks $field"
+done
+grep -q "steps skipped (non-finite gradients), final loss scale 65536" "$tmp/out" && ok || bad "no skipped summary: $(cat "$tmp/out")"
+if grep -q avx512fp16 /proc/cpuinfo; then ok; else grep -q "warning: --amp=fp16: this CPU has no fp16 arithmetic" "$tmp/err" && ok || bad "no hardware warning"; fi
+# --save writes fp32 weights.
+python3 - "$ex/train.npz" "$tmp/x.npz" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, zipfile.ZipFile(sys.argv[2], "w") as o:
+    o.writestr("x.npy", z.read("x.npy"))
+PY
+"$tool" run "$tmp/trained.onnx" --data "$tmp/x.npz" 2>&1 | grep -q "logits: float32\[" && ok || bad "saved model did not run"
+"$tool" info "$tmp/trained.onnx" >"$tmp/info" 2>&1 && grep -qF "4 float tensors (18.8 KiB)" "$tmp/info" && ! grep -qi "float16\|bfloat16" "$tmp/info" && ok ||
+  bad "saved model: $(cat "$tmp/info")"
+
+# Checkpoints across precisions: fp16 -> fp32 and fp32 -> bf16 continue (same step count, finite losses).
+"$tool" train "$ex/model.onnx" "${common[@]}" --optimizer adam --lr 0.01 --steps 8 --quiet --resume "$tmp/ck16" \
+  --log-json "$tmp/r32.jsonl" >/dev/null 2>&1 && [ "$(head -1 "$tmp/r32.jsonl" | grep -o '"step": [0-9]*')" = '"step": 7' ] &&
+  ok || bad "fp16 checkpoint did not resume in fp32"
+"$tool" train "$ex/model.onnx" "${common[@]}" --optimizer adam --lr 0.01 --steps 4 --quiet --checkpoint "$tmp/ck32" \
+  >/dev/null 2>&1 || bad "fp32 train failed"
+"$tool" train "$ex/model.onnx" "${common[@]}" --optimizer adam --lr 0.01 --steps 6 --quiet --resume "$tmp/ck32" \
+  --amp=bf16 --log-json "$tmp/r16.jsonl" >/dev/null 2>&1 && [ "$(wc -l <"$tmp/r16.jsonl")" -eq 2 ] && ok ||
+  bad "fp32 checkpoint did not resume with --amp=bf16"
+
+# A scale that overflows fp16 at once: --check-numerics names the node, its precision and its input range.
+expect_error "--check-numerics: node '" train "$ex/model.onnx" "${common[@]}" --steps 2 --amp=fp16 --loss-scale 1e30 --check-numerics
+grep -q "ran in float16; input 0 '.*' float32 range \[" "$tmp/err.out" && ok || bad "no precision/range: $(cat "$tmp/err.out")"
+
+expect_error "--amp: unknown precision 'fp8'" train "$ex/model.onnx" "${common[@]}" --steps 1 --amp=fp8
+expect_error "--keep-fp32 and --keep-fp32-node need --amp" train "$ex/model.onnx" "${common[@]}" --steps 1 --keep-fp32 Relu
+expect_error "--keep-fp32-node: the graph has no node named 'nope'" train "$ex/model.onnx" "${common[@]}" --steps 1 --amp --keep-fp32-node nope
+expect_error "--loss-scale: 'big' is not dynamic, none or a positive number" train "$ex/model.onnx" "${common[@]}" --steps 1 --amp=fp16 --loss-scale big
+expect_error "--fp16-infinity must be in (0, 65504]" train "$ex/model.onnx" "${common[@]}" --steps 1 --amp=fp16 --fp16-infinity 1e6
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
