@@ -754,7 +754,7 @@ double TimeOp(const std::string& op, const std::vector<Tensor>& ins, const std::
   return std::chrono::duration<double, std::milli>(t1 - t0).count() / reps;
 }
 
-TEST(HalfOpsTiming, DISABLED_TimingReport) {
+TEST(HalfOps, DISABLED_TimingReport) {
   for (DataType t : {kF32, DataType::kBFloat16, DataType::kFloat16}) {
     Tensor a = RandomTensor(kF32, {512, 512}).CastTo(t), b = RandomTensor(kF32, {512, 512}).CastTo(t);
     const double gemm = TimeOp("Gemm", {a, b}, {false, true}, {}, 20);
