@@ -27,6 +27,15 @@
 namespace ot::tools {
 
 namespace {
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+}  // namespace
+
+namespace {
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void OnSigint(int) { g_interrupted = true; }
@@ -214,6 +223,7 @@ int Train(const TrainOptions& o) {
   const bool dynamic = step_info.loss_scaling == "dynamic";
   std::deque<int64_t> backoffs;  // steps at which the loss scale went down, for the "keeps halving" warning
   double prev_scale = 0;
+  int64_t last_warned = -100;
   bool warned_zero_norm = false;
   const auto t_start = std::chrono::steady_clock::now();
   double eval_s = 0;
@@ -242,7 +252,8 @@ int Train(const TrainOptions& o) {
       if (prev_scale > 0 && r.loss_scale < prev_scale) backoffs.push_back(s);
       prev_scale = r.loss_scale;
       while (!backoffs.empty() && backoffs.front() <= s - 100) backoffs.pop_front();
-      if (backoffs.size() >= 5 && s >= 100) {
+      if (backoffs.size() >= 5 && s >= 100 && s - last_warned >= 100) {
+        last_warned = s;
         std::fprintf(stderr,
                      "\nwarning: the loss scale went down %zu times in the last 100 steps (now %g): gradients keep "
                      "overflowing in fp16; try --amp=bf16, a lower --lr, or keep the overflowing ops fp32 "
@@ -263,12 +274,14 @@ int Train(const TrainOptions& o) {
     if (log) {
       char line[384];
       char scale[48] = "";
-      if (scaling) std::snprintf(scale, sizeof scale, "\"loss_scale\": %.9g, ", r.loss_scale);
+      if (scaling) std::snprintf(scale, sizeof scale, "\"loss_scale\": %s, ", JsonNumber(r.loss_scale).c_str());
+      // JSON has no NaN or Infinity: a non-finite loss or norm (a skipped step's) is null.
       std::snprintf(line, sizeof line,
-                    "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
-                    "\"param_norm\": %.9g, \"zero_grad_fraction\": %.6g, %s\"skipped\": %s, \"step_ms\": %.3f}\n",
-                    static_cast<long long>(s + 1), static_cast<long long>(epoch + 1), r.loss, r.lr, r.grad_norm,
-                    r.param_norm, r.zero_grad_fraction, scale, r.skipped ? "true" : "false", r.ms);
+                    "{\"step\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
+                    "\"param_norm\": %s, \"zero_grad_fraction\": %.6g, %s\"skipped\": %s, \"step_ms\": %.3f}\n",
+                    static_cast<long long>(s + 1), static_cast<long long>(epoch + 1), JsonNumber(r.loss).c_str(), r.lr,
+                    JsonNumber(r.grad_norm).c_str(), JsonNumber(r.param_norm).c_str(), r.zero_grad_fraction, scale,
+                    r.skipped ? "true" : "false", r.ms);
       log << line;
       log.flush();
     }

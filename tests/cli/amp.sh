@@ -58,6 +58,23 @@ PY
   --amp=bf16 --log-json "$tmp/r16.jsonl" >/dev/null 2>&1 && [ "$(wc -l <"$tmp/r16.jsonl")" -eq 2 ] && ok ||
   bad "fp32 checkpoint did not resume with --amp=bf16"
 
+# A scale that grows every step oscillates at the overflow: every other step skipped (its norm null in the JSON), one
+# warning that the scale keeps going down.
+"$tool" train "$ex/model.onnx" "${common[@]}" --steps 130 --amp=fp16 --loss-scale-growth-interval 1 --quiet \
+  --log-json "$tmp/osc.jsonl" >/dev/null 2>"$tmp/osc.err" || bad "oscillating run failed: $(cat "$tmp/osc.err")"
+[ "$(grep -c "warning: the loss scale went down" "$tmp/osc.err")" -eq 1 ] && ok || bad "halving warning: $(cat "$tmp/osc.err")"
+python3 - "$tmp/osc.jsonl" <<'PY' && ok || bad "oscillating log"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+late = rows[100:]
+skipped = [r for r in late if r["skipped"]]
+assert 0.3 < len(skipped) / len(late) < 0.7, len(skipped)
+assert all(r["grad_norm"] is None for r in skipped)
+# A skipped step halves the scale the next step uses; a finite one doubles it (growth interval 1).
+for a, b in zip(late, late[1:]):
+    assert b["loss_scale"] == a["loss_scale"] * (0.5 if a["skipped"] else 2), (a, b)
+PY
+
 # A scale that overflows fp16 at once: --check-numerics names the node, its precision and its input range.
 expect_error "--check-numerics: node '" train "$ex/model.onnx" "${common[@]}" --steps 2 --amp=fp16 --loss-scale 1e30 --check-numerics
 grep -q "ran in float16; input 0 '.*' float32 range \[" "$tmp/err.out" && ok || bad "no precision/range: $(cat "$tmp/err.out")"
