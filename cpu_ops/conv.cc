@@ -8,20 +8,14 @@
 #include <unordered_map>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "cpu_ops/dnnl_half.h"
+
 namespace ot::cpu {
 
 namespace {
 
 using dt = dnnl::memory::data_type;
 using dims_t = dnnl::memory::dims;
-
-dt ToDnnl(DnnType t) {
-  switch (t) {
-    case DnnType::kF16: return dt::f16;
-    case DnnType::kBF16: return dt::bf16;
-    default: return dt::f32;
-  }
-}
 
 }  // namespace
 
@@ -157,17 +151,7 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
   } else if (spec.type == DnnType::kF32) {
     make(dt::f32);
   } else {
-    if (GetHalfGemmMode() == HalfGemmMode::kF32) {
-      im.convert = true;
-    } else {
-      try {
-        make(ToDnnl(spec.type));
-      } catch (const dnnl::error&) {
-        im.convert = true;
-      } catch (const NotNativeHalf&) {
-        im.convert = true;
-      }
-    }
+    im.convert = MakeNativeHalfOrConvert(spec.type, make);
     if (im.convert) {
       ConvSpec fs = spec;
       fs.type = DnnType::kF32;

@@ -7,6 +7,8 @@
 #include <string>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "cpu_ops/dnnl_half.h"
+
 #include "kernel_common/half.h"
 
 namespace ot::cpu {
@@ -14,14 +16,6 @@ namespace ot::cpu {
 namespace {
 
 using dt = dnnl::memory::data_type;
-
-dt ToDnnl(DnnType t) {
-  switch (t) {
-    case DnnType::kF16: return dt::f16;
-    case DnnType::kBF16: return dt::bf16;
-    default: return dt::f32;
-  }
-}
 
 // Row-major strides of dims.
 // Logical dims [batch..., rows, cols] of a matrix stored as [batch..., cols, rows] when transposed.
@@ -89,18 +83,9 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
   };
   if (spec.type == DnnType::kF32) {
     make(dt::f32);
-  } else if (GetHalfGemmMode() == HalfGemmMode::kF32) {
-    im.convert = true;
-    make(dt::f32);
   } else {
     // A native half primitive when oneDNN has a real (jit) one; otherwise f32 on converted copies.
-    try {
-      make(ToDnnl(spec.type));
-    } catch (const dnnl::error&) {
-      im.convert = true;
-    } catch (const NotNativeHalf&) {
-      im.convert = true;
-    }
+    im.convert = MakeNativeHalfOrConvert(spec.type, make);
     if (im.convert) make(dt::f32);
   }
   im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
