@@ -3,6 +3,7 @@
 namespace ot {
 
 void RegisterTrainingPreviewKernels(CpuKernelRegistry& r);  // executor/kernels/training_preview.cc
+void RegisterGeluGradKernels(CpuKernelRegistry& r);         // executor/kernels/gelu_grad.cc
 
 const TensorDesc& KernelContext::in(int i) const {
   if (!has_input(i)) Fail("input " + std::to_string(i) + " is missing");
@@ -34,6 +35,7 @@ const CpuKernelRegistry& CpuKernelRegistry::Global() {
     RegisterConvGradKernels(*r);
     RegisterOptimizerKernels(*r);
     RegisterTrainingPreviewKernels(*r);
+    RegisterGeluGradKernels(*r);
     return r;
   }();
   return *reg;

@@ -4,6 +4,8 @@
 
 #include "graph/error.h"
 #include "passes/autodiff.h"
+#include "passes/fuse_gelu.h"
+#include "passes/fuse_layer_norm.h"
 #include "passes/master_weights.h"
 #include "passes/training_mode.h"
 
@@ -22,6 +24,9 @@ StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
   };
   TrainingModePass(true).Run(g);
   after("training_mode");
+  FuseGeluPass().Run(g);  // pattern fusion: before autodiff, so the fused ops' gradient rules apply
+  FuseLayerNormPass().Run(g);
+  after("pattern_fusion");
   LossPass loss(o.loss);
   loss.Run(g);
   info.loss = loss.loss_name();

@@ -27,10 +27,10 @@ CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
 
 int Passes(const PassesOptions& o) {
   const TrainOptions& t = o.train;
-  static const std::vector<std::string> kPasses = {"training_mode", "loss", "autodiff", "optimizer",
+  static const std::vector<std::string> kPasses = {"training_mode", "pattern_fusion", "loss", "autodiff", "optimizer",
                                                      "amp", "fp16_range", "step", "all"};
   if (!o.dump_after.empty() && std::find(kPasses.begin(), kPasses.end(), o.dump_after) == kPasses.end())
-    throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, loss, autodiff, optimizer, amp, fp16_range, all)");
+    throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, pattern_fusion, loss, autodiff, optimizer, amp, fp16_range, all)");
   std::unique_ptr<Graph> model = LoadModel(t.model);
   if (!model->training_info.empty())
     throw Error(t.model + ": the model already holds a training step (training_info); train it with onnx-train train");

@@ -13,6 +13,10 @@
 //     broadcast to the normalized shape X.shape[axis:], dScale and dB have that shape)
 //   BatchNormGrad(dY, X, scale[, mean, var]) {epsilon, training} -> dX, dScale, dB
 //     training = 1: through the batch statistics; training = 0: mean/var are constants.
+//   GeluGrad(dY, X) {approximate} -> dX   (dX = dY * Gelu'(X), the formulas above the Gelu rule; dY and X share
+//     one dtype and shape; kernel: executor/kernels/gelu_grad.cc, fp32 math inside for the half types). One fused
+//     op instead of the Erf/Exp (or Tanh) expression so that under AMP (an infer op) the backward of GELU stays in
+//     half: the expression's Exp is a deny op that forced an fp32 copy of every GELU input.
 #include <cmath>
 
 #include "graph/grad/grad_rules.h"
@@ -64,11 +68,42 @@ void RegisterSchemas(OpRegistry& r) {
   };
   r.Register(ln);
 
+  OpSchema gg;
+  gg.op_type = "GeluGrad";
+  gg.domain = kInternalDomain;
+  gg.infer = [](InferContext& ctx) {
+    const Shape& dy = ctx.Require(0);
+    const Shape& x = ctx.Require(1);
+    const DataType t = ctx.input_type(1);
+    if (t != DataType::kUndefined && !IsFloat(t)) ctx.Fail("GeluGrad of " + DataTypeName(t));
+    if (t != DataType::kUndefined && ctx.input_type(0) != DataType::kUndefined && ctx.input_type(0) != t)
+      ctx.Fail("dY (" + DataTypeName(ctx.input_type(0)) + ") and X (" + DataTypeName(t) + ") differ in dtype");
+    if (dy.known_rank() && x.known_rank() && dy.is_static() && x.is_static() && !(dy == x))
+      ctx.Fail("dY and X differ in shape");
+    const std::string a = ctx.node.attr_string("approximate", "none");
+    if (a != "none" && a != "tanh") ctx.Fail("approximate = '" + a + "' (none or tanh)");
+    ctx.set_output(0, t, x);
+  };
+  r.Register(gg);
+
   OpSchema bn;
   bn.op_type = "BatchNormGrad";
   bn.domain = kInternalDomain;
   bn.infer = three;
   r.Register(bn);
+
+  // ai.onnxtrain.Gelu and ai.onnxtrain.LayerNormalization: the ONNX ops (same inference, kernels and gradient
+  // rules) for the pattern-fusion passes in models whose ai.onnx opset predates them (Gelu 20, LayerNormalization
+  // 17): a fused ai.onnx node there would name an op its model's opset lacks, and the exported step would not load
+  // again (passes/fuse_gelu.h).
+  for (const char* op : {"Gelu", "LayerNormalization"}) {
+    const OpSchema* onnx = r.Find("", op);
+    if (!onnx) continue;
+    OpSchema alias = *onnx;
+    alias.domain = kInternalDomain;
+    alias.min_opset = 1;
+    r.Register(alias);
+  }
 }
 
 Attribute I(int64_t v) { return Attribute::Int(v); }
@@ -111,7 +146,7 @@ void RegisterNormGrads(OpRegistry& r) {
   r.SetGrad("", "SoftmaxCrossEntropyLoss", [](GradContext& c) { LossRule(c, true); }, {1, 2});
   r.SetGrad("", "NegativeLogLikelihoodLoss", [](GradContext& c) { LossRule(c, false); }, {1, 2});
 
-  r.SetGrad("", "LayerNormalization", [](GradContext& c) {
+  const GradFn layer_norm = [](GradContext& c) {
     const Node& n = c.node();
     if (c.dY(1) || c.dY(2)) c.Fail("gradients through the Mean/InvStdDev outputs are not supported");
     auto outs = c.OpN("LayerNormGrad", {c.dY(0), c.X(0), c.X(1)}, 3,
@@ -120,7 +155,9 @@ void RegisterNormGrads(OpRegistry& r) {
     if (c.needs_grad(0)) c.SetGrad(0, outs[0]);
     for (int i = 1; i < 3; ++i)
       if (c.needs_grad(i)) c.SetGrad(i, c.ReduceToShape(outs[i], c.X(i)));
-  });
+  };
+  r.SetGrad("", "LayerNormalization", layer_norm);
+  r.SetGrad(kInternalDomain, "LayerNormalization", layer_norm);
 
   r.SetGrad(
       "", "BatchNormalization",
@@ -171,27 +208,17 @@ void RegisterNormGrads(OpRegistry& r) {
   //   phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
   // approximate = tanh: u = k (x + a x^3), t = tanh(u), Y = x (1 + t) / 2:
   //   dX = dY * ((1 + t) / 2 + x (1 - t^2) k (1 + 3 a x^2) / 2), k = sqrt(2/pi), a = 0.044715.
-  r.SetGrad("", "Gelu", [](GradContext& c) {
-    Value* x = c.X(0);
-    auto S = [&](double v) { return c.Scalar(v, x); };
-    Value* xx = c.Op("Mul", {x, x});
-    Value* d;
-    if (c.node().attr_string("approximate", "none") == "tanh") {
-      const double k = std::sqrt(2.0 / M_PI), a = 0.044715;
-      Value* u = c.Op("Mul", {S(k), c.Op("Add", {x, c.Op("Mul", {S(a), c.Op("Mul", {xx, x})})})});
-      Value* t = c.Op("Tanh", {u});
-      Value* left = c.Op("Mul", {S(0.5), c.Op("Add", {S(1.0), t})});
-      Value* sech2 = c.Op("Sub", {S(1.0), c.Op("Mul", {t, t})});
-      Value* du = c.Op("Mul", {S(k), c.Op("Add", {S(1.0), c.Op("Mul", {S(3 * a), xx})})});
-      Value* right = c.Op("Mul", {c.Op("Mul", {S(0.5), x}), c.Op("Mul", {sech2, du})});
-      d = c.Op("Add", {left, right});
-    } else {
-      Value* cdf = c.Op("Mul", {S(0.5), c.Op("Add", {S(1.0), c.Op("Erf", {c.Op("Mul", {x, S(M_SQRT1_2)})})})});
-      Value* pdf = c.Op("Mul", {S(1.0 / std::sqrt(2 * M_PI)), c.Op("Exp", {c.Op("Mul", {S(-0.5), xx})})});
-      d = c.Op("Add", {cdf, c.Op("Mul", {x, pdf})});
-    }
-    c.SetGrad(0, c.Op("Mul", {c.dY(0), d}));
-  });
+  // The fused GeluGrad (see the schema comment) computes, for approximate = tanh (k = sqrt(2/pi), a = 0.044715,
+  // t = tanh(k (x + a x^3))):  dX = dY * ((1 + t) / 2 + x (1 - t^2) k (1 + 3 a x^2) / 2);
+  // for approximate = none:    dX = dY * (Phi(x) + x phi(x)), Phi(x) = (1 + erf(x / sqrt 2)) / 2,
+  //   phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+  const GradFn gelu = [](GradContext& c) {
+    c.SetGrad(0, c.Op("GeluGrad", {c.dY(0), c.X(0)},
+                      {{"approximate", Attribute::String(c.node().attr_string("approximate", "none"))}},
+                      kInternalDomain));
+  };
+  r.SetGrad("", "Gelu", gelu);
+  r.SetGrad(kInternalDomain, "Gelu", gelu);
 }
 
 }  // namespace ot

@@ -37,7 +37,9 @@ void RegisterAmpClasses(OpRegistry& r) {
   r.SetAmp("", "LayerNormalization", AmpClass::kInfer, {}, {1, 2}, false, true);
   r.SetAmp(kInternalDomain, "BatchNormGrad", AmpClass::kInfer, {2, 3, 4}, {1, 2}, false, true);
   r.SetAmp(kInternalDomain, "LayerNormGrad", AmpClass::kInfer, {}, {}, false, true);
-  set({"ReluGrad", "MaxPoolGrad", "AveragePoolGrad", "SoftmaxGrad", "ReduceToShape"}, AmpClass::kInfer,
+  r.SetAmp(kInternalDomain, "LayerNormalization", AmpClass::kInfer, {}, {1, 2}, false, true);  // fused, old opsets
+  set({"ReluGrad", "MaxPoolGrad", "AveragePoolGrad", "SoftmaxGrad", "ReduceToShape", "GeluGrad", "Gelu"},
+      AmpClass::kInfer,
       kInternalDomain);
 
   set({"Exp", "Log", "Pow", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",

@@ -1,0 +1,99 @@
+// CPU kernel of ai.onnxtrain.GeluGrad(dY, X) {approximate} -> dX (schema and formulas: graph/grad/norm_grad.cc):
+//   none: dX = dY * (Phi(x) + x phi(x)),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+//   tanh: dX = dY * ((1 + t) / 2 + x (1 - t^2) k (1 + 3 a x^2) / 2),  t = tanh(k (x + a x^3)), k = sqrt(2/pi),
+//         a = 0.044715
+// float64 computes in double, float32 in float; float16/bfloat16 are loaded into fp32 tiles (cpu_ops/half_convert.h),
+// computed in fp32 and rounded once when stored, so a half GeluGrad is the fp32 one rounded.
+// Element-wise over fixed blocks (deterministic: every element is computed alone, no reduction).
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "cpu_ops/half_convert.h"
+#include "executor/kernel_registry.h"
+#include "graph/grad_context.h"
+
+namespace ot {
+
+namespace {
+
+// dX for n elements of A (float or double); the loop body has no branch, so the compiler can vectorize it where
+// its math library offers vector erf/exp/tanh.
+template <typename A>
+void GeluGradLoop(const A* dy, const A* x, A* dx, int64_t n, bool tanh_form) {
+  if (tanh_form) {
+    const A k = A(0.79788456080286535588), a = A(0.044715), a3 = A(3 * 0.044715);
+    for (int64_t i = 0; i < n; ++i) {
+      const A v = x[i], v2 = v * v;
+      const A t = std::tanh(k * (v + a * v2 * v));
+      dx[i] = dy[i] * (A(0.5) * (A(1) + t) + A(0.5) * v * (A(1) - t * t) * k * (A(1) + a3 * v2));
+    }
+  } else {
+    const A r2 = A(0.70710678118654752440), inv_sqrt_2pi = A(0.39894228040143267794);
+    for (int64_t i = 0; i < n; ++i) {
+      const A v = x[i];
+      const A cdf = A(0.5) * (A(1) + std::erf(v * r2));
+      const A pdf = inv_sqrt_2pi * std::exp(A(-0.5) * v * v);
+      dx[i] = dy[i] * (cdf + v * pdf);
+    }
+  }
+}
+
+KernelInfo GeluGradKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(1).dtype;
+  if (!IsFloat(t)) ctx.Unsupported("GeluGrad of " + DataTypeName(t));
+  if (ctx.in(0).dtype != t)
+    ctx.Fail("dY is " + DataTypeName(ctx.in(0).dtype) + " but X is " + DataTypeName(t) + " (one dtype expected)");
+  if (ctx.in(0).dims != ctx.in(1).dims) ctx.Fail("dY and X differ in shape (GeluGrad does not broadcast)");
+  const std::string approx = ctx.node.attr_string("approximate", "none");
+  if (approx != "none" && approx != "tanh") ctx.Fail("approximate = '" + approx + "' (none or tanh)");
+  const bool tanh_form = approx == "tanh";
+  const int64_t n = ctx.in(0).numel();
+  KernelInfo k;
+  k.fn = [=](const KernelIO& io) {
+    DispatchDType(t, [&](auto tag) {
+      using T = decltype(tag);
+      constexpr bool kHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+      if constexpr (std::is_floating_point_v<T>) {
+        const T* dy = io.In<T>(0);
+        const T* x = io.In<T>(1);
+        T* dx = io.Out<T>(0);
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 15), [&](const tbb::blocked_range<int64_t>& r) {
+          GeluGradLoop<T>(dy + r.begin(), x + r.begin(), dx + r.begin(), r.end() - r.begin(), tanh_form);
+        });
+      } else if constexpr (kHalf) {
+        const T* dy = io.In<T>(0);
+        const T* x = io.In<T>(1);
+        T* dx = io.Out<T>(0);
+        // Blocks are whole tiles (1 << 15 is a multiple of kHalfTile), each tile converted into fp32 on the stack.
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 15), [&](const tbb::blocked_range<int64_t>& r) {
+          float fdy[cpu::kHalfTile], fx[cpu::kHalfTile], fdx[cpu::kHalfTile];
+          for (int64_t i = r.begin(); i < r.end(); i += cpu::kHalfTile) {
+            const int64_t m = std::min<int64_t>(cpu::kHalfTile, r.end() - i);
+            cpu::LoadFloats(dy + i, fdy, m);
+            cpu::LoadFloats(x + i, fx, m);
+            GeluGradLoop<float>(fdy, fx, fdx, m, tanh_form);
+            cpu::StoreFloats(fdx, dx + i, m);
+          }
+        });
+      }
+    });
+  };
+  return k;
+}
+
+}  // namespace
+
+// Also the kernels of ai.onnxtrain.Gelu and ai.onnxtrain.LayerNormalization (the ONNX ops under the internal
+// domain, for fused nodes in models of older opsets: graph/grad/norm_grad.cc): the ONNX kernels themselves, so this
+// runs after the elementwise and norm families are registered.
+void RegisterGeluGradKernels(CpuKernelRegistry& r) {
+  r.Register("GeluGrad", GeluGradKernel, kInternalDomain);
+  for (const char* op : {"Gelu", "LayerNormalization"})
+    if (const KernelFactory* f = r.Find("", op)) r.Register(op, KernelFactory(*f), kInternalDomain);
+}
+
+}  // namespace ot
