@@ -1,5 +1,6 @@
 // The training pipeline that turns a model into its step graph, in order:
-//   training_mode (BN/Dropout in training mode, BN running statistics become state) -> loss -> autodiff ->
+//   training_mode (BN/Dropout in training mode, BN running statistics become state) -> pattern_fusion (fuse_gelu,
+//   fuse_layer_norm) -> loss -> autodiff ->
 //   optimizer -> amp -> fp16_range (fp16 only) -> master_weights -> loss_scaling.
 // The result is one Graph holding forward, loss, backward and the update, with update bindings for every state
 // (what ONNX's TrainingInfoProto holds); its outputs include the loss, "grad_norm" and "skipped".
@@ -28,7 +29,8 @@ struct StepOptions {
     l.mode = "auto";
     return l;
   }();
-  // Called after each pass with its name ("training_mode", "loss", "autodiff", "optimizer"): --dump-after.
+  // Called after each pass with its name ("training_mode", "pattern_fusion", "loss", "autodiff", "optimizer", "amp",
+  // "fp16_range", "master_weights", "loss_scaling"): --dump-after.
   std::function<void(const std::string& pass, const Graph& g)> after_pass;
 };
 

@@ -21,16 +21,19 @@ CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
   AddTrainOptions(cmd, o.train);
   cmd->add_option("-o,--output", o.output, "STEP.onnx: the model with the step in its TrainingInfoProto");
   cmd->add_option("--dump-after", o.dump_after,
-                  "Print the graph after a pass: training_mode|loss|autodiff|optimizer|all (step = optimizer)");
+                  "Print the graph after a pass: training_mode|pattern_fusion|loss|autodiff|optimizer|amp|fp16_range|"
+                  "master_weights|loss_scaling|all, or step (the finished step graph)");
   return cmd;
 }
 
 int Passes(const PassesOptions& o) {
   const TrainOptions& t = o.train;
-  static const std::vector<std::string> kPasses = {"training_mode", "pattern_fusion", "loss", "autodiff", "optimizer",
-                                                     "amp", "fp16_range", "step", "all"};
+  static const std::vector<std::string> kPasses = {"training_mode", "pattern_fusion", "loss",           "autodiff",
+                                                     "optimizer",     "amp",            "fp16_range",     "master_weights",
+                                                     "loss_scaling",  "step",           "all"};
   if (!o.dump_after.empty() && std::find(kPasses.begin(), kPasses.end(), o.dump_after) == kPasses.end())
-    throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, pattern_fusion, loss, autodiff, optimizer, amp, fp16_range, all)");
+    throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, pattern_fusion, loss, autodiff, optimizer, amp, fp16_range, "
+                "master_weights, loss_scaling, step, all)");
   std::unique_ptr<Graph> model = LoadModel(t.model);
   if (!model->training_info.empty())
     throw Error(t.model + ": the model already holds a training step (training_info); train it with onnx-train train");
