@@ -3,10 +3,13 @@
 # logs loss_scale/param_norm/zero_grad_fraction and ends with the skipped count; --save writes fp32 weights; an fp32
 # checkpoint resumes into an --amp run and back; a huge static scale is caught by --check-numerics naming a node
 # and its input ranges; option errors are one line.
-# Usage: amp.sh ONNX_TRAIN_BINARY EXAMPLES_DIR
+# With PYTHON (one that has onnx and numpy): a model whose gradients all flush to zero in fp16 without loss scaling
+# gets the zero-gradient-norm warning.
+# Usage: amp.sh ONNX_TRAIN_BINARY EXAMPLES_DIR [PYTHON]
 set -u
 tool=$(realpath "$1")
 ex=$(realpath "$2")/digits_mlp
+py=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
@@ -78,6 +81,32 @@ PY
 # A scale that overflows fp16 at once: --check-numerics names the node, its precision and its input range.
 expect_error "--check-numerics: node '" train "$ex/model.onnx" "${common[@]}" --steps 2 --amp=fp16 --loss-scale 1e30 --check-numerics
 grep -q "ran in float16; input 0 '.*' float32 range \[" "$tmp/err.out" && ok || bad "no precision/range: $(cat "$tmp/err.out")"
+
+# loss = 1e-9 * sum(x W): dW = 1e-9 * x^T, below fp16's smallest subnormal: with --loss-scale 1 every gradient
+# element is zero, and the run says so once.
+if [ -n "$py" ] && "$py" -c "import onnx, numpy" 2>/dev/null; then
+  "$py" - "$tmp" <<'PY'
+import sys, numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+d = sys.argv[1]
+w = numpy_helper.from_array(np.full((4, 3), 0.5, np.float32), "W")
+k = numpy_helper.from_array(np.array(1e-9, np.float32), "k")
+g = helper.make_graph(
+    [helper.make_node("MatMul", ["x", "W"], ["y"]), helper.make_node("ReduceSum", ["y"], ["s"], keepdims=0),
+     helper.make_node("Mul", ["s", "k"], ["loss"])],
+    "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+    [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], [w, k])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), d + "/tiny.onnx")
+np.savez(d + "/tiny.npz", x=np.random.default_rng(0).uniform(0.5, 1, (64, 4)).astype(np.float32))
+PY
+  "$tool" train "$tmp/tiny.onnx" --data "$tmp/tiny.npz" --batch 16 --steps 3 --amp=fp16 --loss-scale 1 --freeze '^k$' \
+    --quiet >/dev/null 2>"$tmp/zero.err" || bad "tiny run failed: $(cat "$tmp/zero.err")"
+  [ "$(grep -c "the gradient norm is 0" "$tmp/zero.err")" -eq 1 ] && grep -q "try --loss-scale dynamic" "$tmp/zero.err" && ok ||
+    bad "no zero-norm warning: $(cat "$tmp/zero.err")"
+  "$tool" train "$tmp/tiny.onnx" --data "$tmp/tiny.npz" --batch 16 --steps 3 --amp=fp16 --freeze '^k$' --quiet \
+    >/dev/null 2>"$tmp/zero2.err" && ! grep -q "the gradient norm is 0" "$tmp/zero2.err" && ok ||
+    bad "dynamic scaling still warned: $(cat "$tmp/zero2.err")"
+fi
 
 expect_error "--amp: unknown precision 'fp8'" train "$ex/model.onnx" "${common[@]}" --steps 1 --amp=fp8
 expect_error "--keep-fp32 and --keep-fp32-node need --amp" train "$ex/model.onnx" "${common[@]}" --steps 1 --keep-fp32 Relu
