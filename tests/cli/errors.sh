@@ -4,25 +4,7 @@
 set -u
 tool=$(realpath "$1")
 data=$2/data
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-
-expect_error() {  # expect_error "EXPECTED SUBSTRING" ARGS...
-  local want=$1
-  shift
-  "$tool" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$? lines
-  lines=$(wc -l <"$tmp/err")
-  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$lines" -eq 1 ] && grep -qF -- "$want" "$tmp/err"; then
-    pass=$((pass + 1))
-  else
-    fail=$((fail + 1))
-    echo "FAIL: onnx-train $*"
-    echo "  exit $rc, $lines stderr lines, wanted '$want':"
-    sed 's/^/  | /' "$tmp/err"
-  fi
-}
+. "$(dirname "$0")/lib.sh"
 
 cd "$data"
 expect_error "truncated.onnx: not a valid ONNX model" run truncated.onnx --data good.npz
@@ -46,5 +28,4 @@ expect_error "not a directory" check missing_dir
   "$tool" run good.onnx --data good.npz >"$tmp/sum" 2>&1 && grep -q "z: float32\[2,3\]" "$tmp/sum" &&
   pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: good model did not run"; }
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -8,11 +8,7 @@ set -u
 tool=$(realpath "$1")
 ex=$(realpath "$2")/digits_mlp
 py=${3:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 
 data=(--data "$ex/train.npz" --batch 50 --no-shuffle --steps 6 --threads 2 --quiet)
 loss=(--loss cross_entropy --logits logits --labels y)
@@ -69,5 +65,4 @@ grep -q -- "--- after autodiff ---" "$tmp/dump" && ! grep -q -- "--- after optim
 "$tool" passes "$ex/model.onnx" "${loss[@]}" --dump-after nope >"$tmp/dump" 2>&1 && bad "--dump-after nope succeeded" ||
   { grep -q "no pass 'nope'" "$tmp/dump" && ok || bad "--dump-after nope: $(cat "$tmp/dump")"; }
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

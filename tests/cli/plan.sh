@@ -8,11 +8,7 @@
 set -u
 tool=$(realpath "$1")
 ex=$(realpath "$2")/digits_mlp
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 
 loss=(--loss cross_entropy --logits logits --labels y)
 for run in "adam 64" "adam 128" "sgd 64"; do
@@ -92,5 +88,4 @@ grep -q "largest saved activations" "$tmp/table" && ok || bad "table without the
   bad "plan with --logits nope succeeded" ||
   { grep -q "nope" "$tmp/out" && grep -q "model.onnx" "$tmp/out" && ok || bad "--logits nope: $(cat "$tmp/out")"; }
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

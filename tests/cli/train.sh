@@ -8,11 +8,8 @@ set -u
 tool=$(realpath "$1")
 ex=$(realpath "$2")/digits_mlp
 py=${3:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
+MAX_ERR_LINES=2
 
 common=(--data "$ex/train.npz" --loss cross_entropy --logits logits --labels y --batch 50 --no-shuffle --threads 2)
 if "$tool" train "$ex/model.onnx" "${common[@]}" --optimizer sgd --lr 0.1 --steps 4 --quiet \
@@ -103,14 +100,6 @@ else
   echo "note: no python with onnxruntime (or no dataset-fashion-mnist): the saved CNN is not checked with ONNX Runtime"
 fi
 
-expect_error() {
-  local want=$1
-  shift
-  "$tool" "$@" >"$tmp/o" 2>"$tmp/e"
-  local rc=$?
-  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$(wc -l <"$tmp/e")" -le 2 ] && grep -qF -- "$want" "$tmp/e"; then ok; else
-    bad "onnx-train $* (exit $rc), wanted '$want':"; cat "$tmp/e"; fi
-}
 expect_error "no scalar float output" train "$ex/model.onnx" --data "$ex/train.npz" --steps 1
 expect_error "no array named 'y'" train "$ex/model.onnx" --data "$tmp/x.npz" --loss cross_entropy --logits logits --labels y --steps 1
 expect_error "unknown optimizer" train "$ex/model.onnx" "${common[@]}" --optimizer rmsprop --steps 1
@@ -122,5 +111,4 @@ expect_error "no checkpoint.npz" train "$ex/model.onnx" "${common[@]}" --steps 1
 expect_error "the checkpoint was made with batch 50" train "$ex/model.onnx" "${shuf[@]/50/25}" --steps 1 --resume "$tmp/ck"
 expect_error "x.npz: no array named 'y'" train "$ex/model.onnx" "${common[@]}" --steps 1 --eval-data "$tmp/x.npz"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish
