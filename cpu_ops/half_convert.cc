@@ -1,5 +1,7 @@
 #include "cpu_ops/half_convert.h"
 
+#include "cpu_ops/cpu_caps.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define OT_X86 1
@@ -12,14 +14,8 @@ namespace {
 #ifdef OT_X86
 // The build targets baseline x86-64; the 8-wide paths are compiled for AVX2/F16C and taken only when the CPU
 // reports them.
-bool HasF16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-  return yes;
-}
-bool HasAvx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
+bool HasF16c() { return GetCpuCaps().f16c; }
+bool HasAvx2() { return GetCpuCaps().avx2; }
 
 __attribute__((target("avx,f16c"))) int64_t HalfToFloat8(const float16* src, float* dst, int64_t n) {
   int64_t i = 0;

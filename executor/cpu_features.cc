@@ -1,15 +1,15 @@
 #include "executor/cpu_features.h"
 
+#include "cpu_ops/cpu_caps.h"
+
 namespace ot {
 
 CpuHalfSupport DetectCpuHalfSupport() {
+  const cpu::CpuCaps& c = cpu::GetCpuCaps();
   CpuHalfSupport s;
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  s.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
-  s.amx_bf16 = __builtin_cpu_supports("amx-bf16");
-  s.avx512_fp16 = __builtin_cpu_supports("avx512fp16");
-#endif
+  s.avx512_bf16 = c.avx512_bf16;
+  s.amx_bf16 = c.amx_bf16;
+  s.avx512_fp16 = c.avx512_fp16;
   return s;
 }
 
