@@ -41,11 +41,9 @@ struct Colouring {
 
 class Painter {
  public:
-  Painter(const Graph& g, const std::vector<Node*>& order, const std::unordered_set<const Value*>& f32,
+  Painter(const std::vector<Node*>& order, const std::unordered_set<const Value*>& f32,
           const std::unordered_map<const Node*, AmpClass>& cls)
-      : order_(order), f32_(f32), cls_(cls) {
-    (void)g;
-  }
+      : order_(order), f32_(f32), cls_(cls) {}
 
   Colouring Paint() {
     Colouring c;
@@ -194,7 +192,7 @@ bool AmpPass::Run(Graph& g) {
     if (any && all_loss) cls[n] = AmpClass::kDeny;
   }
 
-  const Colouring col = Painter(g, order, f32, cls).Paint();
+  const Colouring col = Painter(order, f32, cls).Paint();
 
   // Casts: one per (value, dtype), shared by every consumer.
   std::map<std::pair<Value*, DataType>, Value*> casts;

@@ -87,60 +87,34 @@ void RunWidened(cpu::DnnType t, const void* in0, int64_t n0, const void* in1, in
   cpu::FromFloat(t, o.get(), out, n_out);
 }
 
-// ConvGradData(dY, W, shape(X)) -> dX. Half dY/W: oneDNN's half backward kernels need AVX512 (reference
-// kernels elsewhere), so the f32 primitive runs on widened copies and dX is rounded once.
-KernelInfo ConvGradDataKernel(const KernelContext& ctx) {
+// ConvGradData(dY, W, shape(X)) -> dX and ConvGradWeight(dY, X, shape(W)) -> dW: one oneDNN backward primitive
+// of `kind` over (dY, input 1) -> output 0. Half dY: oneDNN's half backward kernels need AVX512 (reference kernels
+// elsewhere), so the f32 primitive runs on widened copies and the result is rounded once. float64: the naive loops.
+KernelInfo ConvBackwardKernel(const KernelContext& ctx, cpu::DnnlConvBackward::Kind kind) {
   RequireFloatOrHalf(ctx, {1});
-  const cpu::ConvSpec spec = GradConvSpec(ctx, ctx.out(0).dims, ctx.in(1).dims, ctx.in(0).dims);
+  const bool data = kind == cpu::DnnlConvBackward::Kind::kData;
+  const cpu::ConvSpec spec = data ? GradConvSpec(ctx, ctx.out(0).dims, ctx.in(1).dims, ctx.in(0).dims)
+                                  : GradConvSpec(ctx, ctx.in(1).dims, ctx.out(0).dims, ctx.in(0).dims);
   KernelInfo info;
-  if (IsHalf(ctx.in(0).dtype)) {
-    auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, cpu::DnnlConvBackward::Kind::kData);
-    const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
-    const int64_t ny = ctx.in(0).numel(), nw = ctx.in(1).numel(), nx = ctx.out(0).numel();
-    info.fn = [=](const KernelIO& io) {
-      RunWidened(t, io.in[0], ny, io.in[1], nw, io.out[0], nx,
-                 [&](const float* dy, const float* w, float* dx) { bw->Run(dy, w, dx); });
-    };
-    info.exclusive = true;
-    return info;
-  }
   if (ctx.in(0).dtype == DataType::kFloat64) {
-    info.fn = [spec](const KernelIO& io) {
-      cpu::NaiveConvGradData<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
+    info.fn = [spec, data](const KernelIO& io) {
+      if (data) cpu::NaiveConvGradData<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
+      else cpu::NaiveConvGradWeight<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
     };
     return info;
   }
-  auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, cpu::DnnlConvBackward::Kind::kData);
-  info.fn = [bw](const KernelIO& io) { bw->Run(io.in[0], io.in[1], io.out[0]); };
+  auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, kind);
   info.exclusive = true;
-  return info;
-}
-
-// ConvGradWeight(dY, X, shape(W)) -> dW (half: as ConvGradData).
-KernelInfo ConvGradWeightKernel(const KernelContext& ctx) {
-  RequireFloatOrHalf(ctx, {1});
-  const cpu::ConvSpec spec = GradConvSpec(ctx, ctx.in(1).dims, ctx.out(0).dims, ctx.in(0).dims);
-  KernelInfo info;
   if (IsHalf(ctx.in(0).dtype)) {
-    auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, cpu::DnnlConvBackward::Kind::kWeights);
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
-    const int64_t ny = ctx.in(0).numel(), nx = ctx.in(1).numel(), nw = ctx.out(0).numel();
+    const int64_t ny = ctx.in(0).numel(), n1 = ctx.in(1).numel(), nout = ctx.out(0).numel();
     info.fn = [=](const KernelIO& io) {
-      RunWidened(t, io.in[0], ny, io.in[1], nx, io.out[0], nw,
-                 [&](const float* dy, const float* x, float* dw) { bw->Run(dy, x, dw); });
-    };
-    info.exclusive = true;
-    return info;
-  }
-  if (ctx.in(0).dtype == DataType::kFloat64) {
-    info.fn = [spec](const KernelIO& io) {
-      cpu::NaiveConvGradWeight<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
+      RunWidened(t, io.in[0], ny, io.in[1], n1, io.out[0], nout,
+                 [&](const float* dy, const float* in1, float* out) { bw->Run(dy, in1, out); });
     };
     return info;
   }
-  auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, cpu::DnnlConvBackward::Kind::kWeights);
   info.fn = [bw](const KernelIO& io) { bw->Run(io.in[0], io.in[1], io.out[0]); };
-  info.exclusive = true;
   return info;
 }
 
@@ -229,8 +203,14 @@ KernelInfo GatherGradKernel(const KernelContext& ctx) {
 }  // namespace
 
 void RegisterConvGradKernels(CpuKernelRegistry& r) {
-  r.Register("ConvGradData", ConvGradDataKernel, kInternalDomain);
-  r.Register("ConvGradWeight", ConvGradWeightKernel, kInternalDomain);
+  r.Register(
+      "ConvGradData",
+      [](const KernelContext& c) { return ConvBackwardKernel(c, cpu::DnnlConvBackward::Kind::kData); },
+      kInternalDomain);
+  r.Register(
+      "ConvGradWeight",
+      [](const KernelContext& c) { return ConvBackwardKernel(c, cpu::DnnlConvBackward::Kind::kWeights); },
+      kInternalDomain);
   r.Register("MaxPoolGrad", MaxPoolGradKernel, kInternalDomain);
   r.Register("AveragePoolGrad", AveragePoolGradKernel, kInternalDomain);
   r.Register("GatherGrad", GatherGradKernel, kInternalDomain);
