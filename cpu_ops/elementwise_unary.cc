@@ -8,6 +8,7 @@
 
 #include "cpu_ops/elementwise_common.h"
 #include "cpu_ops/half_convert.h"
+#include "kernel_common/scalar_math.h"
 
 namespace ot::cpu {
 namespace {
@@ -42,25 +43,19 @@ void UnaryFloat(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p) {
     case UnaryOp::kIdentity: return Map(x, y, n, [](A v) { return v; });
     case UnaryOp::kAbs: return Map(x, y, n, [](A v) { return std::fabs(v); });
     case UnaryOp::kNeg: return Map(x, y, n, [](A v) { return -v; });
-    case UnaryOp::kSign:
-      return Map(x, y, n, [=](A v) { return v > zero ? one : (v < zero ? -one : v); });  // keeps 0 and NaN
-    case UnaryOp::kRelu: return Map(x, y, n, [=](A v) { return v < zero ? zero : v; });  // NaN stays NaN
+    case UnaryOp::kSign: return Map(x, y, n, [](A v) { return math::Sign(v); });  // keeps 0 and NaN
+    case UnaryOp::kRelu: return Map(x, y, n, [](A v) { return math::Relu(v); });  // NaN stays NaN
     case UnaryOp::kShrink:
       return Map(x, y, n, [=](A v) { return v < -alpha ? v + beta : (v > alpha ? v - beta : zero); });
     case UnaryOp::kExp: return Map(x, y, n, [](A v) { return std::exp(v); });
     case UnaryOp::kLog: return Map(x, y, n, [](A v) { return std::log(v); });
     case UnaryOp::kSqrt: return Map(x, y, n, [](A v) { return std::sqrt(v); });
     case UnaryOp::kReciprocal: return Map(x, y, n, [=](A v) { return one / v; });
-    case UnaryOp::kLeakyRelu: return Map(x, y, n, [=](A v) { return v < zero ? alpha * v : v; });
+    case UnaryOp::kLeakyRelu: return Map(x, y, n, [=](A v) { return math::LeakyRelu(v, alpha); });
     case UnaryOp::kElu: return Map(x, y, n, [=](A v) { return v < zero ? alpha * std::expm1(v) : v; });
     case UnaryOp::kSelu:
       return Map(x, y, n, [=](A v) { return v <= zero ? gamma * alpha * std::expm1(v) : gamma * v; });
-    case UnaryOp::kSigmoid:
-      return Map(x, y, n, [=](A v) {
-        if (v >= zero) return one / (one + std::exp(-v));
-        A e = std::exp(v);
-        return e / (one + e);
-      });
+    case UnaryOp::kSigmoid: return Map(x, y, n, [](A v) { return math::Sigmoid(v); });
     case UnaryOp::kHardSigmoid:
       return Map(x, y, n, [=](A v) { return std::max(zero, std::min(one, alpha * v + beta)); });
     case UnaryOp::kTanh: return Map(x, y, n, [](A v) { return std::tanh(v); });
@@ -92,12 +87,9 @@ void UnaryFloat(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p) {
         A sp = v > zero ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
         return v * std::tanh(sp);
       });
-    case UnaryOp::kGelu:
-      return Map(x, y, n, [=](A v) { return A(0.5) * v * (one + std::erf(v * A(0.70710678118654752440))); });
-    case UnaryOp::kGeluTanh:
-      return Map(x, y, n, [=](A v) {
-        return A(0.5) * v * (one + std::tanh(A(0.79788456080286535588) * (v + A(0.044715) * v * v * v)));
-      });
+    // The formulas the fused-cluster interpreter (cpu_ops/fused_elementwise) and CUDA code share.
+    case UnaryOp::kGelu: return Map(x, y, n, [](A v) { return math::GeluErf(v); });
+    case UnaryOp::kGeluTanh: return Map(x, y, n, [](A v) { return math::GeluTanh(v); });
   }
 }
 

@@ -1,0 +1,699 @@
+#include "cpu_ops/fused_elementwise.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "cpu_ops/half_convert.h"
+#include "kernel_common/scalar_math.h"
+
+namespace ot::cpu {
+
+using cluster::DType;
+using cluster::Instr;
+using cluster::Op;
+using cluster::Program;
+
+namespace {
+
+constexpr int64_t kAlignFloats = 16;  // 64 bytes: every register starts on a cache line
+
+int64_t AlignUp(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
+
+int64_t Numel(const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int64_t v : d) n *= v;
+  return n;
+}
+
+std::string DimsText(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// How a kInput instruction reads its tensor into a tile. The target is D (a full input) or D's leading
+// rank - reduce_axes dims (a row input, one element per row); target element i of the flat target reads:
+//   kContig   element i (the input has the target's numel)
+//   kScalar   element 0
+//   kBlock    element (i / inner) % mid: the input's non-1 dims are one run of the target's dims (a trailing-dims
+//             bias: inner = 1; a per-row value: mid = the leading dims, inner = the rest)
+//   kGeneral  the strided walk over the coalesced target dims
+struct InputPlan {
+  enum Kind { kContig, kScalar, kBlock, kGeneral } kind = kContig;
+  int input = 0;
+  DType type = DType::kF32;  // storage type
+  int64_t inner = 1, mid = 1;
+  std::vector<int64_t> dims, strides;  // kGeneral (rank >= 1, innermost last)
+};
+
+InputPlan MakeInputPlan(const std::vector<int64_t>& target, const std::vector<int64_t>& in_dims, int k, bool row,
+                        const std::vector<int64_t>& shown_target) {
+  const int tr = static_cast<int>(target.size()), ir = static_cast<int>(in_dims.size());
+  auto fail = [&] {
+    throw std::invalid_argument("FusedElementwise input " + std::to_string(k) + ": dims " + DimsText(in_dims) +
+                                " do not broadcast to the " + (row ? "row shape " : "domain ") +
+                                DimsText(shown_target));
+  };
+  // A row input is matched against D with the reduced axes 1 (shown_target); its trailing dims there must be 1.
+  const int shown_rank = static_cast<int>(shown_target.size());
+  for (int d = 0; d < ir; ++d) {
+    const int td = shown_rank - ir + d;  // target axis of input axis d
+    if (in_dims[d] < 0) fail();
+    if (td < 0) {
+      if (in_dims[d] != 1) fail();
+    } else if (in_dims[d] != 1 && in_dims[d] != shown_target[td]) {
+      fail();
+    }
+  }
+  // Strides over `target` (the first tr axes of shown_target), 0 where broadcast.
+  std::vector<int64_t> st(tr, 0);
+  int64_t s = 1;
+  for (int d = ir - 1; d >= 0; --d) {
+    const int td = shown_rank - ir + d;
+    if (td >= 0 && td < tr && in_dims[d] != 1) st[td] = s;
+    s *= in_dims[d];
+  }
+  // Coalesce: drop size-1 axes, merge neighbours whose strides chain.
+  std::vector<int64_t> cd, cs;
+  for (int d = 0; d < tr; ++d) {
+    if (target[d] == 1) continue;
+    if (!cd.empty() && cs.back() == st[d] * target[d]) {
+      cd.back() *= target[d];
+      cs.back() = st[d];
+    } else {
+      cd.push_back(target[d]);
+      cs.push_back(st[d]);
+    }
+  }
+  InputPlan p;
+  p.input = k;
+  int nonzero = 0, at = -1;
+  for (size_t d = 0; d < cd.size(); ++d)
+    if (cs[d] != 0) {
+      ++nonzero;
+      at = static_cast<int>(d);
+    }
+  if (nonzero == 0) {
+    p.kind = InputPlan::kScalar;
+  } else if (nonzero == 1 && cs[at] == 1) {
+    p.mid = cd[at];
+    for (size_t d = at + 1; d < cd.size(); ++d) p.inner *= cd[d];
+    p.kind = p.mid == Numel(target) ? InputPlan::kContig : InputPlan::kBlock;
+  } else {
+    p.kind = InputPlan::kGeneral;
+    p.dims = cd;
+    p.strides = cs;
+  }
+  return p;
+}
+
+// ---- loads and stores between storage types and float tiles ----
+
+template <typename F>
+void WithStorage(DType t, const void* p, F&& f) {
+  switch (t) {
+    case DType::kF32: return f(static_cast<const float*>(p));
+    case DType::kF16: return f(static_cast<const float16*>(p));
+    case DType::kBF16: return f(static_cast<const bfloat16*>(p));
+    case DType::kBool: return f(static_cast<const uint8_t*>(p));
+  }
+}
+
+template <typename T>
+inline float LoadOne(const T* p, int64_t i) {
+  if constexpr (std::is_same_v<T, uint8_t>) return p[i] != 0 ? 1.f : 0.f;
+  else return static_cast<float>(p[i]);
+}
+
+template <typename T>
+void LoadContig(const T* src, float* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, uint8_t>) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] != 0 ? 1.f : 0.f;
+  } else if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(dst, src, n * sizeof(float));
+  } else {
+    LoadFloats(src, dst, n);
+  }
+}
+
+// dst[0..len) = target elements [start, start + len) of the input (plan p is not kScalar).
+template <typename T>
+void LoadTile(const InputPlan& p, const T* src, int64_t start, int64_t len, float* dst) {
+  switch (p.kind) {
+    case InputPlan::kContig: return LoadContig(src + start, dst, len);
+    case InputPlan::kScalar: {
+      const float v = LoadOne(src, 0);
+      std::fill(dst, dst + len, v);
+      return;
+    }
+    case InputPlan::kBlock: {
+      if (p.inner == 1) {  // wraps around the input: contiguous runs
+        int64_t pos = start % p.mid;
+        for (int64_t k = 0; k < len;) {
+          const int64_t m = std::min(p.mid - pos, len - k);
+          LoadContig(src + pos, dst + k, m);
+          k += m;
+          pos = 0;
+        }
+      } else {  // each input element repeated `inner` times
+        int64_t q = start / p.inner, off = start % p.inner;
+        for (int64_t k = 0; k < len; ++q) {
+          const int64_t m = std::min(p.inner - off, len - k);
+          const float v = LoadOne(src, q % p.mid);
+          std::fill(dst + k, dst + k + m, v);
+          k += m;
+          off = 0;
+        }
+      }
+      return;
+    }
+    case InputPlan::kGeneral: {
+      const int rank = static_cast<int>(p.dims.size()), last = rank - 1;
+      int64_t idx[16] = {}, off = 0, rem = start;
+      std::vector<int64_t> big_idx;
+      int64_t* ix = idx;
+      if (rank > 16) {
+        big_idx.assign(rank, 0);
+        ix = big_idx.data();
+      }
+      for (int d = last; d >= 0; --d) {
+        ix[d] = rem % p.dims[d];
+        rem /= p.dims[d];
+        off += ix[d] * p.strides[d];
+      }
+      const int64_t st = p.strides[last];
+      for (int64_t k = 0; k < len;) {
+        const int64_t m = std::min(p.dims[last] - ix[last], len - k);
+        for (int64_t j = 0; j < m; ++j) dst[k + j] = LoadOne(src, off + j * st);
+        k += m;
+        if (k >= len) break;
+        off -= ix[last] * st;  // rewind the innermost dim, carry into the outer ones
+        ix[last] = 0;
+        for (int d = last - 1; d >= 0; --d) {
+          off += p.strides[d];
+          if (++ix[d] < p.dims[d]) break;
+          off -= ix[d] * p.strides[d];
+          ix[d] = 0;
+        }
+      }
+      return;
+    }
+  }
+}
+
+void StoreTile(DType t, const float* src, void* base, int64_t start, int64_t n) {
+  switch (t) {
+    case DType::kF32: std::memcpy(static_cast<float*>(base) + start, src, n * sizeof(float)); return;
+    case DType::kF16: StoreFloats(src, static_cast<float16*>(base) + start, n); return;
+    case DType::kBF16: StoreFloats(src, static_cast<bfloat16*>(base) + start, n); return;
+    case DType::kBool: {
+      uint8_t* d = static_cast<uint8_t*>(base) + start;
+      for (int64_t i = 0; i < n; ++i) d[i] = src[i] != 0.f;
+      return;
+    }
+  }
+}
+
+// ---- rounding to a dtype ----
+
+float RoundScalar(DType t, float v) {
+  switch (t) {
+    case DType::kF32: return v;
+    case DType::kF16: return math::RoundToHalf(v);
+    case DType::kBF16: return math::RoundToBf16(v);
+    case DType::kBool: return v != 0.f ? 1.f : 0.f;
+  }
+  return v;
+}
+
+// In place; u16: n uint16 of scratch. Bit-identical to RoundScalar (half_convert.h's bulk conversions are
+// bit-identical to half.h; the bf16 loop is FloatToBf16Bits without its branch).
+void RoundVec(DType t, float* __restrict v, int64_t n, uint16_t* u16) {
+  switch (t) {
+    case DType::kF32: return;
+    case DType::kF16:
+      FloatToHalf(v, reinterpret_cast<float16*>(u16), n);
+      HalfToFloat(reinterpret_cast<const float16*>(u16), v, n);
+      return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t x = std::bit_cast<uint32_t>(v[i]);
+        const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) & 0xffff0000u;
+        const uint32_t quiet_nan = (x | 0x00400000u) & 0xffff0000u;
+        v[i] = std::bit_cast<float>((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+      }
+      return;
+    case DType::kBool:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] != 0.f ? 1.f : 0.f;
+      return;
+  }
+}
+
+// Ops whose result is already 0 or 1 (bool rounding is a no-op).
+bool MakesBool(Op op) { return (op >= Op::kLess && op <= Op::kXor) || op == Op::kNot; }
+// Ops whose result is one of their operands' values or exact in any format (rounding to the operands' dtype is
+// a no-op): skipped when the value operands have the instruction's dtype.
+bool Selects(Op op) {
+  switch (op) {
+    case Op::kNeg: case Op::kAbs: case Op::kRelu: case Op::kIdentity: case Op::kFloor: case Op::kCeil:
+    case Op::kMax: case Op::kMin: case Op::kWhere: case Op::kReluGrad: case Op::kSign: case Op::kCast:
+      return true;
+    default: return false;
+  }
+}
+
+// ---- the element loops ----
+
+// A value inside a tile: an array (a register, or a view of an f32 input) or one scalar for the whole tile.
+struct Val {
+  const float* p = nullptr;
+  float s = 0.f;
+  bool scalar = false;
+};
+
+// Loops kept free of branches other than selects, so GCC vectorizes them (-O3); o never aliases an operand.
+template <typename F>
+inline void Map1(F f, const Val& a, float* __restrict o, int64_t n) {
+  if (a.scalar) {
+    const float r = f(a.s);
+    for (int64_t i = 0; i < n; ++i) o[i] = r;
+  } else {
+    const float* x = a.p;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+  }
+}
+
+template <typename F>
+inline void Map2(F f, const Val& a, const Val& b, float* __restrict o, int64_t n) {
+  if (a.scalar && b.scalar) {
+    const float r = f(a.s, b.s);
+    for (int64_t i = 0; i < n; ++i) o[i] = r;
+  } else if (a.scalar) {
+    const float x = a.s;
+    const float* y = b.p;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x, y[i]);
+  } else if (b.scalar) {
+    const float* x = a.p;
+    const float y = b.s;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y);
+  } else {
+    const float* x = a.p;
+    const float* y = b.p;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+  }
+}
+
+template <bool SA, bool SB, bool SC>
+void WhereLoop(const Val& a, const Val& b, const Val& c, float* __restrict o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = SA ? a.s : a.p[i], y = SB ? b.s : b.p[i], z = SC ? c.s : c.p[i];
+    o[i] = x != 0.f ? y : z;
+  }
+}
+
+void Where(const Val& a, const Val& b, const Val& c, float* o, int64_t n) {
+  const int k = (a.scalar ? 4 : 0) | (b.scalar ? 2 : 0) | (c.scalar ? 1 : 0);
+  switch (k) {
+    case 0: return WhereLoop<false, false, false>(a, b, c, o, n);
+    case 1: return WhereLoop<false, false, true>(a, b, c, o, n);
+    case 2: return WhereLoop<false, true, false>(a, b, c, o, n);
+    case 3: return WhereLoop<false, true, true>(a, b, c, o, n);
+    case 4: return WhereLoop<true, false, false>(a, b, c, o, n);
+    case 5: return WhereLoop<true, false, true>(a, b, c, o, n);
+    case 6: return WhereLoop<true, true, false>(a, b, c, o, n);
+    default: return WhereLoop<true, true, true>(a, b, c, o, n);
+  }
+}
+
+// o[0..n) = the op of in over operands v (each an array of n or a scalar). The formulas are the op-by-op
+// kernels' (cpu_ops/elementwise_*.cc, executor/kernels/internal.cc, gelu_grad.cc), in float.
+void ApplyOp(const Instr& in, const Val* v, float* o, int64_t n) {
+  const float alpha = in.imm;
+  const bool tanh_form = in.imm != 0.f;
+  switch (in.op) {
+    case Op::kNeg: return Map1([](float x) { return -x; }, v[0], o, n);
+    case Op::kAbs: return Map1([](float x) { return std::fabs(x); }, v[0], o, n);
+    case Op::kSign: return Map1([](float x) { return math::Sign(x); }, v[0], o, n);
+    case Op::kExp: return Map1([](float x) { return std::exp(x); }, v[0], o, n);
+    case Op::kLog: return Map1([](float x) { return std::log(x); }, v[0], o, n);
+    case Op::kSqrt: return Map1([](float x) { return std::sqrt(x); }, v[0], o, n);
+    case Op::kReciprocal: return Map1([](float x) { return 1.f / x; }, v[0], o, n);
+    case Op::kTanh: return Map1([](float x) { return std::tanh(x); }, v[0], o, n);
+    case Op::kSigmoid: return Map1([](float x) { return math::Sigmoid(x); }, v[0], o, n);
+    case Op::kRelu: return Map1([](float x) { return math::Relu(x); }, v[0], o, n);
+    case Op::kErf: return Map1([](float x) { return std::erf(x); }, v[0], o, n);
+    case Op::kFloor: return Map1([](float x) { return std::floor(x); }, v[0], o, n);
+    case Op::kCeil: return Map1([](float x) { return std::ceil(x); }, v[0], o, n);
+    case Op::kNot: return Map1([](float x) { return x == 0.f ? 1.f : 0.f; }, v[0], o, n);
+    case Op::kLeakyRelu: return Map1([=](float x) { return math::LeakyRelu(x, alpha); }, v[0], o, n);
+    case Op::kGelu:
+      if (tanh_form) return Map1([](float x) { return math::GeluTanh(x); }, v[0], o, n);
+      return Map1([](float x) { return math::GeluErf(x); }, v[0], o, n);
+    case Op::kIdentity:
+    case Op::kCast: return Map1([](float x) { return x; }, v[0], o, n);  // the rounding to dtype does the cast
+    case Op::kAdd: return Map2([](float x, float y) { return x + y; }, v[0], v[1], o, n);
+    case Op::kSub: return Map2([](float x, float y) { return x - y; }, v[0], v[1], o, n);
+    case Op::kMul: return Map2([](float x, float y) { return x * y; }, v[0], v[1], o, n);
+    case Op::kDiv: return Map2([](float x, float y) { return x / y; }, v[0], v[1], o, n);
+    case Op::kPow:  // in double, as the Pow kernel (elementwise_variadic.cc)
+      return Map2([](float x, float y) { return static_cast<float>(std::pow(double(x), double(y))); }, v[0], v[1],
+                  o, n);
+    case Op::kMax: return Map2([](float x, float y) { return math::NanMax(x, y); }, v[0], v[1], o, n);
+    case Op::kMin: return Map2([](float x, float y) { return math::NanMin(x, y); }, v[0], v[1], o, n);
+    case Op::kLess: return Map2([](float x, float y) { return x < y ? 1.f : 0.f; }, v[0], v[1], o, n);
+    case Op::kLessEqual: return Map2([](float x, float y) { return x <= y ? 1.f : 0.f; }, v[0], v[1], o, n);
+    case Op::kGreater: return Map2([](float x, float y) { return x > y ? 1.f : 0.f; }, v[0], v[1], o, n);
+    case Op::kGreaterEqual: return Map2([](float x, float y) { return x >= y ? 1.f : 0.f; }, v[0], v[1], o, n);
+    case Op::kEqual: return Map2([](float x, float y) { return x == y ? 1.f : 0.f; }, v[0], v[1], o, n);
+    case Op::kAnd:
+      return Map2([](float x, float y) { return (x != 0.f) & (y != 0.f) ? 1.f : 0.f; }, v[0], v[1], o, n);
+    case Op::kOr:
+      return Map2([](float x, float y) { return (x != 0.f) | (y != 0.f) ? 1.f : 0.f; }, v[0], v[1], o, n);
+    case Op::kXor:
+      return Map2([](float x, float y) { return (x != 0.f) != (y != 0.f) ? 1.f : 0.f; }, v[0], v[1], o, n);
+    case Op::kReluGrad: return Map2([](float d, float x) { return math::ReluGrad(d, x); }, v[0], v[1], o, n);
+    case Op::kGeluGrad:
+      if (tanh_form) return Map2([](float d, float x) { return math::GeluGradTanh(d, x); }, v[0], v[1], o, n);
+      return Map2([](float d, float x) { return math::GeluGradErf(d, x); }, v[0], v[1], o, n);
+    case Op::kWhere: return Where(v[0], v[1], v[2], o, n);
+    default: break;
+  }
+  throw std::logic_error(std::string("FusedKernel: ") + cluster::OpName(in.op) + " is not elementwise");
+}
+
+// The row reductions of rows x[r*len .. (r+1)*len) into o[r], r < rows. Sums accumulate in double over four
+// interleaved lanes combined in a fixed order (vectorizable, and the same for any thread count); the mean divides
+// the double sum by the row length; max/min propagate NaN (cpu_ops/reduce.cc). An empty row: sum 0, mean NaN,
+// max -inf, min +inf.
+void Reduce(Op op, const float* x, int64_t rows, int64_t len, float* o) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * len;
+    if (op == Op::kReduceSum || op == Op::kReduceMean) {
+      double acc[4] = {0, 0, 0, 0};
+      int64_t j = 0;
+      for (; j + 4 <= len; j += 4)
+        for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(row[j + k]);
+      double tail = 0;
+      for (; j < len; ++j) tail += static_cast<double>(row[j]);
+      const double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + tail;
+      o[r] = static_cast<float>(op == Op::kReduceMean ? s / static_cast<double>(len) : s);
+    } else if (op == Op::kReduceMax) {
+      float m = -INFINITY;
+      for (int64_t j = 0; j < len; ++j) m = math::ReduceMaxStep(m, row[j]);
+      o[r] = m;
+    } else {
+      float m = INFINITY;
+      for (int64_t j = 0; j < len; ++j) m = math::ReduceMinStep(m, row[j]);
+      o[r] = m;
+    }
+  }
+}
+
+enum class VKind : uint8_t { kDead, kScalar, kView, kReg };
+
+}  // namespace
+
+struct FusedKernel::Impl {
+  Program prog;
+  std::vector<int64_t> domain;
+  std::vector<DType> input_types;
+  int max_threads = 1;
+  int64_t numel = 0, rows = 0, row_len = 1;  // numel(D), rows(D), elements per row
+  bool has_rows = false;                     // tiles are whole rows
+  int64_t unit = 1;                          // full elements per tile unit (row_len with rows, else 1)
+  int64_t total_units = 0, tile_units = 0, num_tiles = 0;
+  int64_t full_len = 0, rowreg_len = 0;      // floats per full / row register (aligned)
+  std::vector<VKind> kind;                   // per instruction
+  std::vector<int> reg;                      // register index in its pool (kReg)
+  std::vector<InputPlan> plan;               // per kInput instruction
+  std::vector<float> scalar;                 // kConst values, rounded to their dtype
+  int nfull = 0, nrow = 0;
+  // Workspace of one slot, in floats: full registers, row registers, one temp (a full or row value), u16 scratch.
+  int64_t row_base = 0, tmp_base = 0, u16_base = 0, slot_floats = 0;
+
+  void RunTile(int64_t t, const void* const* in, void* const* out, float* ws, Val* vals) const;
+};
+
+FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std::vector<int64_t>> input_dims,
+                         std::vector<DType> input_types, int max_threads) {
+  cluster::Validate(p);
+  auto m = std::make_shared<Impl>();
+  const int rank = static_cast<int>(domain.size());
+  if (static_cast<int>(input_dims.size()) != p.num_inputs || static_cast<int>(input_types.size()) != p.num_inputs)
+    throw std::invalid_argument("FusedElementwise: the program has " + std::to_string(p.num_inputs) + " inputs, given " +
+                                std::to_string(input_dims.size()) + " dims and " + std::to_string(input_types.size()) +
+                                " types");
+  if (max_threads < 1) throw std::invalid_argument("FusedElementwise: max_threads must be >= 1");
+  if (p.reduce_axes > rank)
+    throw std::invalid_argument("FusedElementwise: reduce_axes " + std::to_string(p.reduce_axes) +
+                                " exceeds the rank of the domain " + DimsText(domain));
+  for (int64_t d : domain)
+    if (d < 0) throw std::invalid_argument("FusedElementwise: negative dim in the domain " + DimsText(domain));
+  for (int k = 0; k < p.num_inputs; ++k)
+    if (static_cast<int>(input_types[k]) > static_cast<int>(DType::kBool))
+      throw std::invalid_argument("FusedElementwise input " + std::to_string(k) + ": bad dtype code");
+
+  const int lead = rank - p.reduce_axes;
+  std::vector<int64_t> row_target(domain.begin(), domain.begin() + lead);
+  std::vector<int64_t> row_shape = domain;  // D with the reduced axes 1
+  for (int d = lead; d < rank; ++d) row_shape[d] = 1;
+  m->numel = Numel(domain);
+  m->rows = Numel(row_target);
+  m->row_len = 1;
+  for (int d = lead; d < rank; ++d) m->row_len *= domain[d];
+
+  // Dead code: only what the outputs need is computed.
+  const size_t n = p.code.size();
+  std::vector<bool> needed(n, false);
+  for (int32_t o : p.outputs) needed[o] = true;
+  for (size_t i = n; i-- > 0;) {
+    if (!needed[i] || p.code[i].op == Op::kInput) continue;
+    const int ar = cluster::Arity(p.code[i].op);
+    const int32_t ops[3] = {p.code[i].a, p.code[i].b, p.code[i].c};
+    for (int k = 0; k < ar; ++k) needed[ops[k]] = true;
+  }
+  for (size_t i = 0; i < n; ++i) m->has_rows |= needed[i] && p.code[i].row;
+
+  // Kinds and input plans (every kInput is checked, needed or not: a shape error is an error either way).
+  m->kind.assign(n, VKind::kDead);
+  m->plan.resize(n);
+  m->scalar.assign(n, 0.f);
+  for (size_t i = 0; i < n; ++i) {
+    const Instr& in = p.code[i];
+    if (in.op == Op::kInput) {
+      InputPlan pl = in.row ? MakeInputPlan(row_target, input_dims[in.a], in.a, true, row_shape)
+                            : MakeInputPlan(domain, input_dims[in.a], in.a, false, domain);
+      pl.type = input_types[in.a];
+      m->plan[i] = pl;
+    }
+    if (!needed[i]) continue;
+    if (in.op == Op::kInput) {
+      const InputPlan& pl = m->plan[i];
+      if (pl.kind == InputPlan::kScalar) m->kind[i] = VKind::kScalar;
+      else if (pl.kind == InputPlan::kContig && pl.type == DType::kF32 && in.dtype == DType::kF32) m->kind[i] = VKind::kView;
+      else m->kind[i] = VKind::kReg;
+    } else if (in.op == Op::kConst) {
+      m->kind[i] = VKind::kScalar;
+      m->scalar[i] = RoundScalar(in.dtype, in.imm);
+    } else if (cluster::IsReduction(in.op)) {
+      m->kind[i] = VKind::kReg;
+    } else {
+      const int ar = cluster::Arity(in.op);
+      const int32_t ops[3] = {in.a, in.b, in.c};
+      bool all_scalar = true;
+      for (int k = 0; k < ar; ++k) all_scalar &= m->kind[ops[k]] == VKind::kScalar;
+      m->kind[i] = all_scalar ? VKind::kScalar : VKind::kReg;
+    }
+  }
+
+  // Tiles.
+  constexpr int64_t kTile = kTileElements;
+  m->unit = m->has_rows ? m->row_len : 1;
+  m->total_units = m->has_rows ? m->rows : m->numel;
+  m->tile_units = m->has_rows ? std::max<int64_t>(1, kTile / std::max<int64_t>(1, m->row_len)) : kTile;
+  m->num_tiles = (m->total_units + m->tile_units - 1) / m->tile_units;
+  const int64_t tile_elems = std::min(m->tile_units, std::max<int64_t>(m->total_units, 1)) * m->unit;
+  m->full_len = AlignUp(std::max<int64_t>(tile_elems, 1), kAlignFloats);
+  m->rowreg_len = AlignUp(std::min(m->tile_units, std::max<int64_t>(m->total_units, 1)), kAlignFloats);
+
+  // Registers: linear scan over the instructions, a register freed after its value's last use (outputs live to
+  // the end of the tile, where they are stored). A result never shares a register with its operands.
+  std::vector<int64_t> last_use(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (m->kind[i] == VKind::kDead || p.code[i].op == Op::kInput) continue;
+    const int ar = cluster::Arity(p.code[i].op);
+    const int32_t ops[3] = {p.code[i].a, p.code[i].b, p.code[i].c};
+    for (int k = 0; k < ar; ++k) last_use[ops[k]] = static_cast<int64_t>(i);
+  }
+  for (int32_t o : p.outputs) last_use[o] = static_cast<int64_t>(n);
+  std::vector<int> free_full, free_row;
+  std::vector<std::vector<size_t>> dies_at(n + 1);
+  m->reg.assign(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (m->kind[i] == VKind::kReg) {
+      const bool row = p.code[i].row;
+      std::vector<int>& pool = row ? free_row : free_full;
+      int& count = row ? m->nrow : m->nfull;
+      if (!pool.empty()) {
+        m->reg[i] = pool.back();
+        pool.pop_back();
+      } else {
+        m->reg[i] = count++;
+      }
+      if (last_use[i] >= 0) dies_at[last_use[i]].push_back(i);
+    }
+    // Registers of values last used by i come back once i has its own register (so it never shares one).
+    for (size_t j : dies_at[i]) (p.code[j].row ? free_row : free_full).push_back(m->reg[j]);
+  }
+
+  m->row_base = m->nfull * m->full_len;
+  m->tmp_base = m->row_base + m->nrow * m->rowreg_len;
+  const int64_t tmp_len = std::max(m->full_len, m->rowreg_len);  // a full or a row value
+  m->u16_base = m->tmp_base + tmp_len;
+  m->slot_floats = AlignUp(m->u16_base + (tmp_len + 1) / 2, kAlignFloats);
+  m->prog = std::move(p);
+  m->domain = std::move(domain);
+  m->input_types = std::move(input_types);
+  m->max_threads = max_threads;
+  impl_ = std::move(m);
+}
+
+FusedKernel::~FusedKernel() = default;
+FusedKernel::FusedKernel(const FusedKernel&) = default;
+FusedKernel& FusedKernel::operator=(const FusedKernel&) = default;
+
+size_t FusedKernel::workspace_bytes() const {
+  return impl_->num_tiles == 0 ? 0
+                               : static_cast<size_t>(impl_->slot_floats) * sizeof(float) *
+                                     static_cast<size_t>(impl_->max_threads);
+}
+const Program& FusedKernel::program() const { return impl_->prog; }
+int64_t FusedKernel::num_tiles() const { return impl_->num_tiles; }
+int64_t FusedKernel::tile_elements() const { return impl_->tile_units * impl_->unit; }
+int64_t FusedKernel::rows() const { return impl_->rows; }
+int64_t FusedKernel::numel() const { return impl_->numel; }
+
+void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* out, float* ws, Val* vals) const {
+  const int64_t u0 = t * tile_units, nu = std::min(tile_units, total_units - u0);
+  const int64_t e0 = u0 * unit, ne = nu * unit;  // full elements of the tile
+  const int64_t r0 = u0, nr = nu;                // rows of the tile (with has_rows)
+  float* tmp = ws + tmp_base;
+  uint16_t* u16 = reinterpret_cast<uint16_t*>(ws + u16_base);
+  const size_t n = prog.code.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (kind[i] == VKind::kDead) continue;
+    const Instr& ins = prog.code[i];
+    const int64_t start = ins.row ? r0 : e0, len = ins.row ? nr : ne;
+    Val& v = vals[i];
+    float* o = kind[i] == VKind::kReg ? ws + (ins.row ? row_base + reg[i] * rowreg_len : reg[i] * full_len) : nullptr;
+    v.p = o;
+    v.scalar = false;
+    if (ins.op == Op::kInput) {
+      const InputPlan& pl = plan[i];
+      if (kind[i] == VKind::kView) {
+        v.p = static_cast<const float*>(in[pl.input]) + start;
+      } else if (kind[i] == VKind::kScalar) {
+        WithStorage(pl.type, in[pl.input], [&](auto* src) { v.s = RoundScalar(ins.dtype, LoadOne(src, 0)); });
+        v.scalar = true;
+      } else {
+        WithStorage(pl.type, in[pl.input], [&](auto* src) { LoadTile(pl, src, start, len, o); });
+        if (ins.dtype != pl.type && ins.dtype != DType::kF32 && pl.type != DType::kBool) RoundVec(ins.dtype, o, len, u16);
+      }
+      continue;
+    }
+    if (ins.op == Op::kConst) {
+      v.s = scalar[i];
+      v.scalar = true;
+      continue;
+    }
+    if (cluster::IsReduction(ins.op)) {
+      const Val& x = vals[ins.a];
+      const float* src = x.p;
+      if (x.scalar) {
+        std::fill(tmp, tmp + ne, x.s);
+        src = tmp;
+      }
+      Reduce(ins.op, src, nr, row_len, o);
+      RoundVec(ins.dtype, o, nr, u16);
+      continue;
+    }
+    const int ar = cluster::Arity(ins.op);
+    const int32_t opi[3] = {ins.a, ins.b, ins.c};
+    Val ops[3];
+    bool row_operand = false, skip_round = Selects(ins.op);
+    for (int k = 0; k < ar; ++k) {
+      ops[k] = vals[opi[k]];
+      row_operand |= !ins.row && prog.code[opi[k]].row && !ops[k].scalar;
+      if (!(ins.op == Op::kWhere && k == 0)) skip_round &= prog.code[opi[k]].dtype == ins.dtype;
+    }
+    if (ins.dtype == DType::kBool && MakesBool(ins.op)) skip_round = true;
+    if (kind[i] == VKind::kScalar) {
+      float r = 0.f;
+      ApplyOp(ins, ops, &r, 1);
+      v.s = RoundScalar(ins.dtype, r);
+      v.scalar = true;
+      continue;
+    }
+    if (!row_operand || row_len == 1) {
+      // Same-shaped operands (a row value in a full op with one-element rows is laid out like the full value).
+      ApplyOp(ins, ops, o, len);
+    } else {
+      // A full op with a row operand: row by row, the row operand a scalar within its row.
+      Val seg[3];
+      for (int64_t r = 0; r < nr; ++r) {
+        for (int k = 0; k < ar; ++k) {
+          seg[k] = ops[k];
+          if (ops[k].scalar) continue;
+          if (prog.code[opi[k]].row) {
+            seg[k].s = ops[k].p[r];
+            seg[k].scalar = true;
+          } else {
+            seg[k].p = ops[k].p + r * row_len;
+          }
+        }
+        ApplyOp(ins, seg, o + r * row_len, row_len);
+      }
+    }
+    if (!skip_round) RoundVec(ins.dtype, o, len, u16);
+  }
+  // Outputs, after every input of the tile was read (in place is safe).
+  for (size_t j = 0; j < prog.outputs.size(); ++j) {
+    const int32_t i = prog.outputs[j];
+    const Instr& ins = prog.code[i];
+    const int64_t start = ins.row ? r0 : e0, len = ins.row ? nr : ne;
+    const float* src = vals[i].p;
+    if (vals[i].scalar) {
+      std::fill(tmp, tmp + len, vals[i].s);
+      src = tmp;
+    }
+    StoreTile(ins.dtype, src, out[j], start, len);
+  }
+}
+
+void FusedKernel::Run(const void* const* in, void* const* out, void* workspace) const {
+  const Impl& m = *impl_;
+  if (m.num_tiles == 0) return;
+  if (workspace == nullptr) throw std::invalid_argument("FusedElementwise: no workspace given");
+  const size_t slot_bytes = static_cast<size_t>(m.slot_floats) * sizeof(float);
+  auto body = [&](const tbb::blocked_range<int64_t>& r) {
+    const int slot = tbb::this_task_arena::current_thread_index();
+    if (slot < 0 || slot >= m.max_threads)
+      throw std::logic_error("FusedElementwise: thread slot " + std::to_string(slot) + " but max_threads is " +
+                             std::to_string(m.max_threads));
+    float* ws = reinterpret_cast<float*>(static_cast<char*>(workspace) + slot * slot_bytes);
+    std::vector<Val> vals(m.prog.code.size());
+    for (int64_t t = r.begin(); t < r.end(); ++t) m.RunTile(t, in, out, ws, vals.data());
+  };
+  if (m.num_tiles == 1) body(tbb::blocked_range<int64_t>(0, 1));
+  else tbb::parallel_for(tbb::blocked_range<int64_t>(0, m.num_tiles, 1), body);
+}
+
+}  // namespace ot::cpu

@@ -1,0 +1,107 @@
+// Scalar element functions shared by the CPU kernels (cpu_ops/fused_elementwise's interpreter) and the CUDA code
+// the cluster programs turn into: one definition of each formula, so a fused cluster computes what the op-by-op
+// kernels compute. A is float or double. Every function is branch-free in the sense that matters for the
+// vectorizer (selects only), and NaN behaves as the ONNX kernels do (noted per function).
+#pragma once
+#include <cmath>
+
+#include "kernel_common/half.h"
+
+namespace ot::math {
+
+// sqrt(1/2), sqrt(2/pi), 1/sqrt(2 pi), and the tanh-form Gelu's cubic coefficient.
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kGeluCubic = 0.044715;
+
+// 1, -1, or v itself (keeps 0, -0 and NaN).
+template <typename A>
+OT_HD A Sign(A v) {
+  return v > A(0) ? A(1) : (v < A(0) ? A(-1) : v);
+}
+
+// max(v, 0); NaN stays NaN.
+template <typename A>
+OT_HD A Relu(A v) {
+  return v < A(0) ? A(0) : v;
+}
+
+template <typename A>
+OT_HD A LeakyRelu(A v, A alpha) {
+  return v < A(0) ? alpha * v : v;
+}
+
+// 1 / (1 + exp(-v)), evaluated without overflow on either side.
+template <typename A>
+OT_HD A Sigmoid(A v) {
+  using std::exp;
+  if (v >= A(0)) return A(1) / (A(1) + exp(-v));
+  const A e = exp(v);
+  return e / (A(1) + e);
+}
+
+// Gelu: erf form 0.5 v (1 + erf(v / sqrt 2)); tanh form 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))).
+template <typename A>
+OT_HD A GeluErf(A v) {
+  using std::erf;
+  return A(0.5) * v * (A(1) + erf(v * A(kSqrtHalf)));
+}
+template <typename A>
+OT_HD A GeluTanh(A v) {
+  using std::tanh;
+  return A(0.5) * v * (A(1) + tanh(A(kSqrt2OverPi) * (v + A(kGeluCubic) * v * v * v)));
+}
+
+// dX of Gelu for dY = dy at X = v (formulas of graph/grad/norm_grad.cc):
+//   erf:  dy (Phi(v) + v phi(v)),  Phi(v) = (1 + erf(v / sqrt 2)) / 2,  phi(v) = exp(-v^2 / 2) / sqrt(2 pi)
+//   tanh: dy ((1 + t) / 2 + v (1 - t^2) k (1 + 3 a v^2) / 2),  t = tanh(k (v + a v^3)), k = sqrt(2/pi), a = 0.044715
+template <typename A>
+OT_HD A GeluGradErf(A dy, A v) {
+  using std::erf;
+  using std::exp;
+  const A cdf = A(0.5) * (A(1) + erf(v * A(kSqrtHalf)));
+  const A pdf = A(kInvSqrt2Pi) * exp(A(-0.5) * v * v);
+  return dy * (cdf + v * pdf);
+}
+template <typename A>
+OT_HD A GeluGradTanh(A dy, A v) {
+  using std::tanh;
+  const A k = A(kSqrt2OverPi), a = A(kGeluCubic), a3 = A(3 * kGeluCubic);
+  const A v2 = v * v;
+  const A t = tanh(k * (v + a * v2 * v));
+  return dy * (A(0.5) * (A(1) + t) + A(0.5) * v * (A(1) - t * t) * k * (A(1) + a3 * v2));
+}
+
+// ReluGrad(dY, X): dy where x > 0, else 0 -- a select, not dy * (x > 0): a NaN or infinite dy where x <= 0
+// gives 0, as the op-by-op kernel (executor/kernels/internal.cc) does.
+template <typename A>
+OT_HD A ReluGrad(A dy, A x) {
+  return x > A(0) ? dy : A(0);
+}
+
+// Max/Min of two values; NaN in either gives NaN (numpy maximum/minimum, the ONNX Max/Min kernels).
+template <typename A>
+OT_HD A NanMax(A x, A y) {
+  return (x >= y || x != x) ? x : y;
+}
+template <typename A>
+OT_HD A NanMin(A x, A y) {
+  return (x <= y || x != x) ? x : y;
+}
+
+// The running max/min of a row reduction (cpu_ops/reduce.cc's combine): a NaN, once seen, stays.
+template <typename A>
+OT_HD A ReduceMaxStep(A acc, A v) {
+  return ((v > acc || v != v) && acc == acc) ? v : acc;
+}
+template <typename A>
+OT_HD A ReduceMinStep(A acc, A v) {
+  return ((v < acc || v != v) && acc == acc) ? v : acc;
+}
+
+// A float rounded to the half types and back (what storing it in a float16/bfloat16 tensor keeps).
+OT_HD float RoundToHalf(float v) { return HalfBitsToFloat(FloatToHalfBits(v)); }
+OT_HD float RoundToBf16(float v) { return Bf16BitsToFloat(FloatToBf16Bits(v)); }
+
+}  // namespace ot::math
