@@ -570,10 +570,13 @@ FusedKernel::~FusedKernel() = default;
 FusedKernel::FusedKernel(const FusedKernel&) = default;
 FusedKernel& FusedKernel::operator=(const FusedKernel&) = default;
 
+// Scratch slots: one per tile when there are no more tiles than threads (tile t uses slot t, whichever thread
+// runs it), else one per thread (slot = the thread's index in the arena). A kernel of a few big tiles (long rows)
+// so never reserves more slots than it can use.
+static int64_t NumSlots(const FusedKernel::Impl& m);
+
 size_t FusedKernel::workspace_bytes() const {
-  return impl_->num_tiles == 0 ? 0
-                               : static_cast<size_t>(impl_->slot_floats) * sizeof(float) *
-                                     static_cast<size_t>(impl_->max_threads);
+  return static_cast<size_t>(impl_->slot_floats) * sizeof(float) * static_cast<size_t>(NumSlots(*impl_));
 }
 const Program& FusedKernel::program() const { return impl_->prog; }
 int64_t FusedKernel::num_tiles() const { return impl_->num_tiles; }
@@ -678,19 +681,27 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
   }
 }
 
+static int64_t NumSlots(const FusedKernel::Impl& m) { return std::min<int64_t>(m.max_threads, m.num_tiles); }
+
 void FusedKernel::Run(const void* const* in, void* const* out, void* workspace) const {
   const Impl& m = *impl_;
   if (m.num_tiles == 0) return;
   if (workspace == nullptr) throw std::invalid_argument("FusedElementwise: no workspace given");
   const size_t slot_bytes = static_cast<size_t>(m.slot_floats) * sizeof(float);
+  const bool slot_per_tile = m.num_tiles <= m.max_threads;
   auto body = [&](const tbb::blocked_range<int64_t>& r) {
-    const int slot = tbb::this_task_arena::current_thread_index();
-    if (slot < 0 || slot >= m.max_threads)
-      throw std::logic_error("FusedElementwise: thread slot " + std::to_string(slot) + " but max_threads is " +
-                             std::to_string(m.max_threads));
-    float* ws = reinterpret_cast<float*>(static_cast<char*>(workspace) + slot * slot_bytes);
+    int64_t slot = 0;
+    if (!slot_per_tile) {
+      slot = tbb::this_task_arena::current_thread_index();
+      if (slot < 0 || slot >= m.max_threads)
+        throw std::logic_error("FusedElementwise: thread slot " + std::to_string(slot) + " but max_threads is " +
+                               std::to_string(m.max_threads));
+    }
     std::vector<Val> vals(m.prog.code.size());
-    for (int64_t t = r.begin(); t < r.end(); ++t) m.RunTile(t, in, out, ws, vals.data());
+    for (int64_t t = r.begin(); t < r.end(); ++t) {
+      float* ws = reinterpret_cast<float*>(static_cast<char*>(workspace) + (slot_per_tile ? t : slot) * slot_bytes);
+      m.RunTile(t, in, out, ws, vals.data());
+    }
   };
   if (m.num_tiles == 1) body(tbb::blocked_range<int64_t>(0, 1));
   else tbb::parallel_for(tbb::blocked_range<int64_t>(0, m.num_tiles, 1), body);

@@ -37,11 +37,13 @@ class FusedKernel {
   FusedKernel(const FusedKernel&);
   FusedKernel& operator=(const FusedKernel&);
 
-  // Scratch the kernel needs (tiles of registers, per thread slot); the executor gives it from its arena.
+  // Scratch the kernel needs (tiles of registers, per slot: min(max_threads, tiles) slots, so a kernel of one
+  // big tile needs one); the executor gives it from its arena.
   size_t workspace_bytes() const;
   // Output j has the dtype of its instruction and numel(D) elements (full) or rows(D) (row). Writes every output
-  // element. workspace: workspace_bytes() bytes, 64-byte aligned (null when that is 0). Must run where
-  // tbb::this_task_arena::current_thread_index() < max_threads (throws std::logic_error otherwise).
+  // element. workspace: workspace_bytes() bytes, 64-byte aligned (null when that is 0). With more tiles than
+  // max_threads it must run where tbb::this_task_arena::current_thread_index() < max_threads (throws
+  // std::logic_error otherwise); it may run in any thread when tiles <= max_threads.
   void Run(const void* const* in, void* const* out, void* workspace) const;
 
   // Introspection (tests, the plan report).
