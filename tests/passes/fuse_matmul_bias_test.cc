@@ -17,8 +17,10 @@
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
+#include "passes/amp.h"
 #include "passes/autodiff.h"
 #include "passes/fuse_matmul_bias.h"
+#include "passes/step_graph.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
 
@@ -231,6 +233,42 @@ TEST(FuseMatMulBiasPass, DifferentialWithGradients) {
       test::ExpectClose(results[1][i], results[0][i], 1e-5, 1e-5);
     }
   }
+}
+
+// In the step pipeline (pattern_fusion before autodiff and amp): an MLP's MatMul + Add + Relu is one MatMulBias
+// {relu} whose backward is a Gemm (dW; x needs no gradient) and a ReluGrad, and under --amp=bf16 it runs in half
+// (AMP allow) with A, B and the bias cast to bf16, like the MatMul after it.
+TEST(FuseMatMulBiasPass, MlpStepUnderAmpRunsTheFusedLayerInHalf) {
+  Spec s;
+  s.a = {16, 12};
+  s.n = 10;
+  s.bias = {10};
+  s.relu = true;
+  auto g = LinearGraph(s);
+  Value* h = g->outputs[0];
+  Value* w2 = g->AddInitializer("w2", test::RandomTensor(DataType::kFloat32, {10, 4}));
+  Value* logits = g->AddValue("logits");
+  g->AddNode("MatMul", {h, w2}, {logits}, "mm2");
+  g->outputs = {logits};
+  InferShapes(*g, true);
+  StepOptions o;
+  o.loss.kind = "cross_entropy";
+  o.loss.logits = "logits";
+  o.loss.labels = "labels";
+  o.amp.half = DataType::kBFloat16;
+  StepGraphInfo info = BuildStepGraph(*g, o);
+  VerifyGraph(*g);
+  const AmpReport& r = info.amp;
+  EXPECT_EQ(r.ops.at("MatMulBias").half, 1);
+  EXPECT_EQ(r.ops.count("Relu"), 0u);
+  EXPECT_EQ(r.ops.count("Add"), 0u);
+  EXPECT_EQ(r.ops.at("ReluGrad").half, 1);
+  EXPECT_EQ(r.ops.at("Gemm").half, 1);
+  EXPECT_EQ(r.ops.at("MatMul").half, 3);  // mm2 forward, its dA and dB
+  EXPECT_EQ(r.ops.at("MatMul").fp32, 0);
+  for (const auto& n : g->nodes())
+    if (n->op_type == "MatMulBias")
+      for (const Value* v : n->inputs) EXPECT_EQ(v->dtype, DataType::kBFloat16) << v->name;
 }
 
 // ---- MatMulBias ----
