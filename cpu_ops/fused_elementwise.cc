@@ -419,6 +419,10 @@ void Reduce(Op op, const float* x, int64_t rows, int64_t len, float* o) {
 
 enum class VKind : uint8_t { kDead, kScalar, kView, kReg };
 
+// Rows shorter than this are spread into a temp when a full op reads a row value (one long loop instead of a call
+// per row).
+constexpr int64_t kShortRow = 64;
+
 }  // namespace
 
 struct FusedKernel::Impl {
@@ -436,8 +440,9 @@ struct FusedKernel::Impl {
   std::vector<InputPlan> plan;               // per kInput instruction
   std::vector<float> scalar;                 // kConst values, rounded to their dtype
   int nfull = 0, nrow = 0;
-  // Workspace of one slot, in floats: full registers, row registers, one temp (a full or row value), u16 scratch.
-  int64_t row_base = 0, tmp_base = 0, u16_base = 0, slot_floats = 0;
+  // Workspace of one slot, in floats: full registers, row registers, three temps (each a full or row value: the
+  // operands of a Where spread over short rows), u16 scratch.
+  int64_t row_base = 0, tmp_base = 0, tmp_len = 0, u16_base = 0, slot_floats = 0;
 
   void RunTile(int64_t t, const void* const* in, void* const* out, float* ws, Val* vals) const;
 };
@@ -556,9 +561,9 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
 
   m->row_base = m->nfull * m->full_len;
   m->tmp_base = m->row_base + m->nrow * m->rowreg_len;
-  const int64_t tmp_len = std::max(m->full_len, m->rowreg_len);  // a full or a row value
-  m->u16_base = m->tmp_base + tmp_len;
-  m->slot_floats = AlignUp(m->u16_base + (tmp_len + 1) / 2, kAlignFloats);
+  m->tmp_len = std::max(m->full_len, m->rowreg_len);
+  m->u16_base = m->tmp_base + 3 * m->tmp_len;
+  m->slot_floats = AlignUp(m->u16_base + (m->tmp_len + 1) / 2, kAlignFloats);
   m->prog = std::move(p);
   m->domain = std::move(domain);
   m->input_types = std::move(input_types);
@@ -647,6 +652,15 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
     }
     if (!row_operand || row_len == 1) {
       // Same-shaped operands (a row value in a full op with one-element rows is laid out like the full value).
+      ApplyOp(ins, ops, o, len);
+    } else if (row_len < kShortRow) {
+      // Short rows: each row operand spread over its row into a temp, then one loop over the tile.
+      for (int k = 0; k < ar; ++k) {
+        if (!prog.code[opi[k]].row || ops[k].scalar) continue;
+        float* spread = tmp + k * tmp_len;
+        for (int64_t r = 0; r < nr; ++r) std::fill(spread + r * row_len, spread + (r + 1) * row_len, ops[k].p[r]);
+        ops[k].p = spread;
+      }
       ApplyOp(ins, ops, o, len);
     } else {
       // A full op with a row operand: row by row, the row operand a scalar within its row.
