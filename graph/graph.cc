@@ -135,6 +135,18 @@ Node* Graph::AddNode(const std::string& op_type, const std::vector<Value*>& inpu
   return n;
 }
 
+void Graph::MoveNodeBefore(Node* n, const Node* anchor) {
+  auto find = [&](const Node* x) {
+    return std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == x; });
+  };
+  auto from = find(n);
+  if (from == nodes_.end() || find(anchor) == nodes_.end()) throw Error("MoveNodeBefore: node not in this graph");
+  if (n == anchor) return;
+  std::unique_ptr<Node> owned = std::move(*from);
+  nodes_.erase(from);
+  nodes_.insert(find(anchor), std::move(owned));
+}
+
 void Graph::RemoveNode(Node* n) {
   for (Value* in : n->inputs) {
     if (!in) continue;

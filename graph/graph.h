@@ -108,6 +108,9 @@ class Graph {
   Value* AddInitializer(const std::string& name, Tensor t);
   Node* AddNode(const std::string& op_type, const std::vector<Value*>& inputs, const std::vector<Value*>& outputs,
                 const std::string& name = "");
+  // Moves node n to just before `anchor` in the node list (the tie-break order of TopologicalOrder), so a node
+  // that replaces others runs where the first of them would have.
+  void MoveNodeBefore(Node* n, const Node* anchor);
   // Removes a node and its uses; its outputs stay as values without producer.
   void RemoveNode(Node* n);
   void ReplaceAllUses(Value* from, Value* to);

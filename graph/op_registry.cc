@@ -134,4 +134,12 @@ void InferShapes(Graph& g, bool strict) {
   }
 }
 
+void OpRegistry::SetFusion(const std::string& domain, const std::string& op_type, FusibleKind kind,
+                           ClusterLowerFn lower) {
+  auto it = ops_.find({domain == "ai.onnx" ? "" : domain, op_type});
+  if (it == ops_.end()) throw Error("fusion facts for unregistered op " + op_type);
+  it->second.fusible = kind;
+  it->second.lower = std::move(lower);
+}
+
 }  // namespace ot

@@ -68,8 +68,33 @@ using GradFn = std::function<void(GradContext&)>;
 //   unset  (ops of fixed output type: Cast, ConstantOfShape, random and quantized ops) stays as exported and is
 //          neither a path for deny nor for allow.
 enum class AmpClass { kUnset, kAllow, kInfer, kDeny, kClear };
-// How cluster fusion may treat the op; filled by the fusion issue.
+// How cluster fusion may treat the op (graph/ops/fuse_table.cc): elementwise ops (with broadcasting, Casts,
+// Where) and row reductions join clusters; opaque ops never do.
 enum class FusibleKind { kOpaque, kElementwise, kReduction };
+
+// What a fusible op's lowering sees while a cluster program (kernel_common/cluster_program.h) is built: the
+// registers of the node's inputs, instructions to append, the registers of its outputs. The builder
+// (passes/cluster_program_builder.h) knows the concrete shapes: it decides row vs full and checks reductions.
+class ClusterBuilder {
+ public:
+  virtual ~ClusterBuilder() = default;
+  // The register holding input i (throws NotFusible when absent or of an unsupported type).
+  virtual int In(int i) = 0;
+  // Appends an instruction whose value has storage type `t` (cluster::DType as int: kF32 for intermediates that
+  // the unfused kernel keeps in float, OutType(k) for a value the node stores).
+  virtual int Emit(int op, int t, int a = -1, int b = -1, int c = -1, float imm = 0.f) = 0;
+  virtual int Const(float v) = 0;
+  // A row reduction of register a over `axes` of the node's input 0 (normalized, sorted): the builder checks that
+  // they are the domain's trailing axes and that keepdims matches the output shape.
+  virtual int Reduce(int op, int a, const std::vector<int64_t>& axes) = 0;
+  // Storage type (cluster::DType as int) of output i of the node.
+  virtual int OutType(int i) const = 0;
+  // Input i's value when it is known when the cluster is built (an initializer, a folded constant), else null.
+  virtual const Tensor* ConstInput(int i) const = 0;
+  virtual void Out(int i, int reg) = 0;
+};
+// Lowers one node; returns "" or why this node cannot join a cluster (an attribute value, a dtype...).
+using ClusterLowerFn = std::function<std::string(const Node&, ClusterBuilder&)>;
 
 struct OpSchema {
   std::string op_type;
@@ -90,6 +115,7 @@ struct OpSchema {
   // Computes in fp32 inside whatever its storage type (norms): its epsilon attribute need not be raised in fp16.
   bool amp_fp32_inside = false;
   FusibleKind fusible = FusibleKind::kOpaque;
+  ClusterLowerFn lower;  // set for fusible ops
   // Reverse-mode rule (graph/grad/*.cc); empty for ops with no gradient yet. Inputs listed in
   // `non_differentiable` (indices, shapes, masks) never receive a gradient.
   GradFn grad;
@@ -109,6 +135,8 @@ class OpRegistry {
   // Sets an op's mixed-precision facts (graph/ops/amp_table.cc); throws when the op is not registered.
   void SetAmp(const std::string& domain, const std::string& op_type, AmpClass c, std::vector<int> fp32_inputs = {},
               std::vector<int> fp32_outputs = {}, bool loss = false, bool fp32_inside = false);
+  // Sets an op's fusion facts (graph/ops/fuse_table.cc); throws when the op is not registered.
+  void SetFusion(const std::string& domain, const std::string& op_type, FusibleKind kind, ClusterLowerFn lower);
 
  private:
   std::map<std::pair<std::string, std::string>, OpSchema> ops_;

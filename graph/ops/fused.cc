@@ -1,0 +1,85 @@
+// ai.onnxtrain.FusedElementwise(inputs...) -> outputs...: a cluster that passes/cluster_fusion.cc made of
+// elementwise ops and row reductions. Attributes:
+//   program       the cluster's program in text form (kernel_common/cluster_program.h), readable in the printer
+//                 and the exported graph;
+//   row_keepdims  per output: 1 when a row output keeps the reduced axes as 1s, 0 when it drops them (ignored for
+//                 full outputs);
+//   fused_ops     the ops it replaced ("Mul /blocks.0/Mul_1", ...), for reports and profiles.
+// Shapes: the domain D is the broadcast of the full inputs' shapes (input instructions without `row`); a full
+// output has D's shape, a row output D's with the last reduce_axes dims 1 or dropped. Output dtypes are those of
+// the stored instructions.
+#include <stdexcept>
+
+#include "graph/error.h"
+#include "graph/grad_context.h"
+#include "graph/infer_util.h"
+#include "graph/op_registry.h"
+#include "graph/ops/register_all.h"
+#include "kernel_common/cluster_program.h"
+
+namespace ot {
+
+namespace {
+
+DataType TypeOf(cluster::DType t) {
+  switch (t) {
+    case cluster::DType::kF32: return DataType::kFloat32;
+    case cluster::DType::kF16: return DataType::kFloat16;
+    case cluster::DType::kBF16: return DataType::kBFloat16;
+    case cluster::DType::kBool: return DataType::kBool;
+  }
+  return DataType::kUndefined;
+}
+
+void InferFused(InferContext& ctx) {
+  cluster::Program p;
+  try {
+    p = cluster::ParseProgram(ctx.node.attr_string("program", ""));
+  } catch (const std::invalid_argument& e) {
+    ctx.Fail(std::string("bad program: ") + e.what());
+  }
+  if (p.num_inputs != ctx.num_inputs())
+    ctx.Fail("the program reads " + std::to_string(p.num_inputs) + " inputs, the node has " +
+             std::to_string(ctx.num_inputs()));
+  if (static_cast<int>(p.outputs.size()) != ctx.num_outputs())
+    ctx.Fail("the program stores " + std::to_string(p.outputs.size()) + " outputs, the node has " +
+             std::to_string(ctx.num_outputs()));
+  std::vector<Shape> full;
+  std::vector<bool> seen(p.num_inputs, false);
+  for (const cluster::Instr& ins : p.code)
+    if (ins.op == cluster::Op::kInput && !ins.row && !seen[ins.a]) {
+      seen[ins.a] = true;
+      full.push_back(ctx.Require(ins.a));
+    }
+  if (full.empty()) ctx.Fail("the program loads no full input, so its domain is unknown");
+  const Shape d = BroadcastShapes(ctx, full);
+  const std::vector<int64_t> keep = ctx.node.attr_ints("row_keepdims");
+  for (int i = 0; i < ctx.num_outputs(); ++i) {
+    const cluster::Instr& ins = p.code[p.outputs[i]];
+    Shape s = d;
+    if (ins.row) {
+      if (!d.known_rank()) {
+        s = Shape();
+      } else {
+        if (d.rank() < p.reduce_axes) ctx.Fail("the domain has fewer axes than the program reduces");
+        std::vector<Dim> dims(d.dims().begin(), d.dims().end() - p.reduce_axes);
+        if (i < static_cast<int>(keep.size()) && keep[i])
+          for (int k = 0; k < p.reduce_axes; ++k) dims.push_back(Dim(1));
+        s = Shape(dims);
+      }
+    }
+    ctx.set_output(i, TypeOf(ins.dtype), s);
+  }
+}
+
+}  // namespace
+
+void RegisterFusedOps(OpRegistry& r) {
+  OpSchema s;
+  s.op_type = "FusedElementwise";
+  s.domain = kInternalDomain;
+  s.infer = InferFused;
+  r.Register(s);
+}
+
+}  // namespace ot

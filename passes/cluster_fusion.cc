@@ -1,0 +1,540 @@
+#include "passes/cluster_fusion.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graph/error.h"
+#include "graph/grad_context.h"
+#include "graph/op_registry.h"
+#include "passes/memory_plan.h"
+
+namespace ot {
+
+std::string ParseFuseMode(const std::string& s) {
+  if (s == "off" || s == "lite" || s == "full") return s;
+  throw Error("--fuse: '" + s + "' is not a fusion mode (off, lite or full)");
+}
+
+namespace {
+
+int64_t Bytes(const ValueDims& d) { return NumElements(d.dims) * static_cast<int64_t>(SizeOf(d.dtype)); }
+
+std::string Label(const Node* n) { return n->op_type + " " + n->name; }
+
+// The state of the contraction: kernels in topological order, their cluster ids, and the clusters' members.
+class Clustering {
+ public:
+  Clustering(const Graph& g, const FuseOptions& opts, const FusionSizes& sizes)
+      : g_(g), opts_(opts), sizes_(sizes) {
+    for (const Value* v : g.outputs) is_output_.insert(v);
+    for (const auto& b : g.update_bindings) is_output_.insert(b.next);
+    for (size_t i = 0; i < g.nodes().size(); ++i) list_pos_[g.nodes()[i].get()] = static_cast<int>(i);
+    for (Node* n : g.TopologicalOrder())
+      if (sizes.kernels.count(n)) {
+        topo_[n] = static_cast<int>(kernels_.size());
+        kernels_.push_back(n);
+      }
+    cid_.resize(kernels_.size());
+    members_.resize(kernels_.size());
+    loaded_.assign(kernels_.size(), 0);
+    fusible_.assign(kernels_.size(), false);
+    for (size_t k = 0; k < kernels_.size(); ++k) {
+      cid_[k] = static_cast<int>(k);
+      members_[k] = {static_cast<int>(k)};
+      const OpSchema* s = OpRegistry::Global().Find(kernels_[k]->domain, kernels_[k]->op_type);
+      if (!s || !s->lower) continue;
+      BuiltCluster b = Build({static_cast<int>(k)});
+      fusible_[k] = b.error.empty();
+      if (getenv("OT_DEBUG_FUSE") && !b.error.empty()) fprintf(stderr, "not fusible: %s\n", b.error.c_str());
+      loaded_[k] = b.work_bytes;
+    }
+  }
+
+  const std::vector<Node*>& kernels() const { return kernels_; }
+  int Kernel(const Node* n) const {
+    auto it = topo_.find(n);
+    return it == topo_.end() ? -1 : it->second;
+  }
+  int Cluster(int k) const { return cid_[k]; }
+  const std::vector<int>& Members(int c) const { return members_[c]; }
+  bool Fusible(int k) const { return fusible_[k]; }
+  int64_t Loaded(int c) const { return loaded_[c]; }
+
+  const ValueDims* Dims(const Value* v) const {
+    auto it = sizes_.values.find(v);
+    return it == sizes_.values.end() ? nullptr : &it->second.dims;
+  }
+
+  // Values computed by the cluster's members that something outside reads (or that the step returns), in member
+  // order. A read by a node that only looks at the shape (Shape, Size: folded when the plan is made, so no kernel)
+  // does not need the value stored when another value the fused node reads or writes has the same shape for any
+  // input shapes: the rewrite points the shape reader at that twin (ShapeTwin).
+  std::vector<const Value*> Escapes(const std::vector<int>& members) const {
+    std::unordered_set<const Node*> in;
+    for (int k : members) in.insert(kernels_[k]);
+    std::vector<int> sorted = members;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<const Value*> out, shape_only;
+    for (int k : sorted)
+      for (const Value* v : kernels_[k]->outputs) {
+        if (!v) continue;
+        bool esc = is_output_.count(v) > 0, shape_read = false;
+        for (const Use& u : v->uses) {
+          if (in.count(u.node)) continue;
+          if (ReadsOnlyShape(u.node)) shape_read = true;
+          else esc = true;
+        }
+        if (esc) out.push_back(v);
+        else if (shape_read) shape_only.push_back(v);
+      }
+    for (const Value* v : shape_only)
+      if (!ShapeTwin(members, v, out)) out.push_back(v);
+    if (!shape_only.empty()) {  // keep member order
+      std::vector<const Value*> ordered;
+      for (int k : sorted)
+        for (const Value* v : kernels_[k]->outputs)
+          if (v && std::find(out.begin(), out.end(), v) != out.end()) ordered.push_back(v);
+      out = ordered;
+    }
+    return out;
+  }
+
+  // A value of v's shape that the fused node of `members` reads from outside or stores (`escapes`), or null.
+  const Value* ShapeTwin(const std::vector<int>& members, const Value* v, const std::vector<const Value*>& escapes) const {
+    const ValueDims* d = Dims(v);
+    if (!d) return nullptr;
+    // Inside one cluster every value broadcasts to the domain, so a dim > 1 that two of them share concretely is the
+    // domain's dim for any input shapes; a dim of 1 may be a batch of one that grows later: those must be 1 in both
+    // symbolic shapes.
+    auto twin = [&](const Value* w) {
+      const ValueDims* e = w ? Dims(w) : nullptr;
+      if (!e || w == v || e->dims != d->dims) return false;
+      for (size_t i = 0; i < d->dims.size(); ++i) {
+        if (d->dims[i] != 1) continue;
+        if (!v->shape.known_rank() || !w->shape.known_rank() || v->shape.rank() != static_cast<int>(d->dims.size()) ||
+            w->shape.rank() != static_cast<int>(d->dims.size()))
+          return false;
+        const Dim &a = v->shape[static_cast<int>(i)], &b = w->shape[static_cast<int>(i)];
+        if (!(a.is_static() && b.is_static() && a.value == 1 && b.value == 1)) return false;
+      }
+      return true;
+    };
+    // Inputs first: they exist before the fused node runs, so the shape reader cannot end up on a cycle.
+    std::unordered_set<const Node*> in;
+    for (int k : members) in.insert(kernels_[k]);
+    for (int k : members)
+      for (const Value* w : kernels_[k]->inputs)
+        if (w && !(w->producer && in.count(w->producer)) && twin(w)) return w;
+    for (const Value* w : escapes)
+      if (twin(w)) return w;
+    return nullptr;
+  }
+
+  bool ReadsOnlyShape(const Node* n) const {
+    if (Kernel(n) >= 0) return false;
+    const OpSchema* s = OpRegistry::Global().Find(n->domain, n->op_type);
+    return s && !s->reads_input_data;
+  }
+
+  BuiltCluster Build(const std::vector<int>& members) const {
+    std::vector<const Node*> nodes;
+    for (int k : members) nodes.push_back(kernels_[k]);
+    return BuildClusterProgram(g_, nodes, Escapes(members), [this](const Value* v) { return Dims(v); });
+  }
+
+  // True when contracting the clusters `set` into one would close a cycle: some path leaves the set and enters it
+  // again through a cluster outside it. Clusters that start after the set's last kernel cannot lead back into it.
+  bool MakesCycle(const std::vector<int>& set) const {
+    std::unordered_set<int> in(set.begin(), set.end());
+    int last = 0;
+    for (int c : set)
+      for (int k : members_[c]) last = std::max(last, k);
+    std::vector<int> stack;
+    std::unordered_set<int> seen;
+    bool reentered = false;
+    auto push_succ = [&](int c, bool from_set) {
+      for (int k : members_[c])
+        for (const Value* v : kernels_[k]->outputs) {
+          if (!v) continue;
+          for (const Use& u : v->uses) {
+            const int uk = Kernel(u.node);
+            if (uk < 0) continue;
+            const int uc = cid_[uk];
+            if (in.count(uc)) {
+              if (!from_set) reentered = true;
+              continue;
+            }
+            if (seen.insert(uc).second) stack.push_back(uc);
+          }
+        }
+    };
+    for (int c : set) push_succ(c, true);
+    while (!stack.empty() && !reentered) {
+      const int c = stack.back();
+      stack.pop_back();
+      int first = INT32_MAX;
+      for (int k : members_[c]) first = std::min(first, k);
+      if (first > last) continue;
+      push_succ(c, false);
+    }
+    return reentered;
+  }
+
+  // Contracts `set` into its largest cluster.
+  void Merge(const std::vector<int>& set, int64_t loaded) {
+    int into = set.front();
+    for (int c : set)
+      if (members_[c].size() > members_[into].size()) into = c;
+    for (int c : set) {
+      if (c == into) continue;
+      for (int k : members_[c]) {
+        cid_[k] = into;
+        members_[into].push_back(k);
+      }
+      members_[c].clear();
+    }
+    loaded_[into] = loaded;
+  }
+
+  // The planned liveness peak of the step with the current clusters, optionally with the clusters `set` merged: the
+  // model of passes/memory_plan.h over the order the executor will run (Kahn's order, ties by the position of a
+  // cluster's first member in the node list, as Graph::TopologicalOrder breaks them).
+  int64_t Peak(const std::vector<int>& set = {}) const {
+    const int rep = set.empty() ? -1 : set.back();
+    std::unordered_set<int> in_set(set.begin(), set.end());
+    auto unit = [&](int k) {
+      const int c = cid_[k];
+      return in_set.count(c) ? rep : c;
+    };
+    const int n = static_cast<int>(kernels_.size());
+    std::vector<int> prio(n, INT32_MAX), pending(n, 0);
+    std::vector<std::vector<int>> succ(n);
+    std::vector<char> live(n, 0);
+    for (int k = 0; k < n; ++k) {
+      const int u = unit(k);
+      live[u] = 1;
+      prio[u] = std::min(prio[u], list_pos_.at(kernels_[k]));
+    }
+    for (int k = 0; k < n; ++k)
+      for (const Value* v : kernels_[k]->inputs) {
+        if (!v || !v->producer) continue;
+        const int p = Kernel(v->producer);
+        if (p < 0 || unit(p) == unit(k)) continue;
+        succ[unit(p)].push_back(unit(k));
+        ++pending[unit(k)];
+      }
+    using Item = std::pair<int, int>;  // (priority, unit)
+    std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
+    for (int u = 0; u < n; ++u)
+      if (live[u] && pending[u] == 0) ready.push({prio[u], u});
+    std::vector<int> pos(n, -1);
+    int next = 0;
+    while (!ready.empty()) {
+      const int u = ready.top().second;
+      ready.pop();
+      pos[u] = next++;
+      for (int s : succ[u])
+        if (--pending[s] == 0) ready.push({prio[s], s});
+    }
+    std::vector<PlanBuffer> bufs;
+    std::vector<PlanStep> steps(next);
+    std::unordered_map<const Value*, int> buf_of;
+    auto buffer = [&](const Value* v) -> int {
+      auto it = buf_of.find(v);
+      if (it != buf_of.end()) return it->second;
+      auto f = sizes_.values.find(v);
+      if (f == sizes_.values.end()) return -1;
+      PlanBuffer pb;
+      pb.bytes = Bytes(f->second.dims);
+      const int p = v->producer ? Kernel(v->producer) : -1;
+      if (f->second.resident || p < 0) {
+        pb.resident = true;
+      } else {
+        pb.def = pos[unit(p)];
+        pb.to_end = f->second.output;
+      }
+      bufs.push_back(pb);
+      return buf_of[v] = static_cast<int>(bufs.size()) - 1;
+    };
+    for (int k = 0; k < n; ++k) {
+      const Node* node = kernels_[k];
+      const int u = unit(k);
+      PlanStep& st = steps[pos[u]];
+      const bool single = !in_set.count(cid_[k]) && members_[cid_[k]].size() == 1;
+      std::vector<int> in_bufs(node->inputs.size(), -1), out_bufs(node->outputs.size(), -1);
+      for (size_t i = 0; i < node->inputs.size(); ++i) {
+        const Value* v = node->inputs[i];
+        if (!v) continue;
+        const int p = v->producer ? Kernel(v->producer) : -1;
+        if (p >= 0 && unit(p) == u) continue;  // computed inside the cluster
+        const int id = buffer(v);
+        if (id < 0) continue;
+        in_bufs[i] = id;
+        st.inputs.push_back(id);
+        bufs[id].last = std::max(bufs[id].last, pos[u]);
+      }
+      for (size_t i = 0; i < node->outputs.size(); ++i) {
+        const Value* v = node->outputs[i];
+        if (!v) continue;
+        bool escapes = sizes_.values.count(v) && sizes_.values.at(v).output;
+        for (const Use& use : v->uses) {
+          const int c = Kernel(use.node);
+          if (c < 0 || unit(c) != u) escapes = true;
+        }
+        if (!escapes) continue;
+        const int id = buffer(v);
+        if (id < 0) continue;
+        out_bufs[i] = id;
+        st.outputs.push_back(id);
+      }
+      auto kf = sizes_.kernels.find(node);
+      if (single && kf != sizes_.kernels.end()) {
+        st.workspace += kf->second.workspace;
+        for (auto [o, i] : kf->second.inplace)
+          if (o < static_cast<int>(out_bufs.size()) && i < static_cast<int>(in_bufs.size()) && out_bufs[o] >= 0 &&
+              in_bufs[i] >= 0)
+            st.inplace.push_back({out_bufs[o], in_bufs[i]});
+      }
+    }
+    // A fused kernel may store an output over an input of the same dims and byte size (cluster_program.h).
+    for (int k = 0; k < n; ++k) {
+      const int u = unit(k);
+      if (!in_set.count(cid_[k]) && members_[cid_[k]].size() == 1) continue;
+      PlanStep& st = steps[pos[u]];
+      if (!st.inplace.empty()) continue;  // done for this unit
+      for (int o : st.outputs)
+        for (int i : st.inputs)
+          if (!bufs[i].resident && bufs[i].bytes == bufs[o].bytes) st.inplace.push_back({o, i});
+    }
+    return LivenessPeak(bufs, steps);
+  }
+
+ private:
+  const Graph& g_;
+  const FuseOptions& opts_;
+  const FusionSizes& sizes_;
+  std::unordered_map<const Node*, int> list_pos_, topo_;
+  std::vector<Node*> kernels_;
+  std::vector<int> cid_;
+  std::vector<std::vector<int>> members_;
+  std::vector<int64_t> loaded_;
+  std::vector<bool> fusible_;
+  std::unordered_set<const Value*> is_output_;
+};
+
+}  // namespace
+
+bool ClusterFusionPass::Run(Graph& g) {
+  report_ = FusionReport();
+  report_.mode = ParseFuseMode(opts_.mode);
+  report_.memory_budget = opts_.memory_budget;
+  if (opts_.mode == "off") return false;
+  Clustering cl(g, opts_, sizes_);
+  int64_t peak = cl.Peak();
+  report_.peak_before = peak;
+  const bool full = opts_.mode == "full";
+  const auto& ks = cl.kernels();
+  auto refuse = [&](int pk, int ck, const std::string& why) {
+    report_.refused.push_back({Label(ks[pk]), Label(ks[ck]), why});
+  };
+  // Contracts the clusters `set` (the consumer's last) when every condition holds; `record`: note a refusal as a
+  // merge of pk's cluster into ck's.
+  auto try_merge = [&](const std::vector<int>& set, int pk, int ck, bool record) {
+    auto no = [&](const std::string& why) {
+      if (record) refuse(pk, ck, why);
+      return false;
+    };
+    std::vector<int> merged;
+    int64_t parts = 0;
+    for (int c : set) {
+      merged.insert(merged.end(), cl.Members(c).begin(), cl.Members(c).end());
+      parts += cl.Loaded(c);
+    }
+    BuiltCluster built = cl.Build(merged);
+    if (!built.error.empty()) return no("program: " + built.error);
+    if (!full && built.outputs.size() > 1) {
+      std::string which;
+      std::unordered_set<const Node*> inside;
+      for (int k : merged) inside.insert(ks[k]);
+      for (const Value* v : built.outputs) {
+        std::string readers;
+        for (const Use& u : v->uses)
+          if (!inside.count(u.node)) readers += (readers.empty() ? "" : ", ") + u.node->op_type;
+        which += (which.empty() ? "" : "; ") + v->name + (readers.empty() ? " (a step output)" : " read by " + readers);
+      }
+      return no("lite: " + std::to_string(built.outputs.size()) + " values would leave the cluster (full allows it): " +
+                which);
+    }
+    const int operands = static_cast<int>(built.inputs.size() + built.outputs.size());
+    if (operands > opts_.max_operands)
+      return no("kernel limit: " + std::to_string(operands) + " operands > " + std::to_string(opts_.max_operands));
+    if (static_cast<double>(built.work_bytes) > (1.0 + opts_.margin) * static_cast<double>(parts))
+      return no("does not pay: touches " + std::to_string(built.work_bytes) + " bytes per run, the parts " +
+                std::to_string(parts) + " (a broadcast producer would be recomputed per element)");
+    if (cl.MakesCycle(set)) return no("cycle: another path leads from the producer to the consumer");
+    if (opts_.memory_budget > 0) {
+      const int64_t p = cl.Peak(set);
+      if (p > opts_.memory_budget && p > peak)
+        return no("memory: planned peak " + std::to_string(p) + " bytes > budget " +
+                  std::to_string(opts_.memory_budget));
+      peak = p;
+    }
+    cl.Merge(set, built.work_bytes);
+    return true;
+  };
+  // Consumers in topological order. A consumer first takes all its producer clusters at once (closing the diamonds
+  // of softmax and layer norm, whose pairwise merges would each leave a second value outside), then, where that
+  // is refused, each producer cluster in turn.
+  for (size_t c = 0; c < ks.size(); ++c) {
+    const int ck = static_cast<int>(c);
+    if (!cl.Fusible(ck)) continue;
+    std::vector<std::pair<int, int>> producers;  // (kernel, cluster)
+    for (const Value* v : ks[ck]->inputs) {
+      if (!v || !v->producer) continue;
+      const int pk = cl.Kernel(v->producer);
+      if (pk < 0 || !cl.Fusible(pk) || cl.Cluster(pk) == cl.Cluster(ck)) continue;
+      bool dup = false;
+      for (auto [k, cid] : producers) dup |= cid == cl.Cluster(pk);
+      if (!dup) producers.push_back({pk, cl.Cluster(pk)});
+    }
+    if (producers.size() >= 2) {
+      std::vector<int> set;
+      for (auto [k, cid] : producers) set.push_back(cid);
+      set.push_back(cl.Cluster(ck));
+      if (try_merge(set, producers.front().first, ck, false)) continue;
+    }
+    for (auto [pk, unused] : producers) {
+      const int a = cl.Cluster(pk), b = cl.Cluster(ck);
+      if (a == b) continue;
+      try_merge({a, b}, pk, ck, true);
+    }
+  }
+  report_.peak_after = cl.Peak();
+
+  // Rewrite every cluster of two or more kernels as one FusedElementwise node.
+  std::vector<int> roots;
+  for (size_t k = 0; k < ks.size(); ++k)
+    if (cl.Cluster(static_cast<int>(k)) == static_cast<int>(k) && cl.Members(static_cast<int>(k)).size() > 1)
+      roots.push_back(static_cast<int>(k));
+  std::vector<std::pair<int, int>> order;  // (first member, root)
+  for (int r : roots) order.push_back({*std::min_element(cl.Members(r).begin(), cl.Members(r).end()), r});
+  std::sort(order.begin(), order.end());
+  if (order.empty()) return false;
+  if (!g.opset_imports.count(kInternalDomain)) g.opset_imports[kInternalDomain] = 1;
+  for (auto [first, r] : order) {
+    std::vector<int> members = cl.Members(r);
+    std::sort(members.begin(), members.end());
+    BuiltCluster b = cl.Build(members);
+    if (!b.error.empty()) throw Error("cluster fusion: a cluster that was accepted no longer builds: " + b.error);
+    // The anchor: the first node after the earliest member (in the node list) that is not a member.
+    std::unordered_set<const Node*> in;
+    for (int k : members) in.insert(ks[k]);
+    const Node* earliest = nullptr;
+    for (const auto& n : g.nodes())
+      if (in.count(n.get())) {
+        earliest = n.get();
+        break;
+      }
+    const Node* anchor = nullptr;
+    bool after = false;
+    for (const auto& n : g.nodes()) {
+      if (n.get() == earliest) after = true;
+      else if (after && !in.count(n.get())) {
+        anchor = n.get();
+        break;
+      }
+    }
+    FusedCluster fc;
+    std::vector<std::string> ops;
+    std::unordered_set<const Value*> escaping(b.outputs.begin(), b.outputs.end());
+    for (int k : members) {
+      ops.push_back(Label(ks[k]));
+      for (const Value* v : ks[k]->outputs)
+        if (v && !escaping.count(v))
+          if (const ValueDims* d = cl.Dims(v)) fc.saved_bytes += 2 * Bytes(*d);
+    }
+    std::string name = g.UniqueName("fused/" + ks[members.front()]->name);
+    {
+      std::vector<const Value*> escapes(b.outputs.begin(), b.outputs.end());
+      for (int k : members)
+        for (Value* v : ks[k]->outputs) {
+          if (!v || escaping.count(v)) continue;
+          const std::vector<Use> uses = v->uses;
+          for (const Use& u : uses) {
+            if (in.count(u.node)) continue;
+            const Value* twin = cl.ShapeTwin(members, v, escapes);
+            if (!twin) throw Error("cluster fusion: no value of the shape of '" + v->name + "' for " + u.node->Describe());
+            g.SetInput(u.node, u.input_index, const_cast<Value*>(twin));
+          }
+        }
+    }
+    for (int k : members) g.RemoveNode(ks[k]);
+    Node* f = g.AddNode("FusedElementwise", b.inputs, b.outputs, name);
+    f->domain = kInternalDomain;
+    f->opset = 1;
+    f->attrs["program"] = Attribute::String(cluster::ToText(b.program));
+    f->attrs["row_keepdims"] = Attribute::Ints(b.row_keepdims);
+    Attribute a;
+    a.kind = Attribute::Kind::kStrings;
+    a.strings = ops;
+    f->attrs["fused_ops"] = a;
+    if (anchor) g.MoveNodeBefore(f, anchor);
+    fc.name = name;
+    fc.ops = ops;
+    fc.inputs = static_cast<int>(b.inputs.size());
+    fc.outputs = static_cast<int>(b.outputs.size());
+    for (const Value* v : b.inputs)
+      if (const ValueDims* d = cl.Dims(v)) fc.input_bytes += Bytes(*d);
+    for (const Value* v : b.outputs)
+      if (const ValueDims* d = cl.Dims(v)) fc.output_bytes += Bytes(*d);
+    fc.program = f->attrs["program"].s;
+    report_.saved_bytes += fc.saved_bytes;
+    report_.fused_nodes += static_cast<int>(members.size());
+    report_.clusters.push_back(std::move(fc));
+  }
+  return true;
+}
+
+std::string FormatFusionReport(const FusionReport& r, int max_refused) {
+  auto mb = [](int64_t b) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%.2f MB", static_cast<double>(b) / 1e6);
+    return std::string(s);
+  };
+  std::string out = "fusion " + r.mode + ": " + std::to_string(r.clusters.size()) + " clusters of " +
+                    std::to_string(r.fused_nodes) + " ops, " + mb(r.saved_bytes) +
+                    " of memory traffic saved; planned peak " + mb(r.peak_before) + " -> " + mb(r.peak_after);
+  if (r.memory_budget > 0) out += " (budget " + mb(r.memory_budget) + ")";
+  out += "\n";
+  for (const FusedCluster& c : r.clusters) {
+    out += "  " + c.name + ": " + std::to_string(c.ops.size()) + " ops, " + std::to_string(c.inputs) + " in (" +
+           mb(c.input_bytes) + "), " + std::to_string(c.outputs) + " out (" + mb(c.output_bytes) + "), saves " +
+           mb(c.saved_bytes) + ":";
+    for (const std::string& op : c.ops) out += " " + op.substr(0, op.find(' '));
+    out += "\n";
+  }
+  if (!r.refused.empty()) {
+    std::map<std::string, int> by_kind;
+    for (const RefusedMerge& m : r.refused) ++by_kind[m.reason.substr(0, m.reason.find(':'))];
+    out += "merges refused: " + std::to_string(r.refused.size()) + " (";
+    bool first = true;
+    for (const auto& [k, n] : by_kind) {
+      out += (first ? "" : ", ") + k + " " + std::to_string(n);
+      first = false;
+    }
+    out += ")\n";
+    int shown = 0;
+    for (const RefusedMerge& m : r.refused) {
+      if (m.reason.rfind("program", 0) == 0 && shown >= max_refused / 2) continue;
+      if (shown++ >= max_refused) break;
+      out += "  " + m.producer + " -> " + m.consumer + ": " + m.reason + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace ot

@@ -1,0 +1,101 @@
+// Cluster fusion (DESIGN.md "cluster fusion"; XLA's auto-clustering by edge contraction, sized like its fusion
+// merger): groups of elementwise ops and row reductions of the step graph become one FusedElementwise node each
+// (graph/ops/fused.cc), whose program (kernel_common/cluster_program.h) one kernel runs in a single pass.
+//
+// Rewrite. Every node that runs as a kernel and whose op has a cluster lowering (graph/ops/fuse_table.cc) starts
+// as a cluster of its own. Consumers are visited in topological order; each edge from a producer cluster into the
+// consumer's cluster is contracted when all of these hold, else the merge is refused and the reason recorded:
+//   no cycle     no path leaves the producer cluster and re-enters the consumer's through another cluster;
+//   program      the union builds one program (passes/cluster_program_builder.h): one domain, reductions over the
+//                same trailing axes, float/bool values;
+//   outputs      lite: at most one value leaves the cluster; full: any number (multi-output clusters);
+//   operands     inputs + outputs <= max_operands (64: a CUDA kernel's parameter budget);
+//   pays         the merged program touches at most (1 + margin) x the bytes the two programs touched
+//                (BuiltCluster::work_bytes): a producer whose result is broadcast into a larger domain would be
+//                recomputed per element and is refused;
+//   memory       the planned peak of the step with the merge (passes/memory_plan.h LivenessPeak over the order
+//                the executor will use: fusion keeps every cluster input alive until the fused kernel runs, and
+//                moves its outputs to that point) stays within memory_budget, or does not grow.
+// Clusters of one node stay as they were. A fused node takes the place of its first member in the node list, so
+// the executor's order is the one the sizing priced.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "passes/cluster_program_builder.h"
+#include "passes/pass.h"
+
+namespace ot {
+
+struct FuseOptions {
+  std::string mode = "lite";    // off | lite | full
+  int64_t memory_budget = 0;    // bytes; <= 0: no limit
+  int max_operands = 64;        // inputs + outputs of one cluster
+  double margin = 0.1;          // a merge may touch this much more than its parts
+};
+
+// Parses "off"/"lite"/"full"; throws Error naming the value otherwise.
+std::string ParseFuseMode(const std::string& s);
+
+// What the executor knows of the unfused step for the shapes it will run (executor/fusion.h fills it from a
+// compiled plan): dims and storage of every value a kernel touches, which nodes run as kernels, in what order, and
+// what each kernel declares (workspace, in-place pairs).
+struct FusionSizes {
+  struct Facts {
+    ValueDims dims;
+    bool resident = false;  // state, parameters, fed inputs, constants: live for the whole step
+    bool output = false;    // a graph output: lives to the end of the step once written
+  };
+  std::map<const Value*, Facts> values;
+  struct KernelFacts {
+    int64_t workspace = 0;
+    std::vector<std::pair<int, int>> inplace;  // (output index, input index)
+  };
+  std::map<const Node*, KernelFacts> kernels;  // nodes that run as kernels (the others are folded constants)
+};
+
+struct FusedCluster {
+  std::string name;                  // the FusedElementwise node
+  std::vector<std::string> ops;      // "Op node-name" of each member
+  int inputs = 0, outputs = 0;
+  int64_t input_bytes = 0, output_bytes = 0;
+  int64_t saved_bytes = 0;           // bytes of the values it keeps internal, each written once and read once
+  std::string program;               // text form
+};
+
+struct RefusedMerge {
+  std::string producer, consumer;    // a node of each side
+  std::string reason;
+};
+
+struct FusionReport {
+  std::string mode;
+  int64_t memory_budget = 0;
+  int64_t peak_before = 0, peak_after = 0;  // planned liveness peaks (LivenessPeak), bytes
+  int64_t saved_bytes = 0;                  // sum over clusters
+  int fused_nodes = 0;                      // nodes replaced
+  std::vector<FusedCluster> clusters;
+  std::vector<RefusedMerge> refused;
+};
+
+class ClusterFusionPass : public Pass {
+ public:
+  ClusterFusionPass(FuseOptions opts, const FusionSizes& sizes) : opts_(std::move(opts)), sizes_(sizes) {}
+  std::string name() const override { return "cluster_fusion"; }
+  bool Run(Graph& g) override;
+  const FusionReport& report() const { return report_; }
+
+ private:
+  FuseOptions opts_;
+  const FusionSizes& sizes_;
+  FusionReport report_;
+};
+
+// Human-readable report (`onnx-train plan --fuse`, `passes --fuse`).
+std::string FormatFusionReport(const FusionReport& r, int max_refused = 20);
+
+}  // namespace ot

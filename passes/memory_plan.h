@@ -1,0 +1,60 @@
+// Memory plan (DESIGN.md "memory plan"): liveness of every buffer over the execution order of a step, best-fit
+// offsets in one arena, in-place reuse where an elementwise op's input dies at it, and each kernel's declared
+// workspace as a buffer live only while that kernel runs. Resident buffers (parameters, optimizer state, fed
+// inputs, constants) are accounted apart from the arena: they live for the whole step.
+//
+// The planner works on sizes and step indices only, so the executor (which knows concrete shapes) and cluster
+// fusion (which prices a hypothetical merge) ask the same model:
+//   a buffer written by step d and last read by step l occupies [d, l] (a buffer nobody reads: [d, d]);
+//   a graph output (`to_end`) lives from its writer to the end of the step;
+//   a workspace of step s occupies [s, s];
+//   an in-place candidate (step s may write output o into input i's memory) is taken when i is an arena buffer of
+//   the same aligned size whose last reader is s, not itself an output that must survive, and not already
+//   shared by another taker; o then gets i's offset and the pair counts once.
+// peak_live_bytes is the largest sum of live arena bytes at any step plus the resident bytes; arena_bytes is the
+// best-fit arena (>= the live peak of the arena buffers; equal when fit is perfect).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ot {
+
+struct PlanBuffer {
+  int64_t bytes = 0;
+  bool resident = false;  // not in the arena: lives the whole step (state, parameters, inputs, constants)
+  bool to_end = false;    // lives until the end of the step once written (a graph output written in the arena)
+  int def = -1;           // the step that writes it (-1: resident, or written before the step)
+  int last = -1;          // the last step that reads it (-1: nobody)
+};
+
+struct PlanStep {
+  std::vector<int> inputs, outputs;               // buffer indices (-1 = absent)
+  int64_t workspace = 0;                          // bytes the kernel needs while it runs
+  std::vector<std::pair<int, int>> inplace;       // (output buffer, input buffer) pairs the kernel allows
+};
+
+struct MemoryPlan {
+  std::vector<int64_t> offsets;     // per buffer; -1 for resident buffers
+  std::vector<int> shares;          // per buffer: the buffer whose memory it reuses in place, or -1
+  std::vector<int64_t> workspace_offsets;  // per step; -1 when the step has no workspace
+  int64_t arena_bytes = 0;
+  int64_t resident_bytes = 0;
+  int64_t peak_live_bytes = 0;      // resident + the largest live arena bytes (workspaces included)
+  int peak_step = -1;
+  int64_t inplace_saved_bytes = 0;  // bytes of the outputs that took an input's memory
+};
+
+// Alignment of every arena offset and size.
+constexpr int64_t kPlanAlign = 64;
+
+// The plan of `bufs` over `steps` (in execution order). Throws std::invalid_argument for an index out of range or
+// a buffer read before it is written.
+MemoryPlan PlanMemoryArena(const std::vector<PlanBuffer>& bufs, const std::vector<PlanStep>& steps);
+
+// Only the liveness peak (resident + largest live arena bytes, workspaces and in-place sharing included), without
+// placing offsets: what cluster fusion asks for each candidate merge. Same model as PlanMemoryArena.
+int64_t LivenessPeak(const std::vector<PlanBuffer>& bufs, const std::vector<PlanStep>& steps, int* peak_step = nullptr);
+
+}  // namespace ot
