@@ -717,8 +717,17 @@ void FusedKernel::Run(const void* const* in, void* const* out, void* workspace) 
       m.RunTile(t, in, out, ws, vals.data());
     }
   };
-  if (m.num_tiles == 1) body(tbb::blocked_range<int64_t>(0, 1));
-  else tbb::parallel_for(tbb::blocked_range<int64_t>(0, m.num_tiles, 1), body);
+  const tbb::blocked_range<int64_t> tiles(0, m.num_tiles, 1);
+  if (m.num_tiles == 1) {
+    body(tiles);
+  } else if (!slot_per_tile && tbb::this_task_arena::max_concurrency() > m.max_threads) {
+    // Called from an arena wider than max_threads (or from no arena: the default one is as wide as the machine):
+    // an arena of max_threads threads, so every thread index is a slot.
+    tbb::task_arena arena(m.max_threads);
+    arena.execute([&] { tbb::parallel_for(tiles, body); });
+  } else {
+    tbb::parallel_for(tiles, body);
+  }
 }
 
 }  // namespace ot::cpu

@@ -41,9 +41,9 @@ class FusedKernel {
   // big tile needs one); the executor gives it from its arena.
   size_t workspace_bytes() const;
   // Output j has the dtype of its instruction and numel(D) elements (full) or rows(D) (row). Writes every output
-  // element. workspace: workspace_bytes() bytes, 64-byte aligned (null when that is 0). With more tiles than
-  // max_threads it must run where tbb::this_task_arena::current_thread_index() < max_threads (throws
-  // std::logic_error otherwise); it may run in any thread when tiles <= max_threads.
+  // element. workspace: workspace_bytes() bytes, 64-byte aligned (null when that is 0). May be called from any
+  // thread, in an arena or not: with more tiles than max_threads it runs in the caller's arena when that has at
+  // most max_threads slots (the executor's), else in an arena of max_threads threads it makes.
   void Run(const void* const* in, void* const* out, void* workspace) const;
 
   // Introspection (tests, the plan report).

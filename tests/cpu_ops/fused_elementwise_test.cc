@@ -9,6 +9,7 @@
 #include "cpu_ops/fused_elementwise.h"
 
 #include <gtest/gtest.h>
+#include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
 #include <cmath>
@@ -869,6 +870,25 @@ TEST(FusedKernel, WorkspaceAndTiles) {
   t.join();
   const KernelRun want = RunKernel(soft, {2, 10}, in);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(out0[i], want.values[0][i]) << i;
+  // More tiles than max_threads, called from a wider arena (and from no arena): the thread slots still fit.
+  const std::vector<Tensor> big = {RandomTensor(DType::kF32, {3, 10000})};
+  const KernelRun big_want = RunKernel(soft, {3, 10000}, big, 1);
+  std::vector<float> b0(30000, NAN), b1(3, NAN), b2(3, NAN);
+  const void* bip[] = {big[0].bytes.data()};
+  void* bop[] = {b0.data(), b1.data(), b2.data()};
+  std::vector<float> bws(long_rows.workspace_bytes() / 4 + 16);
+  float* bws64 = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(bws.data()) + 63) & ~uintptr_t{63});
+  for (int round = 0; round < 2; ++round) {
+    std::fill(b0.begin(), b0.end(), NAN);
+    if (round == 0) {
+      tbb::task_arena wide(4);
+      wide.execute([&] { tbb::parallel_for(0, 1, [&](int) { long_rows.Run(bip, bop, bws64); }); });
+    } else {
+      std::thread th([&] { long_rows.Run(bip, bop, bws64); });
+      th.join();
+    }
+    for (int i = 0; i < 30000; ++i) ASSERT_EQ(b0[i], big_want.values[0][i]) << "round " << round << " element " << i;
+  }
 }
 
 }  // namespace
