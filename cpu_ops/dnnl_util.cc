@@ -33,6 +33,10 @@ dnnl::stream& DnnlStream() {
 
 void PrepareDnnlCall() { omp_set_num_threads(OmpThreads()); }
 
+size_t DnnlCallHeapBytes(int memory_args) {
+  return static_cast<size_t>(memory_args) * 1024 + static_cast<size_t>(OmpThreads()) * 17 * 1024;
+}
+
 HalfGemmMode GetHalfGemmMode() {
   static const HalfGemmMode mode = [] {
     const char* e = std::getenv("ONNXTRAIN_CPU_HALF_GEMM");

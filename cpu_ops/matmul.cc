@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -34,8 +35,11 @@ dnnl::memory::desc MatrixDesc(const std::vector<int64_t>& batch, int64_t rows, i
 
 struct DnnlMatMul::Impl {
   // User-managed scratchpad owned by this primitive (see DnnlConv::Impl).
+  // Allocated on the first Run without a caller's workspace.
   dnnl::memory::desc scratch_md;
-  std::shared_ptr<std::vector<uint8_t>> scratch;
+  mutable std::once_flag scratch_once;
+  mutable std::shared_ptr<std::vector<uint8_t>> scratch;
+  size_t scratch_bytes = 0, a_off = 0, b_off = 0, c_off = 0, ws_bytes = 0;  // workspace layout
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, c_md;
   bool convert = false;  // primitive runs in f32 on converted copies
@@ -88,7 +92,13 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     im.convert = MakeNativeHalfOrConvert(spec.type, make);
     if (im.convert) make(dt::f32);
   }
-  im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
+  // Workspace: the scratchpad, then (converting) the f32 copies of A, B and C, each 64-byte aligned.
+  auto align = [](size_t n) { return (n + 63) / 64 * 64; };
+  im.scratch_bytes = im.scratch_md.get_size();
+  im.a_off = align(im.scratch_bytes);
+  im.b_off = im.a_off + (im.convert ? align(static_cast<size_t>(im.a_elems) * sizeof(float)) : 0);
+  im.c_off = im.b_off + (im.convert ? align(static_cast<size_t>(im.b_elems) * sizeof(float)) : 0);
+  im.ws_bytes = im.c_off + (im.convert ? align(static_cast<size_t>(im.c_elems) * sizeof(float)) : 0);
 }
 
 std::string DnnlMatMul::impl_name() const {
@@ -96,11 +106,11 @@ std::string DnnlMatMul::impl_name() const {
   return im.impl.empty() ? std::string("none") : im.impl + (im.convert ? " (f32 on converted operands)" : "");
 }
 
-size_t DnnlMatMul::workspace_bytes() const { return impl_->scratch ? impl_->scratch->size() : 0; }
+size_t DnnlMatMul::workspace_bytes() const { return impl_->ws_bytes; }
 
 DnnlMatMul::~DnnlMatMul() = default;
 
-void DnnlMatMul::Run(const void* a, const void* b, void* c) const {
+void DnnlMatMul::Run(const void* a, const void* b, void* c, void* workspace) const {
   const Impl& im = *impl_;
   if (im.empty) return;
   const size_t esz = DnnTypeSize(spec_.type);
@@ -111,6 +121,14 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c) const {
   dnnl::engine& eng = DnnlEngine();
   dnnl::stream& s = DnnlStream();
   PrepareDnnlCall();
+  uint8_t* ws = static_cast<uint8_t*>(workspace);
+  void* scratch = ws;
+  if (!ws) {
+    std::call_once(im.scratch_once, [&] {
+      im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_bytes, 64));
+    });
+    scratch = im.scratch->data();
+  }
   if (!im.convert) {
     dnnl::memory am(im.a_md, eng, const_cast<void*>(a));
     dnnl::memory bm(im.b_md, eng, const_cast<void*>(b));
@@ -118,23 +136,36 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c) const {
     im.prim.execute(s, {{DNNL_ARG_SRC, am},
                           {DNNL_ARG_WEIGHTS, bm},
                           {DNNL_ARG_DST, cm},
-                          {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}});
+                          {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, scratch)}});
     s.wait();
     return;
   }
-  auto af = NewFloats(im.a_elems), bf = NewFloats(im.b_elems), cf = NewFloats(im.c_elems);
-  ToFloat(spec_.type, a, af.get(), im.a_elems);
-  ToFloat(spec_.type, b, bf.get(), im.b_elems);
-  if (spec_.accumulate) ToFloat(spec_.type, c, cf.get(), im.c_elems);
-  dnnl::memory am(im.a_md, eng, af.get());
-  dnnl::memory bm(im.b_md, eng, bf.get());
-  dnnl::memory cm(im.c_md, eng, cf.get());
+  std::unique_ptr<float[]> own_a, own_b, own_c;
+  float *af, *bf, *cf;
+  if (ws) {
+    af = reinterpret_cast<float*>(ws + im.a_off);
+    bf = reinterpret_cast<float*>(ws + im.b_off);
+    cf = reinterpret_cast<float*>(ws + im.c_off);
+  } else {
+    own_a = NewFloats(im.a_elems);
+    own_b = NewFloats(im.b_elems);
+    own_c = NewFloats(im.c_elems);
+    af = own_a.get();
+    bf = own_b.get();
+    cf = own_c.get();
+  }
+  ToFloat(spec_.type, a, af, im.a_elems);
+  ToFloat(spec_.type, b, bf, im.b_elems);
+  if (spec_.accumulate) ToFloat(spec_.type, c, cf, im.c_elems);
+  dnnl::memory am(im.a_md, eng, af);
+  dnnl::memory bm(im.b_md, eng, bf);
+  dnnl::memory cm(im.c_md, eng, cf);
   im.prim.execute(s, {{DNNL_ARG_SRC, am},
                           {DNNL_ARG_WEIGHTS, bm},
                           {DNNL_ARG_DST, cm},
-                          {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}});
+                          {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, scratch)}});
   s.wait();
-  FromFloat(spec_.type, cf.get(), c, im.c_elems);
+  FromFloat(spec_.type, cf, c, im.c_elems);
 }
 
 template <typename T, typename Acc>

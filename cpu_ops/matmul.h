@@ -29,8 +29,11 @@ class DnnlMatMul {
   // the CPU has no implementation for the half type.
   explicit DnnlMatMul(const MatMulSpec& spec);
   ~DnnlMatMul();
-  void Run(const void* a, const void* b, void* c) const;
-  // Bytes of the oneDNN scratchpad this primitive owns (0 when it runs no primitive).
+  // `workspace`: workspace_bytes() bytes, 64-byte aligned, private to this call -- oneDNN's scratchpad and the
+  // f32 copies of half operands when the primitive converts them. Null: Run allocates them itself (the
+  // scratchpad once, owned by this object; the copies per call).
+  void Run(const void* a, const void* b, void* c, void* workspace = nullptr) const;
+  // Bytes of the memory one Run needs (0 when it runs no primitive): what a caller that plans its memory hands in.
   size_t workspace_bytes() const;
   const MatMulSpec& spec() const { return spec_; }
   // oneDNN's implementation name, with " (f32 on converted operands)" when the half type is converted.

@@ -68,7 +68,8 @@ void Store(void* p, bool f64, int64_t i, double v) {
 // Copies elements [b, e) of src to dst (both of the tensor's dtype).
 void CopyRange(void* dst, const void* src, const OptimTensor& t, int64_t b, int64_t e) {
   const size_t es = t.f64 ? 8 : 4;
-  if (dst && src && e > b)
+  // dst == src when the plan writes the next state in place (a skipped step then copies nothing).
+  if (dst && src && dst != src && e > b)
     std::memcpy(static_cast<char*>(dst) + b * es, static_cast<const char*>(src) + b * es, static_cast<size_t>(e - b) * es);
 }
 

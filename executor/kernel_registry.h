@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/error.h"
@@ -49,6 +50,10 @@ struct KernelIO {
   // The executor's run counter (Executor::run_counter): random kernels key their draws on it, so a run's random
   // numbers depend on (seed, node, run) only and a resumed training run draws what the uninterrupted one did.
   uint64_t run = 0;
+  // KernelInfo::workspace_bytes of scratch memory (64-byte aligned), private to this call; null when the kernel
+  // declared none, or when it is called outside a plan (tests, folding without one): a kernel that declares a
+  // workspace must then allocate its own.
+  void* workspace = nullptr;
   template <typename T> const T* In(int i) const { return static_cast<const T*>(in[i]); }
   template <typename T> T* Out(int i) const { return static_cast<T*>(out[i]); }
 };
@@ -63,7 +68,27 @@ struct KernelInfo {
   // True when the outputs are random draws (Dropout in training mode with ratio > 0): a reference computed
   // with another RNG cannot match, so the conformance runner reports such a mismatch as a skip.
   bool random = false;
+  // Scratch memory the kernel needs while it runs (KernelIO::workspace): the memory plan places it in the arena
+  // for this kernel's step only, so every byte a step uses is planned. Allocations a library makes on its own
+  // are declared here too where the library lets us hand it the memory (oneDNN's user scratchpad).
+  size_t workspace_bytes = 0;
+  // Heap the library allocates on its own during a call and will not take from us (oneDNN's memory objects and
+  // its GEMM driver's per-thread blocks): declared, so the measured peak of a step can be held against the plan
+  // plus what is declared outside it; not placed in the arena.
+  size_t heap_bytes = 0;
+  // (output index, input index) pairs the kernel may run in place: it reads element i of that input before it
+  // writes element i of the output (and no other element of the input after that), and the input has the
+  // output's dtype and element count. The memory plan takes a pair only where the input dies at this kernel.
+  std::vector<std::pair<int, int>> inplace{};
 };
+
+// Adds (out, in) to info.inplace when input `in` has output `out`'s dtype and dims (the caller vouches that its
+// loop is element-wise in the sense of KernelInfo::inplace).
+inline void AllowInPlace(KernelInfo& info, const KernelContext& ctx, int out, int in) {
+  if (!ctx.has_input(in) || !ctx.has_output(out)) return;
+  if (ctx.in(in).dtype != ctx.out(out).dtype || ctx.in(in).dims != ctx.out(out).dims) return;
+  info.inplace.push_back({out, in});
+}
 
 using KernelFactory = std::function<KernelInfo(const KernelContext&)>;
 

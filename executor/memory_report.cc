@@ -154,6 +154,16 @@ MemoryReport ReportMemory(const Graph& step, const Plan& plan, const std::string
   MemoryReport r;
   r.arena_bytes = plan.arena_bytes();
   r.kernels = ns;
+  const MemoryPlan& mp = plan.memory_plan();
+  r.planned_peak_bytes = mp.peak_live_bytes;
+  r.planned_peak_step = mp.peak_step;
+  r.resident_bytes = mp.resident_bytes;
+  r.inplace_saved_bytes = mp.inplace_saved_bytes;
+  for (int k = 0; k < ns; ++k) {
+    r.workspace_bytes = std::max(r.workspace_bytes, plan.workspace_bytes(k));
+    r.workspace_total += plan.workspace_bytes(k);
+  }
+  r.heap_bytes = plan.heap_bytes();
   constexpr int kParts = 8;
   // Bytes resident for the whole step, and per step the change of the live bytes (+ at def, - after last).
   int64_t resident[kParts] = {};
@@ -186,7 +196,7 @@ MemoryReport ReportMemory(const Graph& step, const Plan& plan, const std::string
     if (part == Part::kSaved) {
       r.saved_activations_total += bytes;
       saved.push_back({b.name, v && v->producer ? v->producer->op_type : std::string("input"), b.desc.dtype,
-                       b.desc.dims, bytes});
+                       b.desc.dims, bytes, ""});
     }
     part_of[bi] = part;
     const int p = static_cast<int>(part);

@@ -22,7 +22,8 @@
 // of a forward value); the rest is forward. So a value counts as saved when the plan keeps it from the forward
 // for the backward: a backward-only Cast that runs during the forward makes its output the saved value.
 // Sizes are the values' bytes (dtype size x elements); arena_bytes is the plan's arena (aligned offsets, best
-// fit), so it is at least the liveness peak of the arena values.
+// fit, in-place reuse, workspaces), so it is at least the liveness peak of the arena values less what in-place
+// reuse saved at that step.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -55,6 +56,18 @@ struct MemoryReport {
   int64_t saved_activations_total = 0;  // bytes of every saved value
   int64_t arena_bytes = 0;
   int64_t kernels = 0;
+  // The allocator's view (Plan::memory_plan(), passes/memory_plan.h): what a run of the plan holds at its peak --
+  // resident bytes (state, constants, fed inputs, the output tensors Run allocates) plus the arena's live bytes,
+  // with in-place outputs sharing their input's memory and each kernel's workspace live during its step, every
+  // arena size rounded up to 64 bytes. The parts above split the values' liveness instead (an in-place pair counts
+  // twice at its step, workspaces not at all), so planned_peak_bytes may differ from peak_bytes either way.
+  int64_t planned_peak_bytes = 0;
+  int planned_peak_step = -1;
+  int64_t resident_bytes = 0;       // of planned_peak_bytes
+  int64_t workspace_bytes = 0;      // the largest workspace any one kernel declared
+  int64_t workspace_total = 0;      // summed over the kernels (each is live during its own step only)
+  int64_t heap_bytes = 0;           // declared outside the arena: library allocations, returned handles (Plan::heap_bytes)
+  int64_t inplace_saved_bytes = 0;  // bytes of the outputs that took their input's memory
   std::vector<SavedActivation> largest;       // the 10 largest saved values, largest first
   std::vector<SavedActivation> live_at_peak;  // the 10 largest values live at the peak, largest first
 };

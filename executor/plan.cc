@@ -73,7 +73,8 @@ struct Plan::FlowGraph {
 Plan::~Plan() = default;
 
 std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, TensorDesc>& inputs,
-                                    const std::map<std::string, const Tensor*>& known, uint64_t seed) {
+                                    const std::map<std::string, const Tensor*>& known, uint64_t seed,
+                                    bool state_in_place) {
   const OpRegistry& reg = OpRegistry::Global();
   const CpuKernelRegistry& kreg = CpuKernelRegistry::Global();
   std::unique_ptr<Plan> p(new Plan());
@@ -202,7 +203,13 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
         outs[i] = std::make_shared<Tensor>(out_descs[i].dtype, out_descs[i].dims);
         out_ptrs[i] = outs[i]->raw();
       }
-      kinfo.fn(KernelIO{in_ptrs.data(), out_ptrs.data()});
+      KernelIO io{in_ptrs.data(), out_ptrs.data()};
+      std::shared_ptr<uint8_t> ws;
+      if (kinfo.workspace_bytes) {
+        ws = AllocBytes(kinfo.workspace_bytes);
+        io.workspace = ws.get();
+      }
+      kinfo.fn(io);
       for (size_t i = 0; i < n->outputs.size(); ++i) {
         if (!outs[i]) continue;
         p->owned_.push_back(outs[i]);
@@ -261,57 +268,119 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
     p->output_bufs_.push_back(b);
   }
 
+  if (state_in_place) p->WriteStateInPlace(g);
   p->PlanArena();
   p->BuildFlowGraph();
   p->step_ns_.reset(new std::atomic<int64_t>[p->steps_.size()]());
   return p;
 }
 
-// Offsets by best fit over lifetimes (largest first), then memory dependencies: a step that writes a region
-// waits for every step that used an earlier occupant of the region, so concurrent execution never overwrites
-// a value that is still being read.
-void Plan::PlanArena() {
-  std::vector<int> order;
-  for (size_t i = 0; i < bufs_.size(); ++i)
-    if (bufs_[i].kind == BufKind::kArena) order.push_back(static_cast<int>(i));
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return bufs_[a].desc.nbytes() > bufs_[b].desc.nbytes(); });
-  std::vector<int> placed;
-  size_t peak = 0;
-  for (int id : order) {
-    Buffer& b = bufs_[id];
-    size_t size = AlignUp(b.desc.nbytes());
-    std::vector<std::pair<size_t, size_t>> busy;
-    for (int o : placed) {
-      const Buffer& q = bufs_[o];
-      if (q.last_step < b.def_step || b.last_step < q.def_step) continue;
-      busy.push_back({q.offset, q.offset + AlignUp(q.desc.nbytes())});
-    }
-    std::sort(busy.begin(), busy.end());
-    size_t best = SIZE_MAX, best_gap = SIZE_MAX, cur = 0;
-    for (auto [lo, hi] : busy) {
-      if (lo >= cur + size && lo - cur - size < best_gap) {
-        best = cur;
-        best_gap = lo - cur - size;
-      }
-      cur = std::max(cur, hi);
-    }
-    if (best == SIZE_MAX) best = cur;
-    b.offset = best;
-    peak = std::max(peak, best + size);
-    placed.push_back(id);
+// Next-state outputs written into their state's storage (see Compile). For a binding state X -> next value V:
+// V is computed by step w (a kOutput buffer, its first listing among the graph outputs), w's kernel allows V in
+// place of X, w is X's last reader (a later reader would see the new value) and X is no graph output of its own
+// (Run would copy the new value). Every other reader of X must finish before w starts.
+void Plan::WriteStateInPlace(const Graph& g) {
+  std::unordered_map<std::string, int> state_buf;
+  for (size_t b = 0; b < bufs_.size(); ++b)
+    if (bufs_[b].kind == BufKind::kConst && bufs_[b].constant) state_buf[bufs_[b].name] = static_cast<int>(b);
+  std::unordered_map<int, int> times_output, times_bound;
+  for (int b : output_bufs_) ++times_output[b];
+  for (const auto& bind : g.update_bindings) {
+    auto it = state_buf.find(bind.state->name);
+    if (it != state_buf.end()) ++times_bound[it->second];
   }
-  arena_size_ = peak;
+  for (const auto& bind : g.update_bindings) {
+    auto sit = state_buf.find(bind.state->name);
+    if (sit == state_buf.end() || sit->second < 0) continue;
+    const int x = sit->second;
+    if (bufs_[x].constant != bind.state->initializer.get() || times_bound[x] != 1 || times_output.count(x)) continue;
+    int out_index = -1;
+    for (size_t i = 0; i < g.outputs.size(); ++i)
+      if (g.outputs[i] == bind.next) {
+        out_index = static_cast<int>(i);
+        break;
+      }
+    if (out_index < 0) continue;
+    const int v = output_bufs_[static_cast<size_t>(out_index)];
+    Buffer& V = bufs_[static_cast<size_t>(v)];
+    if (V.kind != BufKind::kOutput || V.io_index != out_index || V.def_step < 0 || V.state_buf >= 0) continue;
+    const Buffer& X = bufs_[static_cast<size_t>(x)];
+    if (X.desc.dtype != V.desc.dtype || X.desc.nbytes() != V.desc.nbytes() || X.last_step != V.def_step) continue;
+    Step& w = steps_[static_cast<size_t>(V.def_step)];
+    if (std::count(w.in_bufs.begin(), w.in_bufs.end(), x) != 1) continue;
+    bool allowed = false;
+    for (auto [o, k] : w.kernel.inplace)
+      if (o >= 0 && k >= 0 && o < static_cast<int>(w.out_bufs.size()) && k < static_cast<int>(w.in_bufs.size()) &&
+          w.out_bufs[o] == v && w.in_bufs[k] == x)
+        allowed = true;
+    if (!allowed) continue;
+    V.state_buf = x;
+    outputs_in_state_.push_back(out_index);
+    for (size_t s = 0; s < steps_.size(); ++s)
+      if (static_cast<int>(s) != V.def_step && std::count(steps_[s].in_bufs.begin(), steps_[s].in_bufs.end(), x))
+        w.deps.push_back(static_cast<int>(s));  // s < w: X's last reader is w
+  }
+  std::sort(outputs_in_state_.begin(), outputs_in_state_.end());
+}
+
+// The arena from passes/memory_plan, then memory dependencies: a step that writes a region waits for every step
+// that used an earlier occupant of the region (its writer and readers), so concurrent execution never overwrites
+// a value still being read. An in-place output's occupant ends at the very step that writes it (the input's last
+// reader): that step waits for the input's other readers. A workspace occupies its region during its step.
+void Plan::PlanArena() {
+  std::vector<PlanBuffer> pb(bufs_.size());
+  output_bytes_ = 0;
+  for (size_t b = 0; b < bufs_.size(); ++b) {
+    const Buffer& B = bufs_[b];
+    const int64_t bytes = static_cast<int64_t>(B.desc.nbytes());
+    switch (B.kind) {
+      case BufKind::kArena: pb[b] = {bytes, false, false, B.def_step, B.last_step}; break;
+      case BufKind::kConst:
+      case BufKind::kInput: pb[b] = {bytes, true, false, -1, -1}; break;
+      case BufKind::kOutput:
+        pb[b] = {B.state_buf >= 0 ? 0 : bytes, true, false, -1, -1};
+        output_bytes_ += pb[b].bytes;
+        break;
+    }
+  }
+  // Run allocates a tensor for every other graph output too (a constant, an input, or a value listed twice).
+  for (size_t i = 0; i < output_bufs_.size(); ++i) {
+    const Buffer& B = bufs_[static_cast<size_t>(output_bufs_[i])];
+    if (B.kind == BufKind::kOutput && B.io_index == static_cast<int>(i)) continue;
+    pb.push_back({static_cast<int64_t>(B.desc.nbytes()), true, false, -1, -1});
+    output_bytes_ += pb.back().bytes;
+  }
+  int64_t exclusive_heap = 0, shared_heap = 0;
+  for (const Step& st : steps_) {
+    const int64_t h = static_cast<int64_t>(st.kernel.heap_bytes);
+    if (st.kernel.exclusive) exclusive_heap = std::max(exclusive_heap, h);
+    else shared_heap += h;
+  }
+  heap_bytes_ = exclusive_heap + shared_heap;
+  for (size_t i = 0; i < output_bufs_.size(); ++i)
+    heap_bytes_ += static_cast<int64_t>(sizeof(Tensor) + 64 + 96 +
+                                        8 * bufs_[static_cast<size_t>(output_bufs_[i])].desc.dims.size());
+  std::vector<PlanStep> ps(steps_.size());
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const Step& st = steps_[s];
+    ps[s].inputs = st.in_bufs;
+    ps[s].outputs = st.out_bufs;
+    ps[s].workspace = static_cast<int64_t>(st.kernel.workspace_bytes);
+    for (auto [o, i] : st.kernel.inplace) {
+      if (o < 0 || i < 0 || o >= static_cast<int>(st.out_bufs.size()) || i >= static_cast<int>(st.in_bufs.size())) continue;
+      const int ob = st.out_bufs[o], ib = st.in_bufs[i];
+      if (ob < 0 || ib < 0 || bufs_[ob].desc.dtype != bufs_[ib].desc.dtype || bufs_[ob].desc.nbytes() != bufs_[ib].desc.nbytes())
+        continue;
+      ps[s].inplace.push_back({ob, ib});
+    }
+  }
+  mplan_ = PlanMemoryArena(pb, ps);
+  for (size_t b = 0; b < bufs_.size(); ++b)
+    if (bufs_[b].kind == BufKind::kArena) bufs_[b].offset = static_cast<size_t>(mplan_.offsets[b]);
+  for (size_t s = 0; s < steps_.size(); ++s) steps_[s].workspace_offset = mplan_.workspace_offsets[s];
+  arena_size_ = static_cast<size_t>(mplan_.arena_bytes);
   arena_ = AllocBytes(arena_size_);
 
-  // Users of each buffer (steps that read or write it).
-  std::vector<std::vector<int>> users(bufs_.size());
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    for (int b : steps_[s].in_bufs)
-      if (b >= 0) users[b].push_back(static_cast<int>(s));
-    for (int b : steps_[s].out_bufs)
-      if (b >= 0) users[b].push_back(static_cast<int>(s));
-  }
   for (size_t s = 0; s < steps_.size(); ++s) {
     std::vector<int>& deps = steps_[s].deps;
     for (int b : steps_[s].in_bufs)
@@ -319,16 +388,39 @@ void Plan::PlanArena() {
           bufs_[b].def_step >= 0 && bufs_[b].def_step != static_cast<int>(s))
         deps.push_back(bufs_[b].def_step);
   }
-  for (int a : placed) {
-    const Buffer& A = bufs_[a];
-    size_t a_end = A.offset + AlignUp(A.desc.nbytes());
-    for (int b : placed) {
-      const Buffer& B = bufs_[b];
-      if (A.last_step >= B.def_step) continue;  // A must end before B starts
-      if (B.offset >= a_end || A.offset >= B.offset + AlignUp(B.desc.nbytes())) continue;
-      for (int u : users[a]) steps_[B.def_step].deps.push_back(u);
+  // Regions of the arena with their lifetimes and the steps that touch them.
+  struct Region {
+    size_t lo, hi;
+    int def, last;
+    std::vector<int> users;
+  };
+  std::vector<Region> regions;
+  std::vector<int> region_of(bufs_.size(), -1);
+  for (size_t b = 0; b < bufs_.size(); ++b) {
+    const Buffer& B = bufs_[b];
+    if (B.kind != BufKind::kArena || B.desc.nbytes() == 0) continue;
+    region_of[b] = static_cast<int>(regions.size());
+    regions.push_back({B.offset, B.offset + AlignUp(B.desc.nbytes()), B.def_step, std::max(B.def_step, B.last_step), {}});
+  }
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    for (int b : steps_[s].in_bufs)
+      if (b >= 0 && region_of[b] >= 0) regions[region_of[b]].users.push_back(static_cast<int>(s));
+    for (int b : steps_[s].out_bufs)
+      if (b >= 0 && region_of[b] >= 0) regions[region_of[b]].users.push_back(static_cast<int>(s));
+    if (steps_[s].workspace_offset >= 0 && steps_[s].kernel.workspace_bytes) {
+      const size_t lo = static_cast<size_t>(steps_[s].workspace_offset);
+      regions.push_back({lo, lo + AlignUp(steps_[s].kernel.workspace_bytes), static_cast<int>(s), static_cast<int>(s),
+                         {static_cast<int>(s)}});
     }
   }
+  for (const Region& A : regions)
+    for (const Region& B : regions) {
+      // A's occupancy ends before B's begins (or at B's first step, for an in-place output taking A's memory).
+      if (!(A.def < B.def && A.last <= B.def)) continue;
+      if (B.lo >= A.hi || A.lo >= B.hi) continue;
+      for (int u : A.users)
+        if (u != B.def) steps_[B.def].deps.push_back(u);
+    }
   for (auto& st : steps_) {
     std::sort(st.deps.begin(), st.deps.end());
     st.deps.erase(std::unique(st.deps.begin(), st.deps.end()), st.deps.end());
@@ -456,6 +548,7 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
   if (in.size() < kMinOperandSlots) in.resize(kMinOperandSlots, nullptr);
   if (out.size() < kMinOperandSlots) out.resize(kMinOperandSlots, nullptr);
   KernelIO io{in.data(), out.data(), run_};
+  if (st.workspace_offset >= 0) io.workspace = arena_.get() + st.workspace_offset;
   const auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   try {
     if (ThreadCount() == 1) {
@@ -534,6 +627,8 @@ std::vector<Plan::BufferView> Plan::buffer_views() const {
     v.offset = static_cast<int64_t>(b.offset);
     v.def_step = b.def_step;
     v.last_step = b.last_step;
+    v.shares = r.size() < mplan_.shares.size() ? mplan_.shares[r.size()] : -1;
+    v.in_state = b.state_buf >= 0;
     r.push_back(std::move(v));
   }
   return r;
@@ -542,7 +637,8 @@ std::vector<Plan::BufferView> Plan::buffer_views() const {
 std::vector<Plan::StepView> Plan::step_views() const {
   std::vector<StepView> r;
   r.reserve(steps_.size());
-  for (const Step& st : steps_) r.push_back({st.node, st.in_bufs, st.out_bufs});
+  for (const Step& st : steps_)
+    r.push_back({st.node, st.in_bufs, st.out_bufs, static_cast<int64_t>(st.kernel.workspace_bytes), st.kernel.inplace});
   return r;
 }
 
@@ -574,6 +670,12 @@ std::vector<Tensor> Plan::Run(const std::map<std::string, Tensor>& feeds, uint64
   output_ptrs_.assign(output_bufs_.size(), nullptr);
   for (size_t i = 0; i < output_bufs_.size(); ++i) {
     const Buffer& b = bufs_[output_bufs_[i]];
+    if (b.kind == BufKind::kOutput && b.io_index == static_cast<int>(i) && b.state_buf >= 0) {
+      // Written into the state's own storage: the result shares the state tensor's buffer.
+      results[i] = *bufs_[static_cast<size_t>(b.state_buf)].constant;
+      output_ptrs_[i] = const_cast<void*>(results[i].raw());
+      continue;
+    }
     results[i] = Tensor(b.desc.dtype, b.desc.dims);
     output_ptrs_[i] = results[i].raw();
   }

@@ -1,8 +1,12 @@
 // A Plan: one Graph compiled for concrete input shapes (and the values of shape-deciding inputs).
 // Compile-time work: shape inference with concrete dims, folding of every node whose inputs are known
 // (constants, initializers, Shape of a static tensor, and the integer arithmetic exporters put on top), a kernel
-// per remaining node from the CPU kernel registry, and buffer offsets in one arena from the values' lifetimes.
+// per remaining node from the CPU kernel registry, and buffer offsets in one arena from passes/memory_plan
+// (in-place reuse where a kernel allows it, each kernel's declared workspace placed for its step).
 // Run-time work: kernels only, issued by a TBB flow graph as their inputs (and reused memory) become ready.
+// Memory of one run: the arena (allocated once per plan), the state/constants/fed inputs (owned elsewhere), and
+// the output tensors Run allocates -- except the next-state outputs written into their state's own storage
+// (state_in_place), which Run returns as tensors sharing the state's buffer.
 #pragma once
 #include <cstdint>
 #include <atomic>
@@ -15,7 +19,7 @@
 
 #include "executor/kernel_registry.h"
 #include "graph/graph.h"
-
+#include "passes/memory_plan.h"
 
 namespace ot {
 
@@ -27,8 +31,14 @@ std::vector<const Value*> ValuesNeededAtPlanTime(const Graph& g);
 class Plan {
  public:
   // `inputs`: dtype and dims of every fed graph input; `known`: values of the fed inputs that decide shapes.
+  // `state_in_place`: write a next-state output (Graph::update_bindings) straight into its state's storage when
+  // the kernel that computes it allows it in place for that state as input (KernelInfo::inplace) and no kernel
+  // reads the state after it; every other reader of the state runs before that kernel. A run then changes the
+  // state itself (Run returns those outputs sharing the state's buffer): only for a caller that would copy the
+  // outputs into the state anyway (the Trainer), never for one that runs a step to look at it.
   static std::unique_ptr<Plan> Compile(const Graph& g, const std::map<std::string, TensorDesc>& inputs,
-                                       const std::map<std::string, const Tensor*>& known, uint64_t seed);
+                                       const std::map<std::string, const Tensor*>& known, uint64_t seed,
+                                       bool state_in_place = false);
   ~Plan();
   // `run`: the run counter random kernels key on (KernelIO::run). `check_numerics`: after each kernel, scan its
   // float outputs; the first kernel (in plan order) that wrote a NaN or infinity is then first_nonfinite().
@@ -41,6 +51,20 @@ class Plan {
 
   int64_t kernel_count() const { return static_cast<int64_t>(steps_.size()); }
   int64_t arena_bytes() const { return static_cast<int64_t>(arena_size_); }
+  // The memory plan the arena follows (passes/memory_plan.h), over buffer_views() and step_views() in order:
+  // resident_bytes counts the state, constants and fed inputs the steps read and the output tensors Run
+  // allocates (peak_live_bytes = resident + the arena's live peak, workspaces included).
+  const MemoryPlan& memory_plan() const { return mplan_; }
+  // Bytes of the output tensors Run allocates each run (part of memory_plan().resident_bytes).
+  int64_t output_bytes() const { return output_bytes_; }
+  // Heap a run allocates beyond the plan's buffers, declared rather than placed: the libraries' own allocations
+  // (KernelInfo::heap_bytes; the largest of the exclusive kernels, which run one at a time, plus every other
+  // kernel's) and the handles of the returned tensors (their dims, control blocks, allocator rounding).
+  int64_t heap_bytes() const { return heap_bytes_; }
+  // Per step: the workspace bytes its kernel declared.
+  int64_t workspace_bytes(int step) const { return static_cast<int64_t>(steps_[static_cast<size_t>(step)].kernel.workspace_bytes); }
+  // Graph output indices written into their state's storage (Compile's state_in_place).
+  const std::vector<int>& outputs_in_state() const { return outputs_in_state_; }
   int64_t folded_count() const { return folded_; }
   // True when a kernel draws random numbers (Dropout in training mode).
   bool has_random_kernels() const { return random_; }
@@ -65,10 +89,14 @@ class Plan {
     BufferKind kind = BufferKind::kArena;
     int64_t offset = 0;  // kArena only
     int def_step = -1, last_step = -1;
+    int shares = -1;        // kArena: the buffer whose memory it took in place (MemoryPlan::shares)
+    bool in_state = false;  // kOutput written into its state's storage: no bytes of its own
   };
   struct StepView {
     const Node* node = nullptr;
     std::vector<int> in_bufs, out_bufs;  // -1 = absent
+    int64_t workspace = 0;                      // KernelInfo::workspace_bytes
+    std::vector<std::pair<int, int>> inplace;   // KernelInfo::inplace (output index, input index)
   };
   std::vector<BufferView> buffer_views() const;
   // The kernels in plan order (the order liveness is measured in).
@@ -84,17 +112,20 @@ class Plan {
     const Tensor* constant = nullptr;  // kConst
     int io_index = -1;                 // kInput: index into input_names_; kOutput: graph output index
     int def_step = -1, last_step = -1;
+    int state_buf = -1;                // kOutput written into this kConst state buffer's storage (state_in_place)
   };
   struct Step {
     const Node* node = nullptr;
     KernelInfo kernel;
     std::vector<int> in_bufs, out_bufs;  // -1 = absent
     std::vector<int> deps;               // steps that must finish first
+    int64_t workspace_offset = -1;       // in the arena; -1: no workspace
   };
   struct FlowGraph;
 
   Plan() = default;
   void PlanArena();
+  void WriteStateInPlace(const Graph& g);
   void BuildFlowGraph();
   void RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& out);
 
@@ -104,6 +135,10 @@ class Plan {
   std::vector<int> output_bufs_;  // per graph output
   std::vector<std::shared_ptr<Tensor>> owned_;
   size_t arena_size_ = 0;
+  MemoryPlan mplan_;
+  int64_t output_bytes_ = 0;
+  int64_t heap_bytes_ = 0;
+  std::vector<int> outputs_in_state_;
   std::shared_ptr<uint8_t> arena_;
   int64_t folded_ = 0;
   bool random_ = false;

@@ -46,7 +46,9 @@ KernelInfo MakeUnary(const KernelContext& ctx, cpu::UnaryOp op, cpu::UnaryParams
     if constexpr (std::is_same_v<T, bool>) {
       ctx.Unsupported("bool input");
     } else {
-      return KernelInfo{[=](const KernelIO& io) { cpu::Unary<T>(op, io.In<T>(0), io.Out<T>(0), n, p); }};
+      KernelInfo k{[=](const KernelIO& io) { cpu::Unary<T>(op, io.In<T>(0), io.Out<T>(0), n, p); }};
+      AllowInPlace(k, ctx, 0, 0);  // Map: each tile is read, then written at the same place
+      return k;
     }
   });
 }
@@ -64,7 +66,15 @@ KernelInfo MakeCast(const KernelContext& ctx) {
     using S = decltype(stag);
     return DispatchDType(to, [&](auto dtag) -> KernelInfo {
       using D = decltype(dtag);
-      return KernelInfo{[n](const KernelIO& io) { cpu::Cast<S, D>(io.In<S>(0), io.Out<D>(0), n); }};
+      KernelInfo k{[n](const KernelIO& io) { cpu::Cast<S, D>(io.In<S>(0), io.Out<D>(0), n); }};
+      // In place only where no element changes size or C++ type but through float tiles (the same dtype: the
+      // copy is skipped; float16 <-> bfloat16: each tile is loaded, then stored): a plain y[i] = x[i] loop over
+      // two types of one size would alias across types.
+      constexpr bool kTiles = (std::is_same_v<S, float16> || std::is_same_v<S, bfloat16>) &&
+                              (std::is_same_v<D, float16> || std::is_same_v<D, bfloat16>);
+      if constexpr (std::is_same_v<S, D> || kTiles)
+        if (ctx.in(0).dims == ctx.out(0).dims) k.inplace.push_back({0, 0});
+      return k;
     });
   });
 }

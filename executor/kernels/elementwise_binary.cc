@@ -46,7 +46,14 @@ KernelInfo MakeBinary(const KernelContext& ctx, BinaryOp op, bool legacy_op) {
   auto plan = Plan(ctx, {ctx.in(0).dims, OperandBDims(ctx, legacy_op)});
   return DispatchDType(t, [&](auto tag) -> KernelInfo {
     using T = decltype(tag);
-    return KernelInfo{[op, plan](const KernelIO& io) { cpu::Binary<T>(op, io.In<T>(0), io.In<T>(1), io.out[0], plan); }};
+    KernelInfo k{[op, plan](const KernelIO& io) { cpu::Binary<T>(op, io.In<T>(0), io.In<T>(1), io.out[0], plan); }};
+    // An operand of the output's shape is read at the output's index (BinaryLoop, BinaryLoopHalf's tiles),
+    // whatever the other operand broadcasts; comparisons write bool, which AllowInPlace's dtype check excludes.
+    if (!legacy_op || ctx.in(1).dims == ctx.out(0).dims) {
+      AllowInPlace(k, ctx, 0, 0);
+      AllowInPlace(k, ctx, 0, 1);
+    }
+    return k;
   });
 }
 

@@ -82,6 +82,9 @@ KernelInfo GeluGradKernel(const KernelContext& ctx) {
       }
     });
   };
+  // dX[i] from dY[i] and X[i] only (GeluGradLoop; half: a tile of both is loaded before its dX tile is stored).
+  AllowInPlace(k, ctx, 0, 0);
+  AllowInPlace(k, ctx, 0, 1);
   return k;
 }
 

@@ -105,9 +105,11 @@ KernelInfo ConvBackwardKernel(const KernelContext& ctx, cpu::DnnlConvBackward::K
   }
   auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, kind);
   info.exclusive = true;
+  info.heap_bytes = cpu::DnnlCallHeapBytes(4);
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
     const int64_t ny = ctx.in(0).numel(), n1 = ctx.in(1).numel(), nout = ctx.out(0).numel();
+    info.heap_bytes += static_cast<size_t>(ny + n1 + nout) * sizeof(float);  // RunWidened's f32 copies
     info.fn = [=](const KernelIO& io) {
       RunWidened(t, io.in[0], ny, io.in[1], n1, io.out[0], nout,
                  [&](const float* dy, const float* in1, float* out) { bw->Run(dy, in1, out); });

@@ -85,6 +85,21 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   const int64_t warmup = ctx.node.attr_int("warmup", 0), total = ctx.node.attr_int("total_steps", 0);
   const int acc_in = l.micro_in(), acc_out = l.micro_out();  // micro-step counter, then the n sums
   KernelInfo info;
+  // In place (the plan writes the next state into the state's own storage): every operand's element i is read
+  // before element i of its next value is written, in the same chunk -- the update loops (UpdateChunk) and the
+  // skipped/accumulating copy (CopyChunk) alike; the scalars (step, micro-step, loss-scale state) are read into
+  // locals before any output is written. Not LAMB's parameters: its second stage reads the old parameter after
+  // the first wrote the update direction into p_out.
+  for (int i = 0; i < n; ++i) {
+    if (h.kind != cpu::OptimKind::kLamb) AllowInPlace(info, ctx, i, 2 + i);
+    if (k >= 1) AllowInPlace(info, ctx, n + i, 2 + 2 * n + i);
+    if (k >= 2) AllowInPlace(info, ctx, 2 * n + i, 2 + 3 * n + i);
+    if (accumulate > 1) AllowInPlace(info, ctx, acc_out + 1 + i, acc_in + 1 + i);
+  }
+  AllowInPlace(info, ctx, base, 1);
+  if (accumulate > 1) AllowInPlace(info, ctx, acc_out, acc_in);
+  if (scaling)
+    for (int j = 0; j < 3; ++j) AllowInPlace(info, ctx, scale_out + j, scale_in + j);
   info.fn = [=](const KernelIO& io) {
     const double base_lr = lr_t == DataType::kFloat64 ? *io.In<double>(0) : static_cast<double>(*io.In<float>(0));
     const int64_t step = *io.In<int64_t>(1);

@@ -40,8 +40,11 @@ KernelInfo MakeGemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMu
     auto mm = std::make_shared<cpu::DnnlMatMul>(s);
     info.fn = [mm, prefill](const KernelIO& io) {
       if (prefill) prefill(io);
-      mm->Run(io.in[0], io.in[1], io.out[0]);
+      mm->Run(io.in[0], io.in[1], io.out[0], io.workspace);
     };
+    // oneDNN's scratchpad and the f32 copies of converted half operands come from the plan.
+    info.workspace_bytes = mm->workspace_bytes();
+    info.heap_bytes = cpu::DnnlCallHeapBytes(4);
     info.exclusive = true;
     return info;
   }
@@ -215,6 +218,7 @@ KernelInfo ConvKernel(const KernelContext& ctx) {
   const Tensor* w_const = ctx.input_values.size() > 1 ? ctx.input_values[1] : nullptr;
   auto conv = std::make_shared<cpu::DnnlConv>(spec, w_const ? w_const->raw() : nullptr);
   info.fn = [conv](const KernelIO& io) { conv->Run(io.in[0], io.in[1], io.in[2], io.out[0]); };
+  info.heap_bytes = cpu::DnnlCallHeapBytes(5);
   info.exclusive = true;
   return info;
 }

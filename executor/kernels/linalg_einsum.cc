@@ -45,6 +45,24 @@ struct EinsumPlan {
   int num_inputs = 0;
   std::vector<int64_t> temp_elems;  // per temporary buffer
   std::vector<Step> steps;
+  // Workspace layout (KernelIO::workspace), set by Layout(): each temporary at its offset (64-byte aligned),
+  // then one region every oneDNN GEMM uses in turn (the steps run one after another).
+  std::vector<size_t> temp_offsets;
+  size_t gemm_offset = 0, workspace_bytes = 0;
+  void Layout(size_t elem_size) {
+    auto align = [](size_t n) { return (n + 63) / 64 * 64; };
+    size_t off = 0;
+    temp_offsets.clear();
+    for (int64_t n : temp_elems) {
+      temp_offsets.push_back(off);
+      off += align(static_cast<size_t>(n) * elem_size);
+    }
+    gemm_offset = off;
+    size_t gemm = 0;
+    for (const Step& st : steps)
+      if (st.gemm && st.mm.dnnl) gemm = std::max(gemm, st.mm.dnnl->workspace_bytes());
+    workspace_bytes = off + align(gemm);
+  }
 };
 
 bool Contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -215,19 +233,23 @@ class Planner {
 
 template <typename T, typename Acc>
 void RunEinsum(const EinsumPlan& plan, const KernelIO& io) {
-  std::vector<std::vector<T>> temps(plan.temp_elems.size());
+  // Temporaries from the plan's workspace; called outside a plan (no workspace), from the heap.
+  uint8_t* ws = static_cast<uint8_t*>(io.workspace);
+  std::vector<std::vector<T>> temps(ws ? 0 : plan.temp_elems.size());
   for (size_t i = 0; i < temps.size(); ++i) temps[i].resize(plan.temp_elems[i]);
   auto buf = [&](int id) -> T* {
     if (id < plan.num_inputs) return const_cast<T*>(io.In<T>(id));
     if (id == plan.num_inputs) return io.Out<T>(0);
-    return temps[id - plan.num_inputs - 1].data();
+    const size_t k = static_cast<size_t>(id - plan.num_inputs - 1);
+    return ws ? reinterpret_cast<T*>(ws + plan.temp_offsets[k]) : temps[k].data();
   };
+  void* gemm_ws = ws ? ws + plan.gemm_offset : nullptr;
   for (const Step& s : plan.steps) {
     if (!s.gemm) {
       const GatherStep& g = s.gather;
       cpu::StridedReduceCopy<T>(buf(g.src), g.out_dims, g.out_strides, g.red_dims, g.red_strides, buf(g.dst));
     } else if (s.mm.dnnl) {
-      s.mm.dnnl->Run(buf(s.mm.a), buf(s.mm.b), buf(s.mm.c));
+      s.mm.dnnl->Run(buf(s.mm.a), buf(s.mm.b), buf(s.mm.c), gemm_ws);
     } else {
       cpu::NaiveMatMul<T, Acc>(s.mm.spec, buf(s.mm.a), buf(s.mm.b), buf(s.mm.c));
     }
@@ -239,10 +261,13 @@ KernelInfo EinsumKernel(const KernelContext& ctx) {
   for (size_t i = 1; i < ctx.inputs.size(); ++i)
     if (ctx.in(static_cast<int>(i)).dtype != t) ctx.Fail("inputs have different dtypes");
   auto plan = std::make_shared<EinsumPlan>(Planner(ctx, t).Build());
+  plan->Layout(SizeOf(t));
   KernelInfo info;
+  info.workspace_bytes = plan->workspace_bytes;
   bool uses_dnnl = false;
   for (const Step& s : plan->steps) uses_dnnl = uses_dnnl || (s.gemm && s.mm.dnnl);
   info.exclusive = uses_dnnl;
+  if (uses_dnnl) info.heap_bytes = cpu::DnnlCallHeapBytes(4);
   switch (t) {
     case DataType::kFloat32:
       info.fn = [plan](const KernelIO& io) { RunEinsum<float, double>(*plan, io); };

@@ -283,7 +283,9 @@ KernelInfo MakeLoss(const KernelContext& ctx) {
   const int64_t ii = n.has_attr("ignore_index") ? n.attr_int("ignore_index", 0) : std::numeric_limits<int64_t>::min();
   const bool has_w = ctx.has_input(2), has_lp = sce && ctx.has_output(1);
   const std::string what = n.Describe();
-  return {[=](const KernelIO& io) {
+  KernelInfo info;
+  if (sce && !has_lp) info.workspace_bytes = static_cast<size_t>(N * C * D) * SizeOf(dt);
+  info.fn = [=](const KernelIO& io) {
     DispatchFloat(dt, [&](auto tag) {
       using T = decltype(tag);
       const T* w = has_w ? io.In<T>(2) : nullptr;
@@ -296,9 +298,14 @@ KernelInfo MakeLoss(const KernelContext& ctx) {
             cpu::SoftmaxCrossEntropyLoss<T, I>(red, N, C, D, io.In<T>(0), io.In<I>(1), w, ii, io.Out<T>(0),
                                                io.Out<T>(1));
           } else {
-            std::vector<T> lp(static_cast<size_t>(N * C * D));
-            cpu::SoftmaxCrossEntropyLoss<T, I>(red, N, C, D, io.In<T>(0), io.In<I>(1), w, ii, io.Out<T>(0),
-                                               lp.data());
+            // The log-probabilities nobody reads: the declared workspace (a vector of our own outside a plan).
+            std::vector<T> own;
+            T* lp = static_cast<T*>(io.workspace);
+            if (!lp) {
+              own.resize(static_cast<size_t>(N * C * D));
+              lp = own.data();
+            }
+            cpu::SoftmaxCrossEntropyLoss<T, I>(red, N, C, D, io.In<T>(0), io.In<I>(1), w, ii, io.Out<T>(0), lp);
           }
         } catch (const std::out_of_range& e) {
           throw Error(what + ": " + e.what());
@@ -307,7 +314,8 @@ KernelInfo MakeLoss(const KernelContext& ctx) {
       if (it == DataType::kInt32) run(int32_t{});
       else run(int64_t{});
     });
-  }};
+  };
+  return info;
 }
 
 }  // namespace
