@@ -4,6 +4,8 @@ namespace ot {
 
 void RegisterTrainingPreviewKernels(CpuKernelRegistry& r);  // executor/kernels/training_preview.cc
 void RegisterGeluGradKernels(CpuKernelRegistry& r);         // executor/kernels/gelu_grad.cc
+void RegisterFusedLinalgKernels(CpuKernelRegistry& r);      // executor/kernels/fused_linalg.cc
+void RegisterFusedElementwiseKernels(CpuKernelRegistry& r);  // executor/kernels/fused_elementwise.cc
 
 const TensorDesc& KernelContext::in(int i) const {
   if (!has_input(i)) Fail("input " + std::to_string(i) + " is missing");
@@ -36,6 +38,8 @@ const CpuKernelRegistry& CpuKernelRegistry::Global() {
     RegisterOptimizerKernels(*r);
     RegisterTrainingPreviewKernels(*r);
     RegisterGeluGradKernels(*r);
+    RegisterFusedLinalgKernels(*r);
+    RegisterFusedElementwiseKernels(*r);
     return r;
   }();
   return *reg;

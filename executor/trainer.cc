@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <set>
 
+#include "executor/fusion.h"
+#include "executor/plan.h"
 #include "graph/error.h"
 #include "graph/grad_context.h"
 #include "onnx_import/model_io.h"
@@ -142,6 +144,24 @@ void Trainer::MakeExecutor() {
 
 Trainer::~Trainer() = default;
 
+void Trainer::FuseFor(const Arrays& batch) {
+  if (fused_) return;
+  fused_ = true;
+  if (ParseFuseMode(opts_.fuse.mode) == "off") return;
+  std::map<std::string, TensorDesc> descs;
+  std::map<std::string, const Tensor*> known;
+  std::set<const Value*> needed;
+  for (const Value* v : ValuesNeededAtPlanTime(*graph_)) needed.insert(v);
+  for (const Value* v : graph_->RealInputs()) {
+    auto it = batch.find(v->name);
+    if (it == batch.end()) continue;  // Executor::Run names the missing input
+    descs[v->name] = TensorDesc{it->second.dtype(), it->second.dims(), true};
+    if (needed.count(v)) known[v->name] = &it->second;
+  }
+  // The executor has compiled nothing yet (plans are made on the first run), so the fused graph is what it runs.
+  fusion_ = FuseForShapes(*graph_, opts_.fuse, descs, known);
+}
+
 std::vector<std::string> Trainer::input_names() const {
   std::vector<std::string> r;
   for (const Value* v : graph_->RealInputs()) r.push_back(v->name);
@@ -156,6 +176,7 @@ StepResult Trainer::Step(const std::vector<Arrays>& micro_batches) {
     throw Error("a step takes " + std::to_string(k) + " micro-batches (--grad-accum), got " +
                 std::to_string(micro_batches.size()));
   const auto t0 = std::chrono::steady_clock::now();
+  if (!micro_batches.empty()) FuseFor(micro_batches.front());
   StepResult r;
   r.lr = ScheduledLr(opts_.optimizer, optimizer_steps());
   if (info_.loss_scale) r.loss_scale = info_.loss_scale->initializer->GetDouble(0);
@@ -166,11 +187,13 @@ StepResult Trainer::Step(const std::vector<Arrays>& micro_batches) {
         throw Error("--check-numerics: " + bad->Describe() + " produced a NaN or infinity in step " +
                     std::to_string(optimizer_steps() + 1) + " (no state was updated): " +
                     exec_->first_nonfinite_detail());
-    // The update kernel already left everything unchanged on a skipped step; write the next state in place.
+    // The update kernel already left everything unchanged on a skipped step; write the next state in place. An
+    // output the plan wrote into the state's own storage (Plan::Compile's state_in_place) shares its buffer:
+    // nothing to copy.
     for (const auto& [state, idx] : state_outs_) {
       Tensor& s = *state->initializer;
       if (out[idx].nbytes() != s.nbytes()) throw Error("state '" + state->name + "' changed size");
-      std::memcpy(s.raw(), out[idx].raw(), s.nbytes());
+      if (out[idx].raw() != s.raw()) std::memcpy(s.raw(), out[idx].raw(), s.nbytes());
     }
     r.loss += out[loss_out_].GetDouble(0) / static_cast<double>(k);
     r.grad_norm = out[grad_norm_out_].GetDouble(0);

@@ -12,6 +12,7 @@
 
 #include "executor/executor.h"
 #include "graph/graph.h"
+#include "passes/cluster_fusion.h"
 #include "passes/step_graph.h"
 
 namespace ot {
@@ -28,6 +29,13 @@ struct TrainerOptions {
   // is updated) with an error naming the node that produced it.
   bool check_numerics = false;
   bool profile = false;  // time every kernel (executor().kernel_profile())
+  // --fuse / --memory-budget: cluster fusion of the step, sized for the shapes of the first step's batch
+  // (executor/fusion.h); mode "off" leaves the step as built.
+  FuseOptions fuse = [] {
+    FuseOptions f;
+    f.mode = "off";
+    return f;
+  }();
 };
 
 // The step-graph pipeline's options of a Trainer's.
@@ -103,11 +111,17 @@ class Trainer {
   const std::string& loss_name() const { return info_.loss; }
   // What the step-graph pipeline made (the amp report, fp16-range changes, parameters...).
   const StepGraphInfo& step_info() const { return info_; }
+  // The clusters made before the first step (empty report until then, and with --fuse=off).
+  const FusionReport& fusion_report() const { return fusion_; }
   int64_t optimizer_steps() const;
 
  private:
   void MakeExecutor();
+  // Fuses the step for the shapes of `batch` (once, before the first run; see TrainerOptions::fuse).
+  void FuseFor(const Arrays& batch);
   TrainerOptions opts_;
+  bool fused_ = false;
+  FusionReport fusion_;
   std::unique_ptr<Graph> graph_;      // the step graph
   std::unique_ptr<Graph> inference_;  // the model in inference mode, sharing the state tensors
   std::unique_ptr<Graph> eval_;       // inference_ plus the loss

@@ -49,7 +49,6 @@ class Clustering {
       if (!s || !s->lower) continue;
       BuiltCluster b = Build({static_cast<int>(k)});
       fusible_[k] = b.error.empty();
-      if (getenv("OT_DEBUG_FUSE") && !b.error.empty()) fprintf(stderr, "not fusible: %s\n", b.error.c_str());
       loaded_[k] = b.work_bytes;
     }
   }
@@ -336,6 +335,7 @@ bool ClusterFusionPass::Run(Graph& g) {
   Clustering cl(g, opts_, sizes_);
   int64_t peak = cl.Peak();
   report_.peak_before = peak;
+  report_.budget_unreachable = opts_.memory_budget > 0 && peak > opts_.memory_budget;
   const bool full = opts_.mode == "full";
   const auto& ks = cl.kernels();
   auto refuse = [&](int pk, int ck, const std::string& why) {
@@ -510,6 +510,9 @@ std::string FormatFusionReport(const FusionReport& r, int max_refused) {
                     " of memory traffic saved; planned peak " + mb(r.peak_before) + " -> " + mb(r.peak_after);
   if (r.memory_budget > 0) out += " (budget " + mb(r.memory_budget) + ")";
   out += "\n";
+  if (r.budget_unreachable)
+    out += "  the budget is below the unfused step's planned peak: fusion cannot lower it that far; only merges that "
+           "do not raise the peak were made\n";
   for (const FusedCluster& c : r.clusters) {
     out += "  " + c.name + ": " + std::to_string(c.ops.size()) + " ops, " + std::to_string(c.inputs) + " in (" +
            mb(c.input_bytes) + "), " + std::to_string(c.outputs) + " out (" + mb(c.output_bytes) + "), saves " +

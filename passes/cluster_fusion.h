@@ -77,6 +77,9 @@ struct FusionReport {
   int64_t memory_budget = 0;
   int64_t peak_before = 0, peak_after = 0;  // planned liveness peaks (LivenessPeak), bytes
   int64_t saved_bytes = 0;                  // sum over clusters
+  // The budget is below the unfused step's planned peak: refusing merges cannot reach it (only merges that do
+  // not raise the peak are made).
+  bool budget_unreachable = false;
   int fused_nodes = 0;                      // nodes replaced
   std::vector<FusedCluster> clusters;
   std::vector<RefusedMerge> refused;

@@ -6,6 +6,8 @@
 #include "passes/autodiff.h"
 #include "passes/fuse_gelu.h"
 #include "passes/fuse_layer_norm.h"
+#include "passes/fuse_matmul_bias.h"
+#include "passes/fuse_softmax_ce.h"
 #include "passes/master_weights.h"
 #include "passes/training_mode.h"
 
@@ -26,6 +28,8 @@ StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
   after("training_mode");
   FuseGeluPass().Run(g);  // pattern fusion: before autodiff, so the fused ops' gradient rules apply
   FuseLayerNormPass().Run(g);
+  FuseSoftmaxCrossEntropyPass().Run(g);
+  FuseMatMulBiasPass().Run(g);
   after("pattern_fusion");
   LossPass loss(o.loss);
   loss.Run(g);

@@ -1,6 +1,6 @@
 // The training pipeline that turns a model into its step graph, in order:
 //   training_mode (BN/Dropout in training mode, BN running statistics become state) -> pattern_fusion (fuse_gelu,
-//   fuse_layer_norm) -> loss -> autodiff ->
+//   fuse_layer_norm, fuse_softmax_ce, fuse_matmul_bias) -> loss -> autodiff ->
 //   optimizer -> amp -> fp16_range (fp16 only) -> master_weights -> loss_scaling.
 // The result is one Graph holding forward, loss, backward and the update, with update bindings for every state
 // (what ONNX's TrainingInfoProto holds); its outputs include the loss, "grad_norm" and "skipped".

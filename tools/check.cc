@@ -15,9 +15,12 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "executor/executor.h"
+#include "executor/fusion.h"
+#include "executor/plan.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
@@ -107,6 +110,35 @@ Tensor AsDeclared(Tensor t, DataType declared) {
   return t;
 }
 
+// --fuse: clusters sized for the shapes of the first test_data_set (the same graph then runs every set).
+// Returns the number of clusters made.
+size_t FuseForFirstDataSet(Graph& g, const fs::path& dir, const std::string& mode) {
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  if (sets.empty()) return 0;
+  std::sort(sets.begin(), sets.end());
+  const std::vector<fs::path> ins = SortedFiles(sets.front(), "input_");
+  const std::vector<Value*> real = g.RealInputs();
+  const std::vector<Value*>& targets = ins.size() == real.size() ? real : g.inputs;
+  if (ins.size() != targets.size()) return 0;  // RunModelDir reports the mismatch
+  std::set<const Value*> needed;
+  for (const Value* v : ValuesNeededAtPlanTime(g)) needed.insert(v);
+  std::map<std::string, Tensor> values;
+  std::map<std::string, TensorDesc> descs;
+  std::map<std::string, const Tensor*> known;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    Tensor t = AsDeclared(ReadTensorPb(ins[i].string()).tensor, targets[i]->dtype);
+    descs[targets[i]->name] = TensorDesc{t.dtype(), t.dims(), true};
+    values[targets[i]->name] = std::move(t);
+  }
+  for (const auto& [name, t] : values)
+    if (needed.count(g.FindValue(name))) known[name] = &t;
+  FuseOptions fo;
+  fo.mode = mode;
+  return FuseForShapes(g, fo, descs, known).clusters.size();
+}
+
 Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
   Result res;
   auto defect = KnownDataDefects().find(dir.filename().string());
@@ -119,8 +151,9 @@ Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
     std::unique_ptr<Graph> g = LoadModel((dir / "model.onnx").string());
     if (o.roundtrip) g = ParseModel(SerializeModel(*g), dir.string(), (dir / "model.onnx").string() + " (re-imported)");
     ExpandGradientOps(*g);  // ai.onnx.preview.training Gradient nodes -> the backward in standard ops
-    Executor ex(*g);
     std::vector<Value*> real = g->RealInputs();
+    const size_t clusters = o.fuse != "off" ? FuseForFirstDataSet(*g, dir, o.fuse) : 0;
+    Executor ex(*g);
     int sets = 0;
     for (const auto& e : fs::directory_iterator(dir)) {
       if (!e.is_directory() || e.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
@@ -157,6 +190,7 @@ Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
     }
     if (!sets) throw Error("no test_data_set_* directory");
     res.outcome = Outcome::kPass;
+    if (clusters) res.reason = "fused: " + std::to_string(clusters) + " cluster" + (clusters > 1 ? "s" : "");
   } catch (const UnsupportedError& e) {
     res.outcome = Outcome::kSkip;
     res.reason = e.what();
@@ -239,7 +273,7 @@ int Check(const CheckOptions& o) {
     FindModelDirs(d, dirs);
   }
   if (!o.fork) SetThreadCount(o.threads);
-  int passed = 0, failed = 0, skipped = 0;
+  int passed = 0, failed = 0, skipped = 0, fused = 0;
   std::ofstream plist;
   if (!o.passed_list.empty()) {
     plist.open(o.passed_list);
@@ -251,7 +285,8 @@ int Check(const CheckOptions& o) {
     switch (r.outcome) {
       case Outcome::kPass:
         ++passed;
-        if (!o.quiet) std::cout << "PASS " << name << "\n";
+        if (!o.quiet) std::cout << "PASS " << name << (r.reason.empty() ? "" : " (" + r.reason + ")") << "\n";
+        fused += !r.reason.empty();
         if (plist) plist << name << "\n";
         break;
       case Outcome::kFail:
@@ -265,6 +300,7 @@ int Check(const CheckOptions& o) {
     }
     std::cout.flush();
   }
+  if (o.fuse != "off") std::cout << "--fuse=" << o.fuse << ": " << fused << " passing models ran fused clusters\n";
   std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped" << std::endl;
   return failed ? 1 : 0;
 }

@@ -9,6 +9,7 @@ namespace ot::tools {
 struct CheckOptions {
   std::vector<std::string> dirs;
   bool roundtrip = false;    // import -> export -> import before running
+  std::string fuse = "off";  // cluster fusion (sized for the first data set's shapes) before running
   bool fork = true;          // run each model in a child process (a crash is a failure, not the end)
   bool quiet = false;        // print only failures and the summary
   int timeout_s = 300;       // per model
@@ -62,7 +63,7 @@ struct TrainOptions {
   double loss_scale_init = 65536, loss_scale_factor = 2, loss_scale_backoff = 0.5;
   int64_t loss_scale_growth_interval = 2000, loss_scale_overflows = 1;
   uint64_t seed = 0;
-  std::string fuse, log_json, save, eval_data;
+  std::string fuse = "lite", memory_budget, log_json, save, eval_data;
   std::string checkpoint, resume;
   int64_t checkpoint_every = 0;  // 0: only at the end (and on SIGINT)
 };

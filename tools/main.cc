@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   auto* check_cmd = app.add_subcommand("check", "Run ONNX backend-test directories against their reference outputs");
   check_cmd->add_option("dirs", check.dirs, "Directories searched for model.onnx + test_data_set_*")->required();
   check_cmd->add_flag("--roundtrip", check.roundtrip, "Import, export and re-import each model before running it");
+  check_cmd->add_option("--fuse", check.fuse, "Cluster fusion before running: off (default), lite or full")
+      ->check(CLI::IsMember({"off", "lite", "full"}));
   check_cmd->add_flag("!--no-fork", check.fork, "Run models in this process (no crash isolation)");
   check_cmd->add_flag("-q,--quiet", check.quiet, "Print only failures and the summary");
   check_cmd->add_option("--timeout", check.timeout_s, "Seconds per model");

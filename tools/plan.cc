@@ -1,13 +1,15 @@
 // `onnx-train plan MODEL --batch N [train options] [--json]`: the training step's planned peak memory and its split
 // (executor/memory_report.h), without running a step. The step graph is built as `train` builds it (same loss,
-// freeze and optimizer options, the same graph outputs as the Trainer's executor) and compiled for batch N; a
-// model that stores its step (training_info) is planned as stored.
+// freeze and optimizer options, the same graph outputs as the Trainer's executor), fused as `train` fuses it
+// (--fuse, --memory-budget: the clusters, the bytes each saved and the merges refused are printed after the table)
+// and compiled for batch N; a model that stores its step (training_info) is planned as stored.
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "executor/fusion.h"
 #include "executor/memory_report.h"
 #include "executor/trainer.h"
 #include "graph/error.h"
@@ -87,8 +89,10 @@ void PrintTable(const PlanOptions& o, const Setting& set, const MemoryReport& r)
   row("  of which constants", r.constants);
   row("  of which step outputs", r.step_outputs);
   row("peak", r.peak_bytes);
-  std::printf("\nover the whole step: saved activations %s, arena %s\n", Size(r.saved_activations_total).c_str(),
-              Size(r.arena_bytes).c_str());
+  std::printf("\nover the whole step: saved activations %s, arena %s (largest kernel workspace %s, in it); "
+              "declared outside the plan: %s of library heap and result handles\n",
+              Size(r.saved_activations_total).c_str(), Size(r.arena_bytes).c_str(), Size(r.workspace_bytes).c_str(),
+              Size(r.heap_bytes).c_str());
   auto values = [](const char* title, const std::vector<SavedActivation>& list, bool part) {
     if (list.empty()) return;
     std::printf("\n%s:\n", title);
@@ -101,7 +105,7 @@ void PrintTable(const PlanOptions& o, const Setting& set, const MemoryReport& r)
   values("largest values live at the peak", r.live_at_peak, true);
 }
 
-void PrintJson(const PlanOptions& o, const Setting& set, const MemoryReport& r) {
+void PrintJson(const PlanOptions& o, const Setting& set, const MemoryReport& r, const FusionReport& f) {
   nlohmann::json j;
   j["model"] = o.train.model;
   j["batch"] = o.train.batch;
@@ -118,6 +122,8 @@ void PrintJson(const PlanOptions& o, const Setting& set, const MemoryReport& r) 
   j["step_outputs"] = r.step_outputs;  // part of transient
   j["saved_activations_total"] = r.saved_activations_total;
   j["arena_bytes"] = r.arena_bytes;
+  j["workspace_bytes"] = r.workspace_bytes;
+  j["heap_bytes"] = r.heap_bytes;
   j["kernels"] = r.kernels;
   j["peak_step"] = r.peak_step;
   j["peak_node"] = r.peak_node;
@@ -131,6 +137,25 @@ void PrintJson(const PlanOptions& o, const Setting& set, const MemoryReport& r) 
     live.push_back({{"name", s.name}, {"op", s.op}, {"dtype", DataTypeName(s.dtype)}, {"shape", s.dims},
                     {"bytes", s.bytes}, {"part", s.part}});
   j["live_at_peak"] = live;
+  nlohmann::json fj;
+  fj["mode"] = f.mode.empty() ? "off" : f.mode;
+  fj["memory_budget"] = f.memory_budget;
+  fj["budget_unreachable"] = f.budget_unreachable;
+  fj["peak_before"] = f.peak_before;
+  fj["peak_after"] = f.peak_after;
+  fj["saved_bytes"] = f.saved_bytes;
+  fj["fused_ops"] = f.fused_nodes;
+  nlohmann::json clusters = nlohmann::json::array();
+  for (const FusedCluster& c : f.clusters)
+    clusters.push_back({{"name", c.name}, {"ops", c.ops}, {"inputs", c.inputs}, {"outputs", c.outputs},
+                        {"input_bytes", c.input_bytes}, {"output_bytes", c.output_bytes},
+                        {"saved_bytes", c.saved_bytes}});
+  fj["clusters"] = clusters;
+  nlohmann::json refused = nlohmann::json::array();
+  for (const RefusedMerge& m : f.refused)
+    refused.push_back({{"producer", m.producer}, {"consumer", m.consumer}, {"reason", m.reason}});
+  fj["refused"] = refused;
+  j["fusion"] = fj;
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -167,17 +192,25 @@ int PlanMemoryReport(const PlanOptions& o) {
   if (!t.data.empty())
     for (NamedTensor& a : ReadNpz(t.data)) data[a.name] = std::move(a.tensor);
   MemoryReport r;
+  FusionReport fusion;
   try {
+    const TrainerOptions to = MakeTrainerOptions(t, t.steps);
+    if (to.fuse.mode != "off") {
+      BatchInputs in = InputsForBatch(*step, t.batch, t.data.empty() ? nullptr : &data, t.data);
+      fusion = FuseForShapes(*step, to.fuse, in.descs, in.known());
+    }
     r = PlanMemory(*step, t.batch, t.data.empty() ? nullptr : &data, loss, t.data);
   } catch (const UnsupportedError& e) {
     throw UnsupportedError(t.model + ": " + e.what());
   } catch (const Error& e) {
     throw Error(t.model + ": " + e.what());
   }
-  if (o.json)
-    PrintJson(o, set, r);
-  else
+  if (o.json) {
+    PrintJson(o, set, r, fusion);
+  } else {
     PrintTable(o, set, r);
+    if (!fusion.mode.empty()) std::printf("\n%s", FormatFusionReport(fusion).c_str());
+  }
   return 0;
 }
 

@@ -17,6 +17,7 @@
 
 #include "executor/cpu_features.h"
 #include "executor/data_loader.h"
+#include "executor/fusion.h"
 #include "executor/trainer.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
@@ -104,13 +105,13 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.seed = o.seed;
   to.check_numerics = o.check_numerics;
   to.profile = o.profile;
+  to.fuse.mode = ParseFuseMode(o.fuse);
+  to.fuse.memory_budget = o.memory_budget.empty() ? DefaultMemoryBudget() : ParseByteSize(o.memory_budget);
   return to;
 }
 
 int Train(const TrainOptions& o) {
   if (o.data.empty()) throw Error("--data TRAIN.npz is required");
-  if (!o.fuse.empty() && o.fuse != "off")
-    std::fprintf(stderr, "note: --fuse=%s is accepted but fusion is not implemented yet\n", o.fuse.c_str());
   ParseLrSchedule(o.lr_schedule);  // a bad choice fails before the data is read
 
   // The step's inputs decide which arrays to read; the schedule's length needs the sample count first.
@@ -246,6 +247,10 @@ int Train(const TrainOptions& o) {
       }
     }
     StepResult r = trainer->Step(micro);
+    if (s == start && !o.quiet && trainer->fusion_report().mode != "" && trainer->fusion_report().mode != "off") {
+      const std::string f = FormatFusionReport(trainer->fusion_report(), 0);
+      std::fprintf(stderr, "%s%s\n", bar ? "\r" : "", f.substr(0, f.find('\n')).c_str());
+    }
     skipped += r.skipped;
     skipped_in_row = r.skipped ? skipped_in_row + 1 : 0;
     if (dynamic) {

@@ -46,7 +46,11 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
                   "fp16: constants beyond +-65504 (attention masks) become +-this (default 1e4)");
   cmd->add_option("--fp16-epsilon", o.fp16_epsilon,
                   "fp16: epsilons below fp16's normal range become this (default 1e-5)");
-  cmd->add_option("--fuse", o.fuse, "off|lite|full (accepted; not implemented yet)");
+  cmd->add_option("--fuse", o.fuse,
+                  "Cluster fusion: off, lite (elementwise ops and row reductions, one output per cluster; the default) "
+                  "or full (also clusters with several outputs)");
+  cmd->add_option("--memory-budget", o.memory_budget,
+                  "Fusion never raises the planned peak above this (e.g. 2G, 512M; default: the machine's memory)");
   cmd->add_option("--log-json", o.log_json, "Write one JSON object per step (and per evaluation) to this file");
   cmd->add_option("--save", o.save, "Write the trained model (ONNX, inference mode) here");
   cmd->add_option("--checkpoint", o.checkpoint, "Directory for the full training state (checkpoint.npz)");

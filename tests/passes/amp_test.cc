@@ -267,7 +267,7 @@ TEST(AmpPass, BatchNormKeepsStatisticsFp32) {
   EXPECT_EQ(OutType(*g, "relu"), DataType::kBFloat16);
 }
 
-// The MLP's step graph: the forward and backward GEMMs, ReLU and its gradient are half; the loss, its gradient and
+// The MLP's step graph: the forward and backward GEMMs (MatMulBias after pattern fusion) and ReLU's gradient are half; the loss, its gradient and
 // the optimizer fp32; the update bindings keep float32 targets.
 std::unique_ptr<Graph> MlpModel() {
   auto g = NewGraph();
@@ -299,9 +299,13 @@ TEST(AmpPass, MlpStepGraphColours) {
   StepGraphInfo info = BuildStepGraph(*g, MlpStep(DataType::kBFloat16));
   VerifyGraph(*g);
   const AmpReport& r = info.amp;
-  EXPECT_EQ(r.ops.at("MatMul").half, 5);  // 2 forward, 3 backward (x needs no gradient)
+  // Pattern fusion made the first layer one MatMulBias {relu}: its backward is a ReluGrad (from Y) and one Gemm for
+  // dW1 (x needs no gradient); the second layer's MatMul has two backward MatMuls.
+  EXPECT_EQ(r.ops.at("MatMulBias").half, 1);
+  EXPECT_EQ(r.ops.at("MatMul").half, 3);
   EXPECT_EQ(r.ops.at("MatMul").fp32, 0);
-  EXPECT_EQ(r.ops.at("Relu").half, 1);
+  EXPECT_EQ(r.ops.at("Gemm").half, 1);
+  EXPECT_EQ(r.ops.count("Relu"), 0u);
   EXPECT_EQ(r.ops.at("ReluGrad").half, 1);
   EXPECT_EQ(r.ops.at("SoftmaxCrossEntropyLoss").fp32, 1);
   EXPECT_EQ(r.ops.at("LossGrad").fp32, 1);

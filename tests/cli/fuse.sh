@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# --fuse end to end: `plan --fuse=off|lite|full --json` on the tiny transformer at batch 64 (clusters with their ops,
+# inputs, outputs and bytes; the merges refused with a reason; lite's planned peak not above off's; every cluster
+# within the 64-operand limit; a budget below the unfused peak reported as unreachable), `train --fuse=full` on
+# the digits MLP, `check --fuse` over a few node tests, and user errors (an unknown mode, a bad --memory-budget)
+# exiting non-zero with one line.
+# Usage: fuse.sh ONNX_TRAIN_BINARY EXAMPLES_DIR
+set -u
+tool=$(realpath "$1")
+ex=$(realpath "$2")
+. "$(dirname "$0")/lib.sh"
+
+lm=(plan "$ex/tiny_lm/model.onnx" --loss cross_entropy --logits logits --labels y --data "$ex/tiny_lm/data.npz"
+    --batch 64 --json --threads 2)
+for mode in off lite full; do
+  "$tool" "${lm[@]}" --fuse=$mode >"$tmp/$mode.json" 2>"$tmp/err" && ok ||
+    { bad "plan --fuse=$mode exited non-zero"; cat "$tmp/err"; }
+done
+"$tool" "${lm[@]}" --fuse=full --memory-budget 1M >"$tmp/tight.json" 2>"$tmp/err" && ok ||
+  { bad "plan --memory-budget 1M exited non-zero"; cat "$tmp/err"; }
+
+if python3 - "$tmp" <<'PY'; then ok; else bad "plan --fuse JSON checks"; fi
+import json, sys
+d = sys.argv[1]
+r = {m: json.load(open(f"{d}/{m}.json")) for m in ["off", "lite", "full", "tight"]}
+errors = []
+def check(cond, what):
+    if not cond: errors.append(what)
+check(r["off"]["fusion"]["mode"] == "off" and r["off"]["fusion"]["clusters"] == [], "off made clusters")
+for m in ["lite", "full"]:
+    f = r[m]["fusion"]
+    check(f["mode"] == m, f"{m}: mode {f['mode']}")
+    check(len(f["clusters"]) > 0, f"{m}: no cluster in the transformer")
+    for c in f["clusters"]:
+        check(set(c) >= {"name", "ops", "inputs", "outputs", "input_bytes", "output_bytes", "saved_bytes"}, f"{m}: keys {set(c)}")
+        check(len(c["ops"]) >= 2 and c["inputs"] + c["outputs"] <= 64, f"{m}: cluster {c['name']} size")
+        check(c["saved_bytes"] > 0, f"{m}: cluster {c['name']} saved nothing")
+        if m == "lite": check(c["outputs"] == 1, f"lite cluster with {c['outputs']} outputs")
+    check(f["saved_bytes"] == sum(c["saved_bytes"] for c in f["clusters"]), f"{m}: saved_bytes is not the clusters' sum")
+    check(all(x["reason"] for x in f["refused"]), f"{m}: a refusal without a reason")
+    check(f["fused_ops"] == sum(len(c["ops"]) for c in f["clusters"]), f"{m}: fused_ops")
+check(r["lite"]["peak_bytes"] <= r["off"]["peak_bytes"], f"lite peak {r['lite']['peak_bytes']} > off {r['off']['peak_bytes']}")
+check(r["lite"]["kernels"] < r["off"]["kernels"], "lite runs no fewer kernels than off")
+t = r["tight"]["fusion"]
+check(t["memory_budget"] == 1000000 and t["budget_unreachable"], f"1M budget not reported unreachable: {t.get('budget_unreachable')}")
+check(r["tight"]["peak_bytes"] <= r["off"]["peak_bytes"], "a tight budget raised the peak")
+if errors:
+    print("\n".join(errors)); sys.exit(1)
+PY
+
+# Training with full fusion, and the node tests with fusion (every result as without it).
+"$tool" train "$ex/digits_mlp/model.onnx" --data "$ex/digits_mlp/train.npz" --loss cross_entropy --logits logits \
+  --labels y --batch 50 --steps 3 --fuse=full --threads 2 >"$tmp/out" 2>"$tmp/err" && ok ||
+  { bad "train --fuse=full exited non-zero"; cat "$tmp/err"; }
+grep -q "^fusion full:" "$tmp/err" && ok || bad "train --fuse=full printed no fusion line"
+node=/usr/share/libonnx-testdata/data/node
+if [ -d "$node" ]; then
+  "$tool" check --fuse=full "$node/test_softmax_axis_1_expanded" "$node/test_layer_normalization_2d_axis1_expanded" \
+    "$node/test_relu" >"$tmp/out" 2>&1
+  grep -q "^3 passed, 0 failed" "$tmp/out" && ok || { bad "check --fuse=full"; cat "$tmp/out"; }
+  grep -q "PASS test_softmax_axis_1_expanded (fused: " "$tmp/out" && ok || { bad "softmax expanded not fused"; cat "$tmp/out"; }
+fi
+
+expect_error "--fuse: 'most' is not a fusion mode" train "$ex/digits_mlp/model.onnx" --data "$ex/digits_mlp/train.npz" \
+  --loss cross_entropy --logits logits --labels y --fuse most
+expect_error "--memory-budget: 'lots' is not a size" plan "$ex/digits_mlp/model.onnx" --loss cross_entropy \
+  --logits logits --labels y --batch 8 --memory-budget lots
+finish
