@@ -35,7 +35,7 @@ $(BUILD)/fashion/train.npz:
 	python3 examples/fashion_cnn/convert.py --out $(BUILD)/fashion
 
 # Trains the Fashion-MNIST CNN (BatchNorm) on the CPU in mixed precision (bf16) and evaluates it on the 10,000 test
-# images (fusion is accepted and not yet applied), then the digits MLP, then runs the bundled inference example.
+# images (with lite cluster fusion), then the digits MLP, then runs the bundled inference example.
 demo: build $(BUILD)/fashion/train.npz
 	$(BUILD)/onnx-train train examples/fashion_cnn/model.onnx --data $(BUILD)/fashion/train.npz \
 	  --loss cross_entropy --logits logits --labels y --optimizer adam --lr 0.003 --lr-schedule cosine \
