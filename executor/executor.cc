@@ -74,8 +74,9 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds) {
   if (it == plans_.end()) {
     // Values in `known` point into this call's feeds: the plan copies what it keeps (folded constants are
     // owned by the plan; known feeds are only read while compiling).
-    it = plans_.emplace(sig, Plan::Compile(graph_, descs, known, opts_.seed)).first;
+    it = plans_.emplace(sig, Plan::Compile(graph_, descs, known, opts_.seed, opts_.state_in_place)).first;
     it->second->set_profiling(opts_.profile);
+    it->second->set_tracing(opts_.trace);
   }
   last_ = it->second.get();
   return last_->Run(feeds, runs_++, opts_.check_numerics);
@@ -105,6 +106,13 @@ std::vector<OpTime> Executor::node_profile() const {
     for (const auto& k : last_->kernel_times()) r.push_back({k.op + " " + k.node, 1, static_cast<double>(k.ns) * 1e-6});
   std::sort(r.begin(), r.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
   return r;
+}
+
+std::vector<KernelEvent> Executor::last_trace() const { return last_ ? last_->trace() : std::vector<KernelEvent>{}; }
+
+void Executor::set_trace(bool on) {
+  opts_.trace = on;
+  for (auto& [sig, plan] : plans_) plan->set_tracing(on);
 }
 
 int64_t Executor::last_kernel_count() const { return last_ ? last_->kernel_count() : 0; }

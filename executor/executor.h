@@ -9,6 +9,7 @@
 
 #include "graph/graph.h"
 #include "graph/tensor.h"
+#include "executor/kernel_event.h"
 #include "executor/threads.h"
 
 namespace ot {
@@ -17,6 +18,10 @@ struct ExecutorOptions {
   uint64_t seed = 0;       // random ops (Dropout in training mode) draw from this seed
   bool profile = false;    // time every kernel (see kernel_profile())
   bool check_numerics = false;  // scan every float output after its kernel (see first_nonfinite())
+  bool trace = false;  // record when each kernel of a run ran (see last_trace())
+  // Plan::Compile's state_in_place: next-state outputs written into the state's storage (a run changes the
+  // graph's state itself; for a caller that copies the outputs into the state anyway, the Trainer).
+  bool state_in_place = false;
 };
 
 // Time spent per op type over all runs so far, largest first.
@@ -54,6 +59,9 @@ class Executor {
   std::vector<OpTime> kernel_profile() const;
   // The same per node (op = "Op node-name"), largest first.
   std::vector<OpTime> node_profile() const;
+  // With ExecutorOptions::trace: the kernels of the last run, in plan order, with their start and end times.
+  std::vector<KernelEvent> last_trace() const;
+  void set_trace(bool on);
 
  private:
   const Graph& graph_;

@@ -42,7 +42,7 @@ FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std
     pass.Run(g);
     return pass.report();
   }
-  std::unique_ptr<Plan> plan = Plan::Compile(g, inputs, known, 0);
+  std::unique_ptr<Plan> plan = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true);
   const FusionSizes sizes = SizesFromPlan(g, *plan);
   plan.reset();
   ClusterFusionPass fuse(opts, sizes);

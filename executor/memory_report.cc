@@ -341,7 +341,7 @@ void AddTrainerOutputs(Graph& step, const StepGraphInfo& info) {
 MemoryReport PlanMemory(const Graph& step, int64_t batch, const std::map<std::string, Tensor>* data,
                         const std::string& loss, const std::string& data_name) {
   const BatchInputs in = InputsForBatch(step, batch, data, data_name);
-  std::unique_ptr<Plan> plan = Plan::Compile(step, in.descs, in.known(), 0);
+  std::unique_ptr<Plan> plan = Plan::Compile(step, in.descs, in.known(), 0, /*state_in_place=*/true);
   return ReportMemory(step, *plan, loss);
 }
 

@@ -549,18 +549,24 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
   if (out.size() < kMinOperandSlots) out.resize(kMinOperandSlots, nullptr);
   KernelIO io{in.data(), out.data(), run_};
   if (st.workspace_offset >= 0) io.workspace = arena_.get() + st.workspace_offset;
-  const auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  // Timed from the moment the kernel holds the lock: waiting for an exclusive kernel is not its time.
+  const bool timed = profiling_ || tracing_;
+  std::chrono::steady_clock::time_point t0;
+  auto call = [&] {
+    if (timed) t0 = std::chrono::steady_clock::now();
+    st.kernel.fn(io);
+  };
   try {
     if (ThreadCount() == 1) {
-      st.kernel.fn(io);
+      call();
     } else if (st.kernel.exclusive) {
       std::unique_lock<std::shared_mutex> l(KernelLock());
-      st.kernel.fn(io);
+      call();
     } else {
       std::shared_lock<std::shared_mutex> l(KernelLock());
       // Isolation: while this kernel waits on its own parallel_for, the thread steals only that loop's tasks,
       // never another kernel (which could wait for this lock).
-      tbb::this_task_arena::isolate([&] { st.kernel.fn(io); });
+      tbb::this_task_arena::isolate(call);
     }
   } catch (const UnsupportedError&) {
     throw;
@@ -600,8 +606,40 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
       break;
     }
   }
-  if (profiling_)
-    step_ns_[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  if (timed) {
+    const auto t1 = std::chrono::steady_clock::now();
+    if (profiling_) step_ns_[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+    if (tracing_) {
+      const int slot = tbb::this_task_arena::current_thread_index();
+      trace_[i] = {std::chrono::duration_cast<std::chrono::nanoseconds>(t0 - run_start_).count(),
+                   std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - run_start_).count(),
+                   slot == tbb::task_arena::not_initialized ? 0 : slot};
+    }
+  }
+}
+
+std::vector<KernelEvent> Plan::trace() const {
+  std::vector<KernelEvent> r;
+  if (trace_.size() != steps_.size()) return r;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    KernelEvent e;
+    e.node = steps_[i].node;
+    e.start_ns = trace_[i].start;
+    e.end_ns = trace_[i].end;
+    e.thread = trace_[i].thread;
+    for (int b : steps_[i].in_bufs)
+      if (b >= 0) {
+        e.inputs.push_back(bufs_[static_cast<size_t>(b)].desc);
+        e.bytes_in += static_cast<int64_t>(bufs_[static_cast<size_t>(b)].desc.nbytes());
+      }
+    for (int b : steps_[i].out_bufs)
+      if (b >= 0) {
+        e.outputs.push_back(bufs_[static_cast<size_t>(b)].desc);
+        e.bytes_out += static_cast<int64_t>(bufs_[static_cast<size_t>(b)].desc.nbytes());
+      }
+    r.push_back(std::move(e));
+  }
+  return r;
 }
 
 std::vector<Plan::KernelTime> Plan::kernel_times() const {
@@ -680,6 +718,12 @@ std::vector<Tensor> Plan::Run(const std::map<std::string, Tensor>& feeds, uint64
     output_ptrs_[i] = results[i].raw();
   }
   error_ = nullptr;
+  if (tracing_) {
+    trace_.assign(steps_.size(), TraceSlot{});
+    run_start_ = std::chrono::steady_clock::now();
+  } else {
+    trace_.clear();
+  }
   if (ThreadCount() == 1 || steps_.size() <= 1) {
     std::vector<const void*> in;
     std::vector<void*> out;

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/kernel_event.h"
 #include "executor/kernel_registry.h"
 #include "graph/graph.h"
 #include "passes/memory_plan.h"
@@ -76,6 +78,10 @@ class Plan {
     int64_t ns = 0;
   };
   std::vector<KernelTime> kernel_times() const;
+  // With tracing on, every run records when each kernel started and ended and on which thread; trace() gives the
+  // last run's events in plan order (the data of `--profile`'s Chrome trace).
+  void set_tracing(bool on) { tracing_ = on; }
+  std::vector<KernelEvent> trace() const;
 
   // Read-only view of the compiled plan, for reports (executor/memory_report.h). Every buffer with its storage
   // and lifetime: kArena values live from the step that writes them (def_step) to the last step that reads them
@@ -149,6 +155,13 @@ class Plan {
   std::unique_ptr<FlowGraph> flow_;
   bool profiling_ = false;
   std::unique_ptr<std::atomic<int64_t>[]> step_ns_;
+  bool tracing_ = false;
+  struct TraceSlot {
+    int64_t start = 0, end = 0;
+    int thread = 0;
+  };
+  std::vector<TraceSlot> trace_;  // per step, written by that step only
+  std::chrono::steady_clock::time_point run_start_;
   uint64_t run_ = 0;
   bool check_numerics_ = false;
   std::atomic<int64_t> first_nonfinite_{-1};

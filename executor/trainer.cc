@@ -139,10 +139,19 @@ void Trainer::MakeExecutor() {
   eo.seed = opts_.seed;
   eo.check_numerics = opts_.check_numerics;
   eo.profile = opts_.profile;
+  eo.trace = opts_.trace;
+  // The next state straight into the state (no second copy of parameters and moments), except under
+  // --check-numerics, whose failing step must leave the state as it was.
+  eo.state_in_place = !opts_.check_numerics;
   exec_ = std::make_unique<Executor>(g, eo);
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::set_trace(bool on) {
+  opts_.trace = on;
+  if (exec_) exec_->set_trace(on);
+}
 
 void Trainer::FuseFor(const Arrays& batch) {
   if (fused_) return;

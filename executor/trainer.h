@@ -29,6 +29,7 @@ struct TrainerOptions {
   // is updated) with an error naming the node that produced it.
   bool check_numerics = false;
   bool profile = false;  // time every kernel (executor().kernel_profile())
+  bool trace = false;    // record each step's kernel timeline (executor().last_trace(); --profile FILE)
   // --fuse / --memory-budget: cluster fusion of the step, sized for the shapes of the first step's batch
   // (executor/fusion.h); mode "off" leaves the step as built.
   FuseOptions fuse = [] {
@@ -106,6 +107,8 @@ class Trainer {
   const Graph& step_graph() const { return *graph_; }
   const TrainerOptions& options() const { return opts_; }
   const Executor& executor() const { return *exec_; }
+  // Turns the kernel timeline of the following steps on or off (TrainerOptions::trace).
+  void set_trace(bool on);
   // Current values of the trained parameters, by name.
   std::map<std::string, Tensor> Parameters() const;
   const std::string& loss_name() const { return info_.loss; }

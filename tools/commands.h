@@ -30,10 +30,14 @@ int Run(const RunOptions& o);
 
 namespace ot {
 class Executor;
+struct KernelEvent;
 }
 namespace ot::tools {
 // Time per op type and the slowest kernels of the executor's last plan, divided by `runs`.
 void PrintOpProfile(const Executor& ex, double runs);
+// Writes `events` (one step's kernels) as a Chrome trace to `path`; returns a one-line summary for stderr.
+std::string WriteProfileTrace(const std::string& path, const std::vector<KernelEvent>& events, int64_t step,
+                              const std::string& precision, const std::string& fuse);
 
 }  // namespace ot::tools
 
@@ -64,6 +68,7 @@ struct TrainOptions {
   int64_t loss_scale_growth_interval = 2000, loss_scale_overflows = 1;
   uint64_t seed = 0;
   std::string fuse = "lite", memory_budget, log_json, save, eval_data;
+  std::string profile_trace;  // --profile FILE: Chrome trace of one step
   std::string checkpoint, resume;
   int64_t checkpoint_every = 0;  // 0: only at the end (and on SIGINT)
 };

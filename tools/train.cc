@@ -105,6 +105,7 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.seed = o.seed;
   to.check_numerics = o.check_numerics;
   to.profile = o.profile;
+  to.trace = !o.profile_trace.empty();
   to.fuse.mode = ParseFuseMode(o.fuse);
   to.fuse.memory_budget = o.memory_budget.empty() ? DefaultMemoryBudget() : ParseByteSize(o.memory_budget);
   return to;
@@ -112,6 +113,8 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
 
 int Train(const TrainOptions& o) {
   if (o.data.empty()) throw Error("--data TRAIN.npz is required");
+  if (!o.profile_trace.empty() && !std::ofstream(o.profile_trace, std::ios::app))
+    throw Error("--profile: cannot write '" + o.profile_trace + "'");  // before any work, not after the first step
   ParseLrSchedule(o.lr_schedule);  // a bad choice fails before the data is read
 
   // The step's inputs decide which arrays to read; the schedule's length needs the sample count first.
@@ -247,6 +250,18 @@ int Train(const TrainOptions& o) {
       }
     }
     StepResult r = trainer->Step(micro);
+    // --profile: the first step's timeline is written at once (a run of one step still gets one), then replaced
+    // by the second's, which has no first-run costs (oneDNN's JIT, TBB's threads); tracing stops after it.
+    if (!o.profile_trace.empty() && s - start < 2) {
+      const DataType half = trainer->options().amp.half;
+      const std::string line =
+          WriteProfileTrace(o.profile_trace, trainer->executor().last_trace(), s + 1,
+                            half == DataType::kUndefined ? "fp32" : DataTypeName(half), trainer->options().fuse.mode);
+      if (s - start == 1 || s + 1 == total) {
+        trainer->set_trace(false);
+        if (!o.quiet) std::fprintf(stderr, "%s%s\n", bar ? "\r" : "", line.c_str());
+      }
+    }
     if (s == start && !o.quiet && trainer->fusion_report().mode != "" && trainer->fusion_report().mode != "off") {
       const std::string f = FormatFusionReport(trainer->fusion_report(), 0);
       std::fprintf(stderr, "%s%s\n", bar ? "\r" : "", f.substr(0, f.find('\n')).c_str());

@@ -60,6 +60,9 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_flag("--check-numerics", o.check_numerics,
                 "Check every kernel's output; the first NaN/inf stops the run naming its node");
   cmd->add_flag("--profile-ops", o.profile, "At the end, the time per op type and the slowest kernels of a step");
+  cmd->add_option("--profile", o.profile_trace,
+                  "Write a Chrome-trace JSON of one step (the second, the first when there is one) to FILE: each "
+                  "kernel's node, op, precision, bytes and time");
   cmd->add_flag("-q,--quiet", o.quiet, "No per-step lines");
 }
 
