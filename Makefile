@@ -85,6 +85,7 @@ bench: build
 	bench/run.sh $(BUILD)
 	bench/train.sh $(BUILD)
 	bench/amp.sh $(BUILD)
+	bench/fusion.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

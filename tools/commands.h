@@ -23,6 +23,7 @@ int Info(const std::string& model);
 struct RunOptions {
   std::string model, data, output;
   bool profile = false;  // print time per op type
+  std::string fuse = "lite";  // pattern and cluster fusion (sized for the data's shapes) before running
   int repeat = 1;  // > 1: time repeated runs (after one warm-up) and print the median and best
 };
 int Run(const RunOptions& o);

@@ -6,9 +6,14 @@
 #include <map>
 
 #include "executor/executor.h"
+#include "executor/fusion.h"
+#include "executor/plan.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
+#include "passes/fuse_gelu.h"
+#include "passes/fuse_layer_norm.h"
+#include "passes/fuse_matmul_bias.h"
 #include "passes/gradient_op.h"
 #include "tools/commands.h"
 
@@ -43,6 +48,22 @@ int Run(const RunOptions& o) {
   }
   for (const Value* v : g->RealInputs())
     if (!feeds.count(v->name)) throw Error(o.data + ": no array for the model input '" + v->name + "'");
+  const std::string mode = ParseFuseMode(o.fuse);
+  if (mode != "off") {
+    // The forward as train runs it: the pattern fusions, then clusters sized for these inputs' shapes.
+    FuseGeluPass().Run(*g);
+    FuseLayerNormPass().Run(*g);
+    FuseMatMulBiasPass().Run(*g);
+    std::map<std::string, TensorDesc> descs;
+    std::map<std::string, const Tensor*> known;
+    for (const auto& [name, t] : feeds) descs[name] = TensorDesc{t.dtype(), t.dims(), true};
+    for (const Value* v : ValuesNeededAtPlanTime(*g))
+      if (feeds.count(v->name)) known[v->name] = &feeds.at(v->name);
+    FuseOptions fo;
+    fo.mode = mode;
+    fo.memory_budget = DefaultMemoryBudget();
+    FuseForShapes(*g, fo, descs, known);
+  }
   ExecutorOptions eo;
   eo.profile = o.profile;
   Executor ex(*g, eo);

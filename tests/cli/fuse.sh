@@ -2,7 +2,7 @@
 # --fuse end to end: `plan --fuse=off|lite|full --json` on the tiny transformer at batch 64 (clusters with their ops,
 # inputs, outputs and bytes; the merges refused with a reason; lite's planned peak not above off's; every cluster
 # within the 64-operand limit; a budget below the unfused peak reported as unreachable), `train --fuse=full` on
-# the digits MLP, `check --fuse` over a few node tests, and user errors (an unknown mode, a bad --memory-budget)
+# the digits MLP, `check --fuse` over a few node tests, `run --fuse` on the MLP, and user errors (an unknown mode, a bad --memory-budget)
 # exiting non-zero with one line.
 # Usage: fuse.sh ONNX_TRAIN_BINARY EXAMPLES_DIR
 set -u
@@ -60,6 +60,16 @@ if [ -d "$node" ]; then
   grep -q "^3 passed, 0 failed" "$tmp/out" && ok || { bad "check --fuse=full"; cat "$tmp/out"; }
   grep -q "PASS test_softmax_axis_1_expanded (fused: " "$tmp/out" && ok || { bad "softmax expanded not fused"; cat "$tmp/out"; }
 fi
+
+# run --fuse: the fused inference of the MLP (MatMul+Add+Relu patterns, clusters) prints the unfused outputs.
+for mode in off lite full; do
+  "$tool" run "$ex/mlp/model.onnx" --data "$ex/mlp/input.npz" --fuse=$mode >"$tmp/run_$mode" 2>"$tmp/err" && ok ||
+    { bad "run --fuse=$mode exited non-zero"; cat "$tmp/err"; }
+done
+grep -q "^logits: float32\[32,10\] sum=" "$tmp/run_off" && ok || { bad "run printed no summary"; cat "$tmp/run_off"; }
+cmp -s "$tmp/run_off" "$tmp/run_lite" && cmp -s "$tmp/run_off" "$tmp/run_full" && ok ||
+  { bad "run --fuse changed the outputs"; cat "$tmp/run_off" "$tmp/run_lite" "$tmp/run_full"; }
+expect_error "--fuse: 'bogus' is not a fusion mode" run "$ex/mlp/model.onnx" --data "$ex/mlp/input.npz" --fuse=bogus
 
 expect_error "--fuse: 'most' is not a fusion mode" train "$ex/digits_mlp/model.onnx" --data "$ex/digits_mlp/train.npz" \
   --loss cross_entropy --logits logits --labels y --fuse most
