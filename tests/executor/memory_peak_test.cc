@@ -15,11 +15,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <cmath>
 
 #include "executor/data_loader.h"
+#include "executor/fusion.h"
 #include "executor/memory_report.h"
 #include "executor/plan.h"
 #include "onnx_import/model_io.h"
@@ -143,16 +145,30 @@ void CopyState(Graph& g, const std::vector<Tensor>& out) {
 }
 
 class MemoryPeak : public ::testing::TestWithParam<DataType> {};
+class MemoryPeakFused : public ::testing::TestWithParam<std::tuple<DataType, std::string>> {};
 
 // Batch 64, one step after a warm-up step (first-run work -- TBB's worker threads, oneDNN's kernel caches -- is not
 // the step's memory): heap bytes live at the peak during Plan::Run, minus those live before it, plus what the
 // plan allocated before the run (state, constants and fed inputs, and the arena), against the plan's peak
 // (resident -- outputs included -- plus the whole arena).
-TEST_P(MemoryPeak, MeasuredPeakOfTheTinyLmStepFollowsThePlan) {
+// The same for every --fuse mode: the fused step's plan (FusedElementwise kernels with their row workspaces).
+TEST_P(MemoryPeakFused, MeasuredPeakOfTheTinyLmStepFollowsThePlan) {
   if (!alloc_counter::kActive) GTEST_SKIP() << "built with a sanitizer: malloc is not interposed";
-  const DataType half = GetParam();
+  const auto [half, mode] = GetParam();
   LmStep s = MakeLmStep(half);
   const std::map<std::string, Tensor> feeds = Batch(64, 0);
+  if (mode != "off") {
+    std::map<std::string, TensorDesc> descs;
+    std::map<std::string, const Tensor*> known;
+    for (const auto& [name, t] : feeds) descs[name] = TensorDesc{t.dtype(), t.dims(), true};
+    for (const Value* v : ValuesNeededAtPlanTime(*s.graph))
+      if (feeds.count(v->name)) known[v->name] = &feeds.at(v->name);
+    FuseOptions fo;
+    fo.mode = mode;
+    fo.memory_budget = int64_t{1} << 40;
+    const FusionReport r = FuseForShapes(*s.graph, fo, descs, known);
+    ASSERT_FALSE(r.clusters.empty()) << mode << " made no cluster in the transformer";
+  }
   std::unique_ptr<Plan> plan = Compile(*s.graph, feeds, true);
   const MemoryPlan& mp = plan->memory_plan();
   EXPECT_FALSE(plan->outputs_in_state().empty());
@@ -170,10 +186,10 @@ TEST_P(MemoryPeak, MeasuredPeakOfTheTinyLmStepFollowsThePlan) {
   const int64_t measured = during + (mp.resident_bytes - plan->output_bytes()) + mp.arena_bytes;
   int64_t ws_max = 0;
   for (int k = 0; k < plan->kernel_count(); ++k) ws_max = std::max(ws_max, plan->workspace_bytes(k));
-  std::printf("tiny_lm batch 64 %s: measured peak %.2f MB, planned %.2f MB (resident %.2f MB of which outputs %.3f MB, "
+  std::printf("tiny_lm batch 64 %s --fuse=%s: measured peak %.2f MB, planned %.2f MB (resident %.2f MB of which outputs %.3f MB, "
               "arena %.2f MB, live peak %.2f MB, largest workspace %.2f MB, in place %.2f MB, declared heap %.3f MB); heap during "
               "the run +%.3f MB\n",
-              half == DataType::kUndefined ? "fp32" : DataTypeName(half).c_str(), measured / 1e6, planned / 1e6,
+              half == DataType::kUndefined ? "fp32" : DataTypeName(half).c_str(), mode.c_str(), measured / 1e6, planned / 1e6,
               mp.resident_bytes / 1e6, plan->output_bytes() / 1e6, mp.arena_bytes / 1e6, mp.peak_live_bytes / 1e6,
               ws_max / 1e6, mp.inplace_saved_bytes / 1e6, declared_outside / 1e6, during / 1e6);
   EXPECT_LE(measured, planned + declared_outside);
@@ -186,6 +202,14 @@ TEST_P(MemoryPeak, MeasuredPeakOfTheTinyLmStepFollowsThePlan) {
 INSTANTIATE_TEST_SUITE_P(Precisions, MemoryPeak, ::testing::Values(DataType::kUndefined, DataType::kBFloat16),
                          [](const auto& info) { return info.param == DataType::kUndefined ? std::string("fp32")
                                                                                             : DataTypeName(info.param); });
+INSTANTIATE_TEST_SUITE_P(PrecisionsAndFuseModes, MemoryPeakFused,
+                         ::testing::Combine(::testing::Values(DataType::kUndefined, DataType::kBFloat16),
+                                            ::testing::Values(std::string("off"), std::string("lite"), std::string("full"))),
+                         [](const auto& info) {
+                           const DataType t = std::get<0>(info.param);
+                           return (t == DataType::kUndefined ? std::string("fp32") : DataTypeName(t)) + "_" +
+                                  std::get<1>(info.param);
+                         });
 
 // The next state written into the state's storage gives the trajectory of the Trainer's copy, bit for bit: two
 // copies of the step (fresh from the model file, so the same initial weights), three steps each.
