@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "executor/plan.h"
+#include "passes/fuse_gemm_epilogue.h"
 #include "graph/error.h"
 
 namespace ot {
@@ -47,7 +48,9 @@ FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std
   plan.reset();
   ClusterFusionPass fuse(opts, sizes);
   fuse.Run(g);
-  return fuse.report();
+  FusionReport report = fuse.report();
+  if (ParseFuseMode(opts.mode) == "full" && opts.gemm_epilogues) GemmEpiloguePass(opts, sizes, &report).Run(g);
+  return report;
 }
 
 int64_t DefaultMemoryBudget() {

@@ -6,6 +6,7 @@ void RegisterTrainingPreviewKernels(CpuKernelRegistry& r);  // executor/kernels/
 void RegisterGeluGradKernels(CpuKernelRegistry& r);         // executor/kernels/gelu_grad.cc
 void RegisterFusedLinalgKernels(CpuKernelRegistry& r);      // executor/kernels/fused_linalg.cc
 void RegisterFusedElementwiseKernels(CpuKernelRegistry& r);  // executor/kernels/fused_elementwise.cc
+void RegisterMatMulEpilogueKernels(CpuKernelRegistry& r);    // executor/kernels/matmul_epilogue.cc
 
 const TensorDesc& KernelContext::in(int i) const {
   if (!has_input(i)) Fail("input " + std::to_string(i) + " is missing");
@@ -40,6 +41,7 @@ const CpuKernelRegistry& CpuKernelRegistry::Global() {
     RegisterGeluGradKernels(*r);
     RegisterFusedLinalgKernels(*r);
     RegisterFusedElementwiseKernels(*r);
+    RegisterMatMulEpilogueKernels(*r);
     return r;
   }();
   return *reg;

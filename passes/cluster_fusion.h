@@ -36,6 +36,7 @@ struct FuseOptions {
   int64_t memory_budget = 0;    // bytes; <= 0: no limit
   int max_operands = 64;        // inputs + outputs of one cluster
   double margin = 0.1;          // a merge may touch this much more than its parts
+  bool gemm_epilogues = true;   // full: also fold clusters into GEMM epilogues (passes/fuse_gemm_epilogue.h)
 };
 
 // Parses "off"/"lite"/"full"; throws Error naming the value otherwise.

@@ -5,6 +5,9 @@
 //   row_keepdims  per output: 1 when a row output keeps the reduced axes as 1s, 0 when it drops them (ignored for
 //                 full outputs);
 //   fused_ops     the ops it replaced ("Mul /blocks.0/Mul_1", ...), for reports and profiles.
+// ai.onnxtrain.MatMulEpilogue(A [..., M, K], B [K, N], bias [N] or absent, operands...) -> outputs...: a GEMM with a
+// cluster folded into its epilogue (passes/fuse_gemm_epilogue.cc, --fuse=full): the program's input 0 is
+// Y = A B (+ bias) and its input i >= 1 the node's input i + 2; same attributes as FusedElementwise.
 // Shapes: the domain D is the broadcast of the full inputs' shapes (input instructions without `row`); a full
 // output has D's shape, a row output D's with the last reduce_axes dims 1 or dropped. Output dtypes are those of
 // the stored instructions.
@@ -31,16 +34,10 @@ DataType TypeOf(cluster::DType t) {
   return DataType::kUndefined;
 }
 
-void InferFused(InferContext& ctx) {
-  cluster::Program p;
-  try {
-    p = cluster::ParseProgram(ctx.node.attr_string("program", ""));
-  } catch (const std::invalid_argument& e) {
-    ctx.Fail(std::string("bad program: ") + e.what());
-  }
-  if (p.num_inputs != ctx.num_inputs())
-    ctx.Fail("the program reads " + std::to_string(p.num_inputs) + " inputs, the node has " +
-             std::to_string(ctx.num_inputs()));
+// Output dtypes and shapes of a cluster program whose input i has the shape input_shape(i) (the broadcast of its
+// full inputs is the domain).
+template <typename ShapeOf>
+void InferProgramOutputs(InferContext& ctx, const cluster::Program& p, ShapeOf input_shape) {
   if (static_cast<int>(p.outputs.size()) != ctx.num_outputs())
     ctx.Fail("the program stores " + std::to_string(p.outputs.size()) + " outputs, the node has " +
              std::to_string(ctx.num_outputs()));
@@ -49,7 +46,7 @@ void InferFused(InferContext& ctx) {
   for (const cluster::Instr& ins : p.code)
     if (ins.op == cluster::Op::kInput && !ins.row && !seen[ins.a]) {
       seen[ins.a] = true;
-      full.push_back(ctx.Require(ins.a));
+      full.push_back(input_shape(ins.a));
     }
   if (full.empty()) ctx.Fail("the program loads no full input, so its domain is unknown");
   const Shape d = BroadcastShapes(ctx, full);
@@ -72,6 +69,39 @@ void InferFused(InferContext& ctx) {
   }
 }
 
+cluster::Program ParseOrFail(InferContext& ctx) {
+  try {
+    return cluster::ParseProgram(ctx.node.attr_string("program", ""));
+  } catch (const std::invalid_argument& e) {
+    ctx.Fail(std::string("bad program: ") + e.what());
+  }
+}
+
+void InferFused(InferContext& ctx) {
+  const cluster::Program p = ParseOrFail(ctx);
+  if (p.num_inputs != ctx.num_inputs())
+    ctx.Fail("the program reads " + std::to_string(p.num_inputs) + " inputs, the node has " +
+             std::to_string(ctx.num_inputs()));
+  InferProgramOutputs(ctx, p, [&](int i) { return ctx.Require(i); });
+}
+
+// MatMulEpilogue(A [..., M, K], B [K, N], bias [N] or absent, operands...): program input 0 is Y = A B (+ bias),
+// [..., M, N]; program input i >= 1 is node input i + 2.
+void InferMatMulEpilogue(InferContext& ctx) {
+  const cluster::Program p = ParseOrFail(ctx);
+  if (ctx.num_inputs() < 3 || p.num_inputs != ctx.num_inputs() - 2)
+    ctx.Fail("the program reads " + std::to_string(p.num_inputs) + " inputs: Y and node inputs 3.. expected");
+  const Shape a = ctx.Require(0), b = ctx.Require(1);
+  Shape y;
+  if (a.known_rank() && b.known_rank()) {
+    if (a.rank() < 2 || b.rank() != 2) ctx.Fail("takes A of rank >= 2 and B [K, N]");
+    std::vector<Dim> dims(a.dims().begin(), a.dims().end() - 1);
+    dims.push_back(b.dims()[1]);
+    y = Shape(dims);
+  }
+  InferProgramOutputs(ctx, p, [&](int i) { return i == 0 ? y : ctx.Require(i + 2); });
+}
+
 }  // namespace
 
 void RegisterFusedOps(OpRegistry& r) {
@@ -80,6 +110,11 @@ void RegisterFusedOps(OpRegistry& r) {
   s.domain = kInternalDomain;
   s.infer = InferFused;
   r.Register(s);
+  OpSchema e;
+  e.op_type = "MatMulEpilogue";
+  e.domain = kInternalDomain;
+  e.infer = InferMatMulEpilogue;
+  r.Register(e);
 }
 
 }  // namespace ot

@@ -56,8 +56,10 @@ std::map<std::string, Tensor> Feeds(const Graph& g, uint64_t seed) {
   return f;
 }
 
-FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0, int max_operands = 64) {
+// Cluster sizing alone: GEMM epilogues (full) have their own tests (gemm_epilogue_test.cc) except where `epilogues`.
+FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0, int max_operands = 64, bool epilogues = false) {
   FuseOptions o;
+  o.gemm_epilogues = epilogues;
   o.mode = mode;
   o.memory_budget = budget;
   o.max_operands = max_operands;
@@ -85,7 +87,7 @@ bool Refused(const FusionReport& r, const std::string& kind) {
 void ExpectSameOutputs(const BuildFn& build, const std::string& mode, double rtol = 1e-5, double atol = 1e-7) {
   const uint64_t seed = std::random_device{}();
   auto plain = Make(build, seed), fused = Make(build, seed);
-  Fuse(*fused, mode);
+  Fuse(*fused, mode, 0, 64, /*epilogues=*/true);  // the differential covers what --fuse=full does
   const auto feeds = Feeds(*plain, seed + 1);
   Executor a(*plain), b(*fused);
   const std::vector<Tensor> want = a.Run(feeds), got = b.Run(feeds);
@@ -125,16 +127,23 @@ TEST(ClusterFusion, NoFuseWhenOff) {
   EXPECT_THROW(Fuse(*g, "most"), Error);
 }
 
-// Relu -> MatMul -> Relu: the opaque MatMul separates two clusters of one op each, which stay as they are.
+// Relu -> MatMul -> Relu: the opaque MatMul separates two clusters of one op each, which stay as they are (full
+// then folds the second Relu into the GEMM's epilogue: tests/executor/gemm_epilogue_test.cc).
 TEST(ClusterFusion, NoFuseAcrossAnOpaqueOp) {
   auto build = [](Graph& g) {
     Value* x = Input(g, "x", {8, 8});
     g.outputs.push_back(Emit(g, "Relu", {Emit(g, "MatMul", {Emit(g, "Relu", {x}), Weight(g, {8, 8})})}));
   };
   auto g = Make(build);
-  Fuse(*g, "full");
+  Fuse(*g, "lite");
   EXPECT_EQ(Count(*g, "FusedElementwise"), 0);
   EXPECT_EQ(Count(*g, "Relu"), 2);
+  auto full = Make(build);
+  Fuse(*full, "full", 0, 64, /*epilogues=*/true);
+  EXPECT_EQ(Count(*full, "FusedElementwise"), 0);
+  EXPECT_EQ(Count(*full, "Relu"), 1);
+  EXPECT_EQ(Count(*full, "MatMulEpilogue"), 1);
+  ExpectSameOutputs(build, "full");
 }
 
 // e = Exp(x) is read by an Add and by a MatMul: fusing Exp with the Add makes two values leave the cluster.

@@ -1,0 +1,222 @@
+// CPU kernel of ai.onnxtrain.MatMulEpilogue(A [..., M, K], B [K, N], bias [N] (optional), operands...)
+// {program, row_keepdims} (graph/ops/fused.cc; made by passes/fuse_gemm_epilogue.cc under --fuse=full).
+// Y = A B (+ bias) over the M' = prod(A's leading dims) rows of the folded batch, in row blocks: each block's GEMM
+// (oneDNN; the bias written into the block first and accumulated onto, as MatMulBias does) fills a cache-sized
+// block buffer -- the kernel's workspace -- and the cluster program (cpu_ops/fused_elementwise.h) runs over that
+// block right away, reading the buffer as its input 0, so Y reaches memory only where the program stores it.
+// Blocks: about 256 KiB of Y each and at least 64 rows; a program operand is either the same for every block
+// (it broadcasts along the rows) or advances with the rows (Y's shape, or one value per row); any other operand
+// shape, or a program reducing more than the last axis, runs as one block. Every block computes exactly what the
+// whole would (the GEMM's rows are independent and the program is elementwise or reduces along a row).
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+#include <type_traits>
+
+#include "cpu_ops/dnnl_util.h"
+#include "cpu_ops/fused_elementwise.h"
+#include "cpu_ops/matmul.h"
+#include "executor/kernel_registry.h"
+#include "executor/threads.h"
+#include "graph/grad_context.h"
+#include "graph/infer_util.h"
+#include "graph/tensor.h"
+#include "kernel_common/cluster_program.h"
+#include "kernel_common/half.h"
+
+namespace ot {
+
+void RegisterMatMulEpilogueKernels(CpuKernelRegistry& r);
+
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+bool ClusterTypeOf(DataType t, cluster::DType* out) {
+  switch (t) {
+    case DataType::kFloat32: *out = cluster::DType::kF32; return true;
+    case DataType::kFloat16: *out = cluster::DType::kF16; return true;
+    case DataType::kBFloat16: *out = cluster::DType::kBF16; return true;
+    case DataType::kBool: *out = cluster::DType::kBool; return true;
+    default: return false;
+  }
+}
+
+// One block size: its GEMM and its program.
+struct Block {
+  std::shared_ptr<cpu::DnnlMatMul> mm;
+  std::shared_ptr<cpu::FusedKernel> fk;
+};
+
+// How a program operand (or output) moves from block to block: not at all, by `row_elems` elements per row.
+struct Stride {
+  bool advances = false;
+  int64_t row_elems = 0;
+  size_t elem_size = 0;
+};
+
+KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
+  cluster::Program p;
+  try {
+    p = cluster::ParseProgram(ctx.node.attr_string("program", ""));
+  } catch (const std::invalid_argument& e) {
+    ctx.Fail(std::string("bad program: ") + e.what());
+  }
+  const DataType t = ctx.in(0).dtype;
+  const bool has_bias = ctx.has_input(2);
+  for (int i = 1; i < (has_bias ? 3 : 2); ++i)
+    if (ctx.in(i).dtype != t)
+      ctx.Fail("input " + std::to_string(i) + " (" + DataTypeName(ctx.in(i).dtype) + ") and A (" + DataTypeName(t) +
+               ") differ in dtype");
+  cluster::DType yt;
+  if (t == DataType::kBool || !ClusterTypeOf(t, &yt)) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
+  const auto& a = ctx.in(0).dims;
+  const auto& b = ctx.in(1).dims;
+  if (a.size() < 2 || b.size() != 2 || a.back() != b[0])
+    ctx.Fail("takes A [..., M, K] and B [K, N]; got A " + DimsToString(a) + ", B " + DimsToString(b));
+  if (has_bias && (ctx.in(2).dims.size() != 1 || ctx.in(2).dims[0] != b[1]))
+    ctx.Fail("bias " + DimsToString(ctx.in(2).dims) + " does not match N of B " + DimsToString(b));
+  const int64_t k = b[0], n = b[1];
+  int64_t m = 1;
+  for (size_t i = 0; i + 1 < a.size(); ++i) m *= a[i];
+  std::vector<int64_t> ydims(a.begin(), a.end() - 1);
+  ydims.push_back(n);
+  if (p.num_inputs != static_cast<int>(ctx.inputs.size()) - 2)
+    ctx.Fail("the program reads " + std::to_string(p.num_inputs) + " inputs (Y and " +
+             std::to_string(static_cast<int>(ctx.inputs.size()) - 3) + " operands expected)");
+
+  // Program inputs: 0 = Y, i >= 1 = node input i + 2.
+  std::vector<std::vector<int64_t>> dims{ydims};
+  std::vector<cluster::DType> types{yt};
+  for (int i = 1; i < p.num_inputs; ++i) {
+    cluster::DType ct;
+    if (!ClusterTypeOf(ctx.in(i + 2).dtype, &ct))
+      ctx.Unsupported("operand " + std::to_string(i) + " is " + DataTypeName(ctx.in(i + 2).dtype));
+    dims.push_back(ctx.in(i + 2).dims);
+    types.push_back(ct);
+  }
+  std::vector<bool> is_full(p.num_inputs, false), is_row(p.num_inputs, false);
+  for (const cluster::Instr& ins : p.code)
+    if (ins.op == cluster::Op::kInput) (ins.row ? is_row : is_full)[ins.a] = true;
+  if (!is_full[0] || is_row[0]) ctx.Fail("the program must load Y (input 0) as a full value");
+  std::vector<std::vector<int64_t>> full;
+  for (int i = 0; i < p.num_inputs; ++i)
+    if (is_full[i]) full.push_back(dims[i]);
+  if (BroadcastDims(full, ctx.node.Describe()) != ydims)
+    ctx.Fail("the program's domain is not Y's shape " + DimsToString(ydims));
+
+  // Blocking: every operand must be row-invariant or advance with the rows.
+  bool blockable = p.reduce_axes <= 1;
+  std::vector<Stride> in_stride(p.num_inputs), out_stride(p.outputs.size());
+  for (int i = 1; i < p.num_inputs && blockable; ++i) {
+    const auto& d = dims[i];
+    const int64_t numel = NumElements(d);
+    bool lead_ones = true;  // every axis but the last is 1 (or the operand is shorter): the same for every row
+    for (size_t q = 0; q + 1 < d.size(); ++q) lead_ones = lead_ones && d[q] == 1;
+    in_stride[i].elem_size = SizeOf(ctx.in(i + 2).dtype);
+    if (is_row[i] && !is_full[i]) {
+      if (numel == 1) continue;
+      if (numel == m) in_stride[i] = {true, 1, in_stride[i].elem_size};
+      else blockable = false;
+    } else if (lead_ones && !is_row[i]) {
+      continue;
+    } else if (d == ydims && !is_row[i]) {
+      in_stride[i] = {true, n, in_stride[i].elem_size};
+    } else {
+      blockable = false;
+    }
+  }
+  for (size_t o = 0; o < p.outputs.size(); ++o) {
+    const bool row = p.code[static_cast<size_t>(p.outputs[o])].row;
+    out_stride[o] = {true, row ? 1 : n, SizeOf(ctx.out(static_cast<int>(o)).dtype)};
+  }
+  int64_t rows_per_block = m;
+  if (blockable) {
+    const int64_t target = std::max<int64_t>(64, (int64_t{256} << 10) / std::max<int64_t>(1, n * SizeOf(t)));
+    const int64_t blocks = std::max<int64_t>(1, (m + target - 1) / target);
+    rows_per_block = (m + blocks - 1) / blocks;
+  }
+
+  auto make_block = [&](int64_t rows) {
+    Block blk;
+    cpu::MatMulSpec s;
+    s.type = t == DataType::kFloat16 ? cpu::DnnType::kF16 : t == DataType::kBFloat16 ? cpu::DnnType::kBF16 : cpu::DnnType::kF32;
+    s.m = rows;
+    s.k = k;
+    s.n = n;
+    s.accumulate = has_bias;  // block = bias rows + A B
+    blk.mm = std::make_shared<cpu::DnnlMatMul>(s);
+    std::vector<int64_t> domain = ydims;
+    std::vector<std::vector<int64_t>> bd = dims;
+    if (rows != m || blockable) {
+      domain = {rows, n};
+      bd[0] = domain;
+      for (int i = 1; i < p.num_inputs; ++i)
+        if (in_stride[i].advances) bd[i] = in_stride[i].row_elems == n ? std::vector<int64_t>{rows, n} : std::vector<int64_t>{rows, 1};
+    }
+    try {
+      blk.fk = std::make_shared<cpu::FusedKernel>(p, domain, bd, types, ThreadCount());
+    } catch (const std::invalid_argument& e) {
+      ctx.Fail(e.what());
+    }
+    return blk;
+  };
+  const Block main = make_block(rows_per_block);
+  const int64_t rest = m % rows_per_block;
+  const Block tail = rest ? make_block(rest) : main;
+
+  const size_t ybytes = AlignUp(static_cast<size_t>(rows_per_block * n) * SizeOf(t));
+  const size_t mm_ws = AlignUp(std::max(main.mm->workspace_bytes(), tail.mm->workspace_bytes()));
+  const size_t fk_ws = AlignUp(std::max(main.fk->workspace_bytes(), tail.fk->workspace_bytes()));
+  const size_t elem = SizeOf(t);
+  const int num_inputs = p.num_inputs;
+  KernelInfo info;
+  info.workspace_bytes = ybytes + mm_ws + fk_ws;
+  info.heap_bytes = cpu::DnnlCallHeapBytes(4);
+  info.exclusive = true;
+  info.fn = [=](const KernelIO& io) {
+    std::unique_ptr<void, void (*)(void*)> own(nullptr, std::free);
+    uint8_t* ws = static_cast<uint8_t*>(io.workspace);
+    if (!ws) {  // outside a plan (tests, folding): scratch of its own
+      own.reset(std::aligned_alloc(kAlign, ybytes + mm_ws + fk_ws));
+      if (!own) throw Error("out of host memory for a MatMulEpilogue's " + std::to_string(ybytes + mm_ws + fk_ws) + " bytes");
+      ws = static_cast<uint8_t*>(own.get());
+    }
+    uint8_t* ybuf = ws;
+    void* mmws = mm_ws ? ws + ybytes : nullptr;
+    void* fkws = fk_ws ? ws + ybytes + mm_ws : nullptr;
+    const auto* a_ptr = static_cast<const uint8_t*>(io.in[0]);
+    std::vector<const void*> ins(static_cast<size_t>(num_inputs));
+    std::vector<void*> outs(out_stride.size());
+    for (int64_t r0 = 0; r0 < m; r0 += rows_per_block) {
+      const int64_t rows = std::min(rows_per_block, m - r0);
+      const Block& blk = rows == rows_per_block ? main : tail;
+      if (has_bias) {
+        DispatchDType(t, [&](auto tag) {
+          using T = decltype(tag);
+          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
+            cpu::FillScaledBroadcast2D<T>(static_cast<const T*>(io.in[2]), 0, 1, 1.0f, rows, n, reinterpret_cast<T*>(ybuf));
+        });
+      }
+      blk.mm->Run(a_ptr + static_cast<size_t>(r0 * k) * elem, io.in[1], ybuf, mmws);
+      ins[0] = ybuf;
+      for (int i = 1; i < num_inputs; ++i) {
+        const auto* base = static_cast<const uint8_t*>(io.in[i + 2]);
+        ins[static_cast<size_t>(i)] = in_stride[i].advances ? base + static_cast<size_t>(r0 * in_stride[i].row_elems) * in_stride[i].elem_size : base;
+      }
+      for (size_t o = 0; o < outs.size(); ++o)
+        outs[o] = static_cast<uint8_t*>(io.out[o]) + static_cast<size_t>(r0 * out_stride[o].row_elems) * out_stride[o].elem_size;
+      blk.fk->Run(ins.data(), outs.data(), fkws);
+    }
+  };
+  return info;
+}
+
+}  // namespace
+
+void RegisterMatMulEpilogueKernels(CpuKernelRegistry& r) {
+  r.Register("MatMulEpilogue", MatMulEpilogueKernel, kInternalDomain);
+}
+
+}  // namespace ot

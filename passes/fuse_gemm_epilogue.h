@@ -1,0 +1,41 @@
+// GEMM epilogue fusion (--fuse=full, after cluster fusion; DESIGN.md "cluster fusion": full also fuses GEMM
+// epilogues). The CPU counterpart of a cuBLASLt epilogue, for any cluster program rather than a fixed menu.
+//
+// Rewrite. A kernel G = MatMul (A of rank >= 2, B [K, N]) or MatMulBias {activation none} whose result Y is read by
+// a cluster consumer C -- a FusedElementwise node, or one node whose op has a cluster lowering -- becomes one
+// ai.onnxtrain.MatMulEpilogue(A, B, bias or absent, C's other inputs...) running C's program over Y block by block
+// right after each block's GEMM (executor/kernels/matmul_epilogue.cc). When all of these hold, else the fold is
+// refused and the reason recorded in the report:
+//   domain    C's program iterates over exactly Y's shape (Y is not broadcast into a larger domain) and reduces at
+//             most the last axis;
+//   escapes   Y is stored too (an extra output) when something besides C reads its data or the step returns it; a
+//             reader of Y's shape only (Shape: folded at plan time) is pointed at a value of Y's shape that C
+//             reads or writes, where there is one;
+//   no cycle  nothing that reads Y besides C leads to C (the fused node would wait for itself);
+//   operands  inputs + outputs <= max_operands;
+//   memory    running G's work at C's place keeps G's inputs alive until then: their bytes (those G was the last
+//             reader of) added to the planned peak stay within the budget (FuseOptions::memory_budget).
+// Batched B (attention's Q K^T) and Gemm with transposes are not folded yet. The fused node takes C's place in the
+// node list.
+#pragma once
+#include "passes/cluster_fusion.h"
+#include "passes/pass.h"
+
+namespace ot {
+
+class GemmEpiloguePass : public Pass {
+ public:
+  // `sizes`: the unfused step's facts (FuseForShapes); `report`: the cluster pass's report, extended with the
+  // folds (clusters named "epilogue/...") and the refusals.
+  GemmEpiloguePass(FuseOptions opts, const FusionSizes& sizes, FusionReport* report)
+      : opts_(std::move(opts)), sizes_(sizes), report_(report) {}
+  std::string name() const override { return "gemm_epilogue"; }
+  bool Run(Graph& g) override;
+
+ private:
+  FuseOptions opts_;
+  const FusionSizes& sizes_;
+  FusionReport* report_;
+};
+
+}  // namespace ot
