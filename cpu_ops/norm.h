@@ -24,6 +24,15 @@ template <typename T>
 void BatchNormApply(int64_t n, int64_t c, int64_t spatial, const T* x, const double* scale, const double* bias,
                     const double* mean, const double* var, double eps, T* y);
 
+// Backward of BatchNormalization over x, dy [n, c, spatial] (T = float or double): with mean == nullptr the
+// batch statistics (biased variance) are recomputed from x and dx = k (dy - mean(dy) - xhat mean(dy xhat)),
+// otherwise (inference) mean/var are given and dx = k dy; k = scale / sqrt(var + eps), xhat = (x - mean) /
+// sqrt(var + eps). dscale[c] = sum(dy xhat), dbias[c] = sum(dy) (either may be null). One task per channel,
+// planes in order, sums in double: independent of the thread count.
+template <typename T>
+void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* x, const double* scale,
+                   const double* mean, const double* var, double eps, T* dx, double* dscale, double* dbias);
+
 // LayerNormalization over rows of `cols`: y = (x - mean) * invstd * scale[idx[j]] + bias[idx[j]], where
 // idx maps a column to its (broadcast) parameter element; empty idx = identity. bias may be null.
 // mean_out / invstd_out (one per row, may be null) receive the statistics.

@@ -1,9 +1,12 @@
 #include "cpu_ops/pool_grad.h"
 #include "cpu_ops/dims.h"
 
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace ot::cpu {
@@ -51,18 +54,121 @@ void ForEachWindow(const PoolSpec& spec, T* dx, F&& f) {
   });
 }
 
-// MaxPoolGrad without pads or dilations (the common case: 2x2 stride 2): the same windows in the same order as
+// Whether v takes over from the current best b when scanned after it: the first maximum wins; a NaN, once met,
+// stays (as the forward picks it). Branchless form of the original `v > b || (v != v && !(b != b))`.
+template <typename T>
+inline bool Takes(T v, T b) {
+  return (v > b) | ((v != v) & (b == b));
+}
+
+// Non-overlapping 2-D windows (stride >= kernel on both axes; 1-D pools have H = 1), no pads or dilations -- the
+// common 2x2 stride 2 case. Per output row: the argmax of every full window, as a tap code (kh * KW + kw) in the
+// same scan order as the scalar path (rows, then columns; first maximum wins), is found with a branchless
+// select over whole output rows (vectorizes: strided loads, no closure pointers); then each input row of the
+// window band is written once, dY where the tap is the argmax and 0 elsewhere (so no separate zeroing where the
+// windows tile the input). Windows clipped at the right edge (ceil_mode) take the scalar scan. K2/S2 > 0 fix
+// the column kernel/stride at compile time (0: the runtime values).
+template <typename T, int K2, int S2>
+void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t k1_, int64_t k2_,
+                        int64_t s1_, int64_t s2_, const T* dy, const T* x, T* dx) {
+  using Code = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;  // same width as T: a plain vector select
+  const int64_t k1 = k1_, k2 = K2 > 0 ? K2 : k2_, s1 = s1_, s2 = S2 > 0 ? S2 : s2_;
+  const int64_t in_sz = H * W, out_sz = OH * OW;
+  // Full windows per row (they lie inside the input); the rest (ceil_mode) are clipped.
+  const int64_t ow_full = W >= k2 ? std::min(OW, (W - k2) / s2 + 1) : 0;
+  // The windows cover every input element exactly once: no zeroing needed.
+  const bool tiles = s1 == k1 && s2 == k2 && OH * s1 == H && OW * s2 == W && ow_full == OW;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, planes, 1), [&](const tbb::blocked_range<int64_t>& r) {
+    std::vector<T> best_v(static_cast<size_t>(std::max<int64_t>(ow_full, 1)));
+    std::vector<Code> best_c(best_v.size());
+    for (int64_t plane = r.begin(); plane < r.end(); ++plane) {
+      const T* __restrict xp = x + plane * in_sz;
+      const T* __restrict yp = dy + plane * out_sz;
+      T* __restrict dp = dx + plane * in_sz;
+      T* __restrict bv = best_v.data();
+      Code* __restrict bc = best_c.data();
+      if (!tiles)
+        for (int64_t i = 0; i < in_sz; ++i) dp[i] = T(0);
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t ih0 = oh * s1, ih1 = std::min(ih0 + k1, H);
+        if (ih0 >= H) break;
+        const T* __restrict yr = yp + oh * OW;
+        // Argmax of the full windows of this output row.
+        {
+          const T* __restrict xr = xp + ih0 * W;
+          for (int64_t ow = 0; ow < ow_full; ++ow) {
+            bv[ow] = xr[ow * s2];
+            bc[ow] = 0;
+          }
+        }
+        for (int64_t ih = ih0; ih < ih1; ++ih) {
+          const T* __restrict xr = xp + ih * W;
+          for (int64_t kw = ih == ih0 ? 1 : 0; kw < k2; ++kw) {
+            const Code c = static_cast<Code>((ih - ih0) * k2 + kw);
+            for (int64_t ow = 0; ow < ow_full; ++ow) {
+              const T v = xr[ow * s2 + kw], b = bv[ow];
+              const bool take = Takes(v, b);
+              bv[ow] = take ? v : b;
+              bc[ow] = take ? c : bc[ow];
+            }
+          }
+        }
+        // Route dY: every element of the full windows written once (0 + dY, as the accumulation into the zeroed
+        // dX gave: -0 becomes +0).
+        for (int64_t ih = ih0; ih < ih1; ++ih) {
+          T* __restrict dr = dp + ih * W;
+          const Code c0 = static_cast<Code>((ih - ih0) * k2);
+          if constexpr (K2 > 0 && K2 == S2) {
+            // The taps of a window row stored together (a full interleaved group: vectorizes; one strided store
+            // per tap does not).
+            for (int64_t ow = 0; ow < ow_full; ++ow) {
+              const T g = T(0) + yr[ow];
+              const Code cc = bc[ow];
+              for (int kw = 0; kw < K2; ++kw) dr[ow * K2 + kw] = cc == c0 + kw ? g : T(0);
+            }
+          } else {
+            for (int64_t kw = 0; kw < k2; ++kw)
+              for (int64_t ow = 0; ow < ow_full; ++ow) {
+                const T g = T(0) + yr[ow];
+                dr[ow * s2 + kw] = bc[ow] == static_cast<Code>(c0 + kw) ? g : T(0);
+              }
+          }
+        }
+        // Windows clipped at the right edge: the scalar scan.
+        for (int64_t ow = ow_full; ow < OW; ++ow) {
+          int64_t best = -1;
+          for (int64_t ih = ih0; ih < ih1; ++ih)
+            for (int64_t iw = ow * s2; iw < std::min(ow * s2 + k2, W); ++iw) {
+              const int64_t off = ih * W + iw;
+              if (best < 0 || Takes(xp[off], xp[best])) best = off;
+            }
+          if (best >= 0) dp[best] += yr[ow];
+        }
+      }
+    }
+  });
+}
+
+// MaxPoolGrad without pads or dilations, windows that may overlap or 3-D: the same windows in the same order as
 // ForEachWindow (clipped at the input's end, as with ceil_mode), scanned in place instead of gathered into a
-// vector per window (which took ~50 ns a window).
+// vector per window (which took ~50 ns a window). Overlapping windows accumulate in window order.
 template <typename T>
 void MaxPoolGradDense(const PoolSpec& spec, const T* dy, const T* x, T* dx) {
   const auto in = Pad3(spec.in_spatial, 1), out = Pad3(spec.out_spatial, 1), k = Pad3(spec.kernel, 1);
   const auto st = Pad3(spec.strides, 1);
+  if (in[0] == 1 && out[0] == 1 && st[1] >= k[1] && st[2] >= k[2]) {
+    const int64_t planes = spec.n * spec.c;
+    if (k[2] == 2 && st[2] == 2)
+      return MaxPoolGrad2DTiled<T, 2, 2>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy, x, dx);
+    if (k[2] == 3 && st[2] == 3)
+      return MaxPoolGrad2DTiled<T, 3, 3>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy, x, dx);
+    return MaxPoolGrad2DTiled<T, 0, 0>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy, x, dx);
+  }
   const int64_t in_sz = in[0] * in[1] * in[2], out_sz = out[0] * out[1] * out[2];
   tbb::parallel_for(int64_t{0}, spec.n * spec.c, [&](int64_t plane) {
-    T* dp = dx + plane * in_sz;
-    const T* xp = x + plane * in_sz;
-    const T* yp = dy + plane * out_sz;
+    T* __restrict dp = dx + plane * in_sz;
+    const T* __restrict xp = x + plane * in_sz;
+    const T* __restrict yp = dy + plane * out_sz;
     for (int64_t i = 0; i < in_sz; ++i) dp[i] = T(0);
     for (int64_t od = 0; od < out[0]; ++od)
       for (int64_t oh = 0; oh < out[1]; ++oh)
@@ -72,9 +178,7 @@ void MaxPoolGradDense(const PoolSpec& spec, const T* dy, const T* x, T* dx) {
             for (int64_t ih = oh * st[1]; ih < std::min(oh * st[1] + k[1], in[1]); ++ih)
               for (int64_t iw = ow * st[2]; iw < std::min(ow * st[2] + k[2], in[2]); ++iw) {
                 const int64_t off = (id * in[1] + ih) * in[2] + iw;
-                const T v = xp[off];
-                // The first maximum wins; a NaN, once met, stays (as the forward picks it).
-                if (best < 0 || v > xp[best] || (v != v && !(xp[best] != xp[best]))) best = off;
+                if (best < 0 || Takes(xp[off], xp[best])) best = off;
               }
           if (best >= 0) dp[best] += yp[(od * out[1] + oh) * out[2] + ow];
         }

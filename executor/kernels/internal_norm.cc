@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu_ops/half_convert.h"
+#include "cpu_ops/norm.h"
 #include "executor/kernel_registry.h"
 #include "graph/grad_context.h"
 #include "graph/infer_util.h"
@@ -320,6 +321,7 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
   const DataType tm = training ? ts : ctx.in(3).dtype, tv = training ? ts : ctx.in(4).dtype;
   const bool o1 = ctx.has_output(1), o2 = ctx.has_output(2);
   const DataType t0 = ctx.out(0).dtype, t1 = o1 ? ctx.out(1).dtype : ts, t2 = o2 ? ctx.out(2).dtype : ts;
+  const bool fast = tdy == tx && t0 == tx && (tx == DataType::kFloat32 || tx == DataType::kFloat64);
   KernelInfo k;
   // Parallel over channels (each channel's statistics and gradients come from one task, in a fixed order:
   // deterministic); a channel's N x S values are gathered into double, as the other kernels here do.
@@ -332,6 +334,21 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
       var_in = LoadAll(io.in[4], tv, C);
     }
     std::vector<double> db(static_cast<size_t>(C), 0.0), ds(static_cast<size_t>(C), 0.0);
+    if (fast) {
+      // float/float64 dY, X and dX: cpu::BatchNormGrad reads the planes in place (vectorized sums, per channel).
+      const bool done = DispatchFloat(tx, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+          cpu::BatchNormGrad<T>(N, C, S, static_cast<const T*>(io.in[0]), static_cast<const T*>(io.in[1]), s.data(),
+                                training ? nullptr : mu_in.data(), training ? nullptr : var_in.data(), eps,
+                                static_cast<T*>(io.out[0]), ds.data(), db.data());
+      });
+      (void)done;
+      if (o1) Store(io.out[1], t1, 0, C, ds.data());
+      if (o2) Store(io.out[2], t2, 0, C, db.data());
+      return;
+    }
+    // Half precision: a channel's N x S values gathered into double.
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, C, 1), [&](const tbb::blocked_range<int64_t>& range) {
       std::vector<double> x(static_cast<size_t>(N * S)), dy(static_cast<size_t>(N * S));
       for (int64_t c = range.begin(); c != range.end(); ++c) {

@@ -1,10 +1,12 @@
 // Pool against a brute-force reference: max with indices (row- and column-major), average with and without
 // padding in the count, Lp, ceil mode, dilations, 1-D/2-D/3-D; plus the ceil-mode geometry rule.
 #include "cpu_ops/pool.h"
+#include "cpu_ops/pool_grad.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "graph/ops/linalg_util.h"
@@ -130,6 +132,74 @@ TEST(PoolKernel, MaxUint8) {
   std::vector<uint8_t> x{3, 250, 7, 1}, y(1);
   Pool<uint8_t>(s, x.data(), y.data(), nullptr);
   EXPECT_EQ(y[0], 250);
+}
+
+// MaxPoolGrad against a brute-force reference: each window (row-major, windows in output order) routes its dY
+// to its first maximum (a NaN, once met, stays), accumulated in float in window order into a zeroed dX -- the
+// exact rule, so the comparison is bit for bit (a -0 dY lands as +0). X holds few distinct values (many ties)
+// and some NaNs; dX starts as a sentinel, so an element left unwritten fails.
+void CheckMaxPoolGrad(const PoolSpec& s, uint64_t seed) {
+  const int r = static_cast<int>(s.in_spatial.size());
+  const int64_t in_sz = Prod(s.in_spatial), out_sz = Prod(s.out_spatial), k_sz = Prod(s.kernel);
+  const int64_t planes = s.n * s.c;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> q(-2, 2), nan_pick(0, 40);
+  std::uniform_real_distribution<float> u(-3.f, 3.f);
+  std::vector<float> x(planes * in_sz), dy(planes * out_sz);
+  for (auto& v : x) v = nan_pick(rng) == 0 ? NAN : static_cast<float>(q(rng)) * 0.5f;
+  for (auto& v : dy) v = nan_pick(rng) == 0 ? -0.0f : u(rng);
+  std::vector<float> ref(x.size(), 0.0f), dx(x.size(), -777.0f);
+  for (int64_t plane = 0; plane < planes; ++plane)
+    for (int64_t o = 0; o < out_sz; ++o) {
+      int64_t best = -1;
+      for (int64_t kk = 0; kk < k_sz; ++kk) {
+        int64_t ro = o, rk = kk, off = 0, mul = 1;
+        bool inside = true;
+        for (int d = r - 1; d >= 0; --d) {
+          const int64_t oi = ro % s.out_spatial[d], ki = rk % s.kernel[d];
+          ro /= s.out_spatial[d];
+          rk /= s.kernel[d];
+          const int64_t pos = oi * s.strides[d] - s.pad_begin[d] + ki * s.dilations[d];
+          if (pos < 0 || pos >= s.in_spatial[d]) inside = false;
+          off += pos * mul;
+          mul *= s.in_spatial[d];
+        }
+        if (!inside) continue;
+        const float v = x[plane * in_sz + off];
+        const float b = best < 0 ? 0.f : x[plane * in_sz + best];
+        if (best < 0 || v > b || (std::isnan(v) && !std::isnan(b))) best = off;
+      }
+      if (best >= 0) ref[plane * in_sz + best] += dy[plane * out_sz + o];
+    }
+  MaxPoolGrad<float>(s, dy.data(), x.data(), dx.data());
+  for (size_t i = 0; i < dx.size(); ++i) {
+    uint32_t a, b;
+    std::memcpy(&a, &dx[i], 4);
+    std::memcpy(&b, &ref[i], 4);
+    ASSERT_EQ(a, b) << "element " << i << ": " << dx[i] << " vs " << ref[i];
+  }
+}
+
+TEST(PoolGradKernel, MaxPoolGradTilesOverlapsGapsPadsAndTies) {
+  uint64_t seed = 10;
+  // 2x2 stride 2, tiling exactly and with a dropped odd row/column (floor).
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {8, 12}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, false), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {9, 11}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, false), seed++);
+  // 3x3 stride 3, odd sizes; a non-square kernel with gaps between windows (stride > kernel).
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {10, 13}, {3, 3}, {3, 3}, {1, 1}, {0, 0}, {0, 0}, false), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {11, 17}, {2, 3}, {3, 4}, {1, 1}, {0, 0}, {0, 0}, false), seed++);
+  // Wide rows (the vector loops' bodies and tails).
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {6, 75}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, false), seed++);
+  // Overlapping windows (3x3 stride 2, 3x3 stride 1): shared elements accumulate in window order.
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {9, 10}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, false), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {7, 8}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, false), seed++);
+  // 1-D, 3-D, and pads / dilations / ceil mode (the gathered-window path).
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {21}, {2}, {2}, {1}, {0}, {0}, false), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {4, 6, 5}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, false),
+                   seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {7, 6}, {3, 2}, {2, 2}, {1, 1}, {1, 0}, {1, 1}, true), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {9, 9}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, true), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {9, 10}, {2, 2}, {1, 2}, {2, 1}, {0, 0}, {0, 0}, false), seed++);
 }
 
 }  // namespace

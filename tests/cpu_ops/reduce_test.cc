@@ -118,6 +118,33 @@ TEST(CpuReduce, LongContiguousReductionsSplitIntoChunks) {
   }
 }
 
+TEST(CpuReduce, SumLikeOverNonTrailingAxesWithContiguousRuns) {
+  // The last reduced run is contiguous and no kept dim trails (a conv bias gradient: axes (0, 2, 3) of NCHW):
+  // runs summed in vector lanes. Odd sizes exercise the lane tails; every output is written (sentinel) and
+  // matches the double reference; float64 too.
+  using Case = std::pair<std::vector<int64_t>, std::vector<bool>>;
+  for (const auto& [dims, red] : {Case{{5, 3, 7, 33}, {true, false, true, true}}, Case{{3, 4, 17}, {true, false, true}},
+                                  Case{{4, 5, 9, 19}, {true, true, false, true}}, Case{{2, 6, 131}, {false, false, true}},
+                                  Case{{7, 3, 5, 2, 23}, {false, true, false, true, true}}}) {
+    std::vector<double> xd = Rand(Numel(dims), 0.25, 2.0, 123);
+    std::vector<float> x(xd.begin(), xd.end());
+    for (size_t i = 0; i < x.size(); ++i) xd[i] = x[i];
+    ReduceGeometry g = MakeReduceGeometry(dims, red);
+    for (ReduceKind k : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kSumSquare, ReduceKind::kL1,
+                         ReduceKind::kL2, ReduceKind::kLogSum}) {
+      std::vector<double> ref = NaiveReduce(k, dims, red, xd);
+      std::vector<float> y(ref.size(), -12345.f);
+      Reduce<float>(k, g, x.data(), y.data());
+      std::vector<double> yd(ref.size(), -12345.0);
+      Reduce<double>(k, g, xd.data(), yd.data());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_NEAR(y[i], ref[i], 1e-6 * std::fabs(ref[i]) + 1e-7) << "kind " << static_cast<int>(k) << " i " << i;
+        ASSERT_NEAR(yd[i], ref[i], 1e-12 * std::fabs(ref[i])) << "kind " << static_cast<int>(k) << " i " << i;
+      }
+    }
+  }
+}
+
 TEST(CpuReduce, LogSumExpIsStableForLargeInputs) {
   std::vector<int64_t> dims = {2, 3};
   std::vector<double> x = {1000, 1001, 1002, -1000, -1001, -1002};
