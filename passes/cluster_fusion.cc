@@ -10,6 +10,7 @@
 #include "graph/error.h"
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
+#include "kernel_common/cluster_resources.h"
 #include "passes/memory_plan.h"
 
 namespace ot {
@@ -354,6 +355,7 @@ bool ClusterFusionPass::Run(Graph& g) {
       merged.insert(merged.end(), cl.Members(c).begin(), cl.Members(c).end());
       parts += cl.Loaded(c);
     }
+    std::sort(merged.begin(), merged.end());  // the order the rewrite builds in (register estimates depend on it)
     BuiltCluster built = cl.Build(merged);
     if (!built.error.empty()) return no("program: " + built.error);
     if (!full && built.outputs.size() > 1) {
@@ -370,8 +372,15 @@ bool ClusterFusionPass::Run(Graph& g) {
                 which);
     }
     const int operands = static_cast<int>(built.inputs.size() + built.outputs.size());
-    if (operands > opts_.max_operands)
-      return no("kernel limit: " + std::to_string(operands) + " operands > " + std::to_string(opts_.max_operands));
+    if (operands > opts_.limits.operands)
+      return no("kernel limit: " + std::to_string(operands) + " operands > " + std::to_string(opts_.limits.operands));
+    const cluster::Resources res = cluster::EstimateResources(built.program);
+    if (res.registers > opts_.limits.registers)
+      return no("kernel limit: ~" + std::to_string(res.registers) + " registers per thread (" +
+                std::to_string(res.max_live) + " values live at once) > " + std::to_string(opts_.limits.registers));
+    if (res.shared_bytes > opts_.limits.shared_bytes)
+      return no("kernel limit: " + std::to_string(res.shared_bytes) + " bytes of shared memory > " +
+                std::to_string(opts_.limits.shared_bytes));
     if (static_cast<double>(built.work_bytes) > (1.0 + opts_.margin) * static_cast<double>(parts))
       return no("does not pay: touches " + std::to_string(built.work_bytes) + " bytes per run, the parts " +
                 std::to_string(parts) + " (a broadcast producer would be recomputed per element)");

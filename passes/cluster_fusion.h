@@ -9,7 +9,8 @@
 //   program      the union builds one program (passes/cluster_program_builder.h): one domain, reductions over the
 //                same trailing axes, float/bool values;
 //   outputs      lite: at most one value leaves the cluster; full: any number (multi-output clusters);
-//   operands     inputs + outputs <= max_operands (64: a CUDA kernel's parameter budget);
+//   kernel limit inputs + outputs <= limits.operands (64: a CUDA kernel's parameter budget), and the program's
+//                estimated CUDA registers per thread and shared memory per block within limits (cluster_resources.h);
 //   pays         the merged program touches at most (1 + margin) x the bytes the two programs touched
 //                (BuiltCluster::work_bytes): a producer whose result is broadcast into a larger domain would be
 //                recomputed per element and is refused;
@@ -34,7 +35,14 @@ namespace ot {
 struct FuseOptions {
   std::string mode = "lite";    // off | lite | full
   int64_t memory_budget = 0;    // bytes; <= 0: no limit
-  int max_operands = 64;        // inputs + outputs of one cluster
+  // What one fused kernel may take (kernel_common/cluster_resources.h estimates a program's CUDA cost): inputs +
+  // outputs (a CUDA kernel's parameter budget), registers per thread (more spills, or halves occupancy below 25% on
+  // a 64K-register SM) and shared memory per block.
+  struct KernelLimits {
+    int operands = 64;
+    int registers = 128;
+    int64_t shared_bytes = 48 << 10;
+  } limits;
   double margin = 0.1;          // a merge may touch this much more than its parts
   bool gemm_epilogues = true;   // full: also fold clusters into GEMM epilogues (passes/fuse_gemm_epilogue.h)
 };

@@ -11,6 +11,7 @@
 #include "graph/infer_util.h"
 #include "graph/op_registry.h"
 #include "kernel_common/cluster_program.h"
+#include "kernel_common/cluster_resources.h"
 
 namespace ot {
 
@@ -189,8 +190,14 @@ bool GemmEpiloguePass::Run(Graph& g) {
       continue;
     }
     const int n_in = 3 + p.num_inputs - 1, n_out = static_cast<int>(outs.size()) + (y_store ? 1 : 0);
-    if (n_in + n_out > opts_.max_operands) {
-      refuse(std::to_string(n_in + n_out) + " operands (limit " + std::to_string(opts_.max_operands) + ")");
+    if (n_in + n_out > opts_.limits.operands) {
+      refuse(std::to_string(n_in + n_out) + " operands (limit " + std::to_string(opts_.limits.operands) + ")");
+      continue;
+    }
+    const cluster::Resources res = cluster::EstimateResources(p);
+    if (res.registers + 2 * 3 > opts_.limits.registers || res.shared_bytes > opts_.limits.shared_bytes) {
+      refuse("~" + std::to_string(res.registers + 6) + " registers per thread or " + std::to_string(res.shared_bytes) +
+             " bytes of shared memory past the kernel limits");
       continue;
     }
     // Memory: G's inputs that died at G now live until the fused node runs.

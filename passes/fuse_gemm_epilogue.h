@@ -12,7 +12,7 @@
 //             reader of Y's shape only (Shape: folded at plan time) is pointed at a value of Y's shape that C
 //             reads or writes, where there is one;
 //   no cycle  nothing that reads Y besides C leads to C (the fused node would wait for itself);
-//   operands  inputs + outputs <= max_operands;
+//   operands  inputs + outputs <= limits.operands;
 //   memory    running G's work at C's place keeps G's inputs alive until then: their bytes (those G was the last
 //             reader of) added to the planned peak stay within the budget (FuseOptions::memory_budget).
 // Batched B (attention's Q K^T) and Gemm with transposes are not folded yet. The fused node takes C's place in the

@@ -15,6 +15,7 @@
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
+#include "kernel_common/cluster_resources.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
 
@@ -62,7 +63,7 @@ FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0, int max
   o.gemm_epilogues = epilogues;
   o.mode = mode;
   o.memory_budget = budget;
-  o.max_operands = max_operands;
+  o.limits.operands = max_operands;
   std::map<std::string, TensorDesc> descs;
   for (const Value* v : g.RealInputs()) descs[v->name] = TensorDesc{v->dtype, v->shape.StaticDims(), true};
   FusionReport r = FuseForShapes(g, o, descs, {});
@@ -198,6 +199,40 @@ TEST(ClusterFusion, OperandLimitIsHonoured) {
   Fuse(*unlimited, "full");
   EXPECT_EQ(Count(*unlimited, "FusedElementwise"), 1);
   EXPECT_EQ(unlimited->nodes().size(), 1u);
+}
+
+// y_k = x * k for k = 1..20, all computed before any is summed: 20 values live at once. Under a limit of 40
+// registers per thread (24 base + 2 per operand + live values) the program must split; with the default it is one.
+void ManyLive(Graph& g) {
+  Value* x = Input(g, "x", {32, 16});
+  std::vector<Value*> ys;
+  for (int k = 1; k <= 20; ++k) ys.push_back(Emit(g, "Mul", {x, Scalar(g, static_cast<float>(k))}));
+  Value* acc = ys[0];
+  for (int k = 1; k < 20; ++k) acc = Emit(g, "Add", {acc, ys[static_cast<size_t>(k)]});
+  g.outputs.push_back(acc);
+}
+
+TEST(ClusterFusion, RegisterEstimateIsHonoured) {
+  auto wide = Make(ManyLive);
+  Fuse(*wide, "full");
+  ASSERT_EQ(Count(*wide, "FusedElementwise"), 1);
+  const cluster::Resources one = cluster::EstimateResources(
+      cluster::ParseProgram(wide->nodes().front()->attr_string("program", "")));
+  EXPECT_GE(one.max_live, 19);  // the builder evaluates in node order: every product before the first sum
+  EXPECT_GT(one.registers, 40);
+  auto g = Make(ManyLive);
+  FuseOptions o;
+  o.mode = "full";
+  o.gemm_epilogues = false;
+  o.limits.registers = 40;
+  FusionReport r = FuseForShapes(*g, o, {{"x", TensorDesc{DataType::kFloat32, {32, 16}, true}}}, {});
+  VerifyGraph(*g);
+  EXPECT_TRUE(Refused(r, "kernel limit: ~")) << FormatFusionReport(r);
+  EXPECT_GE(Count(*g, "FusedElementwise"), 1);
+  for (const auto& n : g->nodes())
+    if (n->op_type == "FusedElementwise")
+      EXPECT_LE(cluster::EstimateResources(cluster::ParseProgram(n->attr_string("program", ""))).registers, 40);
+  ExpectSameOutputs(ManyLive, "full");
 }
 
 // s [64] -> Exp -> added to x [256, 64]: fusing the Exp would compute it 256 times per element of s.
