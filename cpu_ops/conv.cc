@@ -25,12 +25,12 @@ struct DnnlConv::Impl {
   // thread, and the executor runs the primitive on whichever TBB thread is free (that crashed in oneDNN).
   dnnl::memory::desc scratch_md;
   std::shared_ptr<std::vector<uint8_t>> scratch;
-  // Blocked-layout path: the primitive's own layouts for X and Y, buffers for them, and W reordered once.
-  bool blocked = false;
+  // Blocked-layout path: the primitive's own layouts for X, W and Y, buffers for them; W reordered once when it is
+  // constant, per call otherwise (training: W is state that changes every step).
+  bool blocked = false, w_per_call = false;
   dnnl::memory::desc xb_md, yb_md, wb_md;
-  mutable std::vector<float> xb, yb;  // per-call layout buffers (the executor never runs one kernel twice at once)
-  std::vector<float> wb;
-  dnnl::reorder x_to_blocked, y_to_plain;
+  mutable std::vector<float> xb, yb, wb;  // per-call layout buffers (the executor never runs one kernel twice at once)
+  dnnl::reorder x_to_blocked, y_to_plain, w_to_blocked;
   dnnl::memory::desc x_md, w_md, b_md, y_md;
   // Half types without a native (jit) oneDNN kernel: an f32 convolution of the same geometry (with the blocked
   // layouts when W is constant, its f32 copy made once here) runs on operands converted per call.
@@ -111,8 +111,9 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
       im.prim = dnnl::deconvolution_forward(pd);
     }
   };
-  if (constant_weights && spec.type == DnnType::kF32 && !spec.transpose) {
-    // Let oneDNN choose the layouts; worth it when they are blocked (its fast direct kernels).
+  if (spec.type == DnnType::kF32 && !spec.transpose) {
+    // Let oneDNN choose the layouts; worth it when they are blocked: with plain NCHW oneDNN 2.x runs its im2col
+    // gemm implementation, 3-4x slower than the blocked jit direct kernels even after the reorders in and out.
     const auto any = dnnl::memory::format_tag::any;
     dnnl::memory::desc xa(xd, dt::f32, any), ya(yd, dt::f32, any), wa(wd, dt::f32, any);
     im.x_md = dnnl::memory::desc(xd, dt::f32, Contiguous(xd));
@@ -137,11 +138,16 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
       im.yb.resize(im.yb_md.get_size() / sizeof(float) + 16);
       im.wb.resize(im.wb_md.get_size() / sizeof(float) + 16);
       dnnl::engine& eng = DnnlEngine();
-      dnnl::stream& str = DnnlStream();
-      PrepareDnnlCall();
-      dnnl::memory wsrc(im.w_md, eng, const_cast<void*>(constant_weights)), wdst(im.wb_md, eng, im.wb.data());
-      dnnl::reorder(wsrc, wdst).execute(str, wsrc, wdst);
-      str.wait();
+      if (constant_weights) {
+        dnnl::stream& str = DnnlStream();
+        PrepareDnnlCall();
+        dnnl::memory wsrc(im.w_md, eng, const_cast<void*>(constant_weights)), wdst(im.wb_md, eng, im.wb.data());
+        dnnl::reorder(wsrc, wdst).execute(str, wsrc, wdst);
+        str.wait();
+      } else {
+        im.w_per_call = true;
+        im.w_to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.w_md, eng, im.wb_md));
+      }
       im.x_to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.x_md, eng, im.xb_md));
       im.y_to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.yb_md, eng, im.y_md));
     }
@@ -196,6 +202,10 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
     dnnl::memory xm(im.x_md, eng, const_cast<void*>(x)), xbm(im.xb_md, eng, im.xb.data());
     dnnl::memory ybm(im.yb_md, eng, im.yb.data()), ym(im.y_md, eng, y);
     im.x_to_blocked.execute(s, xm, xbm);
+    if (im.w_per_call) {
+      dnnl::memory wm(im.w_md, eng, const_cast<void*>(w)), wbm(im.wb_md, eng, im.wb.data());
+      im.w_to_blocked.execute(s, wm, wbm);
+    }
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, xbm},
                                                {DNNL_ARG_WEIGHTS, dnnl::memory(im.wb_md, eng, const_cast<float*>(im.wb.data()))},
                                                {DNNL_ARG_DST, ybm},

@@ -21,10 +21,10 @@ using dims_t = dnnl::memory::dims;
 struct DnnlConvBackward::Impl {
   dnnl::primitive prim;
   dnnl::memory::desc x_md, w_md, y_md, scratch_md;
-  // Weights only: the layouts the primitive chose (format any) where they differ from ONNX's plain ones, with
-  // the reorders into them (x, dy) and out of them (dw) and buffers for the reordered copies.
+  // The layouts the primitive chose (format any) where they differ from ONNX's plain ones, with the reorders into
+  // them (weights: x, dy in and dw out; data: dy, w in and dx out) and buffers for the reordered copies.
   dnnl::memory::desc px_md, py_md, pw_md;
-  std::optional<dnnl::reorder> x_in, y_in, w_out;
+  std::optional<dnnl::reorder> x_in, y_in, w_out, w_in, x_out;
   std::shared_ptr<std::vector<uint8_t>> px, py, pw;
   // User-managed scratchpad owned by this object (oneDNN's library-managed one is tied to the creating thread).
   std::shared_ptr<std::vector<uint8_t>> scratch;
@@ -60,24 +60,38 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   im.y_md = dnnl::memory::desc(yd, dt::f32, Contiguous(yd));
   im.w_md = dnnl::memory::desc(wd, dt::f32, Contiguous(wd));
   const auto alg = dnnl::algorithm::convolution_direct;
-  dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, alg, im.x_md, im.w_md, im.y_md, strides, dil,
-                                     pl, pr);
-  dnnl::convolution_forward::primitive_desc hint(fd, DnnlEngine());
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  // Layouts left to oneDNN (format any), reordered from/to ONNX's plain ones: with plain layouts oneDNN 2.x falls
+  // back to its gemm implementation, which for few input channels (a first layer on grey images, C_in 1, 28x28,
+  // batch 64) takes ~250 ms where the blocked jit one takes ~1 ms, and for backward data is ~3x slower than the
+  // blocked kernels with the reorders in and out.
+  const auto any = dnnl::memory::format_tag::any;
+  const dnnl::memory::desc xa(xd, dt::f32, any), ya(yd, dt::f32, any), wa(wd, dt::f32, any);
+  dnnl::convolution_forward::desc fda(dnnl::prop_kind::forward_training, alg, xa, wa, ya, strides, dil, pl, pr);
+  dnnl::convolution_forward::primitive_desc hinta(fda, DnnlEngine());
+  dnnl::primitive_attr rattr;
+  rattr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // simple reorders need none; checked below
+  auto make = [&](const dnnl::memory::desc& from, const dnnl::memory::desc& to, std::optional<dnnl::reorder>& r,
+                  std::shared_ptr<std::vector<uint8_t>>& buf, size_t bytes) {
+    if (from == to) return;
+    dnnl::reorder::primitive_desc rpd(DnnlEngine(), from, DnnlEngine(), to, rattr);
+    if (rpd.scratchpad_desc().get_size() != 0) throw std::runtime_error("conv backward: reorder needs scratch");
+    r = dnnl::reorder(rpd);
+    buf = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(bytes, 64));
+  };
   if (kind == Kind::kData) {
-    dnnl::convolution_backward_data::desc d(alg, im.x_md, im.w_md, im.y_md, strides, dil, pl, pr);
-    dnnl::convolution_backward_data::primitive_desc pd(d, attr, DnnlEngine(), hint);
+    dnnl::convolution_backward_data::desc d(alg, xa, wa, ya, strides, dil, pl, pr);
+    dnnl::convolution_backward_data::primitive_desc pd(d, attr, DnnlEngine(), hinta);
     im.scratch_md = pd.scratchpad_desc();
     im.prim = dnnl::convolution_backward_data(pd);
+    im.px_md = pd.diff_src_desc();
+    im.py_md = pd.diff_dst_desc();
+    im.pw_md = pd.weights_desc();
+    make(im.y_md, im.py_md, im.y_in, im.py, im.py_md.get_size());
+    make(im.w_md, im.pw_md, im.w_in, im.pw, im.pw_md.get_size());
+    make(im.px_md, im.x_md, im.x_out, im.px, im.px_md.get_size());
   } else {
-    // Layouts left to oneDNN (format any), reordered from/to ONNX's plain ones: with plain layouts oneDNN 2.x
-    // falls back to its gemm implementation, which for few input channels (a first layer on grey images, C_in 1,
-    // 28x28, batch 64) takes ~250 ms where the blocked jit one takes ~1 ms.
-    const auto any = dnnl::memory::format_tag::any;
-    const dnnl::memory::desc xa(xd, dt::f32, any), ya(yd, dt::f32, any), wa(wd, dt::f32, any);
-    dnnl::convolution_forward::desc fda(dnnl::prop_kind::forward_training, alg, xa, wa, ya, strides, dil, pl, pr);
-    dnnl::convolution_forward::primitive_desc hinta(fda, DnnlEngine());
     dnnl::convolution_backward_weights::desc d(alg, xa, wa, ya, strides, dil, pl, pr);
     dnnl::convolution_backward_weights::primitive_desc pd(d, attr, DnnlEngine(), hinta);
     im.scratch_md = pd.scratchpad_desc();
@@ -85,16 +99,6 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     im.px_md = pd.src_desc();
     im.py_md = pd.diff_dst_desc();
     im.pw_md = pd.diff_weights_desc();
-    dnnl::primitive_attr rattr;
-    rattr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // simple reorders need none; checked below
-    auto make = [&](const dnnl::memory::desc& from, const dnnl::memory::desc& to, std::optional<dnnl::reorder>& r,
-                    std::shared_ptr<std::vector<uint8_t>>& buf, size_t bytes) {
-      if (from == to) return;
-      dnnl::reorder::primitive_desc rpd(DnnlEngine(), from, DnnlEngine(), to, rattr);
-      if (rpd.scratchpad_desc().get_size() != 0) throw std::runtime_error("conv backward: reorder needs scratch");
-      r = dnnl::reorder(rpd);
-      buf = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(bytes, 64));
-    };
     make(im.x_md, im.px_md, im.x_in, im.px, im.px_md.get_size());
     make(im.y_md, im.py_md, im.y_in, im.py, im.py_md.get_size());
     make(im.pw_md, im.w_md, im.w_out, im.pw, im.pw_md.get_size());
@@ -117,9 +121,23 @@ void DnnlConvBackward::Run(const void* dy, const void* a, void* out) const {
       {DNNL_ARG_DIFF_DST, dnnl::memory(im.y_md, eng, const_cast<void*>(dy))},
       {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}};
   if (kind_ == Kind::kData) {
-    args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(im.w_md, eng, const_cast<void*>(a)));
-    args.emplace(DNNL_ARG_DIFF_SRC, dnnl::memory(im.x_md, eng, out));
+    dnnl::memory y(im.y_md, eng, const_cast<void*>(dy)), w(im.w_md, eng, const_cast<void*>(a)), x(im.x_md, eng, out);
+    if (im.y_in) {
+      dnnl::memory py(im.py_md, eng, im.py->data());
+      im.y_in->execute(s, y, py);
+      y = py;
+    }
+    if (im.w_in) {
+      dnnl::memory pw(im.pw_md, eng, im.pw->data());
+      im.w_in->execute(s, w, pw);
+      w = pw;
+    }
+    dnnl::memory px = im.x_out ? dnnl::memory(im.px_md, eng, im.px->data()) : x;
+    args[DNNL_ARG_DIFF_DST] = y;
+    args.emplace(DNNL_ARG_WEIGHTS, w);
+    args.emplace(DNNL_ARG_DIFF_SRC, px);
     im.prim.execute(s, args);
+    if (im.x_out) im.x_out->execute(s, px, x);
     s.wait();
     return;
   }
