@@ -5,10 +5,13 @@
 #include <map>
 #include <memory>
 
+#include "executor/fusion.h"
+#include "executor/memory_report.h"
 #include "executor/trainer.h"
 #include "graph/error.h"
 #include "graph/printer.h"
 #include "onnx_import/model_io.h"
+#include "onnx_import/tensor_io.h"
 #include "onnx_import/training_info.h"
 #include "passes/step_graph.h"
 #include "passes/training_mode.h"
@@ -22,7 +25,8 @@ CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
   cmd->add_option("-o,--output", o.output, "STEP.onnx: the model with the step in its TrainingInfoProto");
   cmd->add_option("--dump-after", o.dump_after,
                   "Print the graph after a pass: training_mode|pattern_fusion|loss|autodiff|optimizer|amp|fp16_range|"
-                  "master_weights|loss_scaling|all, or step (the finished step graph)");
+                  "master_weights|loss_scaling|fusion (with --fuse)|all, or step (the finished step graph)");
+  if (CLI::Option* f = cmd->get_option("--fuse")) f->each([&o](const std::string&) { o.fuse_given = true; });
   return cmd;
 }
 
@@ -30,10 +34,11 @@ int Passes(const PassesOptions& o) {
   const TrainOptions& t = o.train;
   static const std::vector<std::string> kPasses = {"training_mode", "pattern_fusion", "loss",           "autodiff",
                                                      "optimizer",     "amp",            "fp16_range",     "master_weights",
-                                                     "loss_scaling",  "step",           "all"};
+                                                     "loss_scaling",  "fusion",         "step",           "all"};
   if (!o.dump_after.empty() && std::find(kPasses.begin(), kPasses.end(), o.dump_after) == kPasses.end())
     throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, pattern_fusion, loss, autodiff, optimizer, amp, fp16_range, "
-                "master_weights, loss_scaling, step, all)");
+                "master_weights, loss_scaling, fusion, step, all)");
+  if (o.dump_after == "fusion" && !o.fuse_given) throw Error("--dump-after fusion: give --fuse lite|full (and --batch)");
   std::unique_ptr<Graph> model = LoadModel(t.model);
   if (!model->training_info.empty())
     throw Error(t.model + ": the model already holds a training step (training_info); train it with onnx-train train");
@@ -51,6 +56,22 @@ int Passes(const PassesOptions& o) {
   } catch (const Error& e) {
     throw Error(t.model + ": " + e.what());
   }
+  std::string fusion_text;
+  if (o.fuse_given && to.fuse.mode != "off") {
+    // Fused for the shapes of one --batch, as train fuses before its first step (the programs themselves hold no
+    // batch size: the exported step runs at others too).
+    std::map<std::string, Tensor> data;
+    if (!t.data.empty())
+      for (NamedTensor& a : ReadNpz(t.data)) data[a.name] = std::move(a.tensor);
+    try {
+      BatchInputs in = InputsForBatch(*step, t.batch, t.data.empty() ? nullptr : &data, t.data);
+      fusion_text = FormatFusionReport(FuseForShapes(*step, to.fuse, in.descs, in.known()));
+    } catch (const Error& e) {
+      throw Error(t.model + ": " + e.what());
+    }
+    if (o.dump_after == "fusion" || o.dump_after == "all")
+      std::printf("--- after fusion ---\n%s\n", PrintGraph(*step).c_str());
+  }
   if (o.dump_after == "step") std::printf("--- step graph ---\n%s\n", PrintGraph(*step).c_str());
 
   std::map<std::string, int> by_op;
@@ -67,6 +88,7 @@ int Passes(const PassesOptions& o) {
   std::printf("\nstates:");
   for (const auto& b : step->update_bindings) std::printf(" %s", b.state->name.c_str());
   std::printf("\nloss: %s\n", info.loss.c_str());
+  if (!fusion_text.empty()) std::printf("\n%s", fusion_text.c_str());
   if (to.amp.half != DataType::kUndefined) {
     std::printf("\nmixed precision (%s):\n%s", to.amp.half == DataType::kFloat16 ? "fp16" : "bf16",
                 FormatAmpReport(info.amp, to.amp.half).c_str());

@@ -1,4 +1,4 @@
-// `onnx-train passes MODEL [train options] [-o STEP.onnx] [--dump-after PASS|all]`: builds the training step graph
+// `onnx-train passes MODEL [train options] [-o STEP.onnx] [--dump-after PASS|all] [--fuse lite|full]`: builds the training step graph
 // (passes/step_graph.h), prints a summary (nodes by op, parameters, states) and writes it as a standard ONNX
 // training model (onnx_import/training_info.h: main graph = the model in inference mode plus every training
 // state as an initializer; training_info[0].algorithm = the step; update_binding = (state, next value)).
@@ -18,6 +18,9 @@ struct PassesOptions {
   TrainOptions train;  // the model and the step's options (--loss, --optimizer, --lr ...)
   std::string output;  // -o STEP.onnx
   std::string dump_after;
+  // --fuse given explicitly: cluster fusion (and full's GEMM epilogues) for --batch (and --data's other dims), so
+  // the printed and exported step shows the FusedElementwise / MatMulEpilogue nodes train would run.
+  bool fuse_given = false;
 };
 // Registers the subcommand on `app`.
 CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o);

@@ -2,7 +2,8 @@
 # --fuse end to end: `plan --fuse=off|lite|full --json` on the tiny transformer at batch 64 (clusters with their ops,
 # inputs, outputs and bytes; the merges refused with a reason; lite's planned peak not above off's; every cluster
 # within the 64-operand limit; a budget below the unfused peak reported as unreachable), `train --fuse=full` on
-# the digits MLP, `check --fuse` over a few node tests, `run --fuse` on the MLP, and user errors (an unknown mode, a bad --memory-budget)
+# the digits MLP, `check --fuse` over a few node tests, `run --fuse` on the MLP, `passes --fuse` (printed, exported and
+# trained again), and user errors (an unknown mode, a bad --memory-budget)
 # exiting non-zero with one line.
 # Usage: fuse.sh ONNX_TRAIN_BINARY EXAMPLES_DIR
 set -u
@@ -69,6 +70,25 @@ done
 grep -q "^logits: float32\[32,10\] sum=" "$tmp/run_off" && ok || { bad "run printed no summary"; cat "$tmp/run_off"; }
 cmp -s "$tmp/run_off" "$tmp/run_lite" && cmp -s "$tmp/run_off" "$tmp/run_full" && ok ||
   { bad "run --fuse changed the outputs"; cat "$tmp/run_off" "$tmp/run_lite" "$tmp/run_full"; }
+# passes --fuse: the printed and exported step shows the fused nodes; the exported step trains as the unfused one.
+lmp=(passes "$ex/tiny_lm/model.onnx" --loss cross_entropy --logits logits --labels y --batch 16)
+"$tool" "${lmp[@]}" --fuse full --dump-after fusion -o "$tmp/fstep.onnx" >"$tmp/pout" 2>"$tmp/err" && ok ||
+  { bad "passes --fuse full exited non-zero"; cat "$tmp/err"; }
+grep -q "^--- after fusion ---" "$tmp/pout" && grep -q "FusedElementwise" "$tmp/pout" && grep -q "MatMulEpilogue" "$tmp/pout" &&
+  grep -q "^fusion full: " "$tmp/pout" && ok || { bad "passes --fuse full printed no fused step"; head -5 "$tmp/pout"; }
+"$tool" "${lmp[@]}" -o "$tmp/ustep.onnx" >/dev/null 2>&1 && ok || bad "passes without --fuse"
+grep -q "FusedElementwise" "$tmp/ustep.onnx" && bad "passes without --fuse fused the step" || ok
+for s in fstep ustep; do
+  "$tool" train "$tmp/$s.onnx" --data "$ex/tiny_lm/data.npz" --batch 16 --steps 3 --no-shuffle --quiet --fuse off \
+    --log-json "$tmp/$s.json" 2>"$tmp/err" && ok || { bad "training the exported $s"; cat "$tmp/err"; }
+done
+python3 - "$tmp" <<'PY' && ok || bad "the fused exported step trains differently"
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(f"{sys.argv[1]}/{s}.json")] for s in ("fstep", "ustep"))
+assert len(a) == 3 and all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b)), (a, b)
+PY
+expect_error "--dump-after fusion: give --fuse" "${lmp[@]}" --dump-after fusion
+
 expect_error "--fuse: 'bogus' is not a fusion mode" run "$ex/mlp/model.onnx" --data "$ex/mlp/input.npz" --fuse=bogus
 
 expect_error "--fuse: 'most' is not a fusion mode" train "$ex/digits_mlp/model.onnx" --data "$ex/digits_mlp/train.npz" \
