@@ -1,0 +1,119 @@
+// Branch-free float exp, expm1-free tanh and erf for the element loops: written with float arithmetic, selects and
+// bit casts only (no libm call, no table), so GCC vectorizes a loop that calls them -- libm's scalar expf/erff/tanhf
+// cost ~5-10 ns an element and stop the vectorizer. The double paths keep std:: (float64 is the accurate reference
+// of the gradient checks); these are for A = float only (kernel_common/scalar_math.h picks them).
+//
+// No fma anywhere and no product whose rounding matters is left for the compiler to contract into one: the SSE2
+// baseline and the AVX2 clones of the CPU loops (target_clones("avx2","default"), no "fma") execute the same IEEE
+// operations in the same order, so a result does not depend on the clone that ran (bit-identical), and the fused
+// cluster interpreter equals the op-by-op kernels exactly.
+//
+// Accuracy (tests/cpu_ops/vec_math_test.cc, every 97th float bit pattern plus the special values, against double
+// libm rounded): see the bounds asserted there. Special values as libm: Exp(+inf) = +inf, Exp(-inf) = 0, overflow to
+// +inf, gradual underflow (subnormal results are rounded once, not flushed) down to 0; Erf(+-inf) = +-1; Tanh
+// saturates to +-1; NaN in gives NaN out; -0 stays -0 for Erf and Tanh.
+#pragma once
+#include <cstdint>
+
+#include "kernel_common/half.h"
+
+// Compiles a CPU loop function twice, for AVX2 and for the baseline (SSE2), the clone picked once at load time (GCC
+// target_clones, an ifunc); no "fma", so both clones execute the same operations (above). Empty where unsupported.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
+#define OT_VEC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define OT_VEC_CLONES
+#endif
+
+namespace ot::math {
+
+namespace vec_detail {
+// c ? a : b as a bit mask, not a ?: -- GCC threads the constant of a ?: through the code after it (a jump that its
+// if-conversion cannot undo when a threaded path holds a trapping multiply), which stops the vectorizer.
+OT_HD float Select(bool c, float a, float b) {
+  const uint32_t m = 0u - static_cast<uint32_t>(c);
+  return BitsFloat((FloatBits(a) & m) | (FloatBits(b) & ~m));
+}
+OT_HD float AbsF(float x) { return BitsFloat(FloatBits(x) & 0x7fffffffu); }
+// |r| with the sign bit of s (r's sign bit clear).
+OT_HD float WithSignOf(float r, float s) { return BitsFloat(FloatBits(r) | (FloatBits(s) & 0x80000000u)); }
+}  // namespace vec_detail
+
+// e^x. Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2 (ln2 split so n * kLn2Hi is exact for |n| < 2^15), a
+// degree-6 polynomial for e^r (Cephes expf), and 2^n applied as two exact power-of-two factors 2^(n/2) 2^(n - n/2)
+// so results down to the subnormal range round once (gradual underflow) and those above FLT_MAX overflow to +inf.
+// x is first clamped to [-104, 89] (e^-104 rounds to 0, e^89 overflows), which also keeps n in [-150, 128]; a NaN
+// passes the clamps and the arithmetic unchanged.
+OT_HD float VecExp(float x) {
+  using namespace vec_detail;
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer held in the low mantissa bits
+  x = Select(x < -104.f, -104.f, x);
+  x = Select(x > 89.f, 89.f, x);
+  const float kd = x * kLog2e + kShift;  // contraction-safe: any rounding of x * kLog2e only moves n by one
+  const float n = kd - kShift;
+  float r = x - n * kLn2Hi;  // exact
+  r = r - n * kLn2Lo;
+  const float r2 = r * r;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = (p * r2 + r) + 1.f;
+  const int32_t ni = static_cast<int32_t>(FloatBits(kd) - FloatBits(kShift));  // NaN: any value, unused
+  const int32_t n1 = ni >> 1, n2 = ni - n1;
+  const float s1 = BitsFloat(static_cast<uint32_t>(n1 + 127) << 23);
+  const float s2 = BitsFloat(static_cast<uint32_t>(n2 + 127) << 23);
+  return (e * s1) * s2;
+}
+
+// erf(x) (Norbert Juffa's erff construction, coefficients refit for evaluation without fma): for |x| < 0.921875
+// x + x p(x^2); above, 1 - e^(q(|x|)) with q a polynomial ~ -x^2, sign restored from x. |x| is clamped to 4 (erf
+// rounds to 1 in float from 3.92 on), which takes +-inf to +-1; NaN fails every compare and stays NaN.
+OT_HD float VecErf(float x) {
+  using namespace vec_detail;
+  const float t0 = AbsF(x);
+  const float t = Select(t0 > 4.f, 4.f, t0);
+  const float s = x * x;
+  // |x| < 0.921875
+  float p = -5.96761703e-4f;
+  p = p * s + 4.99119423e-3f;
+  p = p * s - 2.67681349e-2f;
+  p = p * s + 1.12819925e-1f;
+  p = p * s - 3.76125336e-1f;
+  p = p * s + 1.28379166e-1f;
+  const float small = p * x + x;
+  // |x| >= 0.921875
+  const float t2 = t * t;
+  float q = -1.72853470e-5f * t + 3.83197126e-4f;
+  const float u = -3.88396438e-3f * t + 2.42546219e-2f;
+  q = q * t2 + u;
+  q = q * t - 1.06777877e-1f;
+  q = q * t - 6.34846687e-1f;
+  q = q * t - 1.28717512e-1f;
+  q = q * t - t;
+  const float big = WithSignOf(1.f - VecExp(q), x);
+  return Select(t0 < 0.921875f, small, big);
+}
+
+// tanh(x) = sign(x) tanh(|x|): |x| + |x|^3 p(x^2) for |x| < 0.625 (Cephes tanhf), else 1 - 2 / (e^(2|x|) + 1) (e^(2|x|)
+// overflowing to +inf gives exactly 1); x's sign bit put back last, so -0 stays -0. NaN takes the second form and
+// stays NaN.
+OT_HD float VecTanh(float x) {
+  using namespace vec_detail;
+  const float t = AbsF(x);
+  const float s = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * s + 2.06390887954e-2f;
+  p = p * s - 5.37397155531e-2f;
+  p = p * s + 1.33314422036e-1f;
+  p = p * s - 3.33332819422e-1f;
+  const float small = (p * s) * t + t;
+  const float big = 1.f - 2.f / (VecExp(2.f * t) + 1.f);
+  return WithSignOf(Select(t < 0.625f, small, big), x);
+}
+
+}  // namespace ot::math
