@@ -34,6 +34,33 @@ void Map(const T* x, T* y, int64_t n, F f) {
   }
 }
 
+// y[i] = f(x[i]) over n floats, compiled for AVX2 and for the baseline (OT_VEC_CLONES; bit-identical results): the
+// loops of the ops whose float formula is kernel_common/vec_math.h's. x may equal y.
+template <typename F>
+OT_VEC_CLONES void FloatLoop(F f, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+// Map for those ops: float and half (in fp32 tiles) run FloatLoop; double runs Map (std:: math, not vectorized).
+template <typename T, typename F>
+void MapVec(const T* x, T* y, int64_t n, F f) {
+  if constexpr (std::is_same_v<T, float>) {
+    ParallelChunks(n, [&](int64_t b, int64_t e) { FloatLoop(f, x + b, y + b, e - b); });
+  } else if constexpr (kIsHalf<T>) {
+    ParallelChunks(n, [&](int64_t b, int64_t e) {
+      float buf[kHalfTile];
+      for (int64_t t = b; t < e; t += kHalfTile) {
+        const int64_t len = std::min(kHalfTile, e - t);
+        LoadFloats(x + t, buf, len);
+        FloatLoop(f, buf, buf, len);
+        StoreFloats(buf, y + t, len);
+      }
+    });
+  } else {
+    Map(x, y, n, f);
+  }
+}
+
 template <typename T>
 void UnaryFloat(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p) {
   using A = ComputeType<T>;
@@ -47,7 +74,7 @@ void UnaryFloat(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p) {
     case UnaryOp::kRelu: return Map(x, y, n, [](A v) { return math::Relu(v); });  // NaN stays NaN
     case UnaryOp::kShrink:
       return Map(x, y, n, [=](A v) { return v < -alpha ? v + beta : (v > alpha ? v - beta : zero); });
-    case UnaryOp::kExp: return Map(x, y, n, [](A v) { return std::exp(v); });
+    case UnaryOp::kExp: return MapVec(x, y, n, [](A v) { return math::Exp(v); });
     case UnaryOp::kLog: return Map(x, y, n, [](A v) { return std::log(v); });
     case UnaryOp::kSqrt: return Map(x, y, n, [](A v) { return std::sqrt(v); });
     case UnaryOp::kReciprocal: return Map(x, y, n, [=](A v) { return one / v; });
@@ -55,11 +82,11 @@ void UnaryFloat(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p) {
     case UnaryOp::kElu: return Map(x, y, n, [=](A v) { return v < zero ? alpha * std::expm1(v) : v; });
     case UnaryOp::kSelu:
       return Map(x, y, n, [=](A v) { return v <= zero ? gamma * alpha * std::expm1(v) : gamma * v; });
-    case UnaryOp::kSigmoid: return Map(x, y, n, [](A v) { return math::Sigmoid(v); });
+    case UnaryOp::kSigmoid: return MapVec(x, y, n, [](A v) { return math::Sigmoid(v); });
     case UnaryOp::kHardSigmoid:
       return Map(x, y, n, [=](A v) { return std::max(zero, std::min(one, alpha * v + beta)); });
-    case UnaryOp::kTanh: return Map(x, y, n, [](A v) { return std::tanh(v); });
-    case UnaryOp::kErf: return Map(x, y, n, [](A v) { return std::erf(v); });
+    case UnaryOp::kTanh: return MapVec(x, y, n, [](A v) { return math::Tanh(v); });
+    case UnaryOp::kErf: return MapVec(x, y, n, [](A v) { return math::Erf(v); });
     case UnaryOp::kSoftplus:
       return Map(x, y, n, [=](A v) { return v > zero ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v)); });
     case UnaryOp::kSoftsign: return Map(x, y, n, [=](A v) { return v / (one + std::fabs(v)); });
@@ -87,9 +114,10 @@ void UnaryFloat(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p) {
         A sp = v > zero ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
         return v * std::tanh(sp);
       });
-    // The formulas the fused-cluster interpreter (cpu_ops/fused_elementwise) and CUDA code share.
-    case UnaryOp::kGelu: return Map(x, y, n, [](A v) { return math::GeluErf(v); });
-    case UnaryOp::kGeluTanh: return Map(x, y, n, [](A v) { return math::GeluTanh(v); });
+    // The formulas the fused-cluster interpreter (cpu_ops/fused_elementwise) and CUDA code share (Exp, Sigmoid, Tanh
+    // and Erf above too: kernel_common/scalar_math.h, vec_math.h for float).
+    case UnaryOp::kGelu: return MapVec(x, y, n, [](A v) { return math::GeluErf(v); });
+    case UnaryOp::kGeluTanh: return MapVec(x, y, n, [](A v) { return math::GeluTanh(v); });
   }
 }
 

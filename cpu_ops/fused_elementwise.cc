@@ -279,9 +279,11 @@ struct Val {
   bool scalar = false;
 };
 
-// Loops kept free of branches other than selects, so GCC vectorizes them (-O3); o never aliases an operand.
+// Loops kept free of branches other than selects, so GCC vectorizes them (-O3); o never aliases an operand. Compiled
+// for AVX2 and for the baseline (OT_VEC_CLONES, no FMA: both clones give bit-identical results), the float exp/erf/
+// tanh being kernel_common/vec_math.h's through scalar_math.h -- the functions the op-by-op kernels call.
 template <typename F>
-inline void Map1(F f, const Val& a, float* __restrict o, int64_t n) {
+OT_VEC_CLONES void Map1(F f, const Val& a, float* __restrict o, int64_t n) {
   if (a.scalar) {
     const float r = f(a.s);
     for (int64_t i = 0; i < n; ++i) o[i] = r;
@@ -292,7 +294,7 @@ inline void Map1(F f, const Val& a, float* __restrict o, int64_t n) {
 }
 
 template <typename F>
-inline void Map2(F f, const Val& a, const Val& b, float* __restrict o, int64_t n) {
+OT_VEC_CLONES void Map2(F f, const Val& a, const Val& b, float* __restrict o, int64_t n) {
   if (a.scalar && b.scalar) {
     const float r = f(a.s, b.s);
     for (int64_t i = 0; i < n; ++i) o[i] = r;
@@ -342,14 +344,14 @@ void ApplyOp(const Instr& in, const Val* v, float* o, int64_t n) {
     case Op::kNeg: return Map1([](float x) { return -x; }, v[0], o, n);
     case Op::kAbs: return Map1([](float x) { return std::fabs(x); }, v[0], o, n);
     case Op::kSign: return Map1([](float x) { return math::Sign(x); }, v[0], o, n);
-    case Op::kExp: return Map1([](float x) { return std::exp(x); }, v[0], o, n);
+    case Op::kExp: return Map1([](float x) { return math::Exp(x); }, v[0], o, n);
     case Op::kLog: return Map1([](float x) { return std::log(x); }, v[0], o, n);
     case Op::kSqrt: return Map1([](float x) { return std::sqrt(x); }, v[0], o, n);
     case Op::kReciprocal: return Map1([](float x) { return 1.f / x; }, v[0], o, n);
-    case Op::kTanh: return Map1([](float x) { return std::tanh(x); }, v[0], o, n);
+    case Op::kTanh: return Map1([](float x) { return math::Tanh(x); }, v[0], o, n);
     case Op::kSigmoid: return Map1([](float x) { return math::Sigmoid(x); }, v[0], o, n);
     case Op::kRelu: return Map1([](float x) { return math::Relu(x); }, v[0], o, n);
-    case Op::kErf: return Map1([](float x) { return std::erf(x); }, v[0], o, n);
+    case Op::kErf: return Map1([](float x) { return math::Erf(x); }, v[0], o, n);
     case Op::kFloor: return Map1([](float x) { return std::floor(x); }, v[0], o, n);
     case Op::kCeil: return Map1([](float x) { return std::ceil(x); }, v[0], o, n);
     case Op::kNot: return Map1([](float x) { return x == 0.f ? 1.f : 0.f; }, v[0], o, n);

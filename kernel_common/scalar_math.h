@@ -2,10 +2,15 @@
 // the cluster programs turn into: one definition of each formula, so a fused cluster computes what the op-by-op
 // kernels compute. A is float or double. Every function is branch-free in the sense that matters for the
 // vectorizer (selects only), and NaN behaves as the ONNX kernels do (noted per function).
+// exp, erf and tanh of a float are kernel_common/vec_math.h's (branch-free, vectorizable, <= 2 ulp); a double's are
+// std:: (float64 stays the accurate reference of the gradient checks). Every float kernel that computes one of these
+// ops -- op by op or in a fused cluster -- calls Exp/Erf/Tanh here, so both compute the same function.
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "kernel_common/half.h"
+#include "kernel_common/vec_math.h"
 
 namespace ot::math {
 
@@ -14,6 +19,35 @@ constexpr double kSqrtHalf = 0.70710678118654752440;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 constexpr double kGeluCubic = 0.044715;
+
+// e^v, erf(v), tanh(v): vec_math for float, std:: for double.
+template <typename A>
+OT_HD A Exp(A v) {
+  if constexpr (std::is_same_v<A, float>) {
+    return VecExp(v);
+  } else {
+    using std::exp;
+    return exp(v);
+  }
+}
+template <typename A>
+OT_HD A Erf(A v) {
+  if constexpr (std::is_same_v<A, float>) {
+    return VecErf(v);
+  } else {
+    using std::erf;
+    return erf(v);
+  }
+}
+template <typename A>
+OT_HD A Tanh(A v) {
+  if constexpr (std::is_same_v<A, float>) {
+    return VecTanh(v);
+  } else {
+    using std::tanh;
+    return tanh(v);
+  }
+}
 
 // 1, -1, or v itself (keeps 0, -0 and NaN).
 template <typename A>
@@ -32,25 +66,29 @@ OT_HD A LeakyRelu(A v, A alpha) {
   return v < A(0) ? alpha * v : v;
 }
 
-// 1 / (1 + exp(-v)), evaluated without overflow on either side.
+// 1 / (1 + exp(-v)), evaluated without overflow on either side: e = exp(-|v|) <= 1, then 1 / (1 + e) for v >= 0 and
+// e / (1 + e) below (a select for float, so the loop vectorizes; NaN takes the second form and stays NaN).
 template <typename A>
 OT_HD A Sigmoid(A v) {
-  using std::exp;
-  if (v >= A(0)) return A(1) / (A(1) + exp(-v));
-  const A e = exp(v);
-  return e / (A(1) + e);
+  if constexpr (std::is_same_v<A, float>) {
+    const float e = VecExp(-vec_detail::AbsF(v));
+    return vec_detail::Select(v >= 0.f, 1.f, e) / (1.f + e);
+  } else {
+    using std::exp;
+    if (v >= A(0)) return A(1) / (A(1) + exp(-v));
+    const A e = exp(v);
+    return e / (A(1) + e);
+  }
 }
 
 // Gelu: erf form 0.5 v (1 + erf(v / sqrt 2)); tanh form 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))).
 template <typename A>
 OT_HD A GeluErf(A v) {
-  using std::erf;
-  return A(0.5) * v * (A(1) + erf(v * A(kSqrtHalf)));
+  return A(0.5) * v * (A(1) + Erf(v * A(kSqrtHalf)));
 }
 template <typename A>
 OT_HD A GeluTanh(A v) {
-  using std::tanh;
-  return A(0.5) * v * (A(1) + tanh(A(kSqrt2OverPi) * (v + A(kGeluCubic) * v * v * v)));
+  return A(0.5) * v * (A(1) + Tanh(A(kSqrt2OverPi) * (v + A(kGeluCubic) * v * v * v)));
 }
 
 // dX of Gelu for dY = dy at X = v (formulas of graph/grad/norm_grad.cc):
@@ -58,18 +96,15 @@ OT_HD A GeluTanh(A v) {
 //   tanh: dy ((1 + t) / 2 + v (1 - t^2) k (1 + 3 a v^2) / 2),  t = tanh(k (v + a v^3)), k = sqrt(2/pi), a = 0.044715
 template <typename A>
 OT_HD A GeluGradErf(A dy, A v) {
-  using std::erf;
-  using std::exp;
-  const A cdf = A(0.5) * (A(1) + erf(v * A(kSqrtHalf)));
-  const A pdf = A(kInvSqrt2Pi) * exp(A(-0.5) * v * v);
+  const A cdf = A(0.5) * (A(1) + Erf(v * A(kSqrtHalf)));
+  const A pdf = A(kInvSqrt2Pi) * Exp(A(-0.5) * v * v);
   return dy * (cdf + v * pdf);
 }
 template <typename A>
 OT_HD A GeluGradTanh(A dy, A v) {
-  using std::tanh;
   const A k = A(kSqrt2OverPi), a = A(kGeluCubic), a3 = A(3 * kGeluCubic);
   const A v2 = v * v;
-  const A t = tanh(k * (v + a * v2 * v));
+  const A t = Tanh(k * (v + a * v2 * v));
   return dy * (A(0.5) * (A(1) + t) + A(0.5) * v * (A(1) - t * t) * k * (A(1) + a3 * v2));
 }
 

@@ -15,30 +15,21 @@
 #include "cpu_ops/half_convert.h"
 #include "executor/kernel_registry.h"
 #include "graph/grad_context.h"
+#include "kernel_common/scalar_math.h"
 
 namespace ot {
 
 namespace {
 
-// dX for n elements of A (float or double); the loop body has no branch, so the compiler can vectorize it where
-// its math library offers vector erf/exp/tanh.
+// dX for n elements of A (float or double): kernel_common/scalar_math.h's formulas, the ones the fused-cluster
+// interpreter runs, so a fused GeluGrad equals this kernel. Float's erf/exp/tanh are vec_math's (branch-free), so
+// the float loops vectorize; compiled for AVX2 and the baseline (OT_VEC_CLONES, bit-identical results).
 template <typename A>
-void GeluGradLoop(const A* dy, const A* x, A* dx, int64_t n, bool tanh_form) {
+OT_VEC_CLONES void GeluGradLoop(const A* dy, const A* x, A* dx, int64_t n, bool tanh_form) {
   if (tanh_form) {
-    const A k = A(0.79788456080286535588), a = A(0.044715), a3 = A(3 * 0.044715);
-    for (int64_t i = 0; i < n; ++i) {
-      const A v = x[i], v2 = v * v;
-      const A t = std::tanh(k * (v + a * v2 * v));
-      dx[i] = dy[i] * (A(0.5) * (A(1) + t) + A(0.5) * v * (A(1) - t * t) * k * (A(1) + a3 * v2));
-    }
+    for (int64_t i = 0; i < n; ++i) dx[i] = math::GeluGradTanh(dy[i], x[i]);
   } else {
-    const A r2 = A(0.70710678118654752440), inv_sqrt_2pi = A(0.39894228040143267794);
-    for (int64_t i = 0; i < n; ++i) {
-      const A v = x[i];
-      const A cdf = A(0.5) * (A(1) + std::erf(v * r2));
-      const A pdf = inv_sqrt_2pi * std::exp(A(-0.5) * v * v);
-      dx[i] = dy[i] * (cdf + v * pdf);
-    }
+    for (int64_t i = 0; i < n; ++i) dx[i] = math::GeluGradErf(dy[i], x[i]);
   }
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernel_common/half.h"
+#include "kernel_common/scalar_math.h"
 
 namespace ot::cpu {
 namespace {
@@ -179,7 +180,8 @@ A RoundTo(DType t, A v, Mode mode) {
 }
 
 // One element of a non-leaf, non-reduction op. Exact mode (A = float) spells the formulas as the op-by-op
-// kernels do (same operation order); float64 mode uses the textbook forms.
+// kernels do (same operation order, and their exp/erf/tanh: math::Exp/Erf/Tanh, kernel_common/vec_math.h for a
+// float, std:: for a double); float64 mode uses the textbook forms.
 template <typename A>
 A EvalOp(const Instr& in, A x, A y, A z, Mode mode) {
   const bool exact = mode == Mode::kExact;
@@ -189,25 +191,25 @@ A EvalOp(const Instr& in, A x, A y, A z, Mode mode) {
     case Op::kNeg: return -x;
     case Op::kAbs: return std::fabs(x);
     case Op::kSign: return x > 0 ? A(1) : x < 0 ? A(-1) : x;
-    case Op::kExp: return std::exp(x);
+    case Op::kExp: return math::Exp(x);
     case Op::kLog: return std::log(x);
     case Op::kSqrt: return std::sqrt(x);
     case Op::kReciprocal: return A(1) / x;
-    case Op::kTanh: return std::tanh(x);
+    case Op::kTanh: return math::Tanh(x);
     case Op::kSigmoid:
       if (!exact) return A(1) / (A(1) + std::exp(-x));
-      return x >= 0 ? A(1) / (A(1) + std::exp(-x)) : std::exp(x) / (A(1) + std::exp(x));
+      return x >= 0 ? A(1) / (A(1) + math::Exp(-x)) : math::Exp(x) / (A(1) + math::Exp(x));
     case Op::kRelu: return x < 0 ? A(0) : x;  // NaN and -0 stay (the Relu kernel)
-    case Op::kErf: return std::erf(x);
+    case Op::kErf: return math::Erf(x);
     case Op::kFloor: return std::floor(x);
     case Op::kCeil: return std::ceil(x);
     case Op::kNot: return x == 0 ? A(1) : A(0);
     case Op::kLeakyRelu: return x < 0 ? A(in.imm) * x : x;
     case Op::kGelu:
       if (in.imm == 0.f)
-        return exact ? A(0.5) * x * (A(1) + std::erf(x * A(0.70710678118654752440)))
+        return exact ? A(0.5) * x * (A(1) + math::Erf(x * A(0.70710678118654752440)))
                      : 0.5 * x * (1 + std::erf(x / std::sqrt(A(2))));
-      return A(0.5) * x * (A(1) + std::tanh(k * (x + a3 * x * x * x)));
+      return A(0.5) * x * (A(1) + math::Tanh(k * (x + a3 * x * x * x)));
     case Op::kIdentity:
     case Op::kCast: return x;
     case Op::kAdd: return x + y;
@@ -229,11 +231,11 @@ A EvalOp(const Instr& in, A x, A y, A z, Mode mode) {
     case Op::kGeluGrad: {
       if (in.imm == 0.f) {
         if (!exact) return x * (0.5 * std::erfc(-y / std::sqrt(2.0)) + y * std::exp(-0.5 * y * y) / std::sqrt(2 * M_PI));
-        const A cdf = A(0.5) * (A(1) + std::erf(y * A(0.70710678118654752440)));
-        const A pdf = A(0.39894228040143267794) * std::exp(A(-0.5) * y * y);
+        const A cdf = A(0.5) * (A(1) + math::Erf(y * A(0.70710678118654752440)));
+        const A pdf = A(0.39894228040143267794) * math::Exp(A(-0.5) * y * y);
         return x * (cdf + y * pdf);
       }
-      const A y2 = y * y, t = std::tanh(k * (y + a3 * y2 * y));
+      const A y2 = y * y, t = math::Tanh(k * (y + a3 * y2 * y));
       if (!exact) return x * (0.5 * (1 + t) + 0.5 * y * (1 - t * t) * k * (1 + 3 * a3 * y2));
       return x * (A(0.5) * (A(1) + t) + A(0.5) * y * (A(1) - t * t) * k * (A(1) + A(3 * 0.044715) * y2));
     }
