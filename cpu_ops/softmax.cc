@@ -11,6 +11,7 @@
 
 #include "cpu_ops/half_convert.h"
 #include "kernel_common/half.h"
+#include "kernel_common/scalar_math.h"
 
 namespace ot::cpu {
 
@@ -25,10 +26,67 @@ T Store(A v) {
   else return static_cast<T>(v);
 }
 
+// The float loops of a contiguous row (Softmax and LogSoftmax of float, and of half rows widened to float): e^x is
+// kernel_common/vec_math.h's, every loop vectorizes, compiled for AVX2 and the baseline (OT_VEC_CLONES; no FMA, so
+// the clones give bit-identical results). q may equal p.
+
+// The row's max over its non-NaN elements (-inf if none): a NaN anywhere makes the sum, so every output, NaN anyway.
+OT_VEC_CLONES float RowMax(const float* p, int64_t n) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float acc[8] = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int l = 0; l < 8; ++l) acc[l] = p[k + l] > acc[l] ? p[k + l] : acc[l];
+  for (; k < n; ++k) acc[0] = p[k] > acc[0] ? p[k] : acc[0];
+  float m = acc[0];
+  for (int l = 1; l < 8; ++l) m = acc[l] > m ? acc[l] : m;
+  return m;
+}
+
+// The sum of e^(p[k] - m), k < n, in double over four interleaved lanes added in a fixed order; the float
+// exponentials are also stored to q when q is not null.
+OT_VEC_CLONES double RowExpSum(const float* p, float* q, int64_t n, float m) {
+  constexpr int64_t kChunk = 256;
+  float buf[kChunk];
+  double acc[4] = {0, 0, 0, 0};
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t len = std::min(kChunk, n - b);
+    float* e = q ? q + b : buf;
+    for (int64_t k = 0; k < len; ++k) e[k] = math::Exp(p[b + k] - m);
+    int64_t k = 0;
+    for (; k + 4 <= len; k += 4)
+      for (int l = 0; l < 4; ++l) acc[l] += static_cast<double>(e[k + l]);
+    for (; k < len; ++k) acc[0] += static_cast<double>(e[k]);
+  }
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+OT_VEC_CLONES void RowScale(float* q, int64_t n, float s) {
+  for (int64_t k = 0; k < n; ++k) q[k] = q[k] * s;
+}
+
+OT_VEC_CLONES void RowLogSoftmax(const float* p, float* q, int64_t n, float m, float ls) {
+  for (int64_t k = 0; k < n; ++k) q[k] = (p[k] - m) - ls;
+}
+
 // One column j of the slice [n] with stride `inner`, starting at p/q.
 template <typename T>
 void SoftmaxColumn(SoftmaxKind kind, int64_t n, int64_t inner, const T* p, T* q) {
   using A = Acc<T>;
+  if constexpr (std::is_same_v<T, float>) {
+    if (kind != SoftmaxKind::kHardmax && inner == 1) {
+      float m = RowMax(p, n);
+      if (std::isinf(m) && m < 0) m = 0;  // all -inf: exp gives 0s, result is NaN as in the reference
+      if (kind == SoftmaxKind::kSoftmax) {
+        const double sum = RowExpSum(p, q, n, m);  // q = e^(x - m), then scaled in place
+        RowScale(q, n, static_cast<float>(1.0 / sum));
+      } else {
+        const double sum = RowExpSum(p, nullptr, n, m);
+        RowLogSoftmax(p, q, n, m, static_cast<float>(std::log(sum)));
+      }
+      return;
+    }
+  }
   A m = -std::numeric_limits<A>::infinity();
   int64_t arg = 0;
   for (int64_t k = 0; k < n; ++k) {
@@ -44,10 +102,10 @@ void SoftmaxColumn(SoftmaxKind kind, int64_t n, int64_t inner, const T* p, T* q)
   }
   if (std::isinf(m) && m < 0) m = 0;  // all -inf: exp gives 0s, result is NaN as in the reference
   double sum = 0;
-  for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<A>(p[k * inner]) - m);
+  for (int64_t k = 0; k < n; ++k) sum += math::Exp(static_cast<A>(p[k * inner]) - m);
   if (kind == SoftmaxKind::kSoftmax) {
     const A inv = static_cast<A>(1.0 / sum);
-    for (int64_t k = 0; k < n; ++k) q[k * inner] = Store<T>(std::exp(static_cast<A>(p[k * inner]) - m) * inv);
+    for (int64_t k = 0; k < n; ++k) q[k * inner] = Store<T>(math::Exp(static_cast<A>(p[k * inner]) - m) * inv);
   } else {
     // (x - max) - log(sum): subtracting max first keeps the precision of large inputs.
     const A ls = static_cast<A>(std::log(sum));
@@ -56,10 +114,11 @@ void SoftmaxColumn(SoftmaxKind kind, int64_t n, int64_t inner, const T* p, T* q)
 }
 
 // A tile of `nj` adjacent columns (inner > 1): the same arithmetic as SoftmaxColumn, column by column, but
-// every pass reads rows of nj contiguous elements.
+// every pass reads rows of nj contiguous elements; the passes over j vectorize (float: vec_math's exp; OT_VEC_CLONES).
 template <typename T>
-void SoftmaxTile(SoftmaxKind kind, int64_t n, int64_t inner, int64_t nj, const T* p, T* q, std::vector<float>& mf,
-                 std::vector<double>& md, std::vector<double>& sum, std::vector<int64_t>& arg) {
+OT_VEC_CLONES void SoftmaxTile(SoftmaxKind kind, int64_t n, int64_t inner, int64_t nj, const T* p, T* q,
+                               std::vector<float>& mf, std::vector<double>& md, std::vector<double>& sum,
+                               std::vector<int64_t>& arg) {
   using A = Acc<T>;
   A* m;
   if constexpr (std::is_same_v<A, double>) m = md.data();
@@ -88,13 +147,13 @@ void SoftmaxTile(SoftmaxKind kind, int64_t n, int64_t inner, int64_t nj, const T
     if (std::isinf(m[j]) && m[j] < 0) m[j] = 0;
   for (int64_t k = 0; k < n; ++k) {
     const T* row = p + k * inner;
-    for (int64_t j = 0; j < nj; ++j) sum[j] += std::exp(static_cast<A>(row[j]) - m[j]);
+    for (int64_t j = 0; j < nj; ++j) sum[j] += math::Exp(static_cast<A>(row[j]) - m[j]);
   }
   if (kind == SoftmaxKind::kSoftmax) {
     for (int64_t j = 0; j < nj; ++j) sum[j] = static_cast<A>(1.0 / sum[j]);
     for (int64_t k = 0; k < n; ++k)
       for (int64_t j = 0; j < nj; ++j)
-        q[k * inner + j] = Store<T>(std::exp(static_cast<A>(p[k * inner + j]) - m[j]) * static_cast<A>(sum[j]));
+        q[k * inner + j] = Store<T>(math::Exp(static_cast<A>(p[k * inner + j]) - m[j]) * static_cast<A>(sum[j]));
   } else {
     for (int64_t j = 0; j < nj; ++j) sum[j] = static_cast<A>(std::log(sum[j]));
     for (int64_t k = 0; k < n; ++k)
