@@ -21,6 +21,8 @@ std::vector<std::string> ShapeRelevantInputs(const Graph& g) {
   return r;
 }
 
+}  // namespace
+
 void CheckFeed(const Value* v, const Tensor& t) {
   if (v->dtype != DataType::kUndefined && v->dtype != t.dtype())
     throw Error("input '" + v->name + "' is " + DataTypeName(t.dtype()) + " but the model declares " +
@@ -33,7 +35,6 @@ void CheckFeed(const Value* v, const Tensor& t) {
     throw Error("input '" + v->name + "' has shape " + DimsToString(t.dims()) + " but the model declares " +
                 v->shape.ToString());
 }
-}  // namespace
 
 Executor::Executor(const Graph& g, ExecutorOptions opts) : graph_(g), opts_(opts) {
   shape_relevant_inputs_ = ShapeRelevantInputs(g);

@@ -33,6 +33,9 @@ struct OpTime {
 
 class Plan;
 
+// Throws Error naming the input when `t`'s dtype or static dims differ from what the graph declares for `v`.
+void CheckFeed(const Value* v, const Tensor& t);
+
 class Executor {
  public:
   explicit Executor(const Graph& g, ExecutorOptions opts = {});

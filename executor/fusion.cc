@@ -7,6 +7,7 @@
 
 #include "executor/plan.h"
 #include "passes/fuse_gemm_epilogue.h"
+#include "passes/rematerialize.h"
 #include "graph/error.h"
 
 namespace ot {
@@ -23,6 +24,7 @@ FusionSizes SizesFromPlan(const Graph& g, const Plan& plan) {
     // The plan counts the output tensors Run allocates as resident (Plan::memory_plan()), as the sizing does.
     f.resident = b.kind != Plan::BufferKind::kArena;
     f.output = b.kind == Plan::BufferKind::kOutput;
+    f.in_state = b.in_state;
     s.values[v] = f;
   }
   for (const Value* v : g.outputs)
@@ -49,7 +51,17 @@ FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std
   ClusterFusionPass fuse(opts, sizes);
   fuse.Run(g);
   FusionReport report = fuse.report();
+  // Under a budget the fused step does not meet, recompute cheap saved values (before the epilogues take the
+  // elementwise ops they would copy into GEMMs).
+  if (opts.memory_budget > 0 && report.peak_after > opts.memory_budget)
+    RematerializePass(opts.memory_budget, sizes, &report).Run(g);
   if (ParseFuseMode(opts.mode) == "full" && opts.gemm_epilogues) GemmEpiloguePass(opts, sizes, &report).Run(g);
+  // The passes price with a model of the plan (conservative where epilogues hold inputs longer); the peak reported
+  // is the plan the executor will make of the result.
+  if (report.clusters.size() + report.rematerialized.size() > 0 || opts.memory_budget > 0) {
+    report.peak_after = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true)->memory_plan().peak_live_bytes;
+    if (opts.memory_budget > 0) report.budget_unreachable = report.peak_after > opts.memory_budget;
+  }
   return report;
 }
 

@@ -172,13 +172,16 @@ MemoryReport ReportMemory(const Graph& step, const Plan& plan, const std::string
   std::vector<Part> part_of(bufs.size(), Part::kTransient);
   auto alive = [&](const Plan::BufferView& b, int s) {  // the lifetime rule of the header comment
     if (b.def_step < 0) return true;
-    return b.def_step <= s && (b.kind == Plan::BufferKind::kOutput || s <= std::max(b.def_step, b.last_step));
+    if (b.in_state) return false;
+    const int first = b.shares >= 0 ? b.def_step + 1 : b.def_step;
+    return first <= s && (b.kind == Plan::BufferKind::kOutput || s <= std::max(b.def_step, b.last_step));
   };
 
   for (size_t bi = 0; bi < bufs.size(); ++bi) {
     const Plan::BufferView& b = bufs[bi];
     const Value* v = step.FindValue(b.name);
-    const int64_t bytes = static_cast<int64_t>(b.desc.nbytes());
+    // A next state written into its state's storage has no bytes of its own (the state is counted).
+    const int64_t bytes = b.in_state ? 0 : static_cast<int64_t>(b.desc.nbytes());
     Part part = Part::kTransient;
     const bool stored = b.kind == Plan::BufferKind::kConst;
     if (stored) {
@@ -206,8 +209,17 @@ MemoryReport ReportMemory(const Graph& step, const Plan& plan, const std::string
       continue;
     }
     const int last = b.kind == Plan::BufferKind::kOutput ? ns - 1 : std::max(b.def_step, b.last_step);
-    delta[static_cast<size_t>(b.def_step)][p] += bytes;
+    // Written in place over an input that dies at this step: the same memory, counted once (from the next step).
+    const int first = b.shares >= 0 ? b.def_step + 1 : b.def_step;
+    if (first > last) continue;
+    delta[static_cast<size_t>(first)][p] += bytes;
     delta[static_cast<size_t>(last) + 1][p] -= bytes;
+  }
+  // A kernel's workspace: transient memory of its own step.
+  for (int k = 0; k < ns; ++k) {
+    const int64_t ws = (plan.workspace_bytes(k) + kPlanAlign - 1) / kPlanAlign * kPlanAlign;
+    delta[static_cast<size_t>(k)][static_cast<int>(Part::kTransient)] += ws;
+    delta[static_cast<size_t>(k) + 1][static_cast<int>(Part::kTransient)] -= ws;
   }
 
   // The peak: the first step with the most live bytes.

@@ -140,6 +140,13 @@ void OpRegistry::SetFusion(const std::string& domain, const std::string& op_type
   if (it == ops_.end()) throw Error("fusion facts for unregistered op " + op_type);
   it->second.fusible = kind;
   it->second.lower = std::move(lower);
+  it->second.recompute_cheap = true;
+}
+
+void OpRegistry::SetRecomputeCheap(const std::string& domain, const std::string& op_type) {
+  auto it = ops_.find({domain == "ai.onnx" ? "" : domain, op_type});
+  if (it == ops_.end()) throw Error("recompute facts for unregistered op " + op_type);
+  it->second.recompute_cheap = true;
 }
 
 }  // namespace ot

@@ -116,6 +116,9 @@ struct OpSchema {
   bool amp_fp32_inside = false;
   FusibleKind fusible = FusibleKind::kOpaque;
   ClusterLowerFn lower;  // set for fusible ops
+  // One pass over its inputs, no GEMM (fusible ops, norms, softmax, data movement): rematerialization under a memory
+  // budget (passes/rematerialize.h) may run it a second time rather than keep its result.
+  bool recompute_cheap = false;
   // Reverse-mode rule (graph/grad/*.cc); empty for ops with no gradient yet. Inputs listed in
   // `non_differentiable` (indices, shapes, masks) never receive a gradient.
   GradFn grad;
@@ -137,6 +140,7 @@ class OpRegistry {
               std::vector<int> fp32_outputs = {}, bool loss = false, bool fp32_inside = false);
   // Sets an op's fusion facts (graph/ops/fuse_table.cc); throws when the op is not registered.
   void SetFusion(const std::string& domain, const std::string& op_type, FusibleKind kind, ClusterLowerFn lower);
+  void SetRecomputeCheap(const std::string& domain, const std::string& op_type);
 
  private:
   std::map<std::pair<std::string, std::string>, OpSchema> ops_;

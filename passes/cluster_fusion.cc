@@ -249,7 +249,7 @@ class Clustering {
       auto f = sizes_.values.find(v);
       if (f == sizes_.values.end()) return -1;
       PlanBuffer pb;
-      pb.bytes = Bytes(f->second.dims);
+      pb.bytes = f->second.in_state ? 0 : Bytes(f->second.dims);
       const int p = v->producer ? Kernel(v->producer) : -1;
       if (f->second.resident || p < 0) {
         pb.resident = true;
@@ -520,8 +520,11 @@ std::string FormatFusionReport(const FusionReport& r, int max_refused) {
   if (r.memory_budget > 0) out += " (budget " + mb(r.memory_budget) + ")";
   out += "\n";
   if (r.budget_unreachable)
-    out += "  the budget is below the unfused step's planned peak: fusion cannot lower it that far; only merges that "
-           "do not raise the peak were made\n";
+    out += "  the budget is below what fusion and recomputation can reach; only merges that do not raise the peak were "
+           "made\n";
+  else if (r.memory_budget > 0 && r.peak_before > r.memory_budget)
+    out += "  the budget is below the unfused step's planned peak: met by fusion and recomputing saved values\n";
+  for (const std::string& v : r.rematerialized) out += "  recomputed: " + v + "\n";
   for (const FusedCluster& c : r.clusters) {
     out += "  " + c.name + ": " + std::to_string(c.ops.size()) + " ops, " + std::to_string(c.inputs) + " in (" +
            mb(c.input_bytes) + "), " + std::to_string(c.outputs) + " out (" + mb(c.output_bytes) + "), saves " +

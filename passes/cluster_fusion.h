@@ -58,6 +58,7 @@ struct FusionSizes {
     ValueDims dims;
     bool resident = false;  // state, parameters, fed inputs, constants: live for the whole step
     bool output = false;    // a graph output: lives to the end of the step once written
+    bool in_state = false;  // a next state written into its state's own storage: no bytes of its own
   };
   std::map<const Value*, Facts> values;
   struct KernelFacts {
@@ -86,12 +87,13 @@ struct FusionReport {
   int64_t memory_budget = 0;
   int64_t peak_before = 0, peak_after = 0;  // planned liveness peaks (LivenessPeak), bytes
   int64_t saved_bytes = 0;                  // sum over clusters
-  // The budget is below the unfused step's planned peak: refusing merges cannot reach it (only merges that do
-  // not raise the peak are made).
+  // The budget is below the unfused step's planned peak and what fusion and rematerialization reached (executor/
+  // fusion.h: from the final plan); only merges that do not raise the peak were made.
   bool budget_unreachable = false;
   int fused_nodes = 0;                      // nodes replaced
   std::vector<FusedCluster> clusters;
   std::vector<RefusedMerge> refused;
+  std::vector<std::string> rematerialized;  // values recomputed to meet the budget (passes/rematerialize.h)
 };
 
 class ClusterFusionPass : public Pass {

@@ -14,7 +14,8 @@
 //   no cycle  nothing that reads Y besides C leads to C (the fused node would wait for itself);
 //   operands  inputs + outputs <= limits.operands;
 //   memory    running G's work at C's place keeps G's inputs alive until then: their bytes (those G was the last
-//             reader of) added to the planned peak stay within the budget (FuseOptions::memory_budget).
+//             reader of) added to the planned peak stay within the budget (FuseOptions::memory_budget), unless Y
+//             is not stored and at least as large (then no step in between holds more than before).
 // Batched B (attention's Q K^T) and Gemm with transposes are not folded yet. The fused node takes C's place in the
 // node list.
 #pragma once

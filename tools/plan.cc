@@ -122,6 +122,7 @@ void PrintJson(const PlanOptions& o, const Setting& set, const MemoryReport& r, 
   j["step_outputs"] = r.step_outputs;  // part of transient
   j["saved_activations_total"] = r.saved_activations_total;
   j["arena_bytes"] = r.arena_bytes;
+  j["planned_peak_bytes"] = r.planned_peak_bytes;  // the memory plan's own liveness peak (resident included)
   j["workspace_bytes"] = r.workspace_bytes;
   j["heap_bytes"] = r.heap_bytes;
   j["kernels"] = r.kernels;

@@ -49,6 +49,7 @@ int Run(const RunOptions& o) {
   for (const Value* v : g->RealInputs())
     if (!feeds.count(v->name)) throw Error(o.data + ": no array for the model input '" + v->name + "'");
   const std::string mode = ParseFuseMode(o.fuse);
+  for (const auto& [name, t] : feeds) CheckFeed(g->FindValue(name), t);  // before fusion sizes anything for them
   if (mode != "off") {
     // The forward as train runs it: the pattern fusions, then clusters sized for these inputs' shapes.
     FuseGeluPass().Run(*g);

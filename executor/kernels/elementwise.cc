@@ -237,7 +237,9 @@ void RegisterElementwiseKernels(CpuKernelRegistry& r) {
   });
   r.Register("Identity", [](const KernelContext& ctx) {
     RequireTensorType(ctx, 0);
-    return KernelInfo{CopyKernel(ctx.in(0).nbytes())};
+    KernelInfo info{CopyKernel(ctx.in(0).nbytes())};
+    AllowInPlace(info, ctx, 0, 0);  // where the input dies here, no copy
+    return info;
   });
   r.Register("Not", [](const KernelContext& ctx) {
     ctx.RequireDType(0, {DataType::kBool});

@@ -16,12 +16,17 @@ namespace ot {
 namespace {
 using namespace shape_kernels;
 
-// Reshape-like ops: the output holds the input's bytes (the executor does not alias buffers yet).
+// Reshape-like ops: the output holds the input's bytes. Where the input dies here the memory plan gives the output
+// the input's memory (the same dtype and element count: KernelInfo::inplace), and nothing is copied.
 KernelInfo CopyKernel(const KernelContext& ctx) {
   ElemSize(ctx, ctx.in(0).dtype);
   const size_t n = ctx.out(0).nbytes();
   if (n != ctx.in(0).nbytes()) ctx.Fail("output size differs from input size");
-  return {[n](const KernelIO& io) { cpu::CopyBytes(io.out[0], io.in[0], n); }};
+  KernelInfo info{[n](const KernelIO& io) {
+    if (io.out[0] != io.in[0]) cpu::CopyBytes(io.out[0], io.in[0], n);
+  }};
+  if (ctx.in(0).dtype == ctx.out(0).dtype) info.inplace.push_back({0, 0});
+  return info;
 }
 
 KernelInfo TransposeKernel(const KernelContext& ctx) {

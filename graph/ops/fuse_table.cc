@@ -148,6 +148,8 @@ void RegisterFusionFacts(OpRegistry& r) {
   r.SetFusion("", "ReduceMean", red, Reduction(Op::kReduceMean, true));  // from opset 18
   r.SetFusion("", "ReduceMax", red, Reduction(Op::kReduceMax, true));
   r.SetFusion("", "ReduceMin", red, Reduction(Op::kReduceMin, true));
+  // Opaque but cheap to run twice (one pass over their inputs; every fusible op above is too).
+  for (const char* op : {"LayerNormalization", "Softmax", "LogSoftmax", "Transpose"}) r.SetRecomputeCheap("", op);
 }
 
 }  // namespace ot
