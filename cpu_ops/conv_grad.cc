@@ -117,47 +117,37 @@ void DnnlConvBackward::Run(const void* dy, const void* a, void* out) const {
   dnnl::engine& eng = DnnlEngine();
   dnnl::stream& s = DnnlStream();
   PrepareDnnlCall();
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_DIFF_DST, dnnl::memory(im.y_md, eng, const_cast<void*>(dy))},
-      {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}};
+  // An operand in the primitive's layout: reordered into its buffer when `in` exists, else the plain memory.
+  auto staged_in = [&](const std::optional<dnnl::reorder>& in, dnnl::memory plain, const dnnl::memory::desc& md,
+                       const std::shared_ptr<std::vector<uint8_t>>& buf) {
+    if (!in) return plain;
+    dnnl::memory m(md, eng, buf->data());
+    in->execute(s, plain, m);
+    return m;
+  };
+  // The output in the primitive's layout: its buffer when `out` reorders it back afterwards.
+  auto staged_out = [&](const std::optional<dnnl::reorder>& out_r, const dnnl::memory& plain,
+                        const dnnl::memory::desc& md, const std::shared_ptr<std::vector<uint8_t>>& buf) {
+    return out_r ? dnnl::memory(md, eng, buf->data()) : plain;
+  };
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}};
+  const dnnl::memory y = staged_in(im.y_in, dnnl::memory(im.y_md, eng, const_cast<void*>(dy)), im.py_md, im.py);
+  args.emplace(DNNL_ARG_DIFF_DST, y);
   if (kind_ == Kind::kData) {
-    dnnl::memory y(im.y_md, eng, const_cast<void*>(dy)), w(im.w_md, eng, const_cast<void*>(a)), x(im.x_md, eng, out);
-    if (im.y_in) {
-      dnnl::memory py(im.py_md, eng, im.py->data());
-      im.y_in->execute(s, y, py);
-      y = py;
-    }
-    if (im.w_in) {
-      dnnl::memory pw(im.pw_md, eng, im.pw->data());
-      im.w_in->execute(s, w, pw);
-      w = pw;
-    }
-    dnnl::memory px = im.x_out ? dnnl::memory(im.px_md, eng, im.px->data()) : x;
-    args[DNNL_ARG_DIFF_DST] = y;
-    args.emplace(DNNL_ARG_WEIGHTS, w);
+    dnnl::memory x(im.x_md, eng, out);
+    dnnl::memory px = staged_out(im.x_out, x, im.px_md, im.px);
+    args.emplace(DNNL_ARG_WEIGHTS, staged_in(im.w_in, dnnl::memory(im.w_md, eng, const_cast<void*>(a)), im.pw_md, im.pw));
     args.emplace(DNNL_ARG_DIFF_SRC, px);
     im.prim.execute(s, args);
     if (im.x_out) im.x_out->execute(s, px, x);
-    s.wait();
-    return;
+  } else {
+    dnnl::memory w(im.w_md, eng, out);
+    dnnl::memory pw = staged_out(im.w_out, w, im.pw_md, im.pw);
+    args.emplace(DNNL_ARG_SRC, staged_in(im.x_in, dnnl::memory(im.x_md, eng, const_cast<void*>(a)), im.px_md, im.px));
+    args.emplace(DNNL_ARG_DIFF_WEIGHTS, pw);
+    im.prim.execute(s, args);
+    if (im.w_out) im.w_out->execute(s, pw, w);
   }
-  dnnl::memory x(im.x_md, eng, const_cast<void*>(a)), y(im.y_md, eng, const_cast<void*>(dy)), w(im.w_md, eng, out);
-  if (im.x_in) {
-    dnnl::memory px(im.px_md, eng, im.px->data());
-    im.x_in->execute(s, x, px);
-    x = px;
-  }
-  if (im.y_in) {
-    dnnl::memory py(im.py_md, eng, im.py->data());
-    im.y_in->execute(s, y, py);
-    y = py;
-  }
-  dnnl::memory pw = im.w_out ? dnnl::memory(im.pw_md, eng, im.pw->data()) : w;
-  args[DNNL_ARG_DIFF_DST] = y;
-  args.emplace(DNNL_ARG_SRC, x);
-  args.emplace(DNNL_ARG_DIFF_WEIGHTS, pw);
-  im.prim.execute(s, args);
-  if (im.w_out) im.w_out->execute(s, pw, w);
   s.wait();
 }
 

@@ -16,6 +16,7 @@
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "kernel_common/cluster_resources.h"
+#include "tests/executor/fusion_test_util.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
 
@@ -24,38 +25,15 @@ namespace {
 
 using test::Emit;
 
-Value* Input(Graph& g, const std::string& name, std::vector<int64_t> dims, DataType t = DataType::kFloat32) {
-  Value* v = g.AddValue(name);
-  v->dtype = t;
-  v->shape = Shape::Static(dims);
-  g.inputs.push_back(v);
-  return v;
-}
-
 Value* Scalar(Graph& g, float v) { return g.AddInitializer(g.UniqueName("k"), Tensor::Scalar(v)); }
 
-Value* Weight(Graph& g, std::vector<int64_t> dims) {
-  return g.AddInitializer(g.UniqueName("w"), test::RandomTensor(DataType::kFloat32, dims));
-}
+using BuildFn = test::GraphBuildFn;
+using test::Count;
+using test::Feeds;
+using test::Input;
+using test::Make;
+using test::Weight;
 
-using BuildFn = std::function<void(Graph&)>;
-
-// `seed`: the weights' random draws (two graphs made with one seed hold the same weights).
-std::unique_ptr<Graph> Make(const BuildFn& build, uint64_t seed = 1) {
-  test::Rng().seed(seed);
-  auto g = std::make_unique<Graph>();
-  g->opset_imports[""] = 17;
-  build(*g);
-  InferShapes(*g);
-  return g;
-}
-
-std::map<std::string, Tensor> Feeds(const Graph& g, uint64_t seed) {
-  test::Rng().seed(seed);
-  std::map<std::string, Tensor> f;
-  for (const Value* v : g.RealInputs()) f[v->name] = test::RandomTensor(v->dtype, v->shape.StaticDims(), -2, 2);
-  return f;
-}
 
 // Cluster sizing alone: GEMM epilogues (full) have their own tests (gemm_epilogue_test.cc) except where `epilogues`.
 FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0, int max_operands = 64, bool epilogues = false) {
@@ -72,11 +50,6 @@ FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0, int max
   return r;
 }
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type == op;
-  return n;
-}
 
 bool Refused(const FusionReport& r, const std::string& kind) {
   for (const RefusedMerge& m : r.refused)

@@ -15,6 +15,7 @@
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
+#include "tests/executor/fusion_test_util.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
 
@@ -22,18 +23,6 @@ namespace ot {
 namespace {
 
 using test::Emit;
-
-Value* Input(Graph& g, const std::string& name, std::vector<int64_t> dims, DataType t = DataType::kFloat32) {
-  Value* v = g.AddValue(name);
-  v->dtype = t;
-  v->shape = Shape::Static(dims);
-  g.inputs.push_back(v);
-  return v;
-}
-
-Value* Weight(Graph& g, std::vector<int64_t> dims, DataType t = DataType::kFloat32) {
-  return g.AddInitializer(g.UniqueName("w"), test::RandomTensor(t, dims));
-}
 
 Value* MatMulBias(Graph& g, Value* a, Value* b, Value* bias) {
   Value* y = Emit(g, "MatMulBias", {a, b, bias}, {{"activation", Attribute::String("none")}});
@@ -43,16 +32,12 @@ Value* MatMulBias(Graph& g, Value* a, Value* b, Value* bias) {
   return y;
 }
 
-using BuildFn = std::function<void(Graph&)>;
-
-std::unique_ptr<Graph> Make(const BuildFn& build, uint64_t seed = 1) {
-  test::Rng().seed(seed);
-  auto g = std::make_unique<Graph>();
-  g->opset_imports[""] = 17;
-  build(*g);
-  InferShapes(*g);
-  return g;
-}
+using BuildFn = test::GraphBuildFn;
+using test::Count;
+using test::Find;
+using test::Input;
+using test::Make;
+using test::Weight;
 
 FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0) {
   FuseOptions o;
@@ -64,18 +49,6 @@ FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0) {
   VerifyGraph(g);
   g.TopologicalOrder();  // throws on a cycle
   return r;
-}
-
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type == op;
-  return n;
-}
-
-const Node* Find(const Graph& g, const std::string& op) {
-  for (const auto& node : g.nodes())
-    if (node->op_type == op) return node.get();
-  return nullptr;
 }
 
 bool Refused(const FusionReport& r, const std::string& text) {
@@ -90,9 +63,7 @@ void ExpectSameOutputs(const BuildFn& build, double rtol = 1e-5, double atol = 1
   auto plain = Make(build, seed), fused = Make(build, seed);
   Fuse(*fused, "full");
   ASSERT_GE(Count(*fused, "MatMulEpilogue"), 1);
-  test::Rng().seed(seed + 1);
-  std::map<std::string, Tensor> feeds;
-  for (const Value* v : plain->RealInputs()) feeds[v->name] = test::RandomTensor(v->dtype, v->shape.StaticDims(), -2, 2);
+  const std::map<std::string, Tensor> feeds = test::Feeds(*plain, seed + 1);
   Executor a(*plain), b(*fused);
   const std::vector<Tensor> want = a.Run(feeds), got = b.Run(feeds);
   ASSERT_EQ(want.size(), got.size());
