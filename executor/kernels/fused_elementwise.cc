@@ -13,20 +13,12 @@
 #include "graph/grad_context.h"
 #include "graph/infer_util.h"
 #include "kernel_common/cluster_program.h"
+#include "passes/cluster_program_builder.h"
 
 namespace ot {
 
 namespace {
 
-bool ClusterType(DataType t, cluster::DType* out) {
-  switch (t) {
-    case DataType::kFloat32: *out = cluster::DType::kF32; return true;
-    case DataType::kFloat16: *out = cluster::DType::kF16; return true;
-    case DataType::kBFloat16: *out = cluster::DType::kBF16; return true;
-    case DataType::kBool: *out = cluster::DType::kBool; return true;
-    default: return false;
-  }
-}
 
 KernelInfo FusedElementwiseKernel(const KernelContext& ctx) {
   cluster::Program p;
@@ -39,7 +31,7 @@ KernelInfo FusedElementwiseKernel(const KernelContext& ctx) {
   std::vector<cluster::DType> types;
   for (int i = 0; i < p.num_inputs; ++i) {
     cluster::DType t;
-    if (!ClusterType(ctx.in(i).dtype, &t)) ctx.Unsupported("input " + std::to_string(i) + " is " + DataTypeName(ctx.in(i).dtype));
+    if (!ToClusterType(ctx.in(i).dtype, &t)) ctx.Unsupported("input " + std::to_string(i) + " is " + DataTypeName(ctx.in(i).dtype));
     types.push_back(t);
     dims.push_back(ctx.in(i).dims);
   }

@@ -1,4 +1,5 @@
 // CPU kernels of the internal ops (graph/ops/internal.cc).
+#include <algorithm>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -24,6 +25,12 @@ KernelInfo ReduceToShapeKernel(const KernelContext& ctx) {
   if (!IsFloat(t)) ctx.Unsupported("ReduceToShape of " + DataTypeName(t));
   std::vector<int64_t> strides = cpu::BroadcastStrides(out, in);
   const int64_t n = NumElements(in), m = NumElements(out);
+  // Whole leading axes reduced, the trailing ones kept (a bias gradient: [B, T, N] -> [N]): a sum of n / m rows of
+  // m contiguous elements, column by column in row order.
+  std::vector<int64_t> core(out.begin(), out.end());
+  while (!core.empty() && core.front() == 1) core.erase(core.begin());
+  const bool rows = m > 0 && n > m && in.size() >= core.size() &&
+                    std::equal(core.begin(), core.end(), in.end() - static_cast<std::ptrdiff_t>(core.size()));
   KernelInfo k;
   k.fn = [=](const KernelIO& io) {
     DispatchDType(t, [&](auto tag) {
@@ -33,6 +40,22 @@ KernelInfo ReduceToShapeKernel(const KernelContext& ctx) {
         T* y = io.Out<T>(0);
         if (n == m) {
           std::memcpy(y, g, static_cast<size_t>(n) * sizeof(T));
+          return;
+        }
+        if (rows) {
+          // Each column summed over the rows in order, in double (the same order and type as below, so the same
+          // bits); columns in blocks across the threads, every block's rows streamed through the cache once.
+          const int64_t r = n / m;
+          tbb::parallel_for(tbb::blocked_range<int64_t>(0, m, 512), [&](const tbb::blocked_range<int64_t>& b) {
+            const int64_t j0 = b.begin(), w = b.end() - b.begin();
+            std::vector<double> acc(static_cast<size_t>(w), 0.0);
+            double* __restrict a = acc.data();
+            for (int64_t i = 0; i < r; ++i) {
+              const T* __restrict row = g + i * m + j0;
+              for (int64_t j = 0; j < w; ++j) a[j] += static_cast<double>(static_cast<Acc<T>>(row[j]));
+            }
+            for (int64_t j = 0; j < w; ++j) y[j0 + j] = static_cast<T>(static_cast<Acc<T>>(a[j]));
+          });
           return;
         }
         // Sequential accumulation in a fixed order (deterministic), in double.

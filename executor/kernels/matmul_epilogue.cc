@@ -22,6 +22,7 @@
 #include "graph/infer_util.h"
 #include "graph/tensor.h"
 #include "kernel_common/cluster_program.h"
+#include "passes/cluster_program_builder.h"
 #include "kernel_common/half.h"
 
 namespace ot {
@@ -33,15 +34,6 @@ namespace {
 constexpr size_t kAlign = 64;
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-bool ClusterTypeOf(DataType t, cluster::DType* out) {
-  switch (t) {
-    case DataType::kFloat32: *out = cluster::DType::kF32; return true;
-    case DataType::kFloat16: *out = cluster::DType::kF16; return true;
-    case DataType::kBFloat16: *out = cluster::DType::kBF16; return true;
-    case DataType::kBool: *out = cluster::DType::kBool; return true;
-    default: return false;
-  }
-}
 
 // One block size: its GEMM and its program.
 struct Block {
@@ -70,7 +62,7 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
       ctx.Fail("input " + std::to_string(i) + " (" + DataTypeName(ctx.in(i).dtype) + ") and A (" + DataTypeName(t) +
                ") differ in dtype");
   cluster::DType yt;
-  if (t == DataType::kBool || !ClusterTypeOf(t, &yt)) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
+  if (t == DataType::kBool || !ToClusterType(t, &yt)) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
   const auto& a = ctx.in(0).dims;
   const auto& b = ctx.in(1).dims;
   if (a.size() < 2 || b.size() != 2 || a.back() != b[0])
@@ -91,7 +83,7 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
   std::vector<cluster::DType> types{yt};
   for (int i = 1; i < p.num_inputs; ++i) {
     cluster::DType ct;
-    if (!ClusterTypeOf(ctx.in(i + 2).dtype, &ct))
+    if (!ToClusterType(ctx.in(i + 2).dtype, &ct))
       ctx.Unsupported("operand " + std::to_string(i) + " is " + DataTypeName(ctx.in(i + 2).dtype));
     dims.push_back(ctx.in(i + 2).dims);
     types.push_back(ct);

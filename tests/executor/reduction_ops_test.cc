@@ -3,7 +3,10 @@
 // errors naming the node.
 #include <cmath>
 
+#include "executor/executor.h"
 #include "graph/error.h"
+#include "graph/grad_context.h"
+#include "graph/op_registry.h"
 #include "tests/test_util.h"
 
 namespace ot {
@@ -146,6 +149,56 @@ TEST(ReductionOps, CumSumAxisFromInput) {
     }
   }
   ExpectClose(y[0], e, 1e-6, 1e-6);
+}
+
+// ai.onnxtrain.ReduceToShape (the autodiff's undo of broadcasting) against a float64 sum on fresh inputs: whole
+// leading axes reduced (a bias gradient, the row-streaming path, with more columns than one block and odd sizes),
+// a reduction over inner axes (the general path), and the same shape (a copy).
+TEST(ReduceToShapeKernel, MatchesAFloat64SumForEveryShapeKind) {
+  struct Case {
+    std::vector<int64_t> in, out;
+  };
+  for (const Case& c : {Case{{3, 37, 1030}, {1030}}, Case{{5, 7, 9}, {1, 7, 9}}, Case{{4, 6, 8}, {4, 1, 8}},
+                        Case{{2, 3}, {2, 3}}, Case{{600, 3}, {3}}}) {
+    SCOPED_TRACE(DimsToString(c.in) + " -> " + DimsToString(c.out));
+    Graph g;
+    g.opset_imports[""] = 17;
+    g.opset_imports[kInternalDomain] = 1;
+    Value* x = g.AddValue("x");
+    x->dtype = DataType::kFloat32;
+    x->shape = Shape::Static(c.in);
+    g.inputs.push_back(x);
+    Value* shape = g.AddInitializer("shape", Tensor::FromInt64(c.out, {static_cast<int64_t>(c.out.size())}));
+    Value* y = g.AddValue("y");
+    Node* n = g.AddNode("ReduceToShape", {x, shape}, {y}, "r");
+    n->domain = kInternalDomain;
+    n->opset = 1;
+    g.outputs.push_back(y);
+    InferShapes(g);
+    const Tensor xt = RandomTensor(DataType::kFloat32, c.in, -2, 2);
+    Executor ex(g);
+    const Tensor got = ex.Run({{"x", xt}})[0];
+    // Reference: every input element added (in double) to the output element it broadcasts from.
+    Tensor want(DataType::kFloat32, c.out);
+    std::vector<double> acc(static_cast<size_t>(want.numel()), 0.0);
+    const size_t r = c.in.size(), ro = c.out.size();
+    std::vector<int64_t> idx(r, 0);
+    for (int64_t i = 0; i < xt.numel(); ++i) {
+      int64_t rem = i, o = 0, stride = 1;
+      for (size_t d = r; d-- > 0;) {
+        idx[d] = rem % c.in[d];
+        rem /= c.in[d];
+      }
+      for (size_t d = ro; d-- > 0;) {
+        const int64_t od = c.out[d] == 1 ? 0 : idx[r - ro + d];
+        o += od * stride;
+        stride *= c.out[d];
+      }
+      acc[static_cast<size_t>(o)] += static_cast<double>(xt.data<float>()[i]);
+    }
+    for (int64_t j = 0; j < want.numel(); ++j) want.data<float>()[j] = static_cast<float>(acc[static_cast<size_t>(j)]);
+    ExpectClose(got, want, 1e-6, 1e-5);
+  }
 }
 
 }  // namespace
