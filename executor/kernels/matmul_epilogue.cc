@@ -4,7 +4,7 @@
 // (oneDNN; the bias written into the block first and accumulated onto, as MatMulBias does) fills a cache-sized
 // block buffer -- the kernel's workspace -- and the cluster program (cpu_ops/fused_elementwise.h) runs over that
 // block right away, reading the buffer as its input 0, so Y reaches memory only where the program stores it.
-// Blocks: about 256 KiB of Y each and at least 64 rows; a program operand is either the same for every block
+// Blocks: about 1 MiB of Y each (an L2 cache) and at least 256 rows (smaller GEMMs lose more than the cache gains); a program operand is either the same for every block
 // (it broadcasts along the rows) or advances with the rows (Y's shape, or one value per row); any other operand
 // shape, or a program reducing more than the last axis, runs as one block. Every block computes exactly what the
 // whole would (the GEMM's rows are independent and the program is elementwise or reduces along a row).
@@ -125,7 +125,7 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
   }
   int64_t rows_per_block = m;
   if (blockable) {
-    const int64_t target = std::max<int64_t>(64, (int64_t{256} << 10) / std::max<int64_t>(1, n * SizeOf(t)));
+    const int64_t target = std::max<int64_t>(256, (int64_t{1} << 20) / std::max<int64_t>(1, n * SizeOf(t)));
     const int64_t blocks = std::max<int64_t>(1, (m + target - 1) / target);
     rows_per_block = (m + blocks - 1) / blocks;
   }

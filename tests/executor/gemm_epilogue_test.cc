@@ -71,13 +71,13 @@ void ExpectSameOutputs(const BuildFn& build, double rtol = 1e-5, double atol = 1
 }
 
 // The MLP layer of a transformer: h = MatMulBias(x, W, b) read by Gelu and by a Mul (as GeluGrad reads it in a
-// training step), so h is stored too. x [3, 701, 32]: 2103 rows of 48 floats, cut into two blocks of unequal size.
+// training step), so h is stored too. x [3, 2001, 32]: 6003 rows of 48 floats, cut into two blocks of unequal size.
 void LayerWithGelu(Graph& g, DataType t) {
   g.opset_imports[""] = 20;  // Gelu
-  Value* x = Input(g, "x", {3, 701, 32}, t);
+  Value* x = Input(g, "x", {3, 2001, 32}, t);
   Value* h = MatMulBias(g, x, Weight(g, {32, 48}, t), Weight(g, {48}, t));
   g.outputs.push_back(Emit(g, "Gelu", {h}));
-  g.outputs.push_back(Emit(g, "Mul", {h, Input(g, "s", {3, 701, 48}, t)}));
+  g.outputs.push_back(Emit(g, "Mul", {h, Input(g, "s", {3, 2001, 48}, t)}));
 }
 
 TEST(GemmEpilogue, FullFoldsTheClusterAfterAGemmAndStoresYWhereItIsRead) {
@@ -112,7 +112,7 @@ TEST(GemmEpilogue, NoFoldWhenLite) {
 }
 
 // Softmax over the rows of a plain MatMul, written out (Exp, ReduceSum over the last axis, Div): a cluster with a
-// row reduction; 1000 rows of 300 floats run in several blocks, and the row sums are an output of their own.
+// row reduction; 1000 rows of 300 floats run in two blocks, and the row sums are an output of their own.
 void RowSoftmax(Graph& g) {
   Value* y = Emit(g, "MatMul", {Input(g, "x", {1000, 16}), Weight(g, {16, 300})});
   Value* e = Emit(g, "Exp", {Emit(g, "Mul", {y, g.AddInitializer("k", Tensor::Scalar(0.25f))})});
