@@ -1,9 +1,25 @@
 // Half-precision storage types shared by the CPU and CUDA kernels.
 // float16 and bfloat16 are storage formats: arithmetic converts to float, computes, and rounds back
 // (round-to-nearest-even), so the CPU reference computes exactly what a GPU kernel that does the same computes.
+//
+// NVRTC (cuda_ops/nvrtc_compile.h compiles generated cluster kernels that include these headers) has no host
+// standard library: under __CUDACC_RTC__ the <cstdint> types are declared here and the bit casts use CUDA's
+// intrinsics instead of std::memcpy. The host code is unchanged by that branch.
 #pragma once
+#if !defined(__CUDACC_RTC__)
 #include <cstdint>
 #include <cstring>
+#else
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+static_assert(sizeof(uint32_t) == 4 && sizeof(uint64_t) == 8, "NVRTC fixed-width types");
+#endif
 
 #if defined(__CUDACC__) || defined(__CUDA_ARCH__)
 #define OT_HD __host__ __device__ inline
@@ -14,14 +30,22 @@
 namespace ot {
 
 OT_HD uint32_t FloatBits(float f) {
+#if defined(__CUDACC_RTC__)
+  return __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
+#endif
 }
 OT_HD float BitsFloat(uint32_t u) {
+#if defined(__CUDACC_RTC__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+#endif
 }
 
 // IEEE binary16 <- binary32, round to nearest even; NaN stays NaN (quiet), overflow goes to infinity.

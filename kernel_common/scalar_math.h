@@ -5,14 +5,38 @@
 // exp, erf and tanh of a float are kernel_common/vec_math.h's (branch-free, vectorizable, <= 2 ulp); a double's are
 // std:: (float64 stays the accurate reference of the gradient checks). Every float kernel that computes one of these
 // ops -- op by op or in a fused cluster -- calls Exp/Erf/Tanh here, so both compute the same function.
+//
+// Under NVRTC (__CUDACC_RTC__: no <cmath>, no <type_traits>) the double paths call CUDA's global exp/erf/tanh
+// through the namespace scalar_detail::stdm below (std itself on the host), and kIsFloat is a two-line trait; the
+// host code is the same.
 #pragma once
+#if !defined(__CUDACC_RTC__)
 #include <cmath>
 #include <type_traits>
+#endif
 
 #include "kernel_common/half.h"
 #include "kernel_common/vec_math.h"
 
 namespace ot::math {
+
+namespace scalar_detail {  // a namespace of its own: cpu_ops has kIsFloat traits of other meanings
+#if defined(__CUDACC_RTC__)
+namespace stdm {
+using ::erf;
+using ::exp;
+using ::tanh;
+}  // namespace stdm
+template <typename A>
+inline constexpr bool kIsFloat = false;
+template <>
+inline constexpr bool kIsFloat<float> = true;
+#else
+namespace stdm = ::std;
+template <typename A>
+inline constexpr bool kIsFloat = std::is_same_v<A, float>;
+#endif
+}  // namespace scalar_detail
 
 // sqrt(1/2), sqrt(2/pi), 1/sqrt(2 pi), and the tanh-form Gelu's cubic coefficient.
 constexpr double kSqrtHalf = 0.70710678118654752440;
@@ -23,28 +47,28 @@ constexpr double kGeluCubic = 0.044715;
 // e^v, erf(v), tanh(v): vec_math for float, std:: for double.
 template <typename A>
 OT_HD A Exp(A v) {
-  if constexpr (std::is_same_v<A, float>) {
+  if constexpr (scalar_detail::kIsFloat<A>) {
     return VecExp(v);
   } else {
-    using std::exp;
+    using scalar_detail::stdm::exp;
     return exp(v);
   }
 }
 template <typename A>
 OT_HD A Erf(A v) {
-  if constexpr (std::is_same_v<A, float>) {
+  if constexpr (scalar_detail::kIsFloat<A>) {
     return VecErf(v);
   } else {
-    using std::erf;
+    using scalar_detail::stdm::erf;
     return erf(v);
   }
 }
 template <typename A>
 OT_HD A Tanh(A v) {
-  if constexpr (std::is_same_v<A, float>) {
+  if constexpr (scalar_detail::kIsFloat<A>) {
     return VecTanh(v);
   } else {
-    using std::tanh;
+    using scalar_detail::stdm::tanh;
     return tanh(v);
   }
 }
@@ -70,11 +94,11 @@ OT_HD A LeakyRelu(A v, A alpha) {
 // e / (1 + e) below (a select for float, so the loop vectorizes; NaN takes the second form and stays NaN).
 template <typename A>
 OT_HD A Sigmoid(A v) {
-  if constexpr (std::is_same_v<A, float>) {
+  if constexpr (scalar_detail::kIsFloat<A>) {
     const float e = VecExp(-vec_detail::AbsF(v));
     return vec_detail::Select(v >= 0.f, 1.f, e) / (1.f + e);
   } else {
-    using std::exp;
+    using scalar_detail::stdm::exp;
     if (v >= A(0)) return A(1) / (A(1) + exp(-v));
     const A e = exp(v);
     return e / (A(1) + e);

@@ -13,7 +13,9 @@
 // +inf, gradual underflow (subnormal results are rounded once, not flushed) down to 0; Erf(+-inf) = +-1; Tanh
 // saturates to +-1; NaN in gives NaN out; -0 stays -0 for Erf and Tanh.
 #pragma once
-#include <cstdint>
+#if !defined(__CUDACC_RTC__)
+#include <cstdint>  // under NVRTC, half.h declares the fixed-width types
+#endif
 
 #include "kernel_common/half.h"
 
