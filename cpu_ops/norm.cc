@@ -11,6 +11,7 @@
 #include "cpu_ops/half_convert.h"
 #include "cpu_ops/scalar_io.h"
 #include "kernel_common/half.h"
+#include "kernel_common/vec_math.h"
 
 namespace ot::cpu {
 
@@ -87,6 +88,21 @@ double LaneSumSqDev(const P* __restrict p, int64_t n, double m) {
     s += d * d;
   }
   return s;
+}
+
+// One float LayerNorm row (cols > 0): mean and biased variance in double (LaneSum, LaneSumSqDev), then
+// y = (x - mean) inv scale [+ bias] in double, rounded once; scale/bias are the normalized-order parameters (bias
+// null when the op has none). y may alias x (each element is read before it is written, and the statistics before any is written).
+OT_VEC_CLONES void LayerNormRowF32(int64_t cols, const float* x, const double* sc, const double* bs, double eps, float* y,
+                                   float* mean_out, float* invstd_out) {
+  const double m = LaneSum(x, cols) / static_cast<double>(cols);
+  const double inv = 1.0 / std::sqrt(LaneSumSqDev(x, cols, m) / static_cast<double>(cols) + eps);
+  if (bs)
+    for (int64_t j = 0; j < cols; ++j) y[j] = static_cast<float>((static_cast<double>(x[j]) - m) * inv * sc[j] + bs[j]);
+  else
+    for (int64_t j = 0; j < cols; ++j) y[j] = static_cast<float>((static_cast<double>(x[j]) - m) * inv * sc[j]);
+  if (mean_out) *mean_out = static_cast<float>(m);
+  if (invstd_out) *invstd_out = static_cast<float>(inv);
 }
 
 // One pass over a plane of x and g (as LaneSum: lanes, a fixed fold, the tail in order), with d = x - shift:
@@ -229,6 +245,24 @@ void LayerNorm(int64_t rows, int64_t cols, const T* x, const T* scale, const T* 
       sf[j] = static_cast<float>(scale[scale_idx.empty() ? j : scale_idx[j]]);
       if (bias) bf[j] = static_cast<float>(bias[bias_idx.empty() ? j : bias_idx[j]]);
     }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    // float: the parameters widened to double once in the normalized order, the rows by LayerNormRowF32.
+    std::vector<double> sd(static_cast<size_t>(cols)), bd(static_cast<size_t>(cols), 0.0);
+    for (int64_t j = 0; j < cols; ++j) {
+      sd[j] = scale[scale_idx.empty() ? j : scale_idx[j]];
+      if (bias) bd[j] = bias[bias_idx.empty() ? j : bias_idx[j]];
+    }
+    if (rows <= 0 || cols <= 0) return;
+    tbb::parallel_for(
+        tbb::blocked_range<int64_t>(0, rows, Grain(cols)),
+        [&](const tbb::blocked_range<int64_t>& br) {
+          for (int64_t r = br.begin(); r < br.end(); ++r)
+            LayerNormRowF32(cols, x + r * cols, sd.data(), bias ? bd.data() : nullptr, eps, y + r * cols,
+                            mean_out ? mean_out + r : nullptr, invstd_out ? invstd_out + r : nullptr);
+        },
+        tbb::simple_partitioner());
+    return;
   }
   ParallelItems(rows, cols, [&](int64_t r) {
     std::vector<float> in, out;

@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <limits>
 #include <algorithm>
 
 #include "kernel_common/optim_math.h"
+#include "kernel_common/vec_math.h"
 
 namespace ot::cpu {
 
@@ -39,20 +41,36 @@ void ForChunks(const std::vector<Chunk>& cs, F f) {
 // Step 1 over one chunk of a gradient: scales by `gs` (1/S; exact when S is a power of two), checks that every
 // scaled element is finite and sums its squares in double. `zeros` (may be null) counts the elements as given
 // that are exactly zero.
+// Four interleaved partial sums added in a fixed order (the same bits on every run; the loop vectorizes). A float
+// gradient is finite exactly when the sum of squares of its elements (scaled, in double) is: v^2 <= 1.2e77 for a
+// finite float v and |gs| <= 1e100 (squares <= 1.2e277, fewer than 2^60 of them), so only an inf or NaN element
+// makes the sum non-finite; a double gradient (or a larger gs) is checked element by element (squares may overflow).
 template <typename T>
-void SumSquares(const T* x, int64_t b, int64_t e, double gs, double& sum, bool& finite, int64_t* zeros) {
-  double s = 0;
-  bool ok = true;
-  int64_t z = 0;
-  for (int64_t i = b; i < e; ++i) {
+OT_VEC_CLONES void SumSquares(const T* x, int64_t b, int64_t e, double gs, double& sum, bool& finite, int64_t* zeros) {
+  double s[4] = {0, 0, 0, 0};
+  int64_t i = b;
+  for (; i + 4 <= e; i += 4)
+    for (int l = 0; l < 4; ++l) {
+      const double v = static_cast<double>(x[i + l]) * gs;
+      s[l] += v * v;
+    }
+  for (; i < e; ++i) {
     const double v = static_cast<double>(x[i]) * gs;
-    ok &= IsFiniteValue(v);
-    s += v * v;
-    z += x[i] == T(0);
+    s[0] += v * v;
   }
-  sum = s;
-  finite = ok;
-  if (zeros) *zeros = z;
+  sum = (s[0] + s[1]) + (s[2] + s[3]);
+  if (std::is_same_v<T, float> && std::fabs(gs) <= 1e100) {
+    finite = IsFiniteValue(sum);
+  } else {
+    bool ok = true;
+    for (int64_t k = b; k < e; ++k) ok &= IsFiniteValue(static_cast<double>(x[k]) * gs);
+    finite = ok;
+  }
+  if (zeros) {
+    int64_t z = 0;
+    for (int64_t k = b; k < e; ++k) z += x[k] == T(0);
+    *zeros = z;
+  }
 }
 
 double Load(const void* p, bool f64, int64_t i) {
@@ -102,6 +120,30 @@ void CopyChunk(const OptimTensor& t, int64_t b, int64_t e) {
   CopyRange(t.s1_out, t.s1, t, b, e);
 }
 
+// Adam/AdamW over [b, e) in double (kernel_common/optim_math.h's AdamStep); the weight-decay form is a template
+// argument (kWd: weight decay on, kDec: decoupled), so the loop has no branch. Blocks of 64 elements go through
+// local arrays: the outputs may be the inputs' storage (in-place state), which would stop the vectorizer's alias
+// checks over seven pointers; every block is read whole before any of it is written, which in-place allows.
+template <typename T, bool kWd, bool kDec>
+OT_VEC_CLONES void AdamLoop(const T* p, const T* g, const T* m, const T* v, T* po, T* mo, T* vo, int64_t b, int64_t e,
+                            double clip, double lr, double beta1, double beta2, double eps, double wd, double bc1,
+                            double bc2_sqrt) {
+  constexpr int64_t kB = 64;
+  double pp[kB], gg[kB], mm[kB], vv[kB];
+  for (int64_t i0 = b; i0 < e; i0 += kB) {
+    const int64_t n = std::min(kB, e - i0);
+    for (int64_t k = 0; k < n; ++k) pp[k] = static_cast<double>(p[i0 + k]);
+    for (int64_t k = 0; k < n; ++k) gg[k] = clip * static_cast<double>(g[i0 + k]);
+    for (int64_t k = 0; k < n; ++k) mm[k] = static_cast<double>(m[i0 + k]);
+    for (int64_t k = 0; k < n; ++k) vv[k] = static_cast<double>(v[i0 + k]);
+    for (int64_t k = 0; k < n; ++k)
+      pp[k] = AdamStep<double>(pp[k], gg[k], mm[k], vv[k], lr, beta1, beta2, eps, kWd ? wd : 0.0, kDec, bc1, bc2_sqrt);
+    for (int64_t k = 0; k < n; ++k) po[i0 + k] = static_cast<T>(pp[k]);
+    for (int64_t k = 0; k < n; ++k) mo[i0 + k] = static_cast<T>(mm[k]);
+    for (int64_t k = 0; k < n; ++k) vo[i0 + k] = static_cast<T>(vv[k]);
+  }
+}
+
 // One chunk of the element-wise update. Compute in double; loads/stores convert per tensor dtype. `clip` is the
 // factor every gradient element is multiplied by: the clip coefficient times the unscale factor 1/S.
 template <typename T>
@@ -137,13 +179,15 @@ void UpdateChunk(const OptimHyper& h, const OptimTensor& t, int64_t b, int64_t e
       T* vo = static_cast<T*>(t.s1_out);
       const bool decoupled = h.kind == OptimKind::kAdamW;
       const double bc2_sqrt = std::sqrt(bc2);
-      for (int64_t i = b; i < e; ++i) {
-        double mm = m[i], vv = v[i];
-        po[i] = static_cast<T>(AdamStep<double>(p[i], clip * g[i], mm, vv, lr, h.beta1, h.beta2, h.eps,
-                                                h.weight_decay, decoupled, bc1, bc2_sqrt));
-        mo[i] = static_cast<T>(mm);
-        vo[i] = static_cast<T>(vv);
-      }
+      // One loop per weight-decay form, each with its branch folded away, so the loop vectorizes.
+      if (h.weight_decay == 0)
+        AdamLoop<T, false, false>(p, g, m, v, po, mo, vo, b, e, clip, lr, h.beta1, h.beta2, h.eps, 0, bc1, bc2_sqrt);
+      else if (decoupled)
+        AdamLoop<T, true, true>(p, g, m, v, po, mo, vo, b, e, clip, lr, h.beta1, h.beta2, h.eps, h.weight_decay, bc1,
+                                bc2_sqrt);
+      else
+        AdamLoop<T, true, false>(p, g, m, v, po, mo, vo, b, e, clip, lr, h.beta1, h.beta2, h.eps, h.weight_decay, bc1,
+                                 bc2_sqrt);
       break;
     }
     case OptimKind::kLamb: {

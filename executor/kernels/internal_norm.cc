@@ -13,6 +13,7 @@
 
 #include "cpu_ops/half_convert.h"
 #include "cpu_ops/norm.h"
+#include "cpu_ops/row_grad.h"
 #include "executor/kernel_registry.h"
 #include "graph/grad_context.h"
 #include "graph/infer_util.h"
@@ -109,6 +110,13 @@ KernelInfo SoftmaxGradKernel(const KernelContext& ctx) {
   const int64_t inner = legacy ? 1 : Prod(dims, axis + 1, dims.size());
   const DataType tdy = ctx.in(0).dtype, ty = ctx.in(1).dtype, to = ctx.out(0).dtype;
   KernelInfo k;
+  if (!log && inner == 1 && tdy == DataType::kFloat32 && ty == DataType::kFloat32 && to == DataType::kFloat32) {
+    // float32 rows: cpu_ops/row_grad's parallel, vectorized form of the loop below.
+    k.fn = [=](const KernelIO& io) {
+      cpu::SoftmaxGradF32(outer, len, io.In<float>(0), io.In<float>(1), io.Out<float>(0));
+    };
+    return k;
+  }
   k.fn = [=](const KernelIO& io) {
     const int64_t blk = len * inner;
     std::vector<double> dy(static_cast<size_t>(blk)), y(static_cast<size_t>(blk)), dx(static_cast<size_t>(blk));
@@ -172,6 +180,16 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
       wsum += w[t[i]];
     }
     const double scale = mean ? (wsum != 0 ? 1.0 / wsum : 0.0) : 1.0;
+    if (softmax && tx == DataType::kFloat32 && to == DataType::kFloat32) {
+      // float32 scores: cpu_ops/row_grad's parallel, vectorized form of the loops below, given each position's f.
+      std::vector<double> f(static_cast<size_t>(N * D));
+      for (int64_t i = 0; i < N * D; ++i) f[i] = t[i] == ii ? 0.0 : w[t[i]] * g[none ? i : 0] * scale;
+      if (it == DataType::kInt32)
+        cpu::SoftmaxCrossEntropyGradF32(N, C, D, io.In<float>(1), io.In<int32_t>(2), f.data(), io.Out<float>(0));
+      else
+        cpu::SoftmaxCrossEntropyGradF32(N, C, D, io.In<float>(1), io.In<int64_t>(2), f.data(), io.Out<float>(0));
+      return;
+    }
     const int64_t blk = C * D;
     std::vector<double> x(static_cast<size_t>(blk)), dx(static_cast<size_t>(blk));
     for (int64_t b = 0; b < N; ++b) {
@@ -257,11 +275,22 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   const DataType tdy = ctx.in(0).dtype, tx = ctx.in(1).dtype, ts = ctx.in(2).dtype;
   const bool o1 = ctx.has_output(1), o2 = ctx.has_output(2);
   const DataType t0 = ctx.out(0).dtype, t1 = o1 ? ctx.out(1).dtype : ts, t2 = o2 ? ctx.out(2).dtype : ts;
+  const bool fast = tdy == DataType::kFloat32 && tx == DataType::kFloat32 && t0 == DataType::kFloat32 &&
+                    (!saved || (tmean == DataType::kFloat32 && tinv == DataType::kFloat32));
   KernelInfo k;
   k.fn = [=](const KernelIO& io) {
     std::vector<double> sp = LoadAll(io.in[2], ts, scount), s(static_cast<size_t>(cols));
     for (int64_t j = 0; j < cols; ++j) s[j] = sp[sidx[j]];
     std::vector<double> ds(static_cast<size_t>(cols), 0.0), db(static_cast<size_t>(cols), 0.0);
+    if (fast) {
+      // float32 rows: cpu_ops/row_grad's parallel, vectorized form of the loop below.
+      cpu::LayerNormGradF32(rows, cols, io.In<float>(0), io.In<float>(1), s.data(),
+                            saved ? io.In<float>(3) : nullptr, saved ? io.In<float>(4) : nullptr, eps,
+                            io.Out<float>(0), ds.data(), db.data());
+      if (o1) Store(io.out[1], t1, 0, cols, ds.data());
+      if (o2) Store(io.out[2], t2, 0, cols, db.data());
+      return;
+    }
     std::vector<double> x(static_cast<size_t>(cols)), dy(static_cast<size_t>(cols)), dx(static_cast<size_t>(cols));
     for (int64_t row = 0; row < rows; ++row) {
       Load(io.in[1], tx, row * cols, cols, x.data());

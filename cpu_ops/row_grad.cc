@@ -1,0 +1,228 @@
+#include "cpu_ops/row_grad.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernel_common/scalar_math.h"
+#include "kernel_common/vec_math.h"
+
+namespace ot::cpu {
+
+namespace {
+
+// Rows per task: about 16K elements, at least one row. Fixed by the shape only (never by the thread count).
+int64_t RowsPerBlock(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)); }
+
+// Sum of a[k] (and of a[k] b[k]) over k < n in four interleaved lanes added in a fixed order.
+OT_VEC_CLONES double Sum4(const double* a, int64_t n) {
+  double s[4] = {0, 0, 0, 0};
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4)
+    for (int l = 0; l < 4; ++l) s[l] += a[k + l];
+  for (; k < n; ++k) s[0] += a[k];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+OT_VEC_CLONES double Dot4(const double* a, const double* b, int64_t n) {
+  double s[4] = {0, 0, 0, 0};
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4)
+    for (int l = 0; l < 4; ++l) s[l] += a[k + l] * b[k + l];
+  for (; k < n; ++k) s[0] += a[k] * b[k];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// One LayerNorm row: xh and dyv are the row's buffers (cols doubles each); ds/db the block's column sums.
+OT_VEC_CLONES void LayerNormGradRow(int64_t cols, const float* dy, const float* x, const double* s, double mu, double r,
+                                    float* dx, double* xh, double* g, double* ds, double* db) {
+  for (int64_t j = 0; j < cols; ++j) xh[j] = (static_cast<double>(x[j]) - mu) * r;
+  for (int64_t j = 0; j < cols; ++j) g[j] = static_cast<double>(dy[j]);
+  for (int64_t j = 0; j < cols; ++j) {
+    ds[j] += g[j] * xh[j];
+    db[j] += g[j];
+  }
+  for (int64_t j = 0; j < cols; ++j) g[j] *= s[j];
+  const double inv = 1.0 / static_cast<double>(cols);
+  const double mg = Sum4(g, cols) * inv, mgx = Dot4(g, xh, cols) * inv;
+  for (int64_t j = 0; j < cols; ++j) dx[j] = static_cast<float>(r * (g[j] - mg - xh[j] * mgx));
+}
+
+// Mean and 1/sqrt(var + eps) of a row (double, two passes).
+OT_VEC_CLONES void RowStats(const float* x, int64_t cols, double eps, double* buf, double& mu, double& r) {
+  for (int64_t j = 0; j < cols; ++j) buf[j] = static_cast<double>(x[j]);
+  mu = Sum4(buf, cols) / static_cast<double>(cols);
+  for (int64_t j = 0; j < cols; ++j) buf[j] -= mu;
+  r = 1.0 / std::sqrt(Dot4(buf, buf, cols) / static_cast<double>(cols) + eps);
+}
+
+OT_VEC_CLONES void SoftmaxGradRow(int64_t len, const float* dy, const float* y, float* dx) {
+  double s[4] = {0, 0, 0, 0};
+  int64_t k = 0;
+  for (; k + 4 <= len; k += 4)
+    for (int l = 0; l < 4; ++l) s[l] += static_cast<double>(dy[k + l]) * static_cast<double>(y[k + l]);
+  for (; k < len; ++k) s[0] += static_cast<double>(dy[k]) * static_cast<double>(y[k]);
+  const double sum = (s[0] + s[1]) + (s[2] + s[3]);
+  for (int64_t j = 0; j < len; ++j)
+    dx[j] = static_cast<float>(static_cast<double>(y[j]) * (static_cast<double>(dy[j]) - sum));
+}
+
+// Softmax cross-entropy backward of one sample [c, d], d > 1, over columns j in [j0, j1): e = e^(x - max) in
+// float into dx, column sums in double (in class order), then dx = (e / sum - onehot) f. m/sum: (j1 - j0) each.
+template <typename I>
+OT_VEC_CLONES void SceGradColumns(int64_t c, int64_t d, int64_t j0, int64_t j1, const float* x, const I* t,
+                                  const double* f, float* dx, float* m, double* sum, int64_t* tc, double* et) {
+  const int64_t w = j1 - j0;
+  for (int64_t j = 0; j < w; ++j) {
+    m[j] = -std::numeric_limits<float>::infinity();
+    sum[j] = 0;
+    tc[j] = static_cast<int64_t>(t[j0 + j]);
+  }
+  for (int64_t k = 0; k < c; ++k) {
+    const float* row = x + k * d + j0;
+    for (int64_t j = 0; j < w; ++j) m[j] = row[j] > m[j] ? row[j] : m[j];
+  }
+  for (int64_t j = 0; j < w; ++j) m[j] = m[j] == -std::numeric_limits<float>::infinity() ? 0.f : m[j];
+  for (int64_t k = 0; k < c; ++k) {
+    const float* row = x + k * d + j0;
+    float* out = dx + k * d + j0;
+    for (int64_t j = 0; j < w; ++j) out[j] = math::VecExp(row[j] - m[j]);
+    for (int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(out[j]);
+  }
+  for (int64_t j = 0; j < w; ++j) sum[j] = 1.0 / sum[j];
+  // (p - onehot) f: every element as p f (p - 0 is p), then each column's target element again with its e saved
+  // before (a compare in the vector loop would stop the vectorizer).
+  for (int64_t j = 0; j < w; ++j) et[j] = f[j0 + j] == 0.0 ? 0.0 : static_cast<double>(dx[tc[j] * d + j0 + j]);
+  for (int64_t k = 0; k < c; ++k) {
+    float* out = dx + k * d + j0;
+    for (int64_t j = 0; j < w; ++j) out[j] = static_cast<float>((static_cast<double>(out[j]) * sum[j]) * f[j0 + j]);
+  }
+  for (int64_t j = 0; j < w; ++j) {
+    const double fj = f[j0 + j];
+    if (fj == 0.0) {
+      // Ignored positions are exactly 0, even where x is not finite.
+      for (int64_t k = 0; k < c; ++k) dx[k * d + j0 + j] = 0.f;
+    } else {
+      dx[tc[j] * d + j0 + j] = static_cast<float>((et[j] * sum[j] - 1.0) * fj);
+    }
+  }
+}
+
+// The d == 1 form: one contiguous row of c classes.
+template <typename I>
+OT_VEC_CLONES void SceGradRow(int64_t c, const float* x, I t, double f, float* dx) {
+  if (f == 0.0) {
+    for (int64_t k = 0; k < c; ++k) dx[k] = 0.f;
+    return;
+  }
+  // The max over eight lanes (a NaN is skipped here but makes the sum, so every output, NaN anyway).
+  float lanes[8];
+  for (int l = 0; l < 8; ++l) lanes[l] = -std::numeric_limits<float>::infinity();
+  int64_t q = 0;
+  for (; q + 8 <= c; q += 8)
+    for (int l = 0; l < 8; ++l) lanes[l] = x[q + l] > lanes[l] ? x[q + l] : lanes[l];
+  for (; q < c; ++q) lanes[0] = x[q] > lanes[0] ? x[q] : lanes[0];
+  float m = lanes[0];
+  for (int l = 1; l < 8; ++l) m = lanes[l] > m ? lanes[l] : m;
+  if (m == -std::numeric_limits<float>::infinity()) m = 0.f;
+  for (int64_t k = 0; k < c; ++k) dx[k] = math::VecExp(x[k] - m);
+  double s[4] = {0, 0, 0, 0};
+  int64_t k = 0;
+  for (; k + 4 <= c; k += 4)
+    for (int l = 0; l < 4; ++l) s[l] += static_cast<double>(dx[k + l]);
+  for (; k < c; ++k) s[0] += static_cast<double>(dx[k]);
+  const double inv = 1.0 / ((s[0] + s[1]) + (s[2] + s[3]));
+  // (p - onehot) f as p f everywhere, then the target's element from its saved e (see SceGradColumns).
+  const double et = static_cast<double>(dx[t]);
+  for (int64_t j = 0; j < c; ++j) dx[j] = static_cast<float>((static_cast<double>(dx[j]) * inv) * f);
+  dx[t] = static_cast<float>((et * inv - 1.0) * f);
+}
+
+}  // namespace
+
+void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* x, const double* scale,
+                      const float* mean, const float* invstd, double eps, float* dx, double* dscale, double* dbias) {
+  std::fill(dscale, dscale + cols, 0.0);
+  std::fill(dbias, dbias + cols, 0.0);
+  if (rows <= 0 || cols <= 0) return;
+  const int64_t per = RowsPerBlock(cols), blocks = (rows + per - 1) / per;
+  // Per block: its column sums of dy xhat and dy (2 * cols), reduced in block order after the parallel part.
+  std::vector<double> part(static_cast<size_t>(blocks * 2 * cols), 0.0);
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, blocks, 1),
+      [&](const tbb::blocked_range<int64_t>& br) {
+        std::vector<double> xh(static_cast<size_t>(cols)), g(static_cast<size_t>(cols));
+        for (int64_t b = br.begin(); b < br.end(); ++b) {
+          double* ds = part.data() + b * 2 * cols;
+          double* db = ds + cols;
+          for (int64_t r = b * per; r < std::min(rows, (b + 1) * per); ++r) {
+            double mu, ri;
+            if (mean) {
+              mu = mean[r];
+              ri = invstd[r];
+            } else {
+              RowStats(x + r * cols, cols, eps, xh.data(), mu, ri);
+            }
+            LayerNormGradRow(cols, dy + r * cols, x + r * cols, scale, mu, ri, dx + r * cols, xh.data(), g.data(), ds,
+                             db);
+          }
+        }
+      },
+      tbb::simple_partitioner());
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t j = 0; j < cols; ++j) {
+      dscale[j] += part[b * 2 * cols + j];
+      dbias[j] += part[b * 2 * cols + cols + j];
+    }
+}
+
+void SoftmaxGradF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx) {
+  if (rows <= 0 || len <= 0) return;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, rows, RowsPerBlock(len)),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t i = r.begin(); i < r.end(); ++i) SoftmaxGradRow(len, dy + i * len, y + i * len, dx + i * len);
+      },
+      tbb::simple_partitioner());
+}
+
+template <typename I>
+void SoftmaxCrossEntropyGradF32(int64_t n, int64_t c, int64_t d, const float* x, const I* target, const double* f,
+                                float* dx) {
+  if (n <= 0 || c <= 0 || d <= 0) return;
+  if (d == 1) {
+    tbb::parallel_for(
+        tbb::blocked_range<int64_t>(0, n, RowsPerBlock(c)),
+        [&](const tbb::blocked_range<int64_t>& r) {
+          for (int64_t i = r.begin(); i < r.end(); ++i) SceGradRow<I>(c, x + i * c, target[i], f[i], dx + i * c);
+        },
+        tbb::simple_partitioner());
+    return;
+  }
+  // Columns in tiles of up to 64 adjacent positions of one sample, each tile owned by one task.
+  constexpr int64_t kCols = 64;
+  const int64_t tiles = (d + kCols - 1) / kCols;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, n * tiles, std::max<int64_t>(1, 16384 / (c * std::min(d, kCols)))),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        float m[kCols];
+        double sum[kCols];
+        int64_t tc[kCols];
+        double et[kCols];
+        for (int64_t q = r.begin(); q < r.end(); ++q) {
+          const int64_t i = q / tiles, j0 = (q % tiles) * kCols, j1 = std::min(d, j0 + kCols);
+          SceGradColumns<I>(c, d, j0, j1, x + i * c * d, target + i * d, f + i * d, dx + i * c * d, m, sum, tc, et);
+        }
+      },
+      tbb::simple_partitioner());
+}
+
+template void SoftmaxCrossEntropyGradF32<int32_t>(int64_t, int64_t, int64_t, const float*, const int32_t*,
+                                                  const double*, float*);
+template void SoftmaxCrossEntropyGradF32<int64_t>(int64_t, int64_t, int64_t, const float*, const int64_t*,
+                                                  const double*, float*);
+
+}  // namespace ot::cpu

@@ -1,0 +1,32 @@
+// Float32 backward kernels of the row-wise ops of a training step: LayerNormalization, Softmax, and softmax
+// cross-entropy. The executor's generic kernels (executor/kernels/internal_norm.cc) handle every dtype one row at a
+// time in double; these are the float32 paths of the same formulas, parallel over fixed blocks of rows and
+// vectorized (compiled for AVX2 and the baseline, bit-identical between the two).
+// Precision: arithmetic in double (sums over four interleaved lanes added in a fixed order), rounded once when
+// stored; only the softmax's e^x is a float (kernel_common/vec_math.h, <= 2 ulp). Deterministic: the blocks do not
+// depend on the thread count, and per-column sums over rows are reduced block by block in block order.
+#pragma once
+#include <cstdint>
+
+namespace ot::cpu {
+
+// LayerNormalization backward over `rows` rows of `cols`: xhat = (x - mu) r, g = dy * scale,
+//   dx = r (g - mean(g) - xhat mean(g xhat)),  dscale[j] = sum over rows of dy xhat,  dbias[j] = sum of dy.
+// `scale` has cols elements (its broadcast already resolved). mean/invstd: the forward's per-row statistics, or
+// both null to compute them from x (mean, biased variance, r = 1 / sqrt(var + eps)). dscale/dbias (cols doubles
+// each) are written. dx may alias dy or x.
+void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* x, const double* scale,
+                      const float* mean, const float* invstd, double eps, float* dx, double* dscale, double* dbias);
+
+// Softmax backward along contiguous rows of `len`: dx = y (dy - sum(dy y)). dx may alias dy or y.
+void SoftmaxGradF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx);
+
+// Softmax cross-entropy backward: scores x are [n, c, d], target [n, d] (class ids; entries with f == 0 are not
+// read), f[n * d] the factor of each position (weight of its class times dLoss and the mean's 1/sum, 0 where the
+// target is ignored): dx[i, k, j] = (softmax over k of x[i, :, j] - (k == t)) * f[i, j], and exactly 0 where
+// f[i, j] == 0. The targets must lie in [0, c) where f != 0 (the caller checks). dx may not alias x.
+template <typename I>
+void SoftmaxCrossEntropyGradF32(int64_t n, int64_t c, int64_t d, const float* x, const I* target, const double* f,
+                                float* dx);
+
+}  // namespace ot::cpu
