@@ -377,7 +377,7 @@ struct OtMin {
       const Instr& in = p_.code[i];
       if (needed_[i] && in.row && in.op == Op::kInput && level_[i] == l) inputs.insert(in.a);
     }
-    s += Offsets(inputs, "base", ind);
+    s += Offsets(inputs, "row_at", ind);
     for (size_t i = 0; i < p_.code.size(); ++i) {
       const Instr& in = p_.code[i];
       if (needed_[i] && in.row && !cluster::IsReduction(in.op) && level_[i] == l)
@@ -393,6 +393,9 @@ struct OtMin {
     }
     s += "  for (long long r = blockIdx.x; r < a.rows; r += gridDim.x) {\n";
     s += "    const long long base = r * a.row_len;  // flat index of the row's first element\n";
+    s += "    // where row inputs are read: the row's first element, or with empty rows the row itself (MakeClusterArgs\n"
+         "    // then describes the domain with the reduced axes 1)\n";
+    s += "    const long long row_at = a.row_len > 0 ? base : r;\n";
     const std::string ind = "    ";
     s += ind + "// row values of the inputs alone\n" + RowValues(0, ind);
     for (int ph = 0; ph < phases_; ++ph) {
@@ -542,18 +545,28 @@ ClusterArgs MakeClusterArgs(const Program& p, const std::vector<int64_t>& domain
       s *= in[d];
     }
   }
+  // Empty rows (row_len 0, rows > 0): no full element is visited, but row inputs are still read per row, which
+  // the kernel then indexes by the row number: the strides describe D with the reduced axes 1.
+  const int64_t row_len = Product(domain, lead, rank), rows = Product(domain, 0, lead);
+  std::vector<int64_t> index_domain = domain;
+  if (row_len == 0 && rows > 0) {
+    for (int d = lead; d < rank; ++d) index_domain[d] = 1;
+    for (int k = 0; k < p.num_inputs; ++k)
+      for (int d = lead; d < rank; ++d) st[k][d] = 0;
+  }
   // Coalesce: drop axes of one element, merge an axis into the one outside it when every input walks both as one.
   std::vector<int64_t> cd;
   std::vector<std::vector<int64_t>> cs(p.num_inputs);
   for (int d = 0; d < rank; ++d) {
-    if (domain[d] == 1) continue;
+    const int64_t n = index_domain[d];
+    if (n == 1) continue;
     bool merge = !cd.empty();
-    for (int k = 0; k < p.num_inputs && merge; ++k) merge = cs[k].back() == st[k][d] * domain[d];
+    for (int k = 0; k < p.num_inputs && merge; ++k) merge = cs[k].back() == st[k][d] * n;
     if (merge) {
-      cd.back() *= domain[d];
+      cd.back() *= n;
       for (int k = 0; k < p.num_inputs; ++k) cs[k].back() = st[k][d];
     } else {
-      cd.push_back(domain[d]);
+      cd.push_back(n);
       for (int k = 0; k < p.num_inputs; ++k) cs[k].push_back(st[k][d]);
     }
   }
@@ -562,8 +575,8 @@ ClusterArgs MakeClusterArgs(const Program& p, const std::vector<int64_t>& domain
                                 " axes after coalescing; the kernels take at most " + Str(kClusterMaxRank));
   ClusterArgs r;
   r.numel = Product(domain, 0, rank);
-  r.rows = Product(domain, 0, lead);
-  r.row_len = Product(domain, lead, rank);
+  r.rows = rows;
+  r.row_len = row_len;
   const int nin = std::max(p.num_inputs, 1);
   r.words.assign(4 + kClusterMaxRank * (1 + nin), 0);
   r.words[0] = r.numel;

@@ -81,7 +81,8 @@ std::string GenerateClusterSource(const cluster::Program& p, const std::string& 
 // The argument block for a concrete domain and input dims (numpy broadcasting, aligned on the right: a full input
 // to D, a row input to D with the reduced axes 1), as the words of OtArgs: numel, rows, row_len, rank, dims[8],
 // strides[max(num_inputs, 1)][8]. Throws std::invalid_argument naming the input that does not broadcast, or
-// when the coalesced domain has more than kClusterMaxRank axes. `rows`/`row_len` of the result are what
+// when the coalesced domain has more than kClusterMaxRank axes. With empty rows (row_len 0, rows > 0) the strides
+// describe D with the reduced axes 1, so the kernel reads each row's row inputs at its row number. `rows`/`row_len` of the result are what
 // ClusterKernel::Launch takes.
 struct ClusterArgs {
   std::vector<int64_t> words;

@@ -297,7 +297,18 @@ TEST(ClusterArgs, RowsAndLaunchShape) {
   EXPECT_EQ(s.row_len, 42);
   // A row input must be 1 on the reduced axes.
   EXPECT_THROW(cuda::MakeClusterArgs(p, {4, 5, 6, 7}, {{4, 5, 6, 7}, {6, 7}, {4, 5, 6, 1}}), std::invalid_argument);
+  // Empty rows: no element is visited but every row reads its row input, indexed by the row number (the strides
+  // describe D with the reduced axes 1: six rows of stride 1), and the kernel says so.
+  const cuda::ClusterArgs e = cuda::MakeClusterArgs(p, {2, 3, 0, 7}, {{2, 3, 0, 7}, {0, 7}, {2, 3, 1, 1}});
+  EXPECT_EQ(e.rows, 6);
+  EXPECT_EQ(e.row_len, 0);
+  EXPECT_EQ(e.numel, 0);
+  ASSERT_EQ(e.words[3], 1);
+  EXPECT_EQ(e.words[4], 6);
+  EXPECT_EQ(e.words[4 + cuda::kClusterMaxRank * 3], 1);  // input 2's stride
   const cuda::ClusterKernel k = cuda::GenerateClusterKernel(p, "rows");
+  EXPECT_NE(k.source.find("a.row_len > 0 ? base : r"), std::string::npos);
+  EXPECT_EQ(k.Launch(e.numel, e.rows, e.row_len).grid, 6);
   cuda::ClusterLaunch l = k.Launch(s.numel, s.rows, s.row_len);
   EXPECT_TRUE(l.rows);
   EXPECT_EQ(l.grid, 20);
