@@ -369,7 +369,7 @@ TEST(ClusterCodegen, EveryClusterOfTheExampleModelsCompiles) {
   };
   const Amp amps[] = {{"fp32", DataType::kUndefined}, {"bf16", DataType::kBFloat16}, {"fp16", DataType::kFloat16}};
   std::map<std::string, std::string> seen;  // program text + input types -> where it was first found
-  int compiled = 0;
+  int compiled = 0, rows = 0;
   double total_ms = 0, max_ms = 0;
   for (const char* dir : {"digits_mlp", "fashion_cnn", "tiny_lm"}) {
     for (const char* mode : {"lite", "full"}) {
@@ -392,6 +392,9 @@ TEST(ClusterCodegen, EveryClusterOfTheExampleModelsCompiles) {
           const cuda::ClusterKernel k =
               cuda::GenerateClusterKernel(p, "cluster_" + std::to_string(seen.size()), spec);
           const double ms = ExpectCompiles(k, "compute_90");
+          std::printf("    %-11s %s, %2zu instructions, %d inputs, %zu outputs: %5.1f ms\n", k.name.c_str(),
+                      k.rows ? "rows" : "flat", p.code.size(), p.num_inputs, p.outputs.size(), ms);
+          rows += k.rows;
           total_ms += ms;
           max_ms = std::max(max_ms, ms);
           ++compiled;
@@ -400,8 +403,8 @@ TEST(ClusterCodegen, EveryClusterOfTheExampleModelsCompiles) {
       }
     }
   }
-  std::printf("  %d distinct programs compiled for compute_90: %.0f ms in all, %.1f ms mean, %.1f ms max\n", compiled,
-              total_ms, compiled ? total_ms / compiled : 0.0, max_ms);
+  std::printf("  %d distinct programs (%d with rows) compiled for compute_90: %.0f ms in all, %.1f ms mean, %.1f ms "
+              "max\n", compiled, rows, total_ms, compiled ? total_ms / compiled : 0.0, max_ms);
   EXPECT_GT(compiled, 0);
 }
 
