@@ -237,6 +237,19 @@ TEST(ClusterCodegen, MultiOutputInPlaceRowOnlyAndConvertingLoadsCompile) {
   for (const std::string& arch : Archs()) ExpectCompiles(k, arch);
 }
 
+// The fusion pass allows 64 operands (passes/cluster_fusion.h): 63 inputs and an output make a parameter block of
+// 4,640 bytes, above the 4 KiB of old drivers; CUDA 12.1+ takes 32,764 bytes on compute_70 and newer.
+TEST(ClusterCodegen, SixtyThreeInputsCompile) {
+  Builder b;
+  b.p.num_inputs = 63;
+  int32_t acc = b.Input(0, DType::kF32);
+  for (int k = 1; k < 63; ++k) acc = b.Add(Op::kAdd, DType::kF32, acc, b.Input(k, k % 2 ? DType::kBF16 : DType::kF32));
+  b.Out(acc);
+  const cuda::ClusterKernel k = cuda::GenerateClusterKernel(b.p, "sixty_three_inputs");
+  EXPECT_EQ(k.args_bytes, 8u * (4 + 8 * 64));
+  for (const std::string& arch : Archs()) ExpectCompiles(k, arch);
+}
+
 // Negative twins of the generator: an invalid program, a name that is no identifier, a spec of the wrong length.
 TEST(ClusterCodegen, RejectsInvalidProgramsNamesAndSpecs) {
   Program bad;
