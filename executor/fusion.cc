@@ -33,6 +33,7 @@ FusionSizes SizesFromPlan(const Graph& g, const Plan& plan) {
     FusionSizes::KernelFacts k;
     k.workspace = st.workspace;
     k.inplace = st.inplace;
+    k.views = st.views;
     s.kernels[st.node] = k;
   }
   return s;

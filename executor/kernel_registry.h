@@ -80,6 +80,10 @@ struct KernelInfo {
   // writes element i of the output (and no other element of the input after that), and the input has the
   // output's dtype and element count. The memory plan takes a pair only where the input dies at this kernel.
   std::vector<std::pair<int, int>> inplace{};
+  // (output index, input index) pairs where the output is the input's bytes, unchanged (Reshape-like ops): the
+  // memory plan may give the output the input's memory even where the input stays live (a view), and the kernel
+  // then copies nothing (it must check out == in). Neither is written again while the other is read.
+  std::vector<std::pair<int, int>> views{};
 };
 
 // Adds (out, in) to info.inplace when input `in` has output `out`'s dtype and dims (the caller vouches that its

@@ -366,13 +366,16 @@ void Plan::PlanArena() {
     ps[s].inputs = st.in_bufs;
     ps[s].outputs = st.out_bufs;
     ps[s].workspace = static_cast<int64_t>(st.kernel.workspace_bytes);
-    for (auto [o, i] : st.kernel.inplace) {
-      if (o < 0 || i < 0 || o >= static_cast<int>(st.out_bufs.size()) || i >= static_cast<int>(st.in_bufs.size())) continue;
-      const int ob = st.out_bufs[o], ib = st.in_bufs[i];
-      if (ob < 0 || ib < 0 || bufs_[ob].desc.dtype != bufs_[ib].desc.dtype || bufs_[ob].desc.nbytes() != bufs_[ib].desc.nbytes())
-        continue;
-      ps[s].inplace.push_back({ob, ib});
-    }
+    for (int pass = 0; pass < 2; ++pass)
+      for (auto [o, i] : pass == 0 ? st.kernel.inplace : st.kernel.views) {
+        if (o < 0 || i < 0 || o >= static_cast<int>(st.out_bufs.size()) || i >= static_cast<int>(st.in_bufs.size()))
+          continue;
+        const int ob = st.out_bufs[o], ib = st.in_bufs[i];
+        if (ob < 0 || ib < 0 || bufs_[ob].desc.dtype != bufs_[ib].desc.dtype ||
+            bufs_[ob].desc.nbytes() != bufs_[ib].desc.nbytes())
+          continue;
+        (pass == 0 ? ps[s].inplace : ps[s].views).push_back({ob, ib});
+      }
   }
   mplan_ = PlanMemoryArena(pb, ps);
   for (size_t b = 0; b < bufs_.size(); ++b)
@@ -676,7 +679,8 @@ std::vector<Plan::StepView> Plan::step_views() const {
   std::vector<StepView> r;
   r.reserve(steps_.size());
   for (const Step& st : steps_)
-    r.push_back({st.node, st.in_bufs, st.out_bufs, static_cast<int64_t>(st.kernel.workspace_bytes), st.kernel.inplace});
+    r.push_back({st.node, st.in_bufs, st.out_bufs, static_cast<int64_t>(st.kernel.workspace_bytes), st.kernel.inplace,
+                 st.kernel.views});
   return r;
 }
 

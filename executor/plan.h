@@ -103,6 +103,7 @@ class Plan {
     std::vector<int> in_bufs, out_bufs;  // -1 = absent
     int64_t workspace = 0;                      // KernelInfo::workspace_bytes
     std::vector<std::pair<int, int>> inplace;   // KernelInfo::inplace (output index, input index)
+    std::vector<std::pair<int, int>> views;     // KernelInfo::views (output index, input index)
   };
   std::vector<BufferView> buffer_views() const;
   // The kernels in plan order (the order liveness is measured in).

@@ -298,6 +298,10 @@ class Clustering {
           if (o < static_cast<int>(out_bufs.size()) && i < static_cast<int>(in_bufs.size()) && out_bufs[o] >= 0 &&
               in_bufs[i] >= 0)
             st.inplace.push_back({out_bufs[o], in_bufs[i]});
+        for (auto [o, i] : kf->second.views)
+          if (o < static_cast<int>(out_bufs.size()) && i < static_cast<int>(in_bufs.size()) && out_bufs[o] >= 0 &&
+              in_bufs[i] >= 0)
+            st.views.push_back({out_bufs[o], in_bufs[i]});
       }
     }
     // A fused kernel may store an output over an input of the same dims and byte size (cluster_program.h).

@@ -64,6 +64,7 @@ struct FusionSizes {
   struct KernelFacts {
     int64_t workspace = 0;
     std::vector<std::pair<int, int>> inplace;  // (output index, input index)
+    std::vector<std::pair<int, int>> views;    // (output index, input index): the output is the input's bytes
   };
   std::map<const Node*, KernelFacts> kernels;  // nodes that run as kernels (the others are folded constants)
 };

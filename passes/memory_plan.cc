@@ -1,9 +1,9 @@
 // Memory plan: see memory_plan.h for the model. The planner has three parts, shared by PlanMemoryArena and
 // LivenessPeak so both answer for the same model:
 //   1. lifetimes: [start, end] per arena buffer (checked against the steps that read it);
-//   2. in-place: steps in order take their allowed (output, input) pairs where the input dies there; a taken
-//      pair joins the output to the input's group, and a group is one region of the arena whose lifetime is the
-//      union of its members' (contiguous: each member starts where the previous one ends);
+//   2. in-place and views: steps in order take their allowed (output, input) pairs where the input's group dies
+//      there (in place) or anywhere (views); a taken pair joins the output to the input's group, and a group is
+//      one region of the arena whose lifetime is the union of its members';
 //   3. a sweep over the steps of the live bytes of groups and workspaces (difference array), and, for the plan,
 //      best-fit offsets of groups and workspaces largest first.
 // Every arena size is rounded up to kPlanAlign, so the live sums are the bytes the arena must hold.
@@ -73,23 +73,40 @@ Liveness Analyze(const std::vector<PlanBuffer>& bufs, const std::vector<PlanStep
                                  std::to_string(nb));
     if (steps[s].workspace < 0) Bad("step " + std::to_string(s) + " has a negative workspace");
   }
-  // In-place, in step order: a group grows forward one taker at a time.
+  // In-place takers and views, in step order: a group grows one member at a time; gend[root] is the last step
+  // that reads any member so far (a later member starts at or after its own step, so no future member of a group
+  // can read it before a step that sees the group dead).
   std::vector<char> taken(nb, 0);
+  std::vector<int> gend(L.end);
+  std::vector<char> pinned(nb, 0);  // per root: the group holds a graph output (its memory must survive the step)
+  for (int b = 0; b < nb; ++b) pinned[b] = bufs[b].to_end;
+  const auto usable = [&](int s, int o, int i, const char* what) {
+    if (o < 0 || o >= nb || i < 0 || i >= nb)
+      Bad("step " + std::to_string(s) + " allows " + what + " pair of unknown buffers");
+    const PlanBuffer &O = bufs[o], &I = bufs[i];
+    if (o == i || O.resident || I.resident || L.shares[o] >= 0) return false;
+    if (O.def != s || I.def >= s || Align(O.bytes) != Align(I.bytes) || I.bytes == 0) return false;
+    return std::count(steps[s].inputs.begin(), steps[s].inputs.end(), i) &&
+           std::count(steps[s].outputs.begin(), steps[s].outputs.end(), o);
+  };
+  const auto join = [&](int o, int i) {
+    L.shares[o] = i;
+    L.root[o] = L.root[i];
+    gend[L.root[o]] = std::max(gend[L.root[o]], L.end[o]);
+    pinned[L.root[o]] |= bufs[o].to_end;
+    L.saved += Align(bufs[o].bytes);
+  };
   for (int s = 0; s < ns; ++s) {
     for (auto [o, i] : steps[s].inplace) {
-      if (o < 0 || o >= nb || i < 0 || i >= nb)
-        Bad("step " + std::to_string(s) + " allows an in-place pair of unknown buffers");
-      const PlanBuffer &O = bufs[o], &I = bufs[i];
-      if (o == i || O.resident || I.resident || taken[i] || L.shares[o] >= 0) continue;
-      if (O.def != s || I.def >= s || I.to_end || L.end[i] != s) continue;
-      if (Align(O.bytes) != Align(I.bytes) || I.bytes == 0) continue;
-      if (!std::count(steps[s].inputs.begin(), steps[s].inputs.end(), i) ||
-          !std::count(steps[s].outputs.begin(), steps[s].outputs.end(), o))
-        continue;
+      if (!usable(s, o, i, "an in-place")) continue;
+      if (taken[i] || pinned[L.root[i]] || gend[L.root[i]] != s) continue;
       taken[i] = 1;
-      L.shares[o] = i;
-      L.root[o] = L.root[i];
-      L.saved += Align(O.bytes);
+      join(o, i);
+    }
+    for (auto [o, i] : steps[s].views) {
+      if (!usable(s, o, i, "a view")) continue;
+      if (bufs[o].to_end) continue;
+      join(o, i);
     }
   }
   std::vector<int> region_of(nb, -1);

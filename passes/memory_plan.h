@@ -10,7 +10,12 @@
 //   a workspace of step s occupies [s, s];
 //   an in-place candidate (step s may write output o into input i's memory) is taken when i is an arena buffer of
 //   the same aligned size whose last reader is s, not itself an output that must survive, and not already
-//   shared by another taker; o then gets i's offset and the pair counts once.
+//   shared by another taker; o then gets i's offset and the pair counts once. "Dies" means the whole group of
+//   buffers sharing i's memory (in-place takers and views) is last read at s;
+//   a view (step s's output o is input i's bytes, unchanged: Reshape, Flatten, an identity ReduceToShape) is taken
+//   when i is an arena buffer of the same aligned size and o is not a graph output: o gets i's offset whether or
+//   not i dies at s, and the shared region lives until the last of them is read. Nothing writes a group's memory
+//   again while any member is live (the in-place rule above), so a view is never overwritten under its reader.
 // peak_live_bytes is the largest sum of live arena bytes at any step plus the resident bytes; arena_bytes is the
 // best-fit arena (>= the live peak of the arena buffers; equal when fit is perfect).
 #pragma once
@@ -33,6 +38,7 @@ struct PlanStep {
   std::vector<int> inputs, outputs;               // buffer indices (-1 = absent)
   int64_t workspace = 0;                          // bytes the kernel needs while it runs
   std::vector<std::pair<int, int>> inplace;       // (output buffer, input buffer) pairs the kernel allows
+  std::vector<std::pair<int, int>> views;         // (output buffer, input buffer): the output is the input's bytes
 };
 
 struct MemoryPlan {
@@ -43,7 +49,7 @@ struct MemoryPlan {
   int64_t resident_bytes = 0;
   int64_t peak_live_bytes = 0;      // resident + the largest live arena bytes (workspaces included)
   int peak_step = -1;
-  int64_t inplace_saved_bytes = 0;  // bytes of the outputs that took an input's memory
+  int64_t inplace_saved_bytes = 0;  // bytes of the outputs that took an input's memory (in place or as a view)
 };
 
 // Alignment of every arena offset and size.

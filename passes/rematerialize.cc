@@ -89,6 +89,10 @@ int64_t RematerializePass::Peak(const Graph& g, int* peak_step) const {
         if (o < static_cast<int>(ps.outputs.size()) && i < static_cast<int>(ps.inputs.size()) && ps.outputs[o] >= 0 &&
             ps.inputs[i] >= 0)
           ps.inplace.push_back({ps.outputs[o], ps.inputs[i]});
+      for (auto [o, i] : k->second.views)
+        if (o < static_cast<int>(ps.outputs.size()) && i < static_cast<int>(ps.inputs.size()) && ps.outputs[o] >= 0 &&
+            ps.inputs[i] >= 0)
+          ps.views.push_back({ps.outputs[o], ps.inputs[i]});
     }
     m.steps.push_back(std::move(ps));
   }

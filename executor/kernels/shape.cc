@@ -16,8 +16,9 @@ namespace ot {
 namespace {
 using namespace shape_kernels;
 
-// Reshape-like ops: the output holds the input's bytes. Where the input dies here the memory plan gives the output
-// the input's memory (the same dtype and element count: KernelInfo::inplace), and nothing is copied.
+// Reshape-like ops: the output holds the input's bytes. The memory plan gives the output the input's memory (the
+// same dtype and element count) where the input dies here (KernelInfo::inplace) or as a view where it stays live
+// (KernelInfo::views), and then nothing is copied.
 KernelInfo CopyKernel(const KernelContext& ctx) {
   ElemSize(ctx, ctx.in(0).dtype);
   const size_t n = ctx.out(0).nbytes();
@@ -25,7 +26,10 @@ KernelInfo CopyKernel(const KernelContext& ctx) {
   KernelInfo info{[n](const KernelIO& io) {
     if (io.out[0] != io.in[0]) cpu::CopyBytes(io.out[0], io.in[0], n);
   }};
-  if (ctx.in(0).dtype == ctx.out(0).dtype) info.inplace.push_back({0, 0});
+  if (ctx.in(0).dtype == ctx.out(0).dtype) {
+    info.inplace.push_back({0, 0});
+    info.views.push_back({0, 0});
+  }
   return info;
 }
 

@@ -50,8 +50,10 @@ Case RandomCase(std::mt19937_64& rng) {
     }
     if (rng() % 3 == 0) st.workspace = size();
     for (int o : st.outputs)
-      for (int i : st.inputs)
+      for (int i : st.inputs) {
         if (i >= 0 && rng() % 2) st.inplace.push_back({o, i});
+        if (i >= 0 && rng() % 4 == 0) st.views.push_back({o, i});
+      }
   }
   return c;
 }
@@ -79,7 +81,8 @@ void CheckCase(const Case& c) {
   ASSERT_EQ(p.shares.size(), c.bufs.size());
   ASSERT_EQ(p.workspace_offsets.size(), c.steps.size());
 
-  // In-place pairs: each is legal and each input has one taker.
+  // In-place pairs and views: each is legal, each input has one in-place taker, and an in-place taker writes a
+  // group's memory only when every earlier member is dead (a view only shares bytes, it writes nothing).
   std::vector<int> takers(nb, 0);
   int64_t saved = 0;
   for (int o = 0; o < nb; ++o) {
@@ -88,15 +91,26 @@ void CheckCase(const Case& c) {
     const int s = c.bufs[o].def;
     ASSERT_GE(s, 0);
     const auto& pairs = c.steps[s].inplace;
-    EXPECT_NE(std::find(pairs.begin(), pairs.end(), std::make_pair(o, i)), pairs.end()) << o << " took " << i;
+    const auto& views = c.steps[s].views;
+    const bool inplace = std::find(pairs.begin(), pairs.end(), std::make_pair(o, i)) != pairs.end();
+    const bool view = std::find(views.begin(), views.end(), std::make_pair(o, i)) != views.end();
+    EXPECT_TRUE(inplace || view) << o << " took " << i;
     EXPECT_FALSE(c.bufs[i].resident || c.bufs[o].resident);
     EXPECT_EQ(Al(c.bufs[i].bytes), Al(c.bufs[o].bytes));
-    EXPECT_FALSE(c.bufs[i].to_end) << "buffer " << i << " must survive, but " << o << " took its memory";
-    EXPECT_EQ(Life(c, i).second, s) << "buffer " << i << " is read after step " << s;
     EXPECT_LT(c.bufs[i].def, s);
-    EXPECT_EQ(++takers[i], 1) << "buffer " << i << " has two takers";
     EXPECT_EQ(p.offsets[o], p.offsets[i]);
     saved += Al(c.bufs[o].bytes);
+    // A pair listed both ways may have been taken as either: it must meet the rules of one of them.
+    if (view && !c.bufs[o].to_end) continue;  // a view's rules (the output is not a graph output)
+    EXPECT_TRUE(inplace) << "view " << o << " is a graph output";
+    EXPECT_EQ(++takers[i], 1) << "buffer " << i << " has two takers";
+    const int r = Root(p, o);
+    for (int m = 0; m < nb; ++m) {
+      if (m == o || c.bufs[m].resident || Root(p, m) != r || c.bufs[m].def >= s) continue;
+      EXPECT_FALSE(c.bufs[m].to_end) << "buffer " << m << " must survive, but " << o << " took its memory";
+      EXPECT_LE(Life(c, m).second, s) << "buffer " << m << " is read after step " << s << " where " << o
+                                      << " overwrites its memory";
+    }
   }
   EXPECT_EQ(p.inplace_saved_bytes, saved);
 
@@ -177,7 +191,7 @@ TEST(MemoryPlan, RandomCasesAgainstBruteForce) {
     for (const PlanStep& st : c.steps) with_ws += st.workspace > 0;
   }
   // The generator must exercise both features, or the checks above prove little.
-  EXPECT_GT(shared, 100);
+  EXPECT_GT(shared, 150);
   EXPECT_GT(with_ws, 100);
 }
 
@@ -276,6 +290,56 @@ TEST(MemoryPlan, ErrorsNameTheStepAndBuffer) {
   s[0].inputs = {};
   s[1].inplace = {{1, 9}};
   EXPECT_THROW(PlanMemoryArena({{64, false, false, 0, -1}, {64, false, false, 1, -1}}, s), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ot
+
+namespace ot {
+namespace {
+
+// x -> Flatten (a view: x stays live) -> v; Relu(v) may not write over v while x is still read; once x and v are
+// dead, a later step's in-place output takes the group's memory.
+TEST(MemoryPlan, ViewSharesTheLiveInputsMemory) {
+  //                    x (0)                      v (1)                      y (2)                     z (3)
+  std::vector<PlanBuffer> b = {{4096, false, false, 0, 3}, {4096, false, false, 1, 2}, {4096, false, false, 2, 3},
+                               {4096, false, true, 3, -1}};
+  std::vector<PlanStep> s(4);
+  s[0].outputs = {0};
+  s[1].inputs = {0};
+  s[1].outputs = {1};
+  s[1].views = {{1, 0}};
+  s[2] = {{1}, {2}, 0, {{2, 1}}};       // v dies here but x is read at step 3: no in-place
+  s[3] = {{0, 2}, {3}, 0, {{3, 0}}};    // the group {x, v} dies here: z takes it
+  const MemoryPlan p = PlanMemoryArena(b, s);
+  EXPECT_EQ(p.shares, (std::vector<int>{-1, 0, -1, 0}));
+  EXPECT_EQ(p.offsets[1], p.offsets[0]);
+  EXPECT_EQ(p.offsets[3], p.offsets[0]);
+  EXPECT_NE(p.offsets[2], p.offsets[0]);
+  EXPECT_EQ(p.peak_live_bytes, 2 * 4096);
+  // The negative twin: without the view, v is a copy of its own (and y, v's only reader, may take it).
+  s[1].views.clear();
+  const MemoryPlan q = PlanMemoryArena(b, s);
+  EXPECT_EQ(q.shares, (std::vector<int>{-1, -1, 1, 0}));
+  EXPECT_NE(q.offsets[1], q.offsets[0]);
+}
+
+// A view of a graph output pins the group: nothing writes over it in place, even at the last step.
+TEST(MemoryPlan, ViewOfAGraphOutputIsNeverOverwritten) {
+  std::vector<PlanBuffer> b = {{256, false, true, 0, 1}, {256, false, false, 1, 2}, {256, false, false, 2, -1}};
+  std::vector<PlanStep> s(3);
+  s[0].outputs = {0};
+  s[1] = {{0}, {1}, 0, {}};
+  s[1].views = {{1, 0}};
+  s[2] = {{1}, {2}, 0, {{2, 1}}};
+  const MemoryPlan p = PlanMemoryArena(b, s);
+  EXPECT_EQ(p.shares[1], 0);
+  EXPECT_EQ(p.shares[2], -1);
+  EXPECT_NE(p.offsets[2], p.offsets[0]);
+  // A view output that is itself a graph output stays a copy (Run hands it out as its own tensor).
+  b[1].to_end = true;
+  b[0].to_end = false;
+  EXPECT_EQ(PlanMemoryArena(b, s).shares[1], -1);
 }
 
 }  // namespace
