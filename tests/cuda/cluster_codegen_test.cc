@@ -25,6 +25,7 @@
 #include "onnx_import/model_io.h"
 #include "passes/cluster_program_builder.h"
 #include "tests/executor/example_data.h"
+#include "tests/cuda/program_builder.h"
 
 namespace ot {
 namespace {
@@ -76,24 +77,7 @@ std::vector<std::string> Archs() {
   return {"compute_90", oldest};
 }
 
-// A small program builder: each call appends an instruction and returns its index.
-struct Builder {
-  Program p;
-  int32_t Add(Op op, DType t, int32_t a = -1, int32_t b = -1, int32_t c = -1, float imm = 0.f, bool row = false) {
-    Instr in;
-    in.op = op;
-    in.dtype = t;
-    in.a = a;
-    in.b = b;
-    in.c = c;
-    in.imm = imm;
-    in.row = row;
-    p.code.push_back(in);
-    return static_cast<int32_t>(p.code.size() - 1);
-  }
-  int32_t Input(int k, DType t, bool row = false) { return Add(Op::kInput, t, k, -1, -1, 0.f, row); }
-  void Out(int32_t i) { p.outputs.push_back(i); }
-};
+using Builder = test::ProgramBuilder;  // tests/cuda/program_builder.h
 
 const DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kBool};
 

@@ -24,6 +24,7 @@
 #include "cuda_ops/device_info.h"
 #include "cuda_ops/nvrtc_compile.h"
 #include "kernel_common/half.h"
+#include "tests/cuda/program_builder.h"
 
 namespace ot {
 namespace {
@@ -160,21 +161,7 @@ void Compare(const Case& c, const std::string& name) {
   cudaLibraryUnload(lib);
 }
 
-struct B {
-  Program p;
-  int32_t Add(Op op, DType t, int32_t a = -1, int32_t b = -1, int32_t c = -1, float imm = 0.f, bool row = false) {
-    Instr in;
-    in.op = op;
-    in.dtype = t;
-    in.a = a;
-    in.b = b;
-    in.c = c;
-    in.imm = imm;
-    in.row = row;
-    p.code.push_back(in);
-    return static_cast<int32_t>(p.code.size() - 1);
-  }
-};
+using B = test::ProgramBuilder;  // tests/cuda/program_builder.h
 
 class ClusterKernelGpu : public ::testing::Test {
  protected:

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernel_common/cluster_program.h"
+#include "tests/cuda/program_builder.h"
 
 namespace ot::emu {
 
@@ -24,21 +25,7 @@ struct Case {
   bool inplace = false;  // output 0 is written over input 0
 };
 
-struct ProgramBuilder {
-  Program p;
-  int32_t Add(Op op, DType t, int32_t a = -1, int32_t b = -1, int32_t c = -1, float imm = 0.f, bool row = false) {
-    cluster::Instr in;
-    in.op = op;
-    in.dtype = t;
-    in.a = a;
-    in.b = b;
-    in.c = c;
-    in.imm = imm;
-    in.row = row;
-    p.code.push_back(in);
-    return static_cast<int32_t>(p.code.size() - 1);
-  }
-};
+using test::ProgramBuilder;  // tests/cuda/program_builder.h
 
 inline std::vector<Case> Cases() {
   const DType kAll[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kBool};
