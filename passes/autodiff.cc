@@ -1,5 +1,6 @@
 #include "passes/autodiff.h"
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
@@ -37,7 +38,12 @@ bool AutodiffPass::Run(Graph& g) {
       throw Error("--freeze: invalid regular expression '" + opts_.freeze + "': " + e.what());
     }
   }
-  std::set<const Value*> depends;  // values that depend on some parameter
+  // Values that depend on some parameter differentiably: float values computed from such a float value through an
+  // input that carries a gradient. A shape read (Shape, Size: no data read) or an integer value in between makes the
+  // rest a constant of the parameters (attention's 1/sqrt(head dim) computed from Shape(q)), so no gradient -- and no
+  // reduction of a whole activation to that scalar -- is built for it.
+  const OpRegistry& reg = OpRegistry::Global();
+  std::set<const Value*> depends;
   std::vector<Value*> candidates;
   for (const auto& v : g.values())
     if (v->initializer && IsFloat(v->initializer->dtype()) &&
@@ -46,13 +52,20 @@ bool AutodiffPass::Run(Graph& g) {
       candidates.push_back(v.get());
     }
   const std::vector<Node*> order = g.TopologicalOrder();
-  for (Node* n : order)
-    for (Value* in : n->inputs)
-      if (in && depends.count(in)) {
-        for (Value* o : n->outputs)
-          if (o) depends.insert(o);
-        break;
-      }
+  for (Node* n : order) {
+    const OpSchema* s = reg.Find(n->domain, n->op_type);
+    if (s && !s->reads_input_data) continue;
+    bool dep = false;
+    for (size_t i = 0; i < n->inputs.size() && !dep; ++i) {
+      const Value* in = n->inputs[i];
+      if (!in || !depends.count(in) || !IsFloat(in->dtype)) continue;
+      dep = !s || std::find(s->non_differentiable.begin(), s->non_differentiable.end(), static_cast<int>(i)) ==
+                      s->non_differentiable.end();
+    }
+    if (dep)
+      for (Value* o : n->outputs)
+        if (o && IsFloat(o->dtype)) depends.insert(o);
+  }
   if (!depends.count(loss)) throw Error("autodiff: the loss '" + opts_.loss + "' depends on no trainable parameter");
 
   // Gradient contributions per value, seeded at the loss.
@@ -62,7 +75,6 @@ bool AutodiffPass::Run(Graph& g) {
   seed_ = g.AddInitializer(g.UniqueName(loss->name + "_grad_seed"), std::move(one));
   contrib[loss].push_back(seed_);
 
-  const OpRegistry& reg = OpRegistry::Global();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node* n = *it;
     std::vector<Value*> dys(n->outputs.size(), nullptr);

@@ -100,6 +100,33 @@ TEST(GradientCheck, TwoLayerMlp) {
   });
 }
 
+// Attention's scale 1/sqrt(head dim) as exporters write it, from Shape(q): a constant of the parameters. The
+// gradient must not flow into it (before the fix, the Div's second input got a gradient -- a reduction of the whole
+// activation to a scalar each step -- and Sqrt a gradient rule run for nothing).
+BuildFn DivByShapeScale() {
+  return [](Graph& g, const std::vector<Value*>& p) {
+    Value* shape = Emit(g, "Shape", {p[0]});
+    Tensor idx(DataType::kInt64, {});
+    idx.SetDouble(0, -1);
+    Value* d = Emit(g, "Gather", {shape, g.AddInitializer("k_idx", idx)});
+    Value* f = Emit(g, "Cast", {d}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kFloat64))}});
+    return Emit(g, "Div", {p[0], Emit(g, "Sqrt", {f})});
+  };
+}
+
+TEST(GradientCheck, DivByAScaleComputedFromAShape) { CheckGradients({{3, 4}}, {3, 4}, DivByShapeScale()); }
+
+TEST(Autodiff, NoGradientFlowsIntoValuesComputedFromShapes) {
+  std::vector<Tensor> params = {test::RandomTensor(DataType::kFloat64, {3, 4})};
+  auto g = Build(params, DivByShapeScale(), test::RandomTensor(DataType::kFloat64, {3, 4}), 17);
+  AutodiffPass pass({"loss", "^(r|k_.*)$"});
+  ASSERT_TRUE(pass.Run(*g));
+  for (const auto& n : g->nodes()) {
+    EXPECT_EQ(n->name.find("Sqrt/grad"), std::string::npos) << n->Describe();
+    if (n->op_type == "ReduceToShape") ADD_FAILURE() << "a reduction to the divisor's shape: " << n->Describe();
+  }
+}
+
 TEST(Autodiff, FrozenParametersGetNoGradient) {
   std::vector<Tensor> params = {test::RandomTensor(DataType::kFloat64, {3}), test::RandomTensor(DataType::kFloat64, {3})};
   auto g = Build(params, Binary("Mul"), test::RandomTensor(DataType::kFloat64, {3}), 17);
