@@ -146,6 +146,7 @@ __device__ double LrFactor(int kind, int64_t done, int64_t warmup, int64_t total
 struct UpdateArgs {
   double lr, beta1, beta2, eps, wd, max_norm;
   const float* lr_device;
+  const double* lr_device_f64;
   int schedule;
   bool adamw;
   int64_t warmup, total;
@@ -160,7 +161,7 @@ __global__ void AdamUpdateKernel(const void* block, int num, int64_t chunks, Upd
   const double t1 = static_cast<double>(done + 1);
   const double bc1 = BiasCorrection(u.beta1, t1), bc2 = BiasCorrection(u.beta2, t1);
   const double bc2_sqrt = sqrt(bc2);
-  const double base_lr = u.lr_device ? static_cast<double>(*u.lr_device) : u.lr;
+  const double base_lr = u.lr_device_f64 ? *u.lr_device_f64 : u.lr_device ? static_cast<double>(*u.lr_device) : u.lr;
   const double lr = base_lr * LrFactor(u.schedule, done, u.warmup, u.total);
   const double gmul = ClipCoefficient(sqrt(*total_sq), u.max_norm) * GradScale(loss_scale);
   const double wd = u.wd;
@@ -265,6 +266,7 @@ void MultiTensorAdamUpdate(const AdamList& list, const AdamHyper& h, const float
   u.wd = h.weight_decay;
   u.max_norm = h.max_grad_norm;
   u.lr_device = h.lr_device;
+  u.lr_device_f64 = h.lr_device_f64;
   u.schedule = h.lr_schedule;
   u.adamw = h.adamw;
   u.warmup = h.warmup;
@@ -290,6 +292,76 @@ void MultiTensorAdamStep(const AdamList& list, const AdamHyper& h, const LossSca
   MultiTensorGradCheck(list, ls.scale, found_inf, grad_norm, workspace, workspace_bytes, stream);
   MultiTensorAdamUpdate(list, h, ls.scale, step, found_inf, workspace, workspace_bytes, stream);
   FinishOptimizerStep(found_inf, step, ls, stream);
+}
+
+// ---- Statistics: L2 norm of the parameters and the share of exactly-zero gradient elements -----------------------
+namespace {
+__global__ void StatsChunkKernel(const void* block, int num, int64_t chunks, double* part_sq, long long* part_zero) {
+  __shared__ double sh[33];
+  __shared__ long long shz[33];
+  const AdamTensor* ts = static_cast<const AdamTensor*>(block);
+  const int64_t* off = reinterpret_cast<const int64_t*>(static_cast<const char*>(block) + TensorBytes(num));
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const int t = FindTensor(off, num, c);
+    const AdamTensor& a = ts[t];
+    const int64_t lo = (c - off[t]) * kAdamChunk, hi = lo + kAdamChunk < a.n ? lo + kAdamChunk : a.n;
+    double s = 0;
+    long long z = 0;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+      const double p = static_cast<double>(a.param[i]);
+      s += p * p;
+      z += LoadGrad(a.grad, a.grad_type, i) == 0.0 ? 1 : 0;
+    }
+    s = BlockSum(s, sh);
+    z = BlockSum(z, shz);
+    if (threadIdx.x == 0) {
+      part_sq[c] = s;
+      part_zero[c] = z;
+    }
+  }
+}
+
+__global__ void StatsFinalizeKernel(int64_t chunks, const double* part_sq, const long long* part_zero, int64_t total,
+                                    float* param_norm, float* zero_fraction) {
+  __shared__ double sh[33];
+  __shared__ long long shz[33];
+  double s = 0;
+  long long z = 0;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    s += part_sq[c];
+    z += part_zero[c];
+  }
+  s = BlockSum(s, sh);
+  z = BlockSum(z, shz);
+  if (threadIdx.x == 0) {
+    if (param_norm) *param_norm = static_cast<float>(sqrt(s));
+    if (zero_fraction) *zero_fraction = total ? static_cast<float>(static_cast<double>(z) / static_cast<double>(total)) : 0.f;
+  }
+}
+}  // namespace
+
+size_t MultiTensorStatsWorkspaceBytes(int64_t num_chunks) {
+  const size_t c = static_cast<size_t>(num_chunks > 0 ? num_chunks : 1);
+  return Align256(c * 8) * 2;
+}
+
+void MultiTensorStats(const AdamList& list, int64_t total_elements, float* param_norm, float* zero_fraction,
+                      void* workspace, size_t workspace_bytes, void* stream) {
+  Require(list.num_chunks == 0 || list.device_block, "MultiTensorStats: null device block");
+  Require(workspace && workspace_bytes >= MultiTensorStatsWorkspaceBytes(list.num_chunks),
+          "MultiTensorStats: workspace too small (MultiTensorStatsWorkspaceBytes)");
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const size_t c = static_cast<size_t>(list.num_chunks > 0 ? list.num_chunks : 1);
+  double* part_sq = static_cast<double*>(workspace);
+  long long* part_zero = reinterpret_cast<long long*>(static_cast<char*>(workspace) + Align256(c * 8));
+  if (list.num_chunks > 0) {
+    StatsChunkKernel<<<GridFor(list.num_chunks), kThreads, 0, s>>>(list.device_block, list.num_tensors,
+                                                                    list.num_chunks, part_sq, part_zero);
+    CheckLaunch("MultiTensorStats");
+  }
+  StatsFinalizeKernel<<<1, kThreads, 0, s>>>(list.num_chunks, part_sq, part_zero, total_elements, param_norm,
+                                             zero_fraction);
+  CheckLaunch("MultiTensorStats");
 }
 
 }  // namespace ot::cuda

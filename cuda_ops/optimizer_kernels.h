@@ -60,6 +60,7 @@ struct AdamList {
 struct AdamHyper {
   double lr = 1e-3;                 // base learning rate, used when lr_device is null
   const float* lr_device = nullptr;  // optional device scalar: the base learning rate (read at pass 2)
+  const double* lr_device_f64 = nullptr;  // the same as a double (the executor's learning-rate state); wins over lr_device
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   bool adamw = false;           // decoupled weight decay (torch.optim.AdamW); else L2 added to the gradient (Adam)
   double max_grad_norm = 0;     // <= 0: no clipping
@@ -96,5 +97,13 @@ void FinishOptimizerStep(const int* found_inf, int64_t* step, const LossScaleSta
 // Passes 1-3 in order on `stream`.
 void MultiTensorAdamStep(const AdamList& list, const AdamHyper& h, const LossScaleState& ls, int64_t* step,
                          int* found_inf, float* grad_norm, void* workspace, size_t workspace_bytes, void* stream);
+
+// Statistics after a step (the executor's OptimizerUpdate with stats = 1, cpu::OptimResult's param_norm and
+// zero_fraction): *param_norm = L2 norm of every parameter as it is now, *zero_fraction = the share of gradient
+// elements that are exactly zero (+0 or -0) among total_elements. Deterministic two-stage sums in double / int64.
+// Either output may be null.
+size_t MultiTensorStatsWorkspaceBytes(int64_t num_chunks);
+void MultiTensorStats(const AdamList& list, int64_t total_elements, float* param_norm, float* zero_fraction,
+                      void* workspace, size_t workspace_bytes, void* stream);
 
 }  // namespace ot::cuda

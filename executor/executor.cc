@@ -75,9 +75,15 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds) {
   if (it == plans_.end()) {
     // Values in `known` point into this call's feeds: the plan copies what it keeps (folded constants are
     // owned by the plan; known feeds are only read while compiling).
-    it = plans_.emplace(sig, Plan::Compile(graph_, descs, known, opts_.seed, opts_.state_in_place)).first;
+    it = plans_.emplace(sig, Plan::Compile(graph_, descs, known, opts_.seed, opts_.state_in_place, opts_.device))
+             .first;
     it->second->set_profiling(opts_.profile);
     it->second->set_tracing(opts_.trace);
+  }
+  if (last_ && last_ != it->second.get() && last_->on_device()) {
+    // Another plan's device state is the newest: through the host into this plan's.
+    last_->DownloadState();
+    it->second->MarkHostStateChanged();
   }
   last_ = it->second.get();
   return last_->Run(feeds, runs_++, opts_.check_numerics);
@@ -114,6 +120,14 @@ std::vector<KernelEvent> Executor::last_trace() const { return last_ ? last_->tr
 void Executor::set_trace(bool on) {
   opts_.trace = on;
   for (auto& [sig, plan] : plans_) plan->set_tracing(on);
+}
+
+void Executor::SyncStateToHost() {
+  if (last_) last_->DownloadState();
+}
+
+void Executor::StateChangedOnHost() {
+  for (auto& [sig, plan] : plans_) plan->MarkHostStateChanged();
 }
 
 int64_t Executor::last_kernel_count() const { return last_ ? last_->kernel_count() : 0; }

@@ -9,6 +9,7 @@
 
 #include "graph/graph.h"
 #include "graph/tensor.h"
+#include "executor/device.h"
 #include "executor/kernel_event.h"
 #include "executor/threads.h"
 
@@ -22,6 +23,8 @@ struct ExecutorOptions {
   // Plan::Compile's state_in_place: next-state outputs written into the state's storage (a run changes the
   // graph's state itself; for a caller that copies the outputs into the state anyway, the Trainer).
   bool state_in_place = false;
+  // Where plans run (executor/device.h): null = the CPU.
+  std::shared_ptr<DeviceBackend> device;
 };
 
 // Time spent per op type over all runs so far, largest first.
@@ -65,6 +68,12 @@ class Executor {
   // With ExecutorOptions::trace: the kernels of the last run, in plan order, with their start and end times.
   std::vector<KernelEvent> last_trace() const;
   void set_trace(bool on);
+  // On a device with state_in_place the state lives on the device between runs: SyncStateToHost() brings the
+  // graph's state tensors up to date (before reading, saving or evaluating them), StateChangedOnHost() makes the
+  // next run upload them again (after the caller wrote them). Both do nothing on the CPU.
+  void SyncStateToHost();
+  void StateChangedOnHost();
+  bool on_device() const { return opts_.device != nullptr; }
 
  private:
   const Graph& graph_;

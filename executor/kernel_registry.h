@@ -28,6 +28,7 @@ struct KernelContext {
   std::vector<const Tensor*> input_values;  // known at plan time, else nullptr
   std::vector<TensorDesc> outputs;          // concrete, from the registry's inference
   uint64_t seed = 0;                        // for random ops (Dropout): fixed per node and run seed
+  const Graph* graph = nullptr;             // the graph of `node` (device kernels that lower a node need it)
 
   bool has_input(int i) const { return i < static_cast<int>(inputs.size()) && inputs[i].present; }
   bool has_output(int i) const { return i < static_cast<int>(outputs.size()) && outputs[i].present; }
@@ -54,6 +55,9 @@ struct KernelIO {
   // declared none, or when it is called outside a plan (tests, folding without one): a kernel that declares a
   // workspace must then allocate its own.
   void* workspace = nullptr;
+  // Device kernels: the stream (cudaStream_t) to issue on, in order with the plan's other work; null on the CPU.
+  // Buffers are then device memory.
+  void* stream = nullptr;
   template <typename T> const T* In(int i) const { return static_cast<const T*>(in[i]); }
   template <typename T> T* Out(int i) const { return static_cast<T*>(out[i]); }
 };

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -70,14 +71,24 @@ struct Plan::FlowGraph {
   std::vector<std::unique_ptr<tbb::flow::continue_node<tbb::flow::continue_msg>>> nodes;
 };
 
-Plan::~Plan() = default;
+Plan::~Plan() {
+  if (device_) {
+    try {
+      device_->Synchronize();
+    } catch (...) {
+    }
+    for (void* q : dev_allocs_) device_->Free(q);
+  }
+}
 
 std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, TensorDesc>& inputs,
                                     const std::map<std::string, const Tensor*>& known, uint64_t seed,
-                                    bool state_in_place) {
+                                    bool state_in_place, std::shared_ptr<DeviceBackend> device) {
   const OpRegistry& reg = OpRegistry::Global();
   const CpuKernelRegistry& kreg = CpuKernelRegistry::Global();
   std::unique_ptr<Plan> p(new Plan());
+  p->device_ = std::move(device);
+  p->state_in_place_ = state_in_place;
 
   struct Info {
     TensorDesc desc;
@@ -112,6 +123,7 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
   for (const auto& v : g.values()) {
     if (!v->initializer || info.count(v.get())) continue;
     if (is_state.count(v.get())) {
+      p->state_bufs_.push_back(static_cast<int>(p->bufs_.size()));
       Buffer b;
       b.kind = BufKind::kConst;
       b.desc = DescOf(*v->initializer);
@@ -185,12 +197,15 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
       if (needed.count(n->outputs[i])) out_needed = true;
     }
 
-    KernelContext kctx{*n, in_descs, vals, out_descs, seed ^ (std::hash<std::string>{}(n->name) * 0x9e3779b97f4a7c15ull)};
+    KernelContext kctx{*n, in_descs, vals, out_descs, seed ^ (std::hash<std::string>{}(n->name) * 0x9e3779b97f4a7c15ull),
+                       &g};
     const KernelFactory* factory = kreg.Find(n->domain, n->op_type);
-    if (!factory) throw UnsupportedError(n->Describe() + ": no CPU kernel for op " + n->op_type);
-    KernelInfo kinfo = (*factory)(kctx);
+    // Folding runs the CPU kernel, on a device too (its results are uploaded with the other constants).
+    KernelInfo kinfo;
+    if (factory) kinfo = (*factory)(kctx);
+    else if (!p->device_) throw UnsupportedError(n->Describe() + ": no CPU kernel for op " + n->op_type);
 
-    if (all_known && !kinfo.random && (out_elems <= kFoldLimit || out_needed)) {
+    if (factory && all_known && !kinfo.random && (out_elems <= kFoldLimit || out_needed)) {
       // Fold: run the kernel now on the known inputs; its outputs become constants of the plan.
       std::vector<const void*> in_ptrs;
       for (const Tensor* t : vals) in_ptrs.push_back(t ? t->raw() : nullptr);
@@ -217,6 +232,13 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
       }
       ++p->folded_;
       continue;
+    }
+    if (p->device_) {
+      std::optional<KernelInfo> dk = p->device_->MakeKernel(kctx);
+      if (!dk)
+        throw UnsupportedError(n->Describe() + ": no kernel for op " + n->op_type + " on " + p->device_->name() +
+                               " yet (run it with --device cpu)");
+      kinfo = std::move(*dk);
     }
     if (kinfo.random) p->random_ = true;
 
@@ -270,7 +292,8 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
 
   if (state_in_place) p->WriteStateInPlace(g);
   p->PlanArena();
-  p->BuildFlowGraph();
+  if (p->device_) p->SetUpDevice(g);
+  else p->BuildFlowGraph();
   p->step_ns_.reset(new std::atomic<int64_t>[p->steps_.size()]());
   return p;
 }
@@ -382,7 +405,7 @@ void Plan::PlanArena() {
     if (bufs_[b].kind == BufKind::kArena) bufs_[b].offset = static_cast<size_t>(mplan_.offsets[b]);
   for (size_t s = 0; s < steps_.size(); ++s) steps_[s].workspace_offset = mplan_.workspace_offsets[s];
   arena_size_ = static_cast<size_t>(mplan_.arena_bytes);
-  arena_ = AllocBytes(arena_size_);
+  if (!device_) arena_ = AllocBytes(arena_size_);
 
   for (size_t s = 0; s < steps_.size(); ++s) {
     std::vector<int>& deps = steps_[s].deps;
@@ -454,75 +477,8 @@ void Plan::BuildFlowGraph() {
   }
 }
 
+
 namespace {
-// Min, max and non-finite counts of a float buffer ("" for other dtypes).
-std::string RangeText(const void* p, const TensorDesc& d) {
-  const int64_t n = d.numel();
-  double lo = INFINITY, hi = -INFINITY;
-  int64_t nan = 0, inf = 0;
-  auto scan = [&](auto tag) {
-    using T = decltype(tag);
-    const T* x = static_cast<const T*>(p);
-    for (int64_t i = 0; i < n; ++i) {
-      const double v = static_cast<double>(static_cast<float>(x[i]));
-      if (std::isnan(v)) ++nan;
-      else if (std::isinf(v)) ++inf;
-      else {
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
-    }
-  };
-  switch (d.dtype) {
-    case DataType::kFloat32: scan(float{}); break;
-    case DataType::kFloat64: {
-      const double* x = static_cast<const double*>(p);
-      for (int64_t i = 0; i < n; ++i) {
-        if (std::isnan(x[i])) ++nan;
-        else if (std::isinf(x[i])) ++inf;
-        else {
-          lo = std::min(lo, x[i]);
-          hi = std::max(hi, x[i]);
-        }
-      }
-      break;
-    }
-    case DataType::kFloat16: scan(float16{}); break;
-    case DataType::kBFloat16: scan(bfloat16{}); break;
-    default: return "";
-  }
-  char b[160];
-  if (lo > hi) std::snprintf(b, sizeof b, "no finite value");
-  else std::snprintf(b, sizeof b, "range [%.6g, %.6g]", lo, hi);
-  std::string r = b;
-  if (nan || inf) r += ", " + std::to_string(nan) + " NaN, " + std::to_string(inf) + " inf of " + std::to_string(n);
-  return r;
-}
-
-// True when every element of a float buffer is finite (non-float buffers: true).
-bool AllFinite(const void* p, const TensorDesc& d) {
-  const int64_t n = d.numel();
-  auto scan = [&](auto tag) {
-    using T = decltype(tag);
-    const T* x = static_cast<const T*>(p);
-    for (int64_t i = 0; i < n; ++i)
-      if (!std::isfinite(static_cast<float>(x[i]))) return false;
-    return true;
-  };
-  switch (d.dtype) {
-    case DataType::kFloat32: return scan(float{});
-    case DataType::kFloat64: {
-      const double* x = static_cast<const double*>(p);
-      for (int64_t i = 0; i < n; ++i)
-        if (!std::isfinite(x[i])) return false;
-      return true;
-    }
-    case DataType::kFloat16: return scan(float16{});
-    case DataType::kBFloat16: return scan(bfloat16{});
-    default: return true;
-  }
-}
-
 // Kernels that run their own OpenMP team take the lock exclusively; all others share it.
 std::shared_mutex& KernelLock() {
   static std::shared_mutex m;
@@ -530,19 +486,22 @@ std::shared_mutex& KernelLock() {
 }
 }  // namespace
 
+uint8_t* Plan::BufferPtr(int b) const {
+  if (b < 0) return nullptr;
+  const Buffer& buf = bufs_[b];
+  if (device_) return buf.kind == BufKind::kArena ? dev_arena_ + buf.offset : dev_buf_[static_cast<size_t>(b)];
+  switch (buf.kind) {
+    case BufKind::kArena: return arena_.get() + buf.offset;
+    case BufKind::kConst: return const_cast<uint8_t*>(static_cast<const uint8_t*>(buf.constant->raw()));
+    case BufKind::kInput: return const_cast<uint8_t*>(static_cast<const uint8_t*>(input_ptrs_[buf.io_index]));
+    case BufKind::kOutput: return static_cast<uint8_t*>(output_ptrs_[buf.io_index]);
+  }
+  return nullptr;
+}
+
 void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& out) {
   const Step& st = steps_[i];
-  auto ptr = [&](int b) -> uint8_t* {
-    if (b < 0) return nullptr;
-    const Buffer& buf = bufs_[b];
-    switch (buf.kind) {
-      case BufKind::kArena: return arena_.get() + buf.offset;
-      case BufKind::kConst: return const_cast<uint8_t*>(static_cast<const uint8_t*>(buf.constant->raw()));
-      case BufKind::kInput: return const_cast<uint8_t*>(static_cast<const uint8_t*>(input_ptrs_[buf.io_index]));
-      case BufKind::kOutput: return static_cast<uint8_t*>(output_ptrs_[buf.io_index]);
-    }
-    return nullptr;
-  };
+  auto ptr = [&](int b) -> uint8_t* { return BufferPtr(b); };
   in.clear();
   out.clear();
   for (int b : st.in_bufs) in.push_back(ptr(b));
@@ -551,16 +510,18 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
   if (in.size() < kMinOperandSlots) in.resize(kMinOperandSlots, nullptr);
   if (out.size() < kMinOperandSlots) out.resize(kMinOperandSlots, nullptr);
   KernelIO io{in.data(), out.data(), run_};
-  if (st.workspace_offset >= 0) io.workspace = arena_.get() + st.workspace_offset;
+  if (st.workspace_offset >= 0) io.workspace = (device_ ? dev_arena_ : arena_.get()) + st.workspace_offset;
+  if (device_) io.stream = device_->stream();
   // Timed from the moment the kernel holds the lock: waiting for an exclusive kernel is not its time.
   const bool timed = profiling_ || tracing_;
   std::chrono::steady_clock::time_point t0;
   auto call = [&] {
     if (timed) t0 = std::chrono::steady_clock::now();
     st.kernel.fn(io);
+    if (timed && device_) device_->Synchronize();
   };
   try {
-    if (ThreadCount() == 1) {
+    if (ThreadCount() == 1 || device_) {
       call();
     } else if (st.kernel.exclusive) {
       std::unique_lock<std::shared_mutex> l(KernelLock());
@@ -578,37 +539,7 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
     if (msg.find(st.node->name) == std::string::npos) msg = st.node->Describe() + ": " + msg;
     throw Error(msg);
   }
-  if (check_numerics_) {
-    for (int b : st.out_bufs) {
-      if (b < 0 || AllFinite(ptr(b), bufs_[b].desc)) continue;
-      int64_t cur = first_nonfinite_.load();
-      while ((cur < 0 || static_cast<int64_t>(i) < cur) && !first_nonfinite_.compare_exchange_weak(cur, static_cast<int64_t>(i))) {
-      }
-      // Describe it now: its input buffers may be reused by later kernels.
-      DataType prec = DataType::kUndefined;
-      std::string text;
-      for (size_t k = 0; k < st.in_bufs.size(); ++k) {
-        const int ib = st.in_bufs[k];
-        if (ib < 0) continue;
-        const std::string r = RangeText(in[k], bufs_[ib].desc);
-        if (r.empty()) continue;
-        if (prec == DataType::kUndefined || SizeOf(bufs_[ib].desc.dtype) < SizeOf(prec)) prec = bufs_[ib].desc.dtype;
-        text += "; input " + std::to_string(k) + " '" + bufs_[ib].name + "' " + DataTypeName(bufs_[ib].desc.dtype) +
-                " " + r;
-      }
-      for (int ob : st.out_bufs)
-        if (ob >= 0) {
-          const std::string r = RangeText(ptr(ob), bufs_[ob].desc);
-          if (r.empty()) continue;
-          if (prec == DataType::kUndefined || SizeOf(bufs_[ob].desc.dtype) < SizeOf(prec)) prec = bufs_[ob].desc.dtype;
-          text += "; output '" + bufs_[ob].name + "' " + DataTypeName(bufs_[ob].desc.dtype) + " " + r;
-        }
-      text = "ran in " + (prec == DataType::kUndefined ? std::string("?") : DataTypeName(prec)) + text;
-      std::lock_guard<std::mutex> l(detail_mu_);
-      nonfinite_detail_[static_cast<int64_t>(i)] = std::move(text);
-      break;
-    }
-  }
+  if (check_numerics_) NoteNonFinite(i, in);
   if (timed) {
     const auto t1 = std::chrono::steady_clock::now();
     if (profiling_) step_ns_[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
@@ -709,6 +640,10 @@ std::vector<Tensor> Plan::Run(const std::map<std::string, Tensor>& feeds, uint64
     input_ptrs_[i] = it->second.raw();
   }
   std::vector<Tensor> results(output_bufs_.size());
+  if (device_) {
+    RunOnDevice(feeds, results);
+    return results;
+  }
   output_ptrs_.assign(output_bufs_.size(), nullptr);
   for (size_t i = 0; i < output_bufs_.size(); ++i) {
     const Buffer& b = bufs_[output_bufs_[i]];

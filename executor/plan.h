@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/device.h"
 #include "executor/kernel_event.h"
 #include "executor/kernel_registry.h"
 #include "graph/graph.h"
@@ -40,7 +41,7 @@ class Plan {
   // outputs into the state anyway (the Trainer), never for one that runs a step to look at it.
   static std::unique_ptr<Plan> Compile(const Graph& g, const std::map<std::string, TensorDesc>& inputs,
                                        const std::map<std::string, const Tensor*>& known, uint64_t seed,
-                                       bool state_in_place = false);
+                                       bool state_in_place = false, std::shared_ptr<DeviceBackend> device = nullptr);
   ~Plan();
   // `run`: the run counter random kernels key on (KernelIO::run). `check_numerics`: after each kernel, scan its
   // float outputs; the first kernel (in plan order) that wrote a NaN or infinity is then first_nonfinite().
@@ -50,6 +51,15 @@ class Plan {
   // What that kernel saw, written when it was caught (its buffers are reused later): the precision it ran in, the
   // range of each float input (min, max, non-finite count) and how many outputs were NaN or infinite.
   std::string first_nonfinite_detail() const;
+
+  // On a device (Compile's `device`): the state, constants, fed inputs and outputs have device copies, the arena is
+  // device memory and the kernels run in plan order on the device's stream. Results are copied to the host. The
+  // state is uploaded before a run -- before every run, or with state_in_place only before the first run and after
+  // MarkHostStateChanged(): the device copy is then the state, updated in place each step, and the host tensors are
+  // brought up to date by DownloadState() (small state, step counters and the loss scale, after every run).
+  bool on_device() const { return device_ != nullptr; }
+  void MarkHostStateChanged() { upload_state_ = true; }
+  void DownloadState();
 
   int64_t kernel_count() const { return static_cast<int64_t>(steps_.size()); }
   int64_t arena_bytes() const { return static_cast<int64_t>(arena_size_); }
@@ -135,6 +145,11 @@ class Plan {
   void WriteStateInPlace(const Graph& g);
   void BuildFlowGraph();
   void RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& out);
+  uint8_t* BufferPtr(int b) const;
+  // executor/plan_device.cc
+  void SetUpDevice(const Graph& g);
+  void RunOnDevice(const std::map<std::string, Tensor>& feeds, std::vector<Tensor>& results);
+  void NoteNonFinite(size_t i, const std::vector<const void*>& in);
 
   std::vector<Buffer> bufs_;
   std::vector<Step> steps_;
@@ -170,6 +185,16 @@ class Plan {
   std::map<int64_t, std::string> nonfinite_detail_;  // by step; the smallest is the first
   std::exception_ptr error_;
   std::mutex error_mu_;
+
+  // Device plans (see on_device()).
+  std::shared_ptr<DeviceBackend> device_;
+  std::vector<void*> dev_allocs_;          // freed with the plan
+  uint8_t* dev_arena_ = nullptr;
+  std::vector<uint8_t*> dev_buf_;          // per buffer: its device copy (kConst, kInput, kOutput)
+  std::vector<int> state_bufs_;            // kConst buffers that are training state
+  std::vector<std::pair<int, int>> state_copies_;  // (state buffer, output buffer): next state not written in place
+  bool state_in_place_ = false;
+  bool upload_state_ = true;
 };
 
 }  // namespace ot

@@ -143,6 +143,7 @@ void Trainer::MakeExecutor() {
   // The next state straight into the state (no second copy of parameters and moments), except under
   // --check-numerics, whose failing step must leave the state as it was.
   eo.state_in_place = !opts_.check_numerics;
+  eo.device = opts_.device;
   exec_ = std::make_unique<Executor>(g, eo);
 }
 
@@ -240,7 +241,10 @@ EvalResult Trainer::Evaluate(const Arrays& data, int64_t batch) const {
     logits_out = OutputIndex(g, g.FindValue(opts_.loss.logits));
     labels = g.FindValue(opts_.loss.labels);
   }
-  Executor ex(g);
+  exec_->SyncStateToHost();
+  ExecutorOptions eo;
+  eo.device = opts_.device;
+  Executor ex(g, eo);
   double loss_sum = 0;
   int64_t correct = 0, counted = 0;
   for (int64_t b = 0; b < n; b += batch) {
@@ -275,12 +279,16 @@ EvalResult Trainer::Evaluate(const Arrays& data, int64_t batch) const {
   return res;
 }
 
-void Trainer::Save(const std::string& path) const { SaveModel(*inference_, path); }
+void Trainer::Save(const std::string& path) const {
+  exec_->SyncStateToHost();
+  SaveModel(*inference_, path);
+}
 
 void Trainer::SaveCheckpoint(const std::string& dir, const std::map<std::string, std::string>& meta) const {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(dir + ": cannot create the checkpoint directory: " + ec.message());
+  exec_->SyncStateToHost();
   std::vector<NamedTensor> arrays;
   for (const auto& [state, idx] : state_outs_) arrays.push_back({state->name, *state->initializer});
   if (info_.lr && info_.lr->initializer) arrays.push_back({info_.lr->name, *info_.lr->initializer});
@@ -338,6 +346,7 @@ std::map<std::string, std::string> Trainer::LoadCheckpoint(const std::string& di
     const Tensor rounded = half_of[h]->initializer->CastTo(h->initializer->dtype());
     std::memcpy(h->initializer->raw(), rounded.raw(), rounded.nbytes());
   }
+  exec_->StateChangedOnHost();
   std::map<std::string, std::string> meta;
   auto it = arrays.find(kMetaArray);
   if (it != arrays.end()) {
@@ -364,8 +373,10 @@ std::string Trainer::FirstNonFiniteNode(const Arrays& micro_batch) {
     ExecutorOptions eo;
     eo.seed = opts_.seed;
     eo.check_numerics = true;
+    eo.device = opts_.device;
     check_exec_ = std::make_unique<Executor>(*graph_, eo);
   }
+  exec_->SyncStateToHost();
   check_exec_->set_run_counter(exec_->run_counter() ? exec_->run_counter() - 1 : 0);
   check_exec_->Run(micro_batch);  // its outputs are dropped: no state changes
   const Node* n = check_exec_->first_nonfinite();
@@ -373,6 +384,7 @@ std::string Trainer::FirstNonFiniteNode(const Arrays& micro_batch) {
 }
 
 std::map<std::string, Tensor> Trainer::Parameters() const {
+  exec_->SyncStateToHost();
   std::map<std::string, Tensor> r;
   for (const Value* p : info_.params) r[p->name] = p->initializer->Clone();
   return r;

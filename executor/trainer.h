@@ -30,6 +30,9 @@ struct TrainerOptions {
   bool check_numerics = false;
   bool profile = false;  // time every kernel (executor().kernel_profile())
   bool trace = false;    // record each step's kernel timeline (executor().last_trace(); --profile FILE)
+  // --device: where the steps (and evaluation) run; null = the CPU. The training state then lives on the device
+  // between steps and is copied back before it is saved, checkpointed, evaluated or handed out.
+  std::shared_ptr<DeviceBackend> device;
   // --fuse / --memory-budget: cluster fusion of the step, sized for the shapes of the first step's batch
   // (executor/fusion.h); mode "off" leaves the step as built.
   FuseOptions fuse = [] {

@@ -13,7 +13,7 @@ std::mt19937_64& Rng() {
 
 std::vector<Tensor> RunOp(const std::string& op_type, const std::vector<Tensor>& inputs,
                           const std::map<std::string, Attribute>& attrs, int num_outputs, int opset,
-                          const std::vector<int>& constant_inputs) {
+                          const std::vector<int>& constant_inputs, std::shared_ptr<DeviceBackend> device) {
   Graph g;
   g.opset_imports[""] = opset;
   std::vector<Value*> ins;
@@ -47,7 +47,9 @@ std::vector<Tensor> RunOp(const std::string& op_type, const std::vector<Tensor>&
   Node* n = g.AddNode(op_type, ins, outs, "node");
   n->attrs = attrs;
   n->opset = opset;
-  Executor ex(g);
+  ExecutorOptions eo;
+  eo.device = std::move(device);
+  Executor ex(g, eo);
   return ex.Run(feeds);
 }
 

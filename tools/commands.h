@@ -70,6 +70,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   std::string fuse = "lite", memory_budget, log_json, save, eval_data;
   std::string profile_trace;  // --profile FILE: Chrome trace of one step
+  std::string device = "cpu";  // --device auto|cpu|cuda[:N]
   std::string checkpoint, resume;
   int64_t checkpoint_every = 0;  // 0: only at the end (and on SIGINT)
 };

@@ -75,7 +75,10 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.optimizer.lr_schedule = ParseLrSchedule(o.lr_schedule);
   to.optimizer.warmup = o.warmup;
   to.optimizer.total_steps = total_steps;
-  if (!o.amp.empty()) to.amp.half = o.amp == "auto" ? DataType::kBFloat16 : ParseAmpDtype(o.amp);
+  to.device = OpenDevice(o.device);
+  // Bare --amp: fp16 (with loss scaling) on a GPU, whose tensor cores run it at full rate; bf16 on the CPU.
+  if (!o.amp.empty())
+    to.amp.half = o.amp == "auto" ? (to.device ? DataType::kFloat16 : DataType::kBFloat16) : ParseAmpDtype(o.amp);
   if (to.amp.half == DataType::kUndefined && (!o.keep_fp32.empty() || !o.keep_fp32_node.empty()))
     throw Error("--keep-fp32 and --keep-fp32-node need --amp");
   to.amp.keep_fp32_ops = o.keep_fp32;

@@ -63,6 +63,8 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--profile", o.profile_trace,
                   "Write a Chrome-trace JSON of one step (the second, the first when there is one) to FILE: each "
                   "kernel's node, op, precision, bytes and time");
+  cmd->add_option("--device", o.device,
+                  "Where the step runs: cpu (default), cuda, cuda:N, or auto (the first GPU when there is one)");
   cmd->add_flag("-q,--quiet", o.quiet, "No per-step lines");
 }
 

@@ -1,0 +1,112 @@
+// The CUDA DeviceBackend (executor/device.h): one stream per backend, plain cudaMalloc'd memory (the plan asks for
+// its arena once), and kernels from the CUDA factories of executor/cuda/ (or, for ops the fusion table lowers, a
+// generated kernel).
+#include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+
+#include "executor/cuda/cuda_kernels.h"
+#include "executor/device.h"
+#include "graph/error.h"
+
+namespace ot {
+
+void CudaCheck(int status, const char* what) {
+  const cudaError_t e = static_cast<cudaError_t>(status);
+  if (e == cudaSuccess) return;
+  throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+
+int CudaDeviceCountImpl() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+namespace {
+
+const CpuKernelRegistry& CudaRegistry() {
+  static const CpuKernelRegistry* r = [] {
+    auto* reg = new CpuKernelRegistry();
+    RegisterCudaCopyKernels(*reg);
+    RegisterCudaFusedKernels(*reg);
+    RegisterCudaLinalgKernels(*reg);
+    RegisterCudaRowKernels(*reg);
+    RegisterCudaOptimizerKernels(*reg);
+    RegisterCudaDataKernels(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+std::string Bytes(size_t n) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(n) / (1 << 20));
+  return b;
+}
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  explicit CudaBackend(int index) : index_(index) {
+    CudaCheck(cudaSetDevice(index), "cudaSetDevice");
+    cudaDeviceProp prop{};
+    CudaCheck(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+    name_ = "cuda:" + std::to_string(index) + " (" + prop.name + ")";
+    CudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  }
+  ~CudaBackend() override {
+    if (stream_) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+  }
+  std::string name() const override { return name_; }
+  std::optional<KernelInfo> MakeKernel(const KernelContext& ctx) const override {
+    cudaSetDevice(index_);
+    if (const KernelFactory* f = CudaRegistry().Find(ctx.node.domain, ctx.node.op_type)) return (*f)(ctx);
+    return GeneratedKernel(ctx);
+  }
+  void* Alloc(size_t bytes, const std::string& what) override {
+    void* p = nullptr;
+    if (bytes == 0) bytes = 256;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      throw Error("out of GPU memory on " + name_ + ": " + what + " needs " + Bytes(bytes) + ", " + Bytes(free_b) +
+                  " of " + Bytes(total_b) + " free (" + cudaGetErrorString(e) + "); try a smaller --batch, --amp or " +
+                  "--memory-budget");
+    }
+    return p;
+  }
+  void Free(void* p) override {
+    if (p) cudaFree(p);
+  }
+  void CopyToDevice(void* dst, const void* src, size_t n) override {
+    if (n) CudaCheck(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_), "copy to the GPU");
+  }
+  void CopyToHost(void* dst, const void* src, size_t n) override {
+    if (n) CudaCheck(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_), "copy from the GPU");
+  }
+  void CopyOnDevice(void* dst, const void* src, size_t n) override {
+    if (n && dst != src) CudaCheck(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream_), "copy on the GPU");
+  }
+  void Synchronize() override { CudaCheck(cudaStreamSynchronize(stream_), "a kernel of the step failed"); }
+  void* stream() override { return stream_; }
+
+ private:
+  int index_ = 0;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::shared_ptr<DeviceBackend> OpenCudaDevice(int index) { return std::make_shared<CudaBackend>(index); }
+
+}  // namespace ot

@@ -1,0 +1,156 @@
+// MatMul, Gemm and ai.onnxtrain.MatMulBias on the GPU through cuBLASLt (cuda_ops/gemm.h): the CPU kernels' specs
+// (numpy batching with a shared weight folded into M, Gemm's transposes) become a row-major GemmDesc; MatMulBias's
+// bias and ReLU are cuBLASLt epilogues. fp32 runs exact fp32 (no TF32) unless --tf32.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include "cpu_ops/matmul.h"
+#include "cuda_ops/gemm.h"
+#include "executor/cuda/cuda_kernels.h"
+#include "graph/grad_context.h"
+
+namespace ot {
+
+cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi);  // executor/kernels/linalg.cc
+
+namespace {
+
+// One runner (cuBLASLt handle and heuristic cache) per process: a plan's kernels run one at a time.
+struct SharedRunner {
+  std::mutex mu;
+  std::unique_ptr<cuda::GemmRunner> runner;
+};
+SharedRunner& Runner() {
+  static SharedRunner r;
+  return r;
+}
+
+cuda::GemmType GemmTypeOf(const KernelContext& ctx, DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return cuda::GemmType::kF32;
+    case DataType::kFloat16: return cuda::GemmType::kF16;
+    case DataType::kBFloat16: return cuda::GemmType::kBF16;
+    default: ctx.Unsupported("GEMM of " + DataTypeName(t) + " on the GPU (float32, float16 and bfloat16 are)");
+  }
+}
+
+bool AllOnes(const std::vector<int64_t>& v) {
+  return std::all_of(v.begin(), v.end(), [](int64_t d) { return d == 1; });
+}
+
+// The desc of a CPU spec; `bias_slot`: the KernelIO input holding the bias (-1: none).
+KernelInfo GemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMulSpec& s, cuda::GemmEpilogue ep,
+                      int bias_slot) {
+  cuda::GemmDesc g;
+  g.type = GemmTypeOf(ctx, t);
+  g.trans_a = s.trans_a;
+  g.trans_b = s.trans_b;
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.lda = s.trans_a ? s.m : s.k;
+  g.ldb = s.trans_b ? s.k : s.n;
+  g.ldd = s.n;
+  g.alpha = s.alpha;
+  g.epilogue = ep;
+  int64_t batch = 1;
+  if (!s.a_batch.empty()) {
+    if (s.a_batch == s.b_batch) {
+      for (int64_t d : s.a_batch) batch *= d;
+      g.stride_a = s.m * s.k;
+      g.stride_b = s.k * s.n;
+    } else if (AllOnes(s.a_batch)) {
+      for (int64_t d : s.b_batch) batch *= d;
+      g.stride_a = 0;
+      g.stride_b = s.k * s.n;
+    } else {
+      ctx.Unsupported("MatMul batch dims that broadcast on both sides on the GPU");
+    }
+    g.batch = batch;
+    g.stride_d = s.m * s.n;
+  }
+  KernelInfo info;
+  info.workspace_bytes = cuda::GemmRunner::WorkspaceBytes();
+  const bool empty = g.m == 0 || g.n == 0 || batch == 0;
+  const size_t out_bytes = ctx.out(0).nbytes();
+  info.fn = [g, bias_slot, empty, out_bytes](const KernelIO& io) {
+    if (empty) return;
+    if (g.k == 0) {  // an empty sum: zeros (plus the bias, which no kernel here needs: MatMulBias has k > 0)
+      CudaCheck(cudaMemsetAsync(io.out[0], 0, out_bytes, static_cast<cudaStream_t>(io.stream)), "zero fill");
+      return;
+    }
+    SharedRunner& r = Runner();
+    std::lock_guard<std::mutex> l(r.mu);
+    try {
+      if (!r.runner) r.runner = std::make_unique<cuda::GemmRunner>();
+      r.runner->Run(g, io.in[0], io.in[1], io.out[0], bias_slot >= 0 ? io.in[bias_slot] : nullptr, io.workspace,
+                    cuda::GemmRunner::WorkspaceBytes(), io.stream);
+    } catch (const std::exception& e) {
+      throw Error(std::string("cuBLASLt: ") + e.what());
+    }
+  };
+  return info;
+}
+
+KernelInfo MatMulKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (ctx.in(1).dtype != t) ctx.Fail("inputs have different dtypes");
+  return GemmKernel(ctx, t, NumpyMatMulSpec(ctx, 0, 1), cuda::GemmEpilogue::kNone, -1);
+}
+
+KernelInfo GemmOpKernel(const KernelContext& ctx) {
+  const Node& node = ctx.node;
+  const DataType t = ctx.in(0).dtype;
+  const auto& a = ctx.in(0).dims;
+  const auto& b = ctx.in(1).dims;
+  if (a.size() != 2 || b.size() != 2) ctx.Fail("Gemm operands must be 2-D");
+  cpu::MatMulSpec s;
+  s.trans_a = node.attr_int("transA", 0) != 0;
+  s.trans_b = node.attr_int("transB", 0) != 0;
+  s.m = s.trans_a ? a[1] : a[0];
+  s.k = s.trans_a ? a[0] : a[1];
+  s.n = s.trans_b ? b[0] : b[1];
+  if ((s.trans_b ? b[1] : b[0]) != s.k) ctx.Fail("inner dimensions differ");
+  s.alpha = node.attr_float("alpha", 1.0f);
+  const float beta = node.attr_float("beta", 1.0f);
+  if (!ctx.has_input(2) || beta == 0.0f) return GemmKernel(ctx, t, s, cuda::GemmEpilogue::kNone, -1);
+  // C as a bias over the columns: [n] or [1, n] with beta 1.
+  const auto& c = ctx.in(2).dims;
+  const bool row_bias = (c.size() == 1 && c[0] == s.n) || (c.size() == 2 && c[0] == 1 && c[1] == s.n);
+  if (!row_bias || beta != 1.0f || ctx.in(2).dtype != t)
+    ctx.Unsupported("Gemm with C " + DimsToString(c) + " and beta " + std::to_string(beta) +
+                    " on the GPU (C as a bias of N elements with beta 1 is supported)");
+  return GemmKernel(ctx, t, s, cuda::GemmEpilogue::kBias, 2);
+}
+
+KernelInfo MatMulBiasKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  const auto& a = ctx.in(0).dims;
+  const auto& b = ctx.in(1).dims;
+  if (a.size() < 2 || b.size() != 2 || ctx.in(2).dims.size() != 1 || a.back() != b[0] || ctx.in(2).dims[0] != b[1])
+    ctx.Fail("MatMulBias takes A of rank >= 2, B [K, N] and bias [N]; got A " + DimsToString(a) + ", B " +
+             DimsToString(b));
+  if (ctx.in(1).dtype != t || ctx.in(2).dtype != t) ctx.Fail("A, B and bias must share a dtype");
+  const std::string act = ctx.node.attr_string("activation", "none");
+  if (act != "none" && act != "relu") ctx.Unsupported("activation '" + act + "'");
+  cpu::MatMulSpec s;
+  s.k = a.back();
+  s.n = b[1];
+  s.m = 1;
+  for (size_t i = 0; i + 1 < a.size(); ++i) s.m *= a[i];
+  return GemmKernel(ctx, t, s, act == "relu" ? cuda::GemmEpilogue::kBiasRelu : cuda::GemmEpilogue::kBias, 2);
+}
+
+}  // namespace
+
+void RegisterCudaLinalgKernels(CpuKernelRegistry& r) {
+  r.Register("MatMul", MatMulKernel);
+  r.Register("Gemm", GemmOpKernel);
+  r.Register("MatMulBias", MatMulBiasKernel, kInternalDomain);
+}
+
+}  // namespace ot

@@ -1,0 +1,48 @@
+#include "executor/device.h"
+
+#include <cstdlib>
+
+#include "graph/error.h"
+
+namespace ot {
+
+#ifdef OT_WITH_CUDA
+std::shared_ptr<DeviceBackend> OpenCudaDevice(int index);  // executor/cuda/cuda_backend.cc
+int CudaDeviceCountImpl();
+#endif
+
+int CudaDeviceCount() {
+#ifdef OT_WITH_CUDA
+  return CudaDeviceCountImpl();
+#else
+  return 0;
+#endif
+}
+
+std::shared_ptr<DeviceBackend> OpenDevice(const std::string& spec) {
+  if (spec.empty() || spec == "cpu") return nullptr;
+  if (spec == "auto") {
+    if (CudaDeviceCount() == 0) return nullptr;
+    return OpenDevice("cuda:0");
+  }
+  if (spec.rfind("cuda", 0) != 0) throw Error("--device: expected auto, cpu, cuda or cuda:N, got '" + spec + "'");
+  [[maybe_unused]] int index = 0;
+  if (spec.size() > 4) {
+    char* end = nullptr;
+    const std::string rest = spec.substr(4);
+    if (rest[0] != ':' || rest.size() < 2) throw Error("--device: expected cuda:N, got '" + spec + "'");
+    const long v = std::strtol(rest.c_str() + 1, &end, 10);
+    if (*end || v < 0) throw Error("--device: expected cuda:N with N >= 0, got '" + spec + "'");
+    index = static_cast<int>(v);
+  }
+#ifdef OT_WITH_CUDA
+  const int n = CudaDeviceCount();
+  if (n == 0) throw Error("--device " + spec + ": no CUDA GPU is usable on this machine (no device or no driver)");
+  if (index >= n) throw Error("--device " + spec + ": this machine has " + std::to_string(n) + " CUDA GPU(s)");
+  return OpenCudaDevice(index);
+#else
+  throw Error("--device " + spec + ": this onnx-train was built without the CUDA backend (no nvcc at build time)");
+#endif
+}
+
+}  // namespace ot

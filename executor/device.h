@@ -1,0 +1,42 @@
+// Where a plan runs: the CPU (the default; no backend object) or a CUDA device. A DeviceBackend owns the device's
+// memory and its stream and makes the device's kernels; the Plan (executor/plan.h) keeps its arena, the state and
+// constants it reads, the fed inputs and the outputs in that memory and issues the kernels on that stream. The CUDA
+// backend is built only with the CUDA toolkit (executor/cuda/); without it OpenDevice("cuda") throws, and "auto"
+// means the CPU.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "executor/kernel_registry.h"
+
+namespace ot {
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual std::string name() const = 0;  // "cuda:0 (NVIDIA H100 80GB HBM3)"
+  // The device kernel of ctx.node, or nullopt when the device has none for this op (the plan then names the op).
+  // Throws UnsupportedError naming the node for a configuration of a supported op that the device cannot run.
+  virtual std::optional<KernelInfo> MakeKernel(const KernelContext& ctx) const = 0;
+  // Device memory (256-byte aligned); throws Error naming `what`, the size and the free memory when it is short.
+  virtual void* Alloc(size_t bytes, const std::string& what) = 0;
+  virtual void Free(void* p) = 0;
+  // Copies queued on the device's stream, in order with its kernels; host memory must stay valid until the next
+  // Synchronize.
+  virtual void CopyToDevice(void* dst, const void* src, size_t n) = 0;
+  virtual void CopyToHost(void* dst, const void* src, size_t n) = 0;
+  virtual void CopyOnDevice(void* dst, const void* src, size_t n) = 0;
+  // Waits for everything queued; throws Error with the device's message when a kernel failed.
+  virtual void Synchronize() = 0;
+  virtual void* stream() = 0;  // cudaStream_t
+};
+
+// "cpu" -> null (the CPU backend); "cuda" / "cuda:N" -> that GPU (throws Error when the build has no CUDA backend
+// or there is no such GPU); "auto" -> CUDA device 0 when one is present, else null.
+std::shared_ptr<DeviceBackend> OpenDevice(const std::string& spec);
+// CUDA devices usable now (0 without a GPU, a driver or a CUDA build).
+int CudaDeviceCount();
+
+}  // namespace ot
