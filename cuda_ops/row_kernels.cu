@@ -284,6 +284,31 @@ __global__ void ColumnPartialsKernel(int64_t rows, int64_t cols, const T* a, con
   }
 }
 
+// Many chunks (long columns, few of them: a whole tensor summed to a scalar): one block per column, each thread
+// adding the chunks c = t, t + 256, ... in order, then the block's fixed tree. The choice between the two finalize
+// kernels depends only on the sizes, so a result never changes from run to run.
+constexpr int64_t kTreeFinalizeChunks = 256;
+template <typename P>
+__global__ void ColumnTreeFinalizeKernel(int64_t chunks, int64_t cols, const double* part0, const double* part1,
+                                         P* out0, P* out1) {
+  __shared__ double sh[33];
+  for (int64_t c = blockIdx.x; c < cols; c += gridDim.x) {
+    double s0 = 0, s1 = 0;
+    for (int64_t k = threadIdx.x; k < chunks; k += blockDim.x) {
+      if (out0) s0 += part0[k * cols + c];
+      if (out1) s1 += part1[k * cols + c];
+    }
+    if (out0) {
+      s0 = BlockSum(s0, sh);
+      if (threadIdx.x == 0) out0[c] = FromD<P>(s0);
+    }
+    if (out1) {
+      s1 = BlockSum(s1, sh);
+      if (threadIdx.x == 0) out1[c] = FromD<P>(s1);
+    }
+  }
+}
+
 // out[c] = sum over chunks, in chunk order (null out: skipped).
 template <typename P>
 __global__ void ColumnFinalizeKernel(int64_t chunks, int64_t cols, const double* part0, const double* part1, P* out0,
@@ -530,8 +555,12 @@ void LayerNormBackward(int64_t rows, int64_t cols, FloatType xt, const void* dy,
         ColumnPartialsKernel<T, true><<<ColumnGrid(rows, cols), dim3(kColTile, kColLanes), 0, s>>>(
             rows, cols, tdy, tx, w.mu, w.r, w.p0, w.p1);
         CheckLaunch("LayerNormBackward column partials");
-        ColumnFinalizeKernel<P><<<FinalizeGrid(cols), 256, 0, s>>>(Chunks(rows), cols, w.p0, w.p1,
-                                                                 static_cast<P*>(dgamma), static_cast<P*>(dbeta));
+        if (Chunks(rows) > kTreeFinalizeChunks)
+          ColumnTreeFinalizeKernel<P><<<GridFor(cols), 256, 0, s>>>(Chunks(rows), cols, w.p0, w.p1,
+                                                                    static_cast<P*>(dgamma), static_cast<P*>(dbeta));
+        else
+          ColumnFinalizeKernel<P><<<FinalizeGrid(cols), 256, 0, s>>>(Chunks(rows), cols, w.p0, w.p1,
+                                                                   static_cast<P*>(dgamma), static_cast<P*>(dbeta));
         CheckLaunch("LayerNormBackward column finalize");
       }
       LayerNormDxKernel<T, P><<<GridFor(rows), threads, 0, s>>>(rows, cols, tdy, tx, static_cast<const P*>(gamma),
@@ -667,8 +696,12 @@ void ReduceRowsToColumns(int64_t rows, int64_t cols, FloatType xt, const void* x
   CheckLaunch("ReduceRowsToColumns partials");
   DispatchFloat(yt, [&](auto tag) {
     using P = decltype(tag);
-    ColumnFinalizeKernel<P><<<FinalizeGrid(cols), 256, 0, s>>>(Chunks(rows), cols, part, nullptr, static_cast<P*>(y),
-                                                             nullptr);
+    if (Chunks(rows) > kTreeFinalizeChunks)
+      ColumnTreeFinalizeKernel<P><<<GridFor(cols), 256, 0, s>>>(Chunks(rows), cols, part, nullptr,
+                                                                static_cast<P*>(y), nullptr);
+    else
+      ColumnFinalizeKernel<P><<<FinalizeGrid(cols), 256, 0, s>>>(Chunks(rows), cols, part, nullptr,
+                                                               static_cast<P*>(y), nullptr);
   });
   CheckLaunch("ReduceRowsToColumns finalize");
 }
