@@ -50,6 +50,15 @@ OT_HD float BitsFloat(uint32_t u) {
 
 // IEEE binary16 <- binary32, round to nearest even; NaN stays NaN (quiet), overflow goes to infinity.
 OT_HD uint16_t FloatToHalfBits(float f) {
+#if defined(__CUDA_ARCH__)
+  // The GPU's conversion instruction rounds to nearest even with IEEE overflow and subnormals: the same bits as the
+  // code below for every non-NaN value, in one instruction. NaN keeps the code below's payload rule.
+  if (f == f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return static_cast<uint16_t>(h);
+  }
+#endif
   uint32_t x = FloatBits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t absx = x & 0x7fffffffu;
@@ -75,6 +84,14 @@ OT_HD uint16_t FloatToHalfBits(float f) {
 }
 
 OT_HD float HalfBitsToFloat(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  // Widening is exact: one instruction for everything but NaN (whose payload the code below keeps).
+  if ((h & 0x7c00u) != 0x7c00u || (h & 0x3ffu) == 0) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(h)));
+    return f;
+  }
+#endif
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
