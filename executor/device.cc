@@ -19,11 +19,11 @@ int CudaDeviceCount() {
 #endif
 }
 
-std::shared_ptr<DeviceBackend> OpenDevice(const std::string& spec) {
+std::shared_ptr<DeviceBackend> OpenDevice(const std::string& spec, const DeviceOptions& options) {
   if (spec.empty() || spec == "cpu") return nullptr;
   if (spec == "auto") {
     if (CudaDeviceCount() == 0) return nullptr;
-    return OpenDevice("cuda:0");
+    return OpenDevice("cuda:0", options);
   }
   if (spec.rfind("cuda", 0) != 0) throw Error("--device: expected auto, cpu, cuda or cuda:N, got '" + spec + "'");
   [[maybe_unused]] int index = 0;
@@ -39,7 +39,9 @@ std::shared_ptr<DeviceBackend> OpenDevice(const std::string& spec) {
   const int n = CudaDeviceCount();
   if (n == 0) throw Error("--device " + spec + ": no CUDA GPU is usable on this machine (no device or no driver)");
   if (index >= n) throw Error("--device " + spec + ": this machine has " + std::to_string(n) + " CUDA GPU(s)");
-  return OpenCudaDevice(index);
+  std::shared_ptr<DeviceBackend> d = OpenCudaDevice(index);
+  d->set_options(options);
+  return d;
 #else
   throw Error("--device " + spec + ": this onnx-train was built without the CUDA backend (no nvcc at build time)");
 #endif

@@ -13,9 +13,17 @@
 
 namespace ot {
 
+// --tf32 / --deterministic: how a device computes (the CPU backend is always exact fp32 and deterministic).
+struct DeviceOptions {
+  bool tf32 = false;           // float32 GEMMs may use TF32 tensor cores (else exact fp32, cuBLASLt COMPUTE_32F)
+  bool deterministic = false;  // GEMM algorithms without split-K reductions (our own kernels never use atomics)
+};
+
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
+  const DeviceOptions& options() const { return options_; }
+  void set_options(const DeviceOptions& o) { options_ = o; }
   virtual std::string name() const = 0;  // "cuda:0 (NVIDIA H100 80GB HBM3)"
   // The device kernel of ctx.node, or nullopt when the device has none for this op (the plan then names the op).
   // Throws UnsupportedError naming the node for a configuration of a supported op that the device cannot run.
@@ -31,11 +39,14 @@ class DeviceBackend {
   // Waits for everything queued; throws Error with the device's message when a kernel failed.
   virtual void Synchronize() = 0;
   virtual void* stream() = 0;  // cudaStream_t
+
+ private:
+  DeviceOptions options_;
 };
 
 // "cpu" -> null (the CPU backend); "cuda" / "cuda:N" -> that GPU (throws Error when the build has no CUDA backend
 // or there is no such GPU); "auto" -> CUDA device 0 when one is present, else null.
-std::shared_ptr<DeviceBackend> OpenDevice(const std::string& spec);
+std::shared_ptr<DeviceBackend> OpenDevice(const std::string& spec, const DeviceOptions& options = {});
 // CUDA devices usable now (0 without a GPU, a driver or a CUDA build).
 int CudaDeviceCount();
 

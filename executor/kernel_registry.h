@@ -14,6 +14,8 @@
 
 namespace ot {
 
+class DeviceBackend;  // executor/device.h
+
 struct TensorDesc {
   DataType dtype = DataType::kUndefined;
   std::vector<int64_t> dims;
@@ -29,6 +31,7 @@ struct KernelContext {
   std::vector<TensorDesc> outputs;          // concrete, from the registry's inference
   uint64_t seed = 0;                        // for random ops (Dropout): fixed per node and run seed
   const Graph* graph = nullptr;             // the graph of `node` (device kernels that lower a node need it)
+  const DeviceBackend* device = nullptr;    // the device the kernel runs on (its options); null on the CPU
 
   bool has_input(int i) const { return i < static_cast<int>(inputs.size()) && inputs[i].present; }
   bool has_output(int i) const { return i < static_cast<int>(outputs.size()) && outputs[i].present; }

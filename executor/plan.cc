@@ -198,7 +198,7 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
     }
 
     KernelContext kctx{*n, in_descs, vals, out_descs, seed ^ (std::hash<std::string>{}(n->name) * 0x9e3779b97f4a7c15ull),
-                       &g};
+                       &g, p->device_.get()};
     const KernelFactory* factory = kreg.Find(n->domain, n->op_type);
     // Folding runs the CPU kernel, on a device too (its results are uploaded with the other constants).
     KernelInfo kinfo;

@@ -71,6 +71,7 @@ struct TrainOptions {
   std::string fuse = "lite", memory_budget, log_json, save, eval_data;
   std::string profile_trace;  // --profile FILE: Chrome trace of one step
   std::string device = "cpu";  // --device auto|cpu|cuda[:N]
+  bool tf32 = false, deterministic = false;  // --tf32, --deterministic (GPU)
   std::string checkpoint, resume;
   int64_t checkpoint_every = 0;  // 0: only at the end (and on SIGINT)
 };

@@ -65,6 +65,9 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
                   "kernel's node, op, precision, bytes and time");
   cmd->add_option("--device", o.device,
                   "Where the step runs: cpu (default), cuda, cuda:N, or auto (the first GPU when there is one)");
+  cmd->add_flag("--tf32", o.tf32, "GPU: let float32 GEMMs use TF32 tensor cores (off: fp32 means fp32)");
+  cmd->add_flag("--deterministic", o.deterministic,
+                "GPU: GEMM algorithms without split-K reductions, so every run gives the same bits (the CPU always does)");
   cmd->add_flag("-q,--quiet", o.quiet, "No per-step lines");
 }
 

@@ -11,6 +11,7 @@
 #include "cpu_ops/matmul.h"
 #include "cuda_ops/gemm.h"
 #include "executor/cuda/cuda_kernels.h"
+#include "executor/device.h"
 #include "graph/grad_context.h"
 
 namespace ot {
@@ -57,6 +58,10 @@ KernelInfo GemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMulSpe
   g.ldd = s.n;
   g.alpha = s.alpha;
   g.epilogue = ep;
+  if (ctx.device) {
+    g.tf32 = g.type == cuda::GemmType::kF32 && ctx.device->options().tf32;
+    g.deterministic = ctx.device->options().deterministic;
+  }
   int64_t batch = 1;
   if (!s.a_batch.empty()) {
     if (s.a_batch == s.b_batch) {
