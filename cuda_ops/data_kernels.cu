@@ -9,46 +9,29 @@
 #include <type_traits>
 
 #include "cuda_ops/data_kernels.h"
+#include "cuda_ops/launch_util.cuh"
 #include "kernel_common/half.h"
 
 namespace ot::cuda {
 
 namespace {
 
+using detail::Align256;
+using detail::BlockSum;
+using detail::CheckLaunch;
+using detail::DispatchFloat;
+using detail::DispatchIndex;
+using detail::Require;
+
 constexpr int kMaxRank = 8;
 constexpr int kTile = 32, kTileRows = 8;
 
-void CheckLaunch(const char* what) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
 void CheckCuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
-void Require(bool ok, const char* what) {
-  if (!ok) throw std::invalid_argument(what);
-}
-size_t Align256(size_t b) { return (b + 255) & ~size_t{255}; }
 unsigned Clamp(int64_t v, int64_t hi) { return static_cast<unsigned>(v < 1 ? 1 : (v < hi ? v : hi)); }
 unsigned GridFlat(int64_t n, int threads) { return Clamp((n + threads - 1) / threads, int64_t{1} << 20); }
 
-template <typename F>
-void DispatchFloat(FloatType t, F&& f) {
-  switch (t) {
-    case FloatType::kF32: f(float{}); return;
-    case FloatType::kF16: f(float16{}); return;
-    case FloatType::kBF16: f(bfloat16{}); return;
-  }
-  throw std::invalid_argument("data kernels: unknown FloatType");
-}
-template <typename F>
-void DispatchIndex(IndexType t, F&& f) {
-  switch (t) {
-    case IndexType::kI32: f(int32_t{}); return;
-    case IndexType::kI64: f(int64_t{}); return;
-  }
-  throw std::invalid_argument("data kernels: unknown IndexType");
-}
 // Elements of esz bytes as unsigned words.
 template <typename F>
 void DispatchBits(size_t esz, F&& f) {

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "cuda_ops/optimizer_kernels.h"
+#include "cuda_ops/launch_util.cuh"
 #include "kernel_common/half.h"
 #include "kernel_common/optim_math.h"
 
@@ -16,17 +17,16 @@ namespace ot::cuda {
 
 namespace {
 
+using detail::Align256;
+using detail::BlockSum;
+using detail::CheckLaunch;
+using detail::DispatchFloat;
+using detail::DispatchIndex;
+using detail::Require;
+
 constexpr int kThreads = 256;
 constexpr int kMaxGrid = 1 << 16;
 
-void CheckLaunch(const char* what) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-void Require(bool ok, const char* what) {
-  if (!ok) throw std::invalid_argument(what);
-}
-size_t Align256(size_t b) { return (b + 255) & ~size_t{255}; }
 __host__ __device__ inline size_t TensorBytes(int n) { return (static_cast<size_t>(n) * sizeof(AdamTensor) + 7) & ~size_t{7}; }
 
 // Workspace: [0] double total sum of squares; [256...] per-chunk double partials; then per-chunk int flags.
@@ -44,23 +44,6 @@ __host__ __device__ inline Ws Layout(void* w, int64_t chunks) {
   return l;
 }
 
-template <typename A>
-__device__ A BlockSum(A v, A* sh) {
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  if (lane == 0) sh[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    const unsigned nw = blockDim.x >> 5;
-    A w = lane < nw ? sh[lane] : A(0);
-    for (int o = 16; o > 0; o >>= 1) w += __shfl_down_sync(0xffffffffu, w, o);
-    if (lane == 0) sh[32] = w;
-  }
-  __syncthreads();
-  const A r = sh[32];
-  __syncthreads();
-  return r;
-}
 
 __device__ __forceinline__ double LoadGrad(const void* g, FloatType t, int64_t i) {
   switch (t) {

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "cuda_ops/row_kernels.h"
+#include "cuda_ops/launch_util.cuh"
 #include "kernel_common/half.h"
 #include "kernel_common/scalar_math.h"
 
@@ -17,44 +18,26 @@ namespace ot::cuda {
 
 namespace {
 
+using detail::Align256;
+using detail::BlockSum;
+using detail::CheckLaunch;
+using detail::DispatchFloat;
+using detail::DispatchIndex;
+using detail::Require;
+
 constexpr int kColTile = 32;      // columns per block of the column-partials kernel (threadIdx.x)
 constexpr int kColLanes = 8;      // row lanes per block (threadIdx.y)
 constexpr int64_t kChunkRows = 64;  // rows per chunk: the fixed row partition of the two-stage column sums
 constexpr int kMaxGrid = 1 << 20;
 
-void CheckLaunch(const char* what) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
 
-void Require(bool ok, const char* what) {
-  if (!ok) throw std::invalid_argument(what);
-}
 
-size_t Align256(size_t b) { return (b + 255) & ~size_t{255}; }
 
 __host__ __device__ inline int64_t Chunks(int64_t rows) { return (rows + kChunkRows - 1) / kChunkRows; }
 
 int GridFor(int64_t items) { return static_cast<int>(items < kMaxGrid ? (items < 1 ? 1 : items) : kMaxGrid); }
 
-template <typename F>
-void DispatchFloat(FloatType t, F&& f) {
-  switch (t) {
-    case FloatType::kF32: f(float{}); return;
-    case FloatType::kF16: f(float16{}); return;
-    case FloatType::kBF16: f(bfloat16{}); return;
-  }
-  throw std::invalid_argument("row kernels: unknown FloatType");
-}
 
-template <typename F>
-void DispatchIndex(IndexType t, F&& f) {
-  switch (t) {
-    case IndexType::kI32: f(int32_t{}); return;
-    case IndexType::kI64: f(int64_t{}); return;
-  }
-  throw std::invalid_argument("row kernels: unknown IndexType");
-}
 
 // ---- device helpers ---------------------------------------------------------------------------------------------
 
@@ -89,25 +72,6 @@ __device__ __forceinline__ T FromD(double v) {
   else return T(RoundToOddFloat(v));
 }
 
-// Sum over the block (blockDim.x a multiple of 32, <= 1024): shuffle-down tree in each warp, then the warps'
-// partials by warp 0 in the same tree. sh: 33 elements of shared memory. Every thread gets the result.
-template <typename A>
-__device__ A BlockSum(A v, A* sh) {
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  if (lane == 0) sh[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    const unsigned nw = blockDim.x >> 5;
-    A w = lane < nw ? sh[lane] : A(0);
-    for (int o = 16; o > 0; o >>= 1) w += __shfl_down_sync(0xffffffffu, w, o);
-    if (lane == 0) sh[32] = w;
-  }
-  __syncthreads();
-  const A r = sh[32];
-  __syncthreads();  // sh is free again for the next reduction
-  return r;
-}
 
 // Max over the block with cpu_ops/softmax's RowMax combine (a > b ? a : b from -inf: NaNs are skipped).
 __device__ float BlockMax(float v, float* sh) {

@@ -4,12 +4,43 @@
 // (passes/cluster_program_builder.h) and runs its NVRTC-compiled kernel, the same code path as a fused cluster
 // (ai.onnxtrain.FusedElementwise), so every op the fusion table lowers runs on the GPU with the CPU's formulas.
 #pragma once
+#include <exception>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "cuda_ops/row_kernels.h"  // cuda::FloatType
 #include "executor/kernel_registry.h"
+#include "graph/error.h"
 
 namespace ot {
+
+// cuda_ops' storage type of a float dtype; UnsupportedError naming `what` and the dtype for any other.
+inline cuda::FloatType DeviceFloatType(const KernelContext& ctx, DataType t, const std::string& what) {
+  switch (t) {
+    case DataType::kFloat32: return cuda::FloatType::kF32;
+    case DataType::kFloat16: return cuda::FloatType::kF16;
+    case DataType::kBFloat16: return cuda::FloatType::kBF16;
+    default: ctx.Unsupported(what + " of " + DataTypeName(t) + " on the GPU");
+  }
+}
+
+// The product of d[from, to).
+inline int64_t DimsProduct(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+// Runs a cuda_ops launcher, turning its argument and launch errors (std::exception) into errors naming the node.
+template <typename F>
+void RunLauncher(const std::string& node, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    throw Error(node.empty() ? std::string(e.what()) : node + ": " + e.what());
+  }
+}
 
 // Throws Error("CUDA: <what>: <message>") unless `status` (a cudaError_t) is success.
 void CudaCheck(int status, const char* what);

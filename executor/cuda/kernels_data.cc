@@ -15,25 +15,10 @@
 namespace ot {
 namespace {
 
-int64_t Prod(const std::vector<int64_t>& d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= d[i];
-  return p;
-}
-
 size_t ElemSize(const KernelContext& ctx, DataType t) {
   const size_t e = SizeOf(t);
   if (e != 1 && e != 2 && e != 4 && e != 8) ctx.Unsupported("elements of " + DataTypeName(t) + " on the GPU");
   return e;
-}
-
-template <typename F>
-void Launch(const std::string& node, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    throw Error(node + ": " + e.what());
-  }
 }
 
 KernelInfo TransposeKernel(const KernelContext& ctx) {
@@ -51,7 +36,7 @@ KernelInfo TransposeKernel(const KernelContext& ctx) {
   }
   const std::string what = ctx.node.Describe();
   return KernelInfo{[=](const KernelIO& io) {
-    Launch(what, [&] { cuda::Transpose(io.in[0], io.out[0], esz, dims, perm, io.stream); });
+    RunLauncher(what, [&] { cuda::Transpose(io.in[0], io.out[0], esz, dims, perm, io.stream); });
   }};
 }
 
@@ -65,7 +50,7 @@ cuda::IndexType IndexTypeOf(const KernelContext& ctx, int i) {
 KernelInfo GatherKernel(const KernelContext& ctx) {
   const auto& dims = ctx.in(0).dims;
   const int axis = NormalizeAxis(ctx.node.attr_int("axis", 0), static_cast<int>(dims.size()), ctx.node.Describe());
-  const int64_t outer = Prod(dims, 0, axis), axis_dim = dims[axis], inner = Prod(dims, axis + 1, dims.size());
+  const int64_t outer = DimsProduct(dims, 0, axis), axis_dim = dims[axis], inner = DimsProduct(dims, axis + 1, dims.size());
   const size_t esz = ElemSize(ctx, ctx.in(0).dtype);
   const cuda::IndexType it = IndexTypeOf(ctx, 1);
   const int64_t num = ctx.in(1).numel();
@@ -73,18 +58,9 @@ KernelInfo GatherKernel(const KernelContext& ctx) {
   const std::string what = ctx.node.Describe();
   return KernelInfo{[=](const KernelIO& io) {
     if (flag->raised()) throw Error(what + ": an index is out of range (seen on the GPU in the previous run)");
-    Launch(what, [&] { cuda::Gather(io.in[0], outer, axis_dim, inner, esz, it, io.in[1], num, io.out[0], flag->dev, io.stream); });
+    RunLauncher(what, [&] { cuda::Gather(io.in[0], outer, axis_dim, inner, esz, it, io.in[1], num, io.out[0], flag->dev, io.stream); });
     flag->CopyBack(io.stream);
   }};
-}
-
-cuda::FloatType FloatTypeOf(const KernelContext& ctx, DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return cuda::FloatType::kF32;
-    case DataType::kFloat16: return cuda::FloatType::kF16;
-    case DataType::kBFloat16: return cuda::FloatType::kBF16;
-    default: ctx.Unsupported("GatherGrad of " + DataTypeName(t) + " on the GPU");
-  }
 }
 
 // GatherGrad(dY, indices, shape(X)) {axis} -> dX
@@ -92,11 +68,11 @@ KernelInfo GatherGradKernel(const KernelContext& ctx) {
   const auto& x = ctx.out(0).dims;
   const int axis = NormalizeAxis(ctx.node.attr_int("axis", 0), static_cast<int>(x.size()), ctx.node.Describe());
   // Along an inner axis: one axis-0 gradient per outer index (dY [outer, num, inner] into dX [outer, V, inner]).
-  const int64_t outer = Prod(x, 0, axis), vocab = x[axis], dim = Prod(x, axis + 1, x.size()),
+  const int64_t outer = DimsProduct(x, 0, axis), vocab = x[axis], dim = DimsProduct(x, axis + 1, x.size()),
                 num = ctx.in(1).numel();
   const size_t dy_step = static_cast<size_t>(num * dim) * SizeOf(ctx.in(0).dtype),
                dx_step = static_cast<size_t>(vocab * dim) * SizeOf(ctx.out(0).dtype);
-  const cuda::FloatType dyt = FloatTypeOf(ctx, ctx.in(0).dtype), dxt = FloatTypeOf(ctx, ctx.out(0).dtype);
+  const cuda::FloatType dyt = DeviceFloatType(ctx, ctx.in(0).dtype, "GatherGrad"), dxt = DeviceFloatType(ctx, ctx.out(0).dtype, "GatherGrad");
   const cuda::IndexType it = IndexTypeOf(ctx, 1);
   if (ctx.in(0).numel() != outer * num * dim) ctx.Fail("dY does not match the indices and X's shape");
   size_t ws = 0;
@@ -109,7 +85,7 @@ KernelInfo GatherGradKernel(const KernelContext& ctx) {
   const std::string what = ctx.node.Describe();
   KernelInfo info{[=](const KernelIO& io) {
     if (flag->raised()) throw Error(what + ": an index is out of range (seen on the GPU in the previous run)");
-    Launch(what, [&] {
+    RunLauncher(what, [&] {
       for (int64_t o = 0; o < outer; ++o)
         cuda::GatherGrad(dyt, static_cast<const uint8_t*>(io.in[0]) + o * dy_step, it, io.in[1], num, vocab, dim, dxt,
                          static_cast<uint8_t*>(io.out[0]) + o * dx_step, flag->dev, io.workspace, ws, io.stream);
@@ -132,7 +108,7 @@ KernelInfo SplitKernel(const KernelContext& ctx) {
   const auto& dims = ctx.in(0).dims;
   const int axis = NormalizeAxis(ctx.node.attr_int("axis", 0), static_cast<int>(dims.size()), ctx.node.Describe());
   const size_t esz = SizeOf(ctx.in(0).dtype);
-  const int64_t outer = Prod(dims, 0, axis), inner = Prod(dims, axis + 1, dims.size());
+  const int64_t outer = DimsProduct(dims, 0, axis), inner = DimsProduct(dims, axis + 1, dims.size());
   std::vector<int64_t> parts;
   for (size_t o = 0; o < ctx.outputs.size(); ++o) parts.push_back(ctx.has_output(static_cast<int>(o)) ? ctx.out(static_cast<int>(o)).dims[axis] : -1);
   int64_t total = 0;
@@ -155,7 +131,7 @@ KernelInfo ConcatKernel(const KernelContext& ctx) {
   const auto& dims = ctx.out(0).dims;
   const int axis = NormalizeAxis(ctx.node.attr_int("axis", 0), static_cast<int>(dims.size()), ctx.node.Describe());
   const size_t esz = SizeOf(ctx.out(0).dtype);
-  const int64_t outer = Prod(dims, 0, axis), inner = Prod(dims, axis + 1, dims.size());
+  const int64_t outer = DimsProduct(dims, 0, axis), inner = DimsProduct(dims, axis + 1, dims.size());
   std::vector<int64_t> parts;
   for (size_t i = 0; i < ctx.inputs.size(); ++i) parts.push_back(ctx.has_input(static_cast<int>(i)) ? ctx.in(static_cast<int>(i)).dims[axis] : 0);
   return KernelInfo{[=](const KernelIO& io) {

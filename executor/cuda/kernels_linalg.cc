@@ -17,6 +17,7 @@
 namespace ot {
 
 cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi);  // executor/kernels/linalg.cc
+cpu::MatMulSpec GemmOpSpec(const KernelContext& ctx, float* beta);          // executor/kernels/linalg.cc
 
 namespace {
 
@@ -108,20 +109,9 @@ KernelInfo MatMulKernel(const KernelContext& ctx) {
 }
 
 KernelInfo GemmOpKernel(const KernelContext& ctx) {
-  const Node& node = ctx.node;
   const DataType t = ctx.in(0).dtype;
-  const auto& a = ctx.in(0).dims;
-  const auto& b = ctx.in(1).dims;
-  if (a.size() != 2 || b.size() != 2) ctx.Fail("Gemm operands must be 2-D");
-  cpu::MatMulSpec s;
-  s.trans_a = node.attr_int("transA", 0) != 0;
-  s.trans_b = node.attr_int("transB", 0) != 0;
-  s.m = s.trans_a ? a[1] : a[0];
-  s.k = s.trans_a ? a[0] : a[1];
-  s.n = s.trans_b ? b[0] : b[1];
-  if ((s.trans_b ? b[1] : b[0]) != s.k) ctx.Fail("inner dimensions differ");
-  s.alpha = node.attr_float("alpha", 1.0f);
-  const float beta = node.attr_float("beta", 1.0f);
+  float beta = 1.0f;
+  const cpu::MatMulSpec s = GemmOpSpec(ctx, &beta);
   if (!ctx.has_input(2) || beta == 0.0f) return GemmKernel(ctx, t, s, cuda::GemmEpilogue::kNone, -1);
   // C as a bias over the columns: [n] or [1, n] with beta 1.
   const auto& c = ctx.in(2).dims;

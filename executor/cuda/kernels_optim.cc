@@ -18,15 +18,6 @@
 namespace ot {
 namespace {
 
-cuda::FloatType GradType(const KernelContext& ctx, DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return cuda::FloatType::kF32;
-    case DataType::kFloat16: return cuda::FloatType::kF16;
-    case DataType::kBFloat16: return cuda::FloatType::kBF16;
-    default: ctx.Unsupported("gradients of " + DataTypeName(t) + " on the GPU");
-  }
-}
-
 struct AdamState {
   std::mutex mu;
   std::vector<const void*> key;  // the pointers the block was built for
@@ -73,7 +64,7 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   for (int i = 0; i < n; ++i) {
     if (ctx.in(2 + i).dtype != DataType::kFloat32) ctx.Unsupported("parameters of " + DataTypeName(ctx.in(2 + i).dtype));
     numel[i] = ctx.in(2 + i).numel();
-    gtype[i] = GradType(ctx, ctx.in(2 + n + i).dtype);
+    gtype[i] = DeviceFloatType(ctx, ctx.in(2 + n + i).dtype, "gradients");
     for (int j = 2; j < 4; ++j)
       if (ctx.in(2 + j * n + i).numel() != numel[i] || ctx.in(2 + j * n + i).dtype != DataType::kFloat32)
         ctx.Fail("a moment of parameter " + std::to_string(i) + " is not float32 of the parameter's size");

@@ -20,42 +20,17 @@ namespace {
 
 using cuda::FloatType;
 
-FloatType FloatTypeOf(const KernelContext& ctx, DataType t, const char* what) {
-  switch (t) {
-    case DataType::kFloat32: return FloatType::kF32;
-    case DataType::kFloat16: return FloatType::kF16;
-    case DataType::kBFloat16: return FloatType::kBF16;
-    default: ctx.Unsupported(std::string(what) + " of " + DataTypeName(t) + " on the GPU");
-  }
-}
-
-int64_t Prod(const std::vector<int64_t>& d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= d[i];
-  return p;
-}
-
-// Runs a cuda_ops launcher, turning its argument and launch errors into the node's errors.
-template <typename F>
-void Launch(const std::string& node, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    throw Error(node + ": " + e.what());
-  }
-}
-
 // ---- LayerNormalization(X, Scale[, B]) -> Y[, Mean, InvStdDev] ------------------------------------------------------
 KernelInfo LayerNormKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
-  const FloatType xt = FloatTypeOf(ctx, ctx.in(0).dtype, "LayerNormalization");
-  const FloatType pt = FloatTypeOf(ctx, ctx.in(1).dtype, "LayerNormalization scale");
+  const FloatType xt = DeviceFloatType(ctx, ctx.in(0).dtype, "LayerNormalization");
+  const FloatType pt = DeviceFloatType(ctx, ctx.in(1).dtype, "LayerNormalization scale");
   if (pt != xt && pt != FloatType::kF32) ctx.Unsupported("a scale that is neither X's dtype nor float32");
   if (ctx.has_input(2) && ctx.in(2).dtype != ctx.in(1).dtype) ctx.Unsupported("B of a dtype other than Scale's");
   if (n.attr_int("stash_type", 1) != 1) ctx.Unsupported("stash_type other than 1 (float32)");
   const auto& dims = ctx.in(0).dims;
   const int axis = NormalizeAxis(n.attr_int("axis", -1), static_cast<int>(dims.size()), n.Describe());
-  const int64_t rows = Prod(dims, 0, axis), cols = Prod(dims, axis, dims.size());
+  const int64_t rows = DimsProduct(dims, 0, axis), cols = DimsProduct(dims, axis, dims.size());
   if (ctx.in(1).numel() != cols || (ctx.has_input(2) && ctx.in(2).numel() != cols))
     ctx.Unsupported("Scale/B that broadcast over the normalized axes (the GPU kernel takes them whole)");
   for (int o = 1; o < 3; ++o)
@@ -64,7 +39,7 @@ KernelInfo LayerNormKernel(const KernelContext& ctx) {
   const double eps = n.attr_float("epsilon", 1e-5f);
   const std::string what = n.Describe();
   KernelInfo info{[=](const KernelIO& io) {
-    Launch(what, [&] {
+    RunLauncher(what, [&] {
       cuda::LayerNormForward(rows, cols, xt, io.in[0], pt, io.in[1], has_b ? io.in[2] : nullptr, eps, io.out[0],
                              om ? static_cast<float*>(io.out[1]) : nullptr, oi ? static_cast<float*>(io.out[2]) : nullptr,
                              io.stream);
@@ -77,17 +52,17 @@ KernelInfo LayerNormKernel(const KernelContext& ctx) {
 // ---- LayerNormGrad(dY, X, Scale[, Mean, InvStdDev]) -> dX[, dScale, dBias] -------------------------------------------
 KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
-  const FloatType xt = FloatTypeOf(ctx, ctx.in(1).dtype, "LayerNormGrad");
+  const FloatType xt = DeviceFloatType(ctx, ctx.in(1).dtype, "LayerNormGrad");
   if (ctx.in(0).dtype != ctx.in(1).dtype || ctx.out(0).dtype != ctx.in(1).dtype)
     ctx.Unsupported("dY/dX of a dtype other than X's");
-  const FloatType pt = FloatTypeOf(ctx, ctx.in(2).dtype, "LayerNormGrad scale");
+  const FloatType pt = DeviceFloatType(ctx, ctx.in(2).dtype, "LayerNormGrad scale");
   if (pt != xt && pt != FloatType::kF32) ctx.Unsupported("a scale that is neither X's dtype nor float32");
   for (int o = 1; o < 3; ++o)
     if (ctx.has_output(o) && ctx.out(o).dtype != ctx.in(2).dtype) ctx.Unsupported("dScale/dBias of another dtype");
   const auto& dims = ctx.in(1).dims;
   if (ctx.in(0).dims != dims) ctx.Fail("dY and X shapes differ");
   const int axis = NormalizeAxis(n.attr_int("axis", -1), static_cast<int>(dims.size()), n.Describe());
-  const int64_t rows = Prod(dims, 0, axis), cols = Prod(dims, axis, dims.size());
+  const int64_t rows = DimsProduct(dims, 0, axis), cols = DimsProduct(dims, axis, dims.size());
   if (ctx.in(2).numel() != cols) ctx.Unsupported("a Scale that broadcasts over the normalized axes");
   const bool saved = ctx.has_input(3) && ctx.has_input(4);
   if (saved && (ctx.in(3).dtype != DataType::kFloat32 || ctx.in(4).dtype != DataType::kFloat32))
@@ -97,7 +72,7 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   const size_t ws = cuda::LayerNormBackwardWorkspaceBytes(rows, cols);
   const std::string what = n.Describe();
   KernelInfo info{[=](const KernelIO& io) {
-    Launch(what, [&] {
+    RunLauncher(what, [&] {
       cuda::LayerNormBackward(rows, cols, xt, io.in[0], io.in[1], pt, io.in[2],
                               saved ? static_cast<const float*>(io.in[3]) : nullptr,
                               saved ? static_cast<const float*>(io.in[4]) : nullptr, eps, io.out[0],
@@ -119,19 +94,19 @@ void SoftmaxGeometry(const KernelContext& ctx, const std::vector<int64_t>& dims,
   const int64_t a = n.attr_int("axis", onnx_old ? 1 : -1);
   const int axis = legacy && a == rank ? rank : NormalizeAxis(a, rank, n.Describe());
   if (!legacy && axis != rank - 1) ctx.Unsupported("a softmax over an axis other than the last on the GPU");
-  *rows = Prod(dims, 0, axis);
-  *cols = Prod(dims, axis, dims.size());
+  *rows = DimsProduct(dims, 0, axis);
+  *cols = DimsProduct(dims, axis, dims.size());
 }
 
 KernelInfo SoftmaxKernel(const KernelContext& ctx) {
-  const FloatType t = FloatTypeOf(ctx, ctx.in(0).dtype, ctx.node.op_type.c_str());
+  const FloatType t = DeviceFloatType(ctx, ctx.in(0).dtype, ctx.node.op_type.c_str());
   if (ctx.node.op_type == "Hardmax") ctx.Unsupported("Hardmax on the GPU");
   int64_t rows, cols;
   SoftmaxGeometry(ctx, ctx.in(0).dims, &rows, &cols);
   const bool log = ctx.node.op_type == "LogSoftmax";
   const std::string what = ctx.node.Describe();
   KernelInfo info{[=](const KernelIO& io) {
-    Launch(what, [&] { cuda::SoftmaxForward(log, rows, cols, t, io.in[0], io.out[0], io.stream); });
+    RunLauncher(what, [&] { cuda::SoftmaxForward(log, rows, cols, t, io.in[0], io.out[0], io.stream); });
   }};
   AllowInPlace(info, ctx, 0, 0);
   return info;
@@ -139,7 +114,7 @@ KernelInfo SoftmaxKernel(const KernelContext& ctx) {
 
 // SoftmaxGrad(dY, Y) {axis, log, legacy} -> dX
 KernelInfo SoftmaxGradKernel(const KernelContext& ctx) {
-  const FloatType t = FloatTypeOf(ctx, ctx.in(1).dtype, "SoftmaxGrad");
+  const FloatType t = DeviceFloatType(ctx, ctx.in(1).dtype, "SoftmaxGrad");
   if (ctx.in(0).dtype != ctx.in(1).dtype || ctx.out(0).dtype != ctx.in(1).dtype)
     ctx.Unsupported("dY/dX of a dtype other than Y's");
   if (ctx.in(0).dims != ctx.in(1).dims) ctx.Fail("dY and Y shapes differ");
@@ -148,7 +123,7 @@ KernelInfo SoftmaxGradKernel(const KernelContext& ctx) {
   const bool log = ctx.node.attr_int("log", 0) != 0;
   const std::string what = ctx.node.Describe();
   KernelInfo info{[=](const KernelIO& io) {
-    Launch(what, [&] { cuda::SoftmaxBackward(log, rows, cols, t, io.in[0], io.in[1], io.out[0], io.stream); });
+    RunLauncher(what, [&] { cuda::SoftmaxBackward(log, rows, cols, t, io.in[0], io.in[1], io.out[0], io.stream); });
   }};
   AllowInPlace(info, ctx, 0, 0);
   AllowInPlace(info, ctx, 0, 1);
@@ -174,7 +149,7 @@ LossShape LossGeometry(const KernelContext& ctx, int x, int labels) {
   LossShape s;
   s.n = d[0];
   s.c = d[1];
-  s.d = Prod(d, 2, d.size());
+  s.d = DimsProduct(d, 2, d.size());
   s.esz = SizeOf(ctx.in(x).dtype);
   if (ctx.in(labels).numel() != s.n * s.d) ctx.Fail("labels do not match the scores' shape");
   const DataType lt = ctx.in(labels).dtype;
@@ -201,7 +176,7 @@ Kernel CheckedLoss(std::string what, std::shared_ptr<DeviceFlag> flag, std::func
 // SoftmaxCrossEntropyLoss(scores, labels[, weights]) -> loss[, log_prob]
 KernelInfo SceLossKernel(const KernelContext& ctx) {
   if (ctx.node.op_type != "SoftmaxCrossEntropyLoss") ctx.Unsupported(ctx.node.op_type + " on the GPU");
-  const FloatType t = FloatTypeOf(ctx, ctx.in(0).dtype, "SoftmaxCrossEntropyLoss");
+  const FloatType t = DeviceFloatType(ctx, ctx.in(0).dtype, "SoftmaxCrossEntropyLoss");
   if (ctx.has_input(2) && ctx.in(2).dtype != ctx.in(0).dtype) ctx.Unsupported("weights of another dtype");
   if (ctx.out(0).dtype != ctx.in(0).dtype) ctx.Unsupported("a loss of another dtype than the scores");
   const LossShape s = LossGeometry(ctx, 0, 1);
@@ -209,7 +184,7 @@ KernelInfo SceLossKernel(const KernelContext& ctx) {
   const size_t ws = cuda::SoftmaxCrossEntropyWorkspaceBytes(s.n * s.d), rws = s.rows_ws();
   auto flag = std::make_shared<DeviceFlag>();
   KernelInfo info{CheckedLoss(ctx.node.Describe(), flag, [=](const KernelIO& io, int* bad) {
-    Launch("", [&] {
+    RunLauncher("", [&] {
       uint8_t* w = static_cast<uint8_t*>(io.workspace);
       const void* rows = io.in[0];
       void* lp = has_lp ? io.out[1] : nullptr;
@@ -230,7 +205,7 @@ KernelInfo SceLossKernel(const KernelContext& ctx) {
 // LossGrad(dLoss, scores, labels[, weights]) {softmax = 1} -> dScores
 KernelInfo LossGradKernel(const KernelContext& ctx) {
   if (ctx.node.attr_int("softmax", 0) == 0) ctx.Unsupported("the NegativeLogLikelihoodLoss gradient on the GPU");
-  const FloatType t = FloatTypeOf(ctx, ctx.in(1).dtype, "LossGrad");
+  const FloatType t = DeviceFloatType(ctx, ctx.in(1).dtype, "LossGrad");
   if (ctx.in(0).dtype != ctx.in(1).dtype || ctx.out(0).dtype != ctx.in(1).dtype ||
       (ctx.has_input(3) && ctx.in(3).dtype != ctx.in(1).dtype))
     ctx.Unsupported("dLoss/weights/dScores of a dtype other than the scores'");
@@ -239,7 +214,7 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
   const size_t ws = cuda::SoftmaxCrossEntropyWorkspaceBytes(s.n * s.d), rws = s.rows_ws();
   auto flag = std::make_shared<DeviceFlag>();
   KernelInfo info{CheckedLoss(ctx.node.Describe(), flag, [=](const KernelIO& io, int* bad) {
-    Launch("", [&] {
+    RunLauncher("", [&] {
       uint8_t* w = static_cast<uint8_t*>(io.workspace);
       const void* rows = io.in[1];
       void* drows = io.out[0];
@@ -261,8 +236,8 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
 // reduced.
 KernelInfo ReduceToShapeKernel(const KernelContext& ctx) {
   const std::vector<int64_t> in = ctx.in(0).dims, out = ctx.out(0).dims;
-  const FloatType xt = FloatTypeOf(ctx, ctx.in(0).dtype, "ReduceToShape");
-  const FloatType yt = FloatTypeOf(ctx, ctx.out(0).dtype, "ReduceToShape");
+  const FloatType xt = DeviceFloatType(ctx, ctx.in(0).dtype, "ReduceToShape");
+  const FloatType yt = DeviceFloatType(ctx, ctx.out(0).dtype, "ReduceToShape");
   const int64_t n = NumElements(in), m = NumElements(out);
   if (n == m) {
     if (xt != yt) ctx.Unsupported("a ReduceToShape that changes the dtype");
@@ -288,7 +263,7 @@ KernelInfo ReduceToShapeKernel(const KernelContext& ctx) {
   const size_t ws = cuda::ReduceRowsToColumnsWorkspaceBytes(rows, cols);
   const std::string what = ctx.node.Describe();
   KernelInfo info{[=](const KernelIO& io) {
-    Launch(what, [&] { cuda::ReduceRowsToColumns(rows, cols, xt, io.in[0], yt, io.out[0], io.workspace, ws, io.stream); });
+    RunLauncher(what, [&] { cuda::ReduceRowsToColumns(rows, cols, xt, io.in[0], yt, io.out[0], io.workspace, ws, io.stream); });
   }};
   info.workspace_bytes = ws;
   return info;

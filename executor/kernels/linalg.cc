@@ -114,9 +114,11 @@ std::function<void(const KernelIO&)> MakeGemmPrefill(int64_t cs_m, int64_t cs_n,
   return [=](const KernelIO& io) { cpu::FillScaledBroadcast2D<T>(io.In<T>(2), cs_m, cs_n, beta, m, n, io.Out<T>(0)); };
 }
 
-KernelInfo GemmKernel(const KernelContext& ctx) {
+}  // namespace
+
+// A Gemm node's operands as a GEMM spec (transposes, alpha; beta through `beta`): shared with the GPU's Gemm.
+cpu::MatMulSpec GemmOpSpec(const KernelContext& ctx, float* beta) {
   const Node& node = ctx.node;
-  const DataType t = ctx.in(0).dtype;
   const auto& a = ctx.in(0).dims;
   const auto& b = ctx.in(1).dims;
   if (a.size() != 2 || b.size() != 2) ctx.Fail("Gemm operands must be 2-D");
@@ -128,7 +130,16 @@ KernelInfo GemmKernel(const KernelContext& ctx) {
   spec.n = spec.trans_b ? b[0] : b[1];
   if ((spec.trans_b ? b[1] : b[0]) != spec.k) ctx.Fail("inner dimensions differ");
   spec.alpha = node.attr_float("alpha", 1.0f);
-  const float beta = node.attr_float("beta", 1.0f);
+  *beta = node.attr_float("beta", 1.0f);
+  return spec;
+}
+
+namespace {
+
+KernelInfo GemmKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  float beta = 1.0f;
+  cpu::MatMulSpec spec = GemmOpSpec(ctx, &beta);
   std::function<void(const KernelIO&)> prefill;
   if (ctx.has_input(2) && beta != 0.0f) {
     const auto& c = ctx.in(2).dims;

@@ -23,41 +23,20 @@
 #include "cuda_ops/data_kernels.h"
 #include "cuda_ops/device_info.h"
 #include "kernel_common/half.h"
+#include "tests/cuda/gpu_test_util.h"
 
 namespace ot {
 namespace {
 
+using test::Dev;
+using test::Download;
+using test::Upload;
+
 using cuda::FloatType;
 using cuda::IndexType;
 
-#define CUDA_OK(expr)                                                                \
-  do {                                                                               \
-    const cudaError_t e_ = (expr);                                                   \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);           \
-  } while (0)
 
-struct Dev {
-  void* p = nullptr;
-  size_t bytes = 0;
-  explicit Dev(size_t b) : bytes(b) {
-    if (cudaMalloc(&p, b ? b : 1) != cudaSuccess) p = nullptr;
-  }
-  ~Dev() { cudaFree(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-};
 
-template <typename T>
-std::vector<T> Down(const Dev& d, size_t n) {
-  std::vector<T> v(n);
-  EXPECT_EQ(cudaMemcpy(v.data(), d.p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return v;
-}
-template <typename T>
-void Up(const Dev& d, const std::vector<T>& v) {
-  ASSERT_NE(d.p, nullptr);
-  ASSERT_EQ(cudaMemcpy(d.p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-}
 void Sync() {
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -98,12 +77,12 @@ TEST_F(DataKernelsGpu, TransposeMatchesCpuBitForBit) {
       std::vector<uint8_t> ref(in.size());
       if (n > 0) cpu::Transpose(in.data(), ref.data(), esz, c.dims, c.perm);
       Dev din(in.size()), dout(in.size());
-      if (n > 0) Up(din, in);
+      if (n > 0) Upload(din, in);
       for (int poison : {0x00, 0xff}) {
         CUDA_OK(cudaMemset(dout.p, poison, dout.bytes ? dout.bytes : 1));
         cuda::Transpose(din.p, dout.p, esz, c.dims, c.perm, nullptr);
         Sync();
-        EXPECT_EQ(Down<uint8_t>(dout, in.size()), ref) << "poison " << poison;
+        EXPECT_EQ(Download<uint8_t>(dout, in.size()), ref) << "poison " << poison;
       }
     }
 }
@@ -124,17 +103,17 @@ void CheckGather(int64_t outer, int64_t axis_dim, int64_t inner, size_t esz, int
   std::vector<uint8_t> ref(out_bytes);
   cpu::Gather<I>(data.data(), idx.data(), num, ref.data(), outer, axis_dim, inner * static_cast<int64_t>(esz));
   Dev dd(data.size()), di(num * sizeof(I)), dout(out_bytes), dbad(4);
-  Up(dd, data);
-  Up(di, idx);
+  Upload(dd, data);
+  Upload(di, idx);
   CUDA_OK(cudaMemset(dbad.p, 0, 4));
   for (int poison : {0x00, 0xff}) {
     CUDA_OK(cudaMemset(dout.p, poison, out_bytes));
     cuda::Gather(dd.p, outer, axis_dim, inner, esz, sizeof(I) == 4 ? IndexType::kI32 : IndexType::kI64, di.p, num,
                  dout.p, static_cast<int*>(dbad.p), nullptr);
     Sync();
-    EXPECT_TRUE(Down<uint8_t>(dout, out_bytes) == ref) << "poison " << poison;
+    EXPECT_TRUE(Download<uint8_t>(dout, out_bytes) == ref) << "poison " << poison;
   }
-  EXPECT_EQ(Down<int>(dbad, 1)[0], 0);
+  EXPECT_EQ(Download<int>(dbad, 1)[0], 0);
 }
 
 TEST_F(DataKernelsGpu, GatherMatchesCpuBitForBit) {
@@ -153,14 +132,14 @@ TEST_F(DataKernelsGpu, GatherOutOfRangeIndexSetsTheFlag) {
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i) + 0.5f;
   const std::vector<int64_t> idx = {3, 10, -11, -1};  // 10 and -11 are out of range
   Dev dt(table.size() * 4), di(idx.size() * 8), dout(idx.size() * D * 4), dbad(4);
-  Up(dt, table);
-  Up(di, idx);
+  Upload(dt, table);
+  Upload(di, idx);
   CUDA_OK(cudaMemset(dbad.p, 0, 4));
   CUDA_OK(cudaMemset(dout.p, 0xff, dout.bytes));
   cuda::Gather(dt.p, 1, V, D, 4, IndexType::kI64, di.p, 4, dout.p, static_cast<int*>(dbad.p), nullptr);
   Sync();
-  EXPECT_EQ(Down<int>(dbad, 1)[0], 1);
-  const auto out = Down<float>(dout, idx.size() * D);
+  EXPECT_EQ(Download<int>(dbad, 1)[0], 1);
+  const auto out = Download<float>(dout, idx.size() * D);
   for (int64_t d = 0; d < D; ++d) {
     EXPECT_EQ(out[0 * D + d], table[3 * D + d]);
     EXPECT_EQ(out[1 * D + d], 0.f);
@@ -211,8 +190,8 @@ void CheckGatherGrad(int64_t num, int64_t V, int64_t dim, bool with_bad) {
   Dev ddy(dy.size() * sizeof(T)), di(num * sizeof(I)), ddx(V * dim * sizeof(D)), dbad(4);
   const size_t wsb = cuda::GatherGradWorkspaceBytes(num, V);
   Dev ws(wsb);
-  Up(ddy, dy);
-  Up(di, idx);
+  Upload(ddy, dy);
+  Upload(di, idx);
   std::vector<D> first;
   for (int run = 0; run < 2; ++run) {
     CUDA_OK(cudaMemset(dbad.p, 0, 4));
@@ -220,8 +199,8 @@ void CheckGatherGrad(int64_t num, int64_t V, int64_t dim, bool with_bad) {
     cuda::GatherGrad(dyt, ddy.p, sizeof(I) == 4 ? IndexType::kI32 : IndexType::kI64, di.p, num, V, dim, dxt, ddx.p,
                      static_cast<int*>(dbad.p), ws.p, wsb, nullptr);
     Sync();
-    EXPECT_EQ(Down<int>(dbad, 1)[0], with_bad ? 1 : 0);
-    const auto got = Down<D>(ddx, V * dim);
+    EXPECT_EQ(Download<int>(dbad, 1)[0], with_bad ? 1 : 0);
+    const auto got = Download<D>(ddx, V * dim);
     size_t mism = 0;
     for (size_t i = 0; i < got.size(); ++i) {
       const D want = D(ref[i]);
@@ -270,11 +249,11 @@ void CheckCast(FloatType st, FloatType dt) {
   std::vector<D> ref(n);
   cpu::Cast<S, D>(in.data(), ref.data(), n);
   Dev din(n * sizeof(S)), dout(n * sizeof(D));
-  Up(din, in);
+  Upload(din, in);
   CUDA_OK(cudaMemset(dout.p, 0xff, dout.bytes));
   cuda::Cast(st, din.p, dt, dout.p, n, nullptr);
   Sync();
-  const auto got = Down<D>(dout, n);
+  const auto got = Download<D>(dout, n);
   size_t mism = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float a = static_cast<float>(got[i]), b = static_cast<float>(ref[i]);
@@ -302,7 +281,7 @@ TEST_F(DataKernelsGpu, FillWritesEveryElement) {
     const uint64_t bits = 0x0123456789abcdefull;
     cuda::Fill(d.p, esz, bits, n, nullptr);
     Sync();
-    const auto got = Down<uint8_t>(d, n * esz + 16);
+    const auto got = Download<uint8_t>(d, n * esz + 16);
     for (int64_t i = 0; i < n; ++i)
       ASSERT_EQ(std::memcmp(got.data() + i * esz, &bits, esz), 0) << "esz " << esz << " element " << i;
     for (size_t i = n * esz; i < got.size(); ++i) ASSERT_EQ(got[i], 0) << "wrote past the end";
@@ -310,7 +289,7 @@ TEST_F(DataKernelsGpu, FillWritesEveryElement) {
   Dev h(n * 2);
   cuda::FillFloat(FloatType::kBF16, h.p, -1.5f, n, nullptr);
   Sync();
-  const auto hb = Down<uint16_t>(h, n);
+  const auto hb = Download<uint16_t>(h, n);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hb[i], FloatToBf16Bits(-1.5f));
 }
 

@@ -21,41 +21,20 @@
 #include "cuda_ops/device_info.h"
 #include "cuda_ops/optimizer_kernels.h"
 #include "kernel_common/half.h"
+#include "tests/cuda/gpu_test_util.h"
 #include "kernel_common/optim_math.h"
 
 namespace ot {
 namespace {
 
+using test::Dev;
+using test::Download;
+using test::Upload;
+
 using cuda::FloatType;
 
-#define CUDA_OK(expr)                                                                \
-  do {                                                                               \
-    const cudaError_t e_ = (expr);                                                   \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);           \
-  } while (0)
 
-struct Dev {
-  void* p = nullptr;
-  size_t bytes = 0;
-  explicit Dev(size_t b) : bytes(b) {
-    if (cudaMalloc(&p, b ? b : 1) != cudaSuccess) p = nullptr;
-  }
-  ~Dev() { cudaFree(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-};
 
-template <typename T>
-std::vector<T> Down(const Dev& d, size_t n) {
-  std::vector<T> v(n);
-  EXPECT_EQ(cudaMemcpy(v.data(), d.p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return v;
-}
-template <typename T>
-void Up(const Dev& d, const std::vector<T>& v) {
-  ASSERT_NE(d.p, nullptr);
-  ASSERT_EQ(cudaMemcpy(d.p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-}
 template <typename T>
 void UpScalar(const Dev& d, T v) {
   ASSERT_EQ(cudaMemcpy(d.p, &v, sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
@@ -146,9 +125,9 @@ void Build(Rig& r, std::mt19937& rng) {
     q.dm = std::make_unique<Dev>(n * 4);
     q.dv = std::make_unique<Dev>(n * 4);
     q.dh = std::make_unique<Dev>(n * 2);
-    Up(*q.dp, q.p);
-    Up(*q.dm, q.m);
-    Up(*q.dv, q.v);
+    Upload(*q.dp, q.p);
+    Upload(*q.dm, q.m);
+    Upload(*q.dv, q.v);
     ASSERT_EQ(cudaMemset(q.dh->p, 0xff, n * 2), cudaSuccess);
     cuda::AdamTensor t;
     t.param = static_cast<float*>(q.dp->p);
@@ -164,7 +143,7 @@ void Build(Rig& r, std::mt19937& rng) {
   }
   const cuda::AdamPack pack = cuda::PackAdamTensors(ts);
   r.block = std::make_unique<Dev>(pack.bytes.size());
-  Up(*r.block, pack.bytes);
+  Upload(*r.block, pack.bytes);
   r.list.device_block = r.block->p;
   r.list.num_tensors = pack.num_tensors;
   r.list.num_chunks = pack.num_chunks;
@@ -213,10 +192,10 @@ void RunSteps(bool adamw, double clip, int steps, int poison_step, float poison_
     std::vector<std::vector<float>> before_p, before_m, before_v;
     std::vector<std::vector<uint16_t>> before_h;
     for (auto& q : r.ps) {
-      before_p.push_back(Down<float>(*q.dp, q.n));
-      before_m.push_back(Down<float>(*q.dm, q.n));
-      before_v.push_back(Down<float>(*q.dv, q.n));
-      before_h.push_back(Down<uint16_t>(*q.dh, q.n));
+      before_p.push_back(Download<float>(*q.dp, q.n));
+      before_m.push_back(Download<float>(*q.dm, q.n));
+      before_v.push_back(Download<float>(*q.dv, q.n));
+      before_h.push_back(Download<uint16_t>(*q.dh, q.n));
     }
     std::vector<std::vector<float>> seen(r.ps.size());
     for (size_t k = 0; k < r.ps.size(); ++k) {
@@ -226,7 +205,7 @@ void RunSteps(bool adamw, double clip, int steps, int poison_step, float poison_
       if (s == poison_step && k == 2) g[q.n / 2] = poison_value;
       std::vector<uint8_t> bytes;
       seen[k] = StoreGrad(g, scale, q.gt, bytes);
-      Up(*q.dg, bytes);
+      Upload(*q.dg, bytes);
     }
     CUDA_OK(cudaMemset(r.norm.p, 0xff, 4));
     CUDA_OK(cudaMemset(r.found.p, 0xff, 4));
@@ -277,8 +256,8 @@ void RunSteps(bool adamw, double clip, int steps, int poison_step, float poison_
     for (size_t k = 0; k < r.ps.size(); ++k) {
       SCOPED_TRACE("tensor " + std::to_string(k));
       auto& q = r.ps[k];
-      const auto gp = Down<float>(*q.dp, q.n), gm = Down<float>(*q.dm, q.n), gv = Down<float>(*q.dv, q.n);
-      const auto gh = Down<uint16_t>(*q.dh, q.n);
+      const auto gp = Download<float>(*q.dp, q.n), gm = Download<float>(*q.dm, q.n), gv = Download<float>(*q.dv, q.n);
+      const auto gh = Download<uint16_t>(*q.dh, q.n);
       if (res.skipped) {
         // Nothing moved, bit for bit.
         EXPECT_EQ(std::memcmp(gp.data(), before_p[k].data(), q.n * 4), 0);
@@ -322,7 +301,7 @@ TEST_F(OptimizerKernelsGpu, GradNormIsDeterministic) {
     for (auto& e : g) e = u(rng);
     std::vector<uint8_t> bytes;
     StoreGrad(g, 1.f, q.gt, bytes);
-    Up(*q.dg, bytes);
+    Upload(*q.dg, bytes);
   }
   uint32_t first = 0;
   for (int run = 0; run < 3; ++run) {

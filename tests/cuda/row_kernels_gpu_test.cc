@@ -22,35 +22,20 @@
 #include "cuda_ops/device_info.h"
 #include "cuda_ops/row_kernels.h"
 #include "kernel_common/half.h"
+#include "tests/cuda/gpu_test_util.h"
 
 namespace ot {
 namespace {
+
+using test::Dev;
+using test::Download;
+using test::Upload;
 
 using cuda::FloatType;
 using cuda::IndexType;
 using cuda::LossReduction;
 
-#define CUDA_OK(expr)                                                                \
-  do {                                                                               \
-    const cudaError_t e_ = (expr);                                                   \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);           \
-  } while (0)
 
-// A device buffer (freed on scope exit).
-struct Dev {
-  void* p = nullptr;
-  size_t bytes = 0;
-  explicit Dev(size_t b) : bytes(b) {
-    if (cudaMalloc(&p, b ? b : 1) != cudaSuccess) p = nullptr;
-  }
-  ~Dev() { cudaFree(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
 
 template <typename T>
 FloatType TypeOf() {
@@ -89,17 +74,6 @@ std::vector<double> ToD(const std::vector<T>& v) {
   return d;
 }
 
-template <typename T>
-void Upload(const Dev& d, const std::vector<T>& v) {
-  ASSERT_NE(d.p, nullptr);
-  ASSERT_EQ(cudaMemcpy(d.p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-}
-template <typename T>
-std::vector<T> Download(const Dev& d, size_t n) {
-  std::vector<T> v(n);
-  EXPECT_EQ(cudaMemcpy(v.data(), d.p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return v;
-}
 void Poison(const Dev& d) { ASSERT_EQ(cudaMemset(d.p, 0xff, d.bytes), cudaSuccess); }
 void Sync() {
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);

@@ -18,31 +18,12 @@ namespace ot {
 namespace {
 using namespace ot::examples;
 
-struct TrainRun {
-  std::vector<double> losses;
-  std::map<std::string, Tensor> params;
-};
-
-TrainRun Train(const std::string& dir, const std::string& optimizer, const std::string& fuse, int steps,
-               std::shared_ptr<DeviceBackend> device) {
-  nlohmann::json ref = Reference(dir, optimizer);
-  TrainerOptions o = Options(ref, optimizer);
-  o.fuse.mode = fuse;
-  o.device = std::move(device);
-  std::map<std::string, Tensor> arrays;
-  if (dir == "digits_mlp") {
-    for (NamedTensor& t : ReadNpz(kExamples + "digits_mlp/train.npz")) arrays[t.name] = t.tensor;
-  } else {
-    arrays = dir == "fashion_cnn" ? FashionHead(1024) : TinyLmData();
-  }
-  const std::string path = kExamples + dir + "/model.onnx";
-  Trainer trainer(LoadModel(path), o);
-  DataLoader data(std::move(arrays), ref["batch"], false, 0, path);
-  TrainRun r;
-  for (int k = 0; k < steps; ++k)
-    r.losses.push_back(trainer.Step(data.Get(k / data.batches_per_epoch(), k % data.batches_per_epoch()).arrays).loss);
-  r.params = trainer.Parameters();
-  return r;
+ExampleRun Train(const std::string& dir, const std::string& optimizer, const std::string& fuse, int steps,
+                 std::shared_ptr<DeviceBackend> device) {
+  return TrainExample(dir, optimizer, steps, [&](TrainerOptions& o) {
+    o.fuse.mode = fuse;
+    o.device = device;
+  });
 }
 
 struct Example {
@@ -55,10 +36,10 @@ class TrainerGpu : public ::testing::TestWithParam<Example> {};
 TEST_P(TrainerGpu, MatchesTheCpuAtEveryStep) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   const Example& ex = GetParam();
-  const TrainRun cpu = Train(ex.dir, ex.optimizer, "off", ex.steps, nullptr);
+  const ExampleRun cpu = Train(ex.dir, ex.optimizer, "off", ex.steps, nullptr);
   for (const char* mode : {"off", "lite"}) {
     SCOPED_TRACE(ex.dir + " --fuse=" + mode);
-    const TrainRun gpu = Train(ex.dir, ex.optimizer, mode, ex.steps, OpenDevice("cuda:0"));
+    const ExampleRun gpu = Train(ex.dir, ex.optimizer, mode, ex.steps, OpenDevice("cuda:0"));
     ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
     for (size_t k = 0; k < cpu.losses.size(); ++k)
       EXPECT_NEAR(gpu.losses[k], cpu.losses[k], 1e-4 * std::fabs(cpu.losses[k])) << "step " << k + 1;

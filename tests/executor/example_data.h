@@ -6,12 +6,15 @@
 #include <zlib.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "executor/data_loader.h"
 #include "executor/trainer.h"
+#include "onnx_import/model_io.h"
 #include "graph/tensor.h"
 #include "onnx_import/tensor_io.h"
 #include "passes/optimizer.h"
@@ -83,6 +86,36 @@ inline std::map<std::string, Tensor> TinyLmData() {
   std::map<std::string, Tensor> arrays;
   for (NamedTensor& t : ReadNpz(kExamples + "tiny_lm/data.npz")) arrays[t.name] = t.tensor;
   return arrays;
+}
+
+// `steps` steps of example `dir` with `optimizer` (the reference trajectory's loss, lr and batch, the file-order
+// batches of the reference script), with `configure` changing the options first (fusion, precision, device): every
+// step's loss, the parameters after the last step and the fusion report.
+struct ExampleRun {
+  std::vector<double> losses;
+  std::map<std::string, Tensor> params;
+  FusionReport fusion;
+};
+inline ExampleRun TrainExample(const std::string& dir, const std::string& optimizer, int steps,
+                               const std::function<void(TrainerOptions&)>& configure) {
+  nlohmann::json ref = Reference(dir, optimizer);
+  TrainerOptions o = Options(ref, optimizer);
+  configure(o);
+  std::map<std::string, Tensor> arrays;
+  if (dir == "digits_mlp") {
+    for (NamedTensor& t : ReadNpz(kExamples + "digits_mlp/train.npz")) arrays[t.name] = t.tensor;
+  } else {
+    arrays = dir == "fashion_cnn" ? FashionHead(1024) : TinyLmData();
+  }
+  const std::string path = kExamples + dir + "/model.onnx";
+  Trainer trainer(LoadModel(path), o);
+  DataLoader data(std::move(arrays), ref["batch"], false, 0, path);
+  ExampleRun r;
+  for (int k = 0; k < steps; ++k)
+    r.losses.push_back(trainer.Step(data.Get(k / data.batches_per_epoch(), k % data.batches_per_epoch()).arrays).loss);
+  r.params = trainer.Parameters();
+  r.fusion = trainer.fusion_report();
+  return r;
 }
 
 }  // namespace ot::examples

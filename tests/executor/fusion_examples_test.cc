@@ -16,33 +16,11 @@ namespace ot {
 namespace {
 using namespace ot::examples;
 
-struct TrainRun {
-  std::vector<double> losses;
-  std::map<std::string, Tensor> params;
-  FusionReport fusion;
-};
-
-TrainRun Train(const std::string& dir, const std::string& optimizer, const std::string& fuse, int steps, DataType half) {
-  nlohmann::json ref = Reference(dir, optimizer);
-  TrainerOptions o = Options(ref, optimizer);
-  o.fuse.mode = fuse;
-  o.amp.half = half;
-  std::map<std::string, Tensor> arrays;
-  if (dir == "digits_mlp") {
-    for (NamedTensor& t : ReadNpz(kExamples + "digits_mlp/train.npz")) arrays[t.name] = t.tensor;
-  } else {
-    arrays = dir == "fashion_cnn" ? FashionHead(1024) : TinyLmData();
-  }
-  const std::string path = kExamples + dir + "/model.onnx";
-  Trainer trainer(LoadModel(path), o);
-  DataLoader data(std::move(arrays), ref["batch"], false, 0, path);
-  TrainRun r;
-  for (int k = 0; k < steps; ++k)
-    r.losses.push_back(
-        trainer.Step(data.Get(k / data.batches_per_epoch(), k % data.batches_per_epoch()).arrays).loss);
-  r.params = trainer.Parameters();
-  r.fusion = trainer.fusion_report();
-  return r;
+ExampleRun Train(const std::string& dir, const std::string& optimizer, const std::string& fuse, int steps, DataType half) {
+  return TrainExample(dir, optimizer, steps, [&](TrainerOptions& o) {
+    o.fuse.mode = fuse;
+    o.amp.half = half;
+  });
 }
 
 struct Example {
@@ -54,11 +32,11 @@ class FusionExamples : public ::testing::TestWithParam<Example> {};
 
 TEST_P(FusionExamples, LiteAndFullMatchOffAtEveryStep) {
   const Example& ex = GetParam();
-  const TrainRun off = Train(ex.dir, ex.optimizer, "off", ex.steps, DataType::kUndefined);
+  const ExampleRun off = Train(ex.dir, ex.optimizer, "off", ex.steps, DataType::kUndefined);
   EXPECT_TRUE(off.fusion.clusters.empty());
   for (const char* mode : {"lite", "full"}) {
     SCOPED_TRACE(ex.dir + " --fuse=" + mode);
-    const TrainRun fused = Train(ex.dir, ex.optimizer, mode, ex.steps, DataType::kUndefined);
+    const ExampleRun fused = Train(ex.dir, ex.optimizer, mode, ex.steps, DataType::kUndefined);
     // The transformer has elementwise work outside its fused ops (attention scaling and masking, residual sums);
     // in the MLP and the CNN every elementwise op left after pattern fusion is a Relu whose output the backward's
     // ReluGrad reads, so fusing the two would put the layers between them on a cycle: nothing to fuse there.
@@ -82,8 +60,8 @@ INSTANTIATE_TEST_SUITE_P(Examples, FusionExamples,
 // In bf16 the clusters round every value as the unfused kernels do; the trajectories stay together (row sums are
 // accumulated in another order, so not bit for bit).
 TEST(FusionExamplesBf16, TinyLmLiteFollowsOff) {
-  const TrainRun off = Train("tiny_lm", "adam", "off", 6, DataType::kBFloat16);
-  const TrainRun lite = Train("tiny_lm", "adam", "lite", 6, DataType::kBFloat16);
+  const ExampleRun off = Train("tiny_lm", "adam", "off", 6, DataType::kBFloat16);
+  const ExampleRun lite = Train("tiny_lm", "adam", "lite", 6, DataType::kBFloat16);
   EXPECT_FALSE(lite.fusion.clusters.empty());
   for (size_t k = 0; k < off.losses.size(); ++k)
     EXPECT_NEAR(lite.losses[k], off.losses[k], 2e-3 * std::fabs(off.losses[k])) << "step " << k + 1;
