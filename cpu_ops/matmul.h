@@ -23,6 +23,14 @@ struct MatMulSpec {
   bool accumulate = false;  // C += alpha * A x B, reading C's prior contents (oneDNN sum post-op)
 };
 
+// Floating-point operations of a spec: 2 m n k per matrix of the broadcast batch.
+inline double GemmFlops(const MatMulSpec& s) {
+  double batch = 1;
+  for (size_t i = 0; i < s.a_batch.size() && i < s.b_batch.size(); ++i)
+    batch *= static_cast<double>(s.a_batch[i] > s.b_batch[i] ? s.a_batch[i] : s.b_batch[i]);
+  return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) * batch;
+}
+
 class DnnlMatMul {
  public:
   // Creates the primitive (slow: do it once per plan). Falls back to an f32 primitive with conversions when

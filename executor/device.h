@@ -39,6 +39,10 @@ class DeviceBackend {
   // Waits for everything queued; throws Error with the device's message when a kernel failed.
   virtual void Synchronize() = 0;
   virtual void* stream() = 0;  // cudaStream_t
+  // Bytes of device memory taken through Alloc now and at most so far (plans' arenas, state, constants, inputs,
+  // outputs; the libraries' own handles and the kernels' small flags are not counted).
+  virtual int64_t allocated_bytes() const { return 0; }
+  virtual int64_t peak_allocated_bytes() const { return 0; }
 
  private:
   DeviceOptions options_;

@@ -100,6 +100,7 @@ std::vector<OpTime> Executor::kernel_profile() const {
       t.op = k.op;
       ++t.kernels;
       t.ms += static_cast<double>(k.ns) * 1e-6;
+      t.flops += k.flops;
     }
   std::vector<OpTime> r;
   for (auto& [op, t] : by_op) r.push_back(t);
@@ -120,6 +121,10 @@ std::vector<KernelEvent> Executor::last_trace() const { return last_ ? last_->tr
 void Executor::set_trace(bool on) {
   opts_.trace = on;
   for (auto& [sig, plan] : plans_) plan->set_tracing(on);
+}
+
+void Executor::ResetProfile() {
+  for (auto& [sig, plan] : plans_) plan->reset_profile();
 }
 
 void Executor::SyncStateToHost() {

@@ -32,6 +32,7 @@ struct OpTime {
   std::string op;
   int64_t kernels = 0;  // kernels of this op in the plan
   double ms = 0;
+  double flops = 0;     // of one run of these kernels (KernelInfo::flops), 0 where not counted
 };
 
 class Plan;
@@ -68,6 +69,8 @@ class Executor {
   // With ExecutorOptions::trace: the kernels of the last run, in plan order, with their start and end times.
   std::vector<KernelEvent> last_trace() const;
   void set_trace(bool on);
+  // Forgets the kernel times so far (a profile without the first run's plan making, JIT and library set-up).
+  void ResetProfile();
   // On a device with state_in_place the state lives on the device between runs: SyncStateToHost() brings the
   // graph's state tensors up to date (before reading, saving or evaluating them), StateChangedOnHost() makes the
   // next run upload them again (after the caller wrote them). Both do nothing on the CPU.

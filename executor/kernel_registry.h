@@ -91,6 +91,9 @@ struct KernelInfo {
   // memory plan may give the output the input's memory even where the input stays live (a view), and the kernel
   // then copies nothing (it must check out == in). Neither is written again while the other is read.
   std::vector<std::pair<int, int>> views{};
+  // Floating-point operations of one call where they are the point of the kernel (GEMMs: 2 m n k per matrix), so
+  // a profile can report the rate its time gives; 0 for the rest.
+  double flops = 0;
 };
 
 // Adds (out, in) to info.inplace when input `in` has output `out`'s dtype and dims (the caller vouches that its

@@ -579,7 +579,7 @@ std::vector<KernelEvent> Plan::trace() const {
 std::vector<Plan::KernelTime> Plan::kernel_times() const {
   std::vector<KernelTime> r;
   for (size_t i = 0; i < steps_.size(); ++i)
-    r.push_back({steps_[i].node->name, steps_[i].node->op_type, step_ns_[i].load()});
+    r.push_back({steps_[i].node->name, steps_[i].node->op_type, step_ns_[i].load(), steps_[i].kernel.flops});
   return r;
 }
 

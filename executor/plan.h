@@ -82,10 +82,14 @@ class Plan {
   bool has_random_kernels() const { return random_; }
   // Per-kernel wall time, accumulated over runs while profiling is on: (node description, ns, runs).
   void set_profiling(bool on) { profiling_ = on; }
+  void reset_profile() {
+    for (size_t i = 0; i < steps_.size(); ++i) step_ns_[i] = 0;
+  }
   struct KernelTime {
     std::string node;
     std::string op;
     int64_t ns = 0;
+    double flops = 0;  // per call (KernelInfo::flops)
   };
   std::vector<KernelTime> kernel_times() const;
   // With tracing on, every run records when each kernel started and ended and on which thread; trace() gives the

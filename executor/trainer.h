@@ -110,6 +110,7 @@ class Trainer {
   const Graph& step_graph() const { return *graph_; }
   const TrainerOptions& options() const { return opts_; }
   const Executor& executor() const { return *exec_; }
+  void ResetProfile() { exec_->ResetProfile(); }
   // Turns the kernel timeline of the following steps on or off (TrainerOptions::trace).
   void set_trace(bool on);
   // Current values of the trained parameters, by name.

@@ -20,12 +20,23 @@
 namespace ot::tools {
 
 void PrintOpProfile(const Executor& ex, double runs) {
-  std::printf("%-28s %8s %12s %8s\n", "op", "kernels", "ms/run", "share");
-  double total = 0;
+  std::printf("%-28s %8s %12s %8s %10s\n", "op", "kernels", "ms/run", "share", "TFLOP/s");
+  double total = 0, gemm_ms = 0, gemm_flops = 0;
   for (const OpTime& t : ex.kernel_profile()) total += t.ms;
-  for (const OpTime& t : ex.kernel_profile())
-    std::printf("%-28s %8lld %12.3f %7.1f%%\n", t.op.c_str(), static_cast<long long>(t.kernels), t.ms / runs,
+  for (const OpTime& t : ex.kernel_profile()) {
+    std::printf("%-28s %8lld %12.3f %7.1f%%", t.op.c_str(), static_cast<long long>(t.kernels), t.ms / runs,
                 total > 0 ? 100.0 * t.ms / total : 0.0);
+    // Counted operations per run over the time per run (the profile waits for each kernel, so this is the rate the
+    // kernels themselves reached).
+    if (t.flops > 0 && t.ms > 0) std::printf(" %10.3f", t.flops / (t.ms / runs * 1e-3) * 1e-12);
+    std::printf("\n");
+    if (t.flops > 0) {
+      gemm_ms += t.ms / runs;
+      gemm_flops += t.flops;
+    }
+  }
+  if (gemm_flops > 0 && gemm_ms > 0)
+    std::printf("GEMMs: %.3f ms/run, %.3f TFLOP/s\n", gemm_ms, gemm_flops / (gemm_ms * 1e-3) * 1e-12);
   std::printf("slowest kernels:\n");
   std::vector<OpTime> nodes = ex.node_profile();
   for (size_t i = 0; i < nodes.size() && i < 8; ++i)

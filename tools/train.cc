@@ -253,6 +253,9 @@ int Train(const TrainOptions& o) {
       }
     }
     StepResult r = trainer->Step(micro);
+    // --profile-ops: times from the second step on (the first makes plans, JITs and sets libraries up), unless
+    // there is only one.
+    if (o.profile && s == start && total - start > 1) trainer->ResetProfile();
     // --profile: the first step's timeline is written at once (a run of one step still gets one), then replaced
     // by the second's, which has no first-run costs (oneDNN's JIT, TBB's threads); tracing stops after it.
     if (!o.profile_trace.empty() && s - start < 2) {
@@ -366,7 +369,11 @@ int Train(const TrainOptions& o) {
     trainer->Save(o.save);
     if (!o.quiet) std::printf("saved the trained model to %s\n", o.save.c_str());
   }
-  if (o.profile && total > start) PrintOpProfile(trainer->executor(), static_cast<double>((total - start) * k));
+  if (o.profile && total > start)
+    PrintOpProfile(trainer->executor(), static_cast<double>((total - start > 1 ? total - start - 1 : 1) * k));
+  if (const auto& dev = trainer->options().device)
+    std::printf("peak device memory: %lld bytes (%.1f MiB) on %s\n", static_cast<long long>(dev->peak_allocated_bytes()),
+                static_cast<double>(dev->peak_allocated_bytes()) / (1 << 20), dev->name().c_str());
   if (skipped || scaling) {
     std::printf("%lld steps skipped (non-finite gradients)", static_cast<long long>(skipped));
     if (scaling) std::printf(", final loss scale %g", trainer->step_info().loss_scale->initializer->GetDouble(0));

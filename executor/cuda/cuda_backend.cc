@@ -3,6 +3,7 @@
 // generated kernel).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -82,10 +83,28 @@ class CudaBackend final : public DeviceBackend {
                   " of " + Bytes(total_b) + " free (" + cudaGetErrorString(e) + "); try a smaller --batch, --amp or " +
                   "--memory-budget");
     }
+    std::lock_guard<std::mutex> l(mu_);
+    sizes_[p] = bytes;
+    allocated_ += static_cast<int64_t>(bytes);
+    peak_ = std::max(peak_, allocated_);
     return p;
   }
   void Free(void* p) override {
-    if (p) cudaFree(p);
+    if (!p) return;
+    cudaFree(p);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = sizes_.find(p);
+    if (it == sizes_.end()) return;
+    allocated_ -= static_cast<int64_t>(it->second);
+    sizes_.erase(it);
+  }
+  int64_t allocated_bytes() const override {
+    std::lock_guard<std::mutex> l(mu_);
+    return allocated_;
+  }
+  int64_t peak_allocated_bytes() const override {
+    std::lock_guard<std::mutex> l(mu_);
+    return peak_;
   }
   void CopyToDevice(void* dst, const void* src, size_t n) override {
     if (n) CudaCheck(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_), "copy to the GPU");
@@ -103,6 +122,9 @@ class CudaBackend final : public DeviceBackend {
   int index_ = 0;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  mutable std::mutex mu_;
+  std::map<void*, size_t> sizes_;
+  int64_t allocated_ = 0, peak_ = 0;
 };
 
 }  // namespace

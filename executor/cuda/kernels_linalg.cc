@@ -81,6 +81,8 @@ KernelInfo GemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMulSpe
   }
   KernelInfo info;
   info.workspace_bytes = cuda::GemmRunner::WorkspaceBytes();
+  info.flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
+               static_cast<double>(batch);
   const bool empty = g.m == 0 || g.n == 0 || batch == 0;
   const size_t out_bytes = ctx.out(0).nbytes();
   info.fn = [g, bias_slot, empty, out_bytes](const KernelIO& io) {

@@ -111,6 +111,7 @@ KernelInfo MatMulBiasKernel(const KernelContext& ctx) {
     case DataType::kFloat64: build(double{}); break;
     default: ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
   }
+  info.flops = cpu::GemmFlops(spec);
   return info;
 }
 

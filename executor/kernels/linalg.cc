@@ -46,6 +46,7 @@ KernelInfo MakeGemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMu
     info.workspace_bytes = mm->workspace_bytes();
     info.heap_bytes = cpu::DnnlCallHeapBytes(4);
     info.exclusive = true;
+    info.flops = cpu::GemmFlops(spec);
     return info;
   }
   auto loops = [&](auto tag, auto acc_tag) -> KernelInfo {

@@ -70,4 +70,24 @@ PY
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['otherData']['step'] == 1 and d['otherData']['precision'] == 'fp32'" \
   "$tmp/one.json" && ok || bad "the one-step trace"
 expect_error "--profile: cannot write '$tmp/no/such/dir/t.json'" "${lm[@]}" --steps 1 --profile "$tmp/no/such/dir/t.json"
+
+# --profile-ops: per-op times of the steps after the first, each GEMM op with the rate its counted operations give,
+# and the GEMMs' total: ms and TFLOP/s that agree with each other (rate = flops / time, flops > 0).
+"$tool" "${lm[@]}" --steps 3 --quiet --profile-ops >"$tmp/ops" 2>"$tmp/err" && ok || { bad "--profile-ops"; cat "$tmp/err"; }
+if python3 - "$tmp/ops" <<'PY'; then ok; else bad "--profile-ops table"; cat "$tmp/ops"; fi
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines[0].split() == ["op", "kernels", "ms/run", "share", "TFLOP/s"], lines[0]
+rows = {l.split()[0]: l.split() for l in lines[1:] if l and not l.startswith(("slowest", " ", "GEMMs"))}
+gemm_ops = [op for op in ("MatMul", "Gemm", "MatMulBias") if op in rows]
+assert gemm_ops, rows.keys()
+for op in gemm_ops:
+    assert len(rows[op]) == 5 and float(rows[op][4]) > 0, rows[op]
+assert "Softmax" in rows and len(rows["Softmax"]) == 4, rows.get("Softmax")  # no operation count: no rate
+total = [l for l in lines if l.startswith("GEMMs:")]
+m = re.match(r"GEMMs: ([0-9.]+) ms/run, ([0-9.]+) TFLOP/s", total[0])
+ms = sum(float(rows[op][2]) for op in gemm_ops)
+assert abs(float(m.group(1)) - ms) <= 0.002 * len(gemm_ops) + 1e-9, (m.group(1), ms)
+assert float(m.group(2)) > 0
+PY
 finish
