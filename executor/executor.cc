@@ -79,6 +79,13 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds) {
              .first;
     it->second->set_profiling(opts_.profile);
     it->second->set_tracing(opts_.trace);
+    if (!opts_.host_outputs.empty()) {
+      std::vector<bool> wanted(graph_.outputs.size(), false);
+      for (size_t i = 0; i < graph_.outputs.size(); ++i)
+        wanted[i] = std::find(opts_.host_outputs.begin(), opts_.host_outputs.end(), graph_.outputs[i]->name) !=
+                    opts_.host_outputs.end();
+      it->second->set_host_outputs(std::move(wanted));
+    }
   }
   if (last_ && last_ != it->second.get() && last_->on_device()) {
     // Another plan's device state is the newest: through the host into this plan's.

@@ -25,6 +25,9 @@ struct ExecutorOptions {
   bool state_in_place = false;
   // Where plans run (executor/device.h): null = the CPU.
   std::shared_ptr<DeviceBackend> device;
+  // On a device: the graph outputs the caller reads (by name); the others come back as empty tensors instead of
+  // being copied to the host every run (a training step's model outputs). Empty: all.
+  std::vector<std::string> host_outputs;
 };
 
 // Time spent per op type over all runs so far, largest first.

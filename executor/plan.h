@@ -56,9 +56,12 @@ class Plan {
   // device memory and the kernels run in plan order on the device's stream. Results are copied to the host. The
   // state is uploaded before a run -- before every run, or with state_in_place only before the first run and after
   // MarkHostStateChanged(): the device copy is then the state, updated in place each step, and the host tensors are
-  // brought up to date by DownloadState() (small state, step counters and the loss scale, after every run).
+  // brought up to date by DownloadState() (scalar state, step counters and the loss scale, after every run).
   bool on_device() const { return device_ != nullptr; }
   void MarkHostStateChanged() { upload_state_ = true; }
+  // On a device: which graph outputs Run copies to the host (by output index; empty: all). The rest are returned as
+  // empty tensors.
+  void set_host_outputs(std::vector<bool> wanted) { host_outputs_ = std::move(wanted); }
   void DownloadState();
 
   int64_t kernel_count() const { return static_cast<int64_t>(steps_.size()); }
@@ -199,6 +202,7 @@ class Plan {
   std::vector<std::pair<int, int>> state_copies_;  // (state buffer, output buffer): next state not written in place
   bool state_in_place_ = false;
   bool upload_state_ = true;
+  std::vector<bool> host_outputs_;
 };
 
 }  // namespace ot

@@ -10,9 +10,9 @@
 namespace ot {
 
 namespace {
-// State at most this large (step counters, the loss scale and its counters) is copied back to the host after
-// every run: the Trainer reads it each step.
-constexpr size_t kSmallState = 256;
+// Scalar state (step counters, the loss scale and its counters, the learning rate) is copied back to the host after
+// every run: the Trainer reads it each step. Small parameters are not (a LayerNorm's 64 weights are state too).
+constexpr size_t kSmallState = 8;
 }  // namespace
 
 void Plan::SetUpDevice(const Graph& g) {
@@ -110,6 +110,7 @@ void Plan::RunOnDevice(const std::map<std::string, Tensor>& feeds, std::vector<T
       results[i] = *bufs_[static_cast<size_t>(state)].constant;
       continue;
     }
+    if (!host_outputs_.empty() && !host_outputs_[i]) continue;  // not read by the caller: stays empty
     results[i] = Tensor(B.desc.dtype, B.desc.dims);
     device_->CopyToHost(results[i].raw(), BufferPtr(b), B.desc.nbytes());
   }

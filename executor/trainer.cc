@@ -144,6 +144,10 @@ void Trainer::MakeExecutor() {
   // --check-numerics, whose failing step must leave the state as it was.
   eo.state_in_place = !opts_.check_numerics;
   eo.device = opts_.device;
+  // What Step reads: the loss, the update's scalars and the next state (returned sharing the state's storage).
+  for (int i : {loss_out_, grad_norm_out_, skipped_out_, param_norm_out_, zero_frac_out_})
+    if (i >= 0) eo.host_outputs.push_back(g.outputs[static_cast<size_t>(i)]->name);
+  for (const auto& [state, idx] : state_outs_) eo.host_outputs.push_back(g.outputs[static_cast<size_t>(idx)]->name);
   exec_ = std::make_unique<Executor>(g, eo);
 }
 
