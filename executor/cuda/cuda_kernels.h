@@ -45,6 +45,10 @@ void RunLauncher(const std::string& node, F&& f) {
 // Throws Error("CUDA: <what>: <message>") unless `status` (a cudaError_t) is success.
 void CudaCheck(int status, const char* what);
 
+// Output 0 holds input 0's bytes: a view or in place where the memory plan allows, else one device copy
+// (executor/cuda/kernels_copy.cc).
+KernelInfo DeviceCopyKernel(const KernelContext& ctx);
+
 // The kernel of a node the fusion table lowers (nullopt when it does not lower, e.g. an opaque op).
 std::optional<KernelInfo> GeneratedKernel(const KernelContext& ctx);
 

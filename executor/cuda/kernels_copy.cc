@@ -6,7 +6,6 @@
 #include "executor/cuda/cuda_kernels.h"
 
 namespace ot {
-namespace {
 
 KernelInfo DeviceCopyKernel(const KernelContext& ctx) {
   const size_t n = ctx.out(0).nbytes();
@@ -22,8 +21,6 @@ KernelInfo DeviceCopyKernel(const KernelContext& ctx) {
   }
   return info;
 }
-
-}  // namespace
 
 void RegisterCudaCopyKernels(CpuKernelRegistry& r) {
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.Register(op, DeviceCopyKernel);
