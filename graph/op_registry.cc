@@ -143,10 +143,12 @@ void OpRegistry::SetFusion(const std::string& domain, const std::string& op_type
   it->second.recompute_cheap = true;
 }
 
-void OpRegistry::SetRecomputeCheap(const std::string& domain, const std::string& op_type) {
+void OpRegistry::SetRecomputeCheap(const std::string& domain, const std::string& op_type,
+                                   bool trailing_outputs_optional) {
   auto it = ops_.find({domain == "ai.onnx" ? "" : domain, op_type});
   if (it == ops_.end()) throw Error("recompute facts for unregistered op " + op_type);
   it->second.recompute_cheap = true;
+  it->second.trailing_outputs_optional = trailing_outputs_optional;
 }
 
 }  // namespace ot

@@ -119,6 +119,9 @@ struct OpSchema {
   // One pass over its inputs, no GEMM (fusible ops, norms, softmax, data movement): rematerialization under a memory
   // budget (passes/rematerialize.h) may run it a second time rather than keep its result.
   bool recompute_cheap = false;
+  // Outputs after the first may be omitted (LayerNormalization's Mean and InvStdDev): a copy of the node that
+  // computes output 0 alone is valid, so rematerialization may recompute that output of a multi-output node.
+  bool trailing_outputs_optional = false;
   // Reverse-mode rule (graph/grad/*.cc); empty for ops with no gradient yet. Inputs listed in
   // `non_differentiable` (indices, shapes, masks) never receive a gradient.
   GradFn grad;
@@ -140,7 +143,7 @@ class OpRegistry {
               std::vector<int> fp32_outputs = {}, bool loss = false, bool fp32_inside = false);
   // Sets an op's fusion facts (graph/ops/fuse_table.cc); throws when the op is not registered.
   void SetFusion(const std::string& domain, const std::string& op_type, FusibleKind kind, ClusterLowerFn lower);
-  void SetRecomputeCheap(const std::string& domain, const std::string& op_type);
+  void SetRecomputeCheap(const std::string& domain, const std::string& op_type, bool trailing_outputs_optional = false);
 
  private:
   std::map<std::pair<std::string, std::string>, OpSchema> ops_;

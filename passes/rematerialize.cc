@@ -13,14 +13,19 @@ namespace {
 
 bool IsInternal(const Node* n, const char* op) { return n->domain == kInternalDomain && n->op_type == op; }
 
-// One pass over its operands, no GEMM: what a recomputation may repeat.
-bool Cheap(const Node* n) {
+// The output of n that a recomputation may repeat (nullptr: none): n is one pass over its operands, no GEMM, and
+// either has one output or computes output 0 alone when the others are omitted (OpSchema::trailing_outputs_optional).
+Value* CheapOutput(const Node* n) {
   int outs = 0;
-  for (const Value* v : n->outputs) outs += v != nullptr;
-  if (outs != 1) return false;
-  if (IsInternal(n, "FusedElementwise")) return true;
+  Value* only = nullptr;
+  for (Value* v : n->outputs)
+    if (v) ++outs, only = v;
+  if (outs == 0) return nullptr;
+  if (IsInternal(n, "FusedElementwise")) return outs == 1 ? only : nullptr;
   const OpSchema* s = OpRegistry::Global().Find(n->domain, n->op_type);
-  return s && s->recompute_cheap;
+  if (!s || !s->recompute_cheap) return nullptr;
+  if (outs == 1) return only;
+  return s->trailing_outputs_optional && n->has_output(0) ? n->outputs[0] : nullptr;
 }
 
 struct Model {
@@ -142,10 +147,8 @@ bool RematerializePass::Run(Graph& g) {
     int best_first_late = -1;
     for (int s = 0; s <= ps && s < static_cast<int>(order.size()); ++s) {
       Node* n = order[static_cast<size_t>(s)];
-      if (!Cheap(n)) continue;
-      Value* v = nullptr;
-      for (Value* o : n->outputs)
-        if (o) v = o;
+      Value* v = CheapOutput(n);
+      if (!v) continue;
       if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) continue;
       const ValueDims* d = dims(v);
       if (!d) continue;

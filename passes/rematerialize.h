@@ -5,8 +5,10 @@
 // Rewrite. While the planned peak of the step (LivenessPeak over the executor's order: Graph::TopologicalOrder of
 // the kernels, each kernel's declared workspace included) is above FuseOptions::memory_budget: among the values V
 // live across the peak step that
-//   - are made by a cheap single-output kernel E: an op the registry marks recompute_cheap (fusible ops, norms,
-//     softmax, transposes) or a FusedElementwise node -- one pass over its operands, no GEMM;
+//   - are made by a cheap kernel E: an op the registry marks recompute_cheap (fusible ops, norms, softmax,
+//     transposes) or a FusedElementwise node -- one pass over its operands, no GEMM -- with V its only output, or
+//     its output 0 when the op's other outputs are optional (LayerNormalization's Y; the copy omits Mean and
+//     InvStdDev);
 //   - are read both before or at the peak (the forward) and after it (the backward);
 //   - have every input of E resident, or alive at V's first late reader anyway (so recomputing adds no live bytes
 //     at the peak);

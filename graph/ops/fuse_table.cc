@@ -149,7 +149,10 @@ void RegisterFusionFacts(OpRegistry& r) {
   r.SetFusion("", "ReduceMax", red, Reduction(Op::kReduceMax, true));
   r.SetFusion("", "ReduceMin", red, Reduction(Op::kReduceMin, true));
   // Opaque but cheap to run twice (one pass over their inputs; every fusible op above is too).
-  for (const char* op : {"LayerNormalization", "Softmax", "LogSoftmax", "Transpose"}) r.SetRecomputeCheap("", op);
+  for (const char* op : {"Softmax", "LogSoftmax", "Transpose"}) r.SetRecomputeCheap("", op);
+  // LayerNormalization's saved Mean and InvStdDev are optional outputs: its Y alone can be recomputed.
+  r.SetRecomputeCheap("", "LayerNormalization", true);
+  r.SetRecomputeCheap(kInternalDomain, "LayerNormalization", true);
 }
 
 }  // namespace ot
