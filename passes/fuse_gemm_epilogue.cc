@@ -20,9 +20,13 @@ namespace {
 int64_t Bytes(const ValueDims& d) { return NumElements(d.dims) * static_cast<int64_t>(SizeOf(d.dtype)); }
 std::string Label(const Node* n) { return n->op_type + " " + n->name; }
 
+// A GEMM whose result an epilogue may consume: MatMul, or MatMulBias without activation reading B [K, N] as stored.
+// Not with trans_b (B stored [N, K], passes/fold_transpose.h): oneDNN rounds a row block of a product with a
+// transposed B differently from the whole product, and the fused step must give the unfused one's numbers.
 bool IsGemm(const Node* n) {
   if (n->domain.empty() && n->op_type == "MatMul") return true;
-  return n->domain == kInternalDomain && n->op_type == "MatMulBias" && n->attr_string("activation", "none") == "none";
+  return n->domain == kInternalDomain && n->op_type == "MatMulBias" && n->attr_string("activation", "none") == "none" &&
+         n->attr_int("trans_b", 0) == 0;
 }
 
 bool IsFused(const Node* n) { return n->domain == kInternalDomain && n->op_type == "FusedElementwise"; }

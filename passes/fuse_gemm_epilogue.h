@@ -16,7 +16,8 @@
 //   memory    running G's work at C's place keeps G's inputs alive until then: their bytes (those G was the last
 //             reader of) added to the planned peak stay within the budget (FuseOptions::memory_budget), unless Y
 //             is not stored and at least as large (then no step in between holds more than before).
-// Batched B (attention's Q K^T) and Gemm with transposes are not folded yet. The fused node takes C's place in the
+// Batched B (attention's Q K^T), Gemm and GEMMs reading a transposed operand (MatMulTrans, MatMulBias {trans_b})
+// are not folded: oneDNN rounds a row block of a product with a transposed B differently from the whole. The fused node takes C's place in the
 // node list.
 #pragma once
 #include "passes/cluster_fusion.h"

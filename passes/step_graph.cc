@@ -4,6 +4,7 @@
 
 #include "graph/error.h"
 #include "passes/autodiff.h"
+#include "passes/fold_transpose.h"
 #include "passes/fuse_gelu.h"
 #include "passes/fuse_layer_norm.h"
 #include "passes/fuse_matmul_bias.h"
@@ -72,6 +73,9 @@ StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
     after("loss_scaling");
   }
   info.loss_scaling = ls.mode;
+  // Last: every Transpose a GEMM reads is written by now (autodiff's, AMP's Casts placed, master copies bound).
+  FoldTransposePass().Run(g);
+  after("fold_transpose");
   if (EnableOptimizerStats(g)) {
     info.param_norm = g.outputs[g.outputs.size() - 2];
     info.zero_grad_fraction = g.outputs.back();

@@ -1,4 +1,4 @@
-// MatMul, Gemm and ai.onnxtrain.MatMulBias on the GPU through cuBLASLt (cuda_ops/gemm.h): the CPU kernels' specs
+// MatMul, Gemm, ai.onnxtrain.MatMulBias and MatMulTrans on the GPU through cuBLASLt (cuda_ops/gemm.h): the CPU kernels' specs
 // (numpy batching with a shared weight folded into M, Gemm's transposes) become a row-major GemmDesc; MatMulBias's
 // bias and ReLU are cuBLASLt epilogues. fp32 runs exact fp32 (no TF32) unless --tf32.
 #include <cuda_runtime.h>
@@ -18,6 +18,8 @@ namespace ot {
 
 cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi);  // executor/kernels/linalg.cc
 cpu::MatMulSpec GemmOpSpec(const KernelContext& ctx, float* beta);          // executor/kernels/linalg.cc
+cpu::MatMulSpec MatMulTransSpec(const KernelContext& ctx);                  // executor/kernels/linalg.cc
+cpu::MatMulSpec MatMulBiasSpec(const KernelContext& ctx);                   // executor/kernels/fused_linalg.cc
 
 namespace {
 
@@ -73,6 +75,10 @@ KernelInfo GemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMulSpe
       for (int64_t d : s.b_batch) batch *= d;
       g.stride_a = 0;
       g.stride_b = s.k * s.n;
+    } else if (AllOnes(s.b_batch)) {  // a shared B under a transposed A (MatMulTrans does not fold it into M)
+      for (int64_t d : s.a_batch) batch *= d;
+      g.stride_a = s.m * s.k;
+      g.stride_b = 0;
     } else {
       ctx.Unsupported("MatMul batch dims that broadcast on both sides on the GPU");
     }
@@ -110,6 +116,12 @@ KernelInfo MatMulKernel(const KernelContext& ctx) {
   return GemmKernel(ctx, t, NumpyMatMulSpec(ctx, 0, 1), cuda::GemmEpilogue::kNone, -1);
 }
 
+KernelInfo MatMulTransKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (ctx.in(1).dtype != t) ctx.Fail("inputs have different dtypes");
+  return GemmKernel(ctx, t, MatMulTransSpec(ctx), cuda::GemmEpilogue::kNone, -1);
+}
+
 KernelInfo GemmOpKernel(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
   float beta = 1.0f;
@@ -126,19 +138,10 @@ KernelInfo GemmOpKernel(const KernelContext& ctx) {
 
 KernelInfo MatMulBiasKernel(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
-  const auto& a = ctx.in(0).dims;
-  const auto& b = ctx.in(1).dims;
-  if (a.size() < 2 || b.size() != 2 || ctx.in(2).dims.size() != 1 || a.back() != b[0] || ctx.in(2).dims[0] != b[1])
-    ctx.Fail("MatMulBias takes A of rank >= 2, B [K, N] and bias [N]; got A " + DimsToString(a) + ", B " +
-             DimsToString(b));
+  const cpu::MatMulSpec s = MatMulBiasSpec(ctx);
   if (ctx.in(1).dtype != t || ctx.in(2).dtype != t) ctx.Fail("A, B and bias must share a dtype");
   const std::string act = ctx.node.attr_string("activation", "none");
   if (act != "none" && act != "relu") ctx.Unsupported("activation '" + act + "'");
-  cpu::MatMulSpec s;
-  s.k = a.back();
-  s.n = b[1];
-  s.m = 1;
-  for (size_t i = 0; i + 1 < a.size(); ++i) s.m *= a[i];
   return GemmKernel(ctx, t, s, act == "relu" ? cuda::GemmEpilogue::kBiasRelu : cuda::GemmEpilogue::kBias, 2);
 }
 
@@ -148,6 +151,7 @@ void RegisterCudaLinalgKernels(CpuKernelRegistry& r) {
   r.Register("MatMul", MatMulKernel);
   r.Register("Gemm", GemmOpKernel);
   r.Register("MatMulBias", MatMulBiasKernel, kInternalDomain);
+  r.Register("MatMulTrans", MatMulTransKernel, kInternalDomain);
 }
 
 }  // namespace ot

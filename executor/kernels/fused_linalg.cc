@@ -1,5 +1,5 @@
 // CPU kernels of the fused linear-algebra ops (graph/ops/internal_fused.cc):
-//   MatMulBias(A [..., M, K], B [K, N], bias [N]) {activation} -> Y [..., N]
+//   MatMulBias(A [..., M, K], B [K, N] (or [N, K] with trans_b), bias [N]) {activation, trans_b} -> Y [..., N]
 // One GEMM over the M' = prod(A's leading dims) rows (B is shared, so the batch folds into M, as MatMul's kernel
 // does): the bias is first written into every row of Y, then oneDNN's matmul accumulates A B onto it (its sum
 // post-op, MatMulSpec::accumulate -- the same path as Gemm's C in kernels/linalg.cc), so Y is written by the kernel
@@ -22,6 +22,28 @@
 namespace ot {
 
 void RegisterFusedLinalgKernels(CpuKernelRegistry& r);
+
+// MatMulBias's operands as one GEMM over the M' = prod(A's leading dims) rows; B [K, N], or [N, K] with trans_b
+// (shared with the GPU kernel).
+cpu::MatMulSpec MatMulBiasSpec(const KernelContext& ctx) {
+  const auto& a = ctx.in(0).dims;
+  const auto& b = ctx.in(1).dims;
+  const auto& bias = ctx.in(2).dims;
+  const bool tb = ctx.node.attr_int("trans_b", 0) != 0;
+  if (a.size() < 2 || b.size() != 2 || bias.size() != 1)
+    ctx.Fail(std::string("MatMulBias takes A of rank >= 2, B ") + (tb ? "[N, K]" : "[K, N]") +
+             " and bias [N]; got A " + DimsToString(a) + ", B " + DimsToString(b) + ", bias " + DimsToString(bias));
+  cpu::MatMulSpec spec;
+  spec.trans_b = tb;
+  spec.m = 1;
+  for (size_t i = 0; i + 1 < a.size(); ++i) spec.m *= a[i];
+  spec.k = b[tb ? 1 : 0];
+  spec.n = b[tb ? 0 : 1];
+  if (a.back() != spec.k)
+    ctx.Fail("inner dimensions differ: A " + DimsToString(a) + ", B " + DimsToString(b) + (tb ? " (trans_b)" : ""));
+  if (bias[0] != spec.n) ctx.Fail("bias " + DimsToString(bias) + " does not match N of B " + DimsToString(b));
+  return spec;
+}
 
 namespace {
 
@@ -56,22 +78,10 @@ KernelInfo MatMulBiasKernel(const KernelContext& ctx) {
     if (ctx.in(i).dtype != t)
       ctx.Fail("input " + std::to_string(i) + " (" + DataTypeName(ctx.in(i).dtype) + ") and A (" +
                DataTypeName(t) + ") differ in dtype");
-  const auto& a = ctx.in(0).dims;
-  const auto& b = ctx.in(1).dims;
-  const auto& bias = ctx.in(2).dims;
-  if (a.size() < 2 || b.size() != 2 || bias.size() != 1)
-    ctx.Fail("MatMulBias takes A of rank >= 2, B [K, N] and bias [N]; got A " + DimsToString(a) + ", B " +
-             DimsToString(b) + ", bias " + DimsToString(bias));
-  if (a.back() != b[0]) ctx.Fail("inner dimensions differ: A " + DimsToString(a) + ", B " + DimsToString(b));
-  if (bias[0] != b[1]) ctx.Fail("bias " + DimsToString(bias) + " does not match N of B " + DimsToString(b));
   const std::string act = ctx.node.attr_string("activation", "none");
   if (act != "none" && act != "relu") ctx.Fail("activation = '" + act + "' (none or relu)");
   const bool relu = act == "relu";
-  cpu::MatMulSpec spec;
-  spec.m = 1;
-  for (size_t i = 0; i + 1 < a.size(); ++i) spec.m *= a[i];
-  spec.k = b[0];
-  spec.n = b[1];
+  cpu::MatMulSpec spec = MatMulBiasSpec(ctx);
   spec.accumulate = true;  // Y = bias rows + A B
   KernelInfo info;
   auto build = [&](auto tag) {

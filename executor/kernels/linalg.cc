@@ -1,12 +1,13 @@
-// CPU kernel factories of the linalg family. MatMul, Gemm, Conv and ConvTranspose in f32/f16/bf16 run through
-// oneDNN (primitives created here, once per plan; exclusive kernels since oneDNN runs an OpenMP team);
-// float64 and integer types use plain loops. Pooling is in linalg_pool.cc, Einsum in linalg_einsum.cc.
+// CPU kernel factories of the linalg family. MatMul, Gemm, ai.onnxtrain.MatMulTrans, Conv and ConvTranspose in
+// f32/f16/bf16 run through oneDNN (primitives created here, once per plan; exclusive kernels since oneDNN runs an
+// OpenMP team); float64 and integer types use plain loops. Pooling is in linalg_pool.cc, Einsum in linalg_einsum.cc.
 #include <algorithm>
 #include <memory>
 
 #include "cpu_ops/conv.h"
 #include "cpu_ops/matmul.h"
 #include "executor/kernel_registry.h"
+#include "graph/grad_context.h"
 #include "graph/ops/linalg_util.h"
 #include "graph/tensor.h"
 
@@ -102,7 +103,47 @@ cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi) {
   return spec;
 }
 
+// ai.onnxtrain.MatMulTrans(A, B) {trans_a, trans_b} as a batched GEMM spec: numpy batching as MatMul (both ranks
+// >= 2), the operands read in place through the spec's transposes. A weight B shared by every batch folds the batch
+// into M when A is not transposed (A's rows are then contiguous across the batch).
+cpu::MatMulSpec MatMulTransSpec(const KernelContext& ctx) {
+  const std::vector<int64_t>& a = ctx.in(0).dims;
+  const std::vector<int64_t>& b = ctx.in(1).dims;
+  const bool ta = ctx.node.attr_int("trans_a", 0) != 0, tb = ctx.node.attr_int("trans_b", 0) != 0;
+  if (a.size() < 2 || b.size() < 2) ctx.Fail("MatMulTrans operands must have rank >= 2");
+  const size_t ra = a.size(), rb = b.size(), rank = std::max(ra, rb);
+  cpu::MatMulSpec spec;
+  spec.trans_a = ta;
+  spec.trans_b = tb;
+  spec.m = a[ta ? ra - 1 : ra - 2];
+  spec.k = a[ta ? ra - 2 : ra - 1];
+  spec.n = b[tb ? rb - 2 : rb - 1];
+  if (b[tb ? rb - 1 : rb - 2] != spec.k)
+    ctx.Fail("inner dimensions differ: A " + DimsToString(a) + (ta ? " (trans_a)" : "") + ", B " + DimsToString(b) +
+             (tb ? " (trans_b)" : ""));
+  spec.a_batch.assign(rank - ra, 1);
+  spec.a_batch.insert(spec.a_batch.end(), a.begin(), a.end() - 2);
+  spec.b_batch.assign(rank - rb, 1);
+  spec.b_batch.insert(spec.b_batch.end(), b.begin(), b.end() - 2);
+  for (size_t i = 0; i < spec.a_batch.size(); ++i)
+    if (spec.a_batch[i] != spec.b_batch[i] && spec.a_batch[i] != 1 && spec.b_batch[i] != 1)
+      ctx.Fail("batch dims do not broadcast: A " + DimsToString(a) + ", B " + DimsToString(b));
+  if (!ta && std::all_of(spec.b_batch.begin(), spec.b_batch.end(), [](int64_t d) { return d == 1; })) {
+    for (int64_t d : spec.a_batch) spec.m *= d;
+    spec.a_batch.clear();
+    spec.b_batch.clear();
+  }
+  return spec;
+}
+
 namespace {
+
+KernelInfo MatMulTransKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (ctx.in(1).dtype != t) ctx.Fail("inputs have different dtypes");
+  if (!IsFloat(t)) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported (float types are)");
+  return MakeGemmKernel(ctx, t, MatMulTransSpec(ctx), nullptr);
+}
 
 KernelInfo MatMulKernel(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
@@ -240,6 +281,7 @@ KernelInfo ConvKernel(const KernelContext& ctx) {
 void RegisterLinalgKernels(CpuKernelRegistry& r) {
   r.Register("MatMul", MatMulKernel);
   r.Register("Gemm", GemmKernel);
+  r.Register("MatMulTrans", MatMulTransKernel, kInternalDomain);
   r.Register("Conv", ConvKernel);
   r.Register("ConvTranspose", ConvKernel);
   RegisterLinalgPoolKernels(r);

@@ -5,6 +5,8 @@
 //     dA   = G B^T                               (MatMul with Transpose(B); Gemm(G, B, transB) when A is 2-D)
 //     dB   = sum over the leading dims of A^T G  = Gemm(Flatten(A), Flatten(G), transA): one [K, M'] x [M', N]
 //            GEMM over the M' = d0 ... M rows, never a batched [d0, K, N] product reduced afterwards;
+//     with trans_b (B stored [N, K]): dA = G B (MatMul, or Gemm when A is 2-D), dB = Gemm(Flatten(G), Flatten(A),
+//            transA), [N, K] like B;
 //     dbias = sum of G over every axis but the last (ReduceToShape to bias's [N]).
 //   Each gradient is assigned (SetGrad), never accumulated here: the autodiff pass sums the gradients of a value
 //   used twice (an A that also feeds a residual connection).
@@ -26,11 +28,12 @@ void RegisterMatMulBiasGrad(OpRegistry& r) {
     auto gemm = [&](Value* x, Value* y, bool tx, bool ty) {
       return c.Op("Gemm", {x, y}, {{"transA", Attribute::Int(tx)}, {"transB", Attribute::Int(ty)}});
     };
+    const bool tb = c.node().attr_int("trans_b", 0) != 0;
     if (c.needs_grad(0)) {
       if (rank == 2) {
-        c.SetGrad(0, gemm(g, c.X(1), false, true));
+        c.SetGrad(0, gemm(g, c.X(1), false, !tb));
       } else {
-        Value* bt = c.Op("Transpose", {c.X(1)}, {{"perm", Attribute::Ints({1, 0})}});
+        Value* bt = tb ? c.X(1) : c.Op("Transpose", {c.X(1)}, {{"perm", Attribute::Ints({1, 0})}});
         c.SetGrad(0, c.Op("MatMul", {g, bt}));
       }
     }
@@ -38,7 +41,7 @@ void RegisterMatMulBiasGrad(OpRegistry& r) {
       auto rows = [&](Value* v) {  // [..., M, X] -> [M', X]
         return rank == 2 ? v : c.Op("Flatten", {v}, {{"axis", Attribute::Int(rank - 1)}});
       };
-      c.SetGrad(1, gemm(rows(c.X(0)), rows(g), true, false));
+      c.SetGrad(1, tb ? gemm(rows(g), rows(c.X(0)), true, false) : gemm(rows(c.X(0)), rows(g), true, false));
     }
     if (c.needs_grad(2)) c.SetGrad(2, c.ReduceToShape(g, c.X(2)));
   });

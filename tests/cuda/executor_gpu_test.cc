@@ -2,6 +2,7 @@
 // compared with the CPU executor on fresh random inputs. Label `gpu` (tests named *Gpu*), skipped without a device.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,10 +10,14 @@
 #include "executor/device.h"
 #include "executor/executor.h"
 #include "graph/error.h"
+#include "graph/grad_context.h"
+#include "graph/op_registry.h"
 #include "tests/test_util.h"
 
 namespace ot {
 namespace {
+
+using Attrs = std::map<std::string, Attribute>;
 
 std::shared_ptr<DeviceBackend> Gpu() {
   static std::shared_ptr<DeviceBackend> d = CudaDeviceCount() > 0 ? OpenDevice("cuda:0") : nullptr;
@@ -61,6 +66,61 @@ TEST(ExecutorGpu, AnOpWithoutAGpuKernelIsNamed) {
     const std::string m = e.what();
     EXPECT_NE(m.find("Einsum"), std::string::npos) << m;
     EXPECT_NE(m.find("--device cpu"), std::string::npos) << m;
+  }
+}
+
+// The GEMM forms passes/fold_transpose makes: MatMulTrans under every flag (a batched B, a shared 2-D B), and
+// MatMulBias {trans_b}, on the GPU against the CPU executor.
+TEST(ExecutorGpu, TransposedGemmOperandsMatchTheCpu) {
+  REQUIRE_GPU();
+  auto run = [](DataType t, const std::string& op, const std::vector<Tensor>& in, Attrs attrs,
+                std::shared_ptr<DeviceBackend> dev) {
+    Graph g;
+    g.opset_imports[""] = 17;
+    g.opset_imports[kInternalDomain] = 1;
+    std::map<std::string, Tensor> feeds;
+    std::vector<Value*> ins;
+    for (size_t i = 0; i < in.size(); ++i) {
+      Value* v = g.AddValue("in" + std::to_string(i));
+      v->dtype = t;
+      v->shape = Shape::Static(in[i].dims());
+      g.inputs.push_back(v);
+      ins.push_back(v);
+      feeds.emplace(v->name, in[i]);
+    }
+    Value* y = g.AddValue("y");
+    Node* n = g.AddNode(op, ins, {y}, "gemm");
+    n->domain = kInternalDomain;
+    n->opset = 1;
+    n->attrs = std::move(attrs);
+    g.outputs = {y};
+    InferShapes(g, true);
+    ExecutorOptions eo;
+    eo.device = std::move(dev);
+    return Executor(g, eo).Run(feeds)[0];
+  };
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+    const double tol = t == DataType::kFloat32 ? 1e-5 : t == DataType::kFloat16 ? 2e-3 : 1.6e-2;
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (int shared = 0; shared < 2; ++shared) {
+          SCOPED_TRACE(DataTypeName(t) + " trans_a " + std::to_string(ta) + " trans_b " + std::to_string(tb) +
+                       (shared ? " shared B" : " batched B"));
+          const int64_t m = 19, k = 40, n = 24;
+          const Tensor a = test::RandomTensor(t, ta ? std::vector<int64_t>{3, k, m} : std::vector<int64_t>{3, m, k});
+          std::vector<int64_t> bd = tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
+          if (!shared) bd.insert(bd.begin(), 3);
+          const Tensor b = test::RandomTensor(t, bd);
+          const Attrs attrs{{"trans_a", Attribute::Int(ta)}, {"trans_b", Attribute::Int(tb)}};
+          test::ExpectClose(run(t, "MatMulTrans", {a, b}, attrs, Gpu()), run(t, "MatMulTrans", {a, b}, attrs, nullptr),
+                            tol, tol);
+        }
+    SCOPED_TRACE(DataTypeName(t) + " MatMulBias trans_b");
+    const Tensor a = test::RandomTensor(t, {2, 9, 40}), w = test::RandomTensor(t, {24, 40}),
+                 bias = test::RandomTensor(t, {24});
+    const Attrs attrs{{"trans_b", Attribute::Int(1)}};
+    test::ExpectClose(run(t, "MatMulBias", {a, w, bias}, attrs, Gpu()),
+                      run(t, "MatMulBias", {a, w, bias}, attrs, nullptr), tol, tol);
   }
 }
 

@@ -356,8 +356,9 @@ TEST(MatMulBias, ReluKeepsNaN) {
   }
 }
 
-Value* EmitMatMulBias(Graph& g, const std::vector<Value*>& p, const std::string& act) {
-  Value* y = Emit(g, "MatMulBias", {p[0], p[1], p[2]}, {{"activation", Attribute::String(act)}});
+Value* EmitMatMulBias(Graph& g, const std::vector<Value*>& p, const std::string& act, bool trans_b = false) {
+  Value* y = Emit(g, "MatMulBias", {p[0], p[1], p[2]},
+                  {{"activation", Attribute::String(act)}, {"trans_b", Attribute::Int(trans_b ? 1 : 0)}});
   y->producer->domain = kInternalDomain;
   y->producer->opset = 1;
   return y;
@@ -373,6 +374,19 @@ TEST(GradientCheck, MatMulBias) {
       out.back() = 5;
       test::CheckGradients({a, {3, 5}, {5}}, out, [=](Graph& g, const std::vector<Value*>& p) {
         return EmitMatMulBias(g, p, act);
+      }, 17, -2, 2);
+    }
+}
+
+// The same with B stored [N, K] (trans_b, what passes/fold_transpose makes of a Linear's transposed weight).
+TEST(GradientCheck, MatMulBiasTransB) {
+  for (const char* act : {"none", "relu"})
+    for (std::vector<int64_t> a : {std::vector<int64_t>{4, 3}, {2, 3, 3}}) {
+      SCOPED_TRACE(std::string(act) + " rank " + std::to_string(a.size()));
+      std::vector<int64_t> out = a;
+      out.back() = 5;
+      test::CheckGradients({a, {5, 3}, {5}}, out, [=](Graph& g, const std::vector<Value*>& p) {
+        return EmitMatMulBias(g, p, act, true);
       }, 17, -2, 2);
     }
 }
