@@ -6,6 +6,7 @@
 
 #include "cpu_ops/conv.h"
 #include "cpu_ops/matmul.h"
+#include "cpu_ops/small_gemm.h"
 #include "executor/kernel_registry.h"
 #include "graph/grad_context.h"
 #include "graph/ops/linalg_util.h"
@@ -38,6 +39,15 @@ KernelInfo MakeGemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMu
   if (IsDnnType(t)) {
     cpu::MatMulSpec s = spec;
     s.type = ToDnnType(t);
+    if (cpu::SmallGemmApplies(s)) {  // many small float32 matrices (attention heads): our register-tiled kernel
+      info.fn = [s, prefill](const KernelIO& io) {
+        if (prefill) prefill(io);
+        cpu::SmallBatchedGemm(s, static_cast<const float*>(io.in[0]), static_cast<const float*>(io.in[1]),
+                              static_cast<float*>(io.out[0]));
+      };
+      info.flops = cpu::GemmFlops(spec);
+      return info;
+    }
     auto mm = std::make_shared<cpu::DnnlMatMul>(s);
     info.fn = [mm, prefill](const KernelIO& io) {
       if (prefill) prefill(io);
