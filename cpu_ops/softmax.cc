@@ -27,11 +27,12 @@ T Store(A v) {
 }
 
 // The float loops of a contiguous row (Softmax and LogSoftmax of float, and of half rows widened to float): e^x is
-// kernel_common/vec_math.h's, every loop vectorizes, compiled for AVX2 and the baseline (OT_VEC_CLONES; no FMA, so
-// the clones give bit-identical results). q may equal p.
+// kernel_common/vec_math.h's, every loop vectorizes; inlined into FloatRows, compiled for AVX2 and the baseline
+// (OT_VEC_CLONES; no FMA, so the clones give bit-identical results). q may equal p.
+#define OT_ALWAYS_INLINE inline __attribute__((always_inline))
 
 // The row's max over its non-NaN elements (-inf if none): a NaN anywhere makes the sum, so every output, NaN anyway.
-OT_VEC_CLONES float RowMax(const float* p, int64_t n) {
+OT_ALWAYS_INLINE float RowMax(const float* p, int64_t n) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   float acc[8] = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
   int64_t k = 0;
@@ -45,7 +46,7 @@ OT_VEC_CLONES float RowMax(const float* p, int64_t n) {
 
 // The sum of e^(p[k] - m), k < n, in double over four interleaved lanes added in a fixed order; the float
 // exponentials are also stored to q when q is not null.
-OT_VEC_CLONES double RowExpSum(const float* p, float* q, int64_t n, float m) {
+OT_ALWAYS_INLINE double RowExpSum(const float* p, float* q, int64_t n, float m) {
   constexpr int64_t kChunk = 256;
   float buf[kChunk];
   double acc[4] = {0, 0, 0, 0};
@@ -61,12 +62,30 @@ OT_VEC_CLONES double RowExpSum(const float* p, float* q, int64_t n, float m) {
   return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
-OT_VEC_CLONES void RowScale(float* q, int64_t n, float s) {
+OT_ALWAYS_INLINE void RowScale(float* q, int64_t n, float s) {
   for (int64_t k = 0; k < n; ++k) q[k] = q[k] * s;
 }
 
-OT_VEC_CLONES void RowLogSoftmax(const float* p, float* q, int64_t n, float m, float ls) {
+OT_ALWAYS_INLINE void RowLogSoftmax(const float* p, float* q, int64_t n, float m, float ls) {
   for (int64_t k = 0; k < n; ++k) q[k] = (p[k] - m) - ls;
+}
+
+// Softmax or LogSoftmax (not Hardmax) of `rows` contiguous float rows of n: the row helpers above inlined into one
+// function per clone, so a short row (attention's 32 keys) pays no call per row. q may equal p.
+OT_VEC_CLONES void FloatRows(SoftmaxKind kind, int64_t rows, int64_t n, const float* x, float* y) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* p = x + i * n;
+    float* q = y + i * n;
+    float m = RowMax(p, n);
+    if (std::isinf(m) && m < 0) m = 0;  // all -inf: exp gives 0s, result is NaN as in the reference
+    if (kind == SoftmaxKind::kSoftmax) {
+      const double sum = RowExpSum(p, q, n, m);  // q = e^(x - m), then scaled in place
+      RowScale(q, n, static_cast<float>(1.0 / sum));
+    } else {
+      const double sum = RowExpSum(p, nullptr, n, m);
+      RowLogSoftmax(p, q, n, m, static_cast<float>(std::log(sum)));
+    }
+  }
 }
 
 // One column j of the slice [n] with stride `inner`, starting at p/q.
@@ -75,15 +94,7 @@ void SoftmaxColumn(SoftmaxKind kind, int64_t n, int64_t inner, const T* p, T* q)
   using A = Acc<T>;
   if constexpr (std::is_same_v<T, float>) {
     if (kind != SoftmaxKind::kHardmax && inner == 1) {
-      float m = RowMax(p, n);
-      if (std::isinf(m) && m < 0) m = 0;  // all -inf: exp gives 0s, result is NaN as in the reference
-      if (kind == SoftmaxKind::kSoftmax) {
-        const double sum = RowExpSum(p, q, n, m);  // q = e^(x - m), then scaled in place
-        RowScale(q, n, static_cast<float>(1.0 / sum));
-      } else {
-        const double sum = RowExpSum(p, nullptr, n, m);
-        RowLogSoftmax(p, q, n, m, static_cast<float>(std::log(sum)));
-      }
+      FloatRows(kind, 1, n, p, q);
       return;
     }
   }
@@ -183,6 +194,11 @@ void Softmax(SoftmaxKind kind, int64_t outer, int64_t n, int64_t inner, const T*
               SoftmaxColumn<float>(kind, n, 1, row.data(), row.data());
               StoreFloats(row.data(), y + i * n, n);
             }
+          } else if constexpr (std::is_same_v<T, float>) {
+            if (kind != SoftmaxKind::kHardmax)
+              FloatRows(kind, r.end() - r.begin(), n, x + r.begin() * n, y + r.begin() * n);
+            else
+              for (int64_t i = r.begin(); i < r.end(); ++i) SoftmaxColumn(kind, n, 1, x + i * n, y + i * n);
           } else {
             for (int64_t i = r.begin(); i < r.end(); ++i) SoftmaxColumn(kind, n, 1, x + i * n, y + i * n);
           }
