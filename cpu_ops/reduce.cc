@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "kernel_common/half.h"
 
@@ -388,5 +389,25 @@ OT_INSTANTIATE(int8_t)
 OT_INSTANTIATE(uint32_t)
 OT_INSTANTIATE(uint64_t)
 #undef OT_INSTANTIATE
+
+template <typename T>
+void SumRowsToColumns(const T* x, int64_t rows, int64_t cols, T* y) {
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, cols, 512), [&](const tbb::blocked_range<int64_t>& b) {
+    const int64_t j0 = b.begin(), w = b.end() - b.begin();
+    std::vector<double> acc(static_cast<size_t>(w), 0.0);
+    double* __restrict a = acc.data();
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* __restrict row = x + i * cols + j0;
+      for (int64_t j = 0; j < w; ++j) a[j] += static_cast<double>(static_cast<A>(row[j]));
+    }
+    for (int64_t j = 0; j < w; ++j) y[j0 + j] = static_cast<T>(static_cast<A>(a[j]));
+  });
+}
+
+template void SumRowsToColumns<float>(const float*, int64_t, int64_t, float*);
+template void SumRowsToColumns<double>(const double*, int64_t, int64_t, double*);
+template void SumRowsToColumns<float16>(const float16*, int64_t, int64_t, float16*);
+template void SumRowsToColumns<bfloat16>(const bfloat16*, int64_t, int64_t, bfloat16*);
 
 }  // namespace ot::cpu

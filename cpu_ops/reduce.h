@@ -67,4 +67,11 @@ void ArgReduce(bool is_max, bool select_last, int64_t outer, int64_t n, int64_t 
 template <typename T>
 void CumSum(bool exclusive, bool reverse, int64_t outer, int64_t n, int64_t inner, const T* x, T* y);
 
+// y[j] = sum over r of x[r * cols + j] ([rows, cols] -> [cols]: a bias gradient, ReduceToShape over leading axes).
+// Each column in row order, in double, rounded once to T through float for the half types (float16/bfloat16 are
+// first widened to float, then to double); column blocks across the threads, each block's rows streamed once.
+// T: float, double, float16, bfloat16.
+template <typename T>
+void SumRowsToColumns(const T* x, int64_t rows, int64_t cols, T* y);
+
 }  // namespace ot::cpu

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "graph/grad_context.h"
+#include "graph/op_registry.h"
 
 namespace ot {
 
@@ -194,6 +195,7 @@ bool FoldResult(Graph& g, Node* t) {
 
 bool FoldTransposePass::Run(Graph& g) {
   removed_ = operands_ = results_ = 0;
+  InferShapes(g, /*strict=*/false);  // ranks and dtypes of every operand
   const size_t before = g.nodes().size();
   bool again = true;
   bool changed = false;

@@ -5,6 +5,7 @@
 #include "graph/error.h"
 #include "passes/autodiff.h"
 #include "passes/fold_transpose.h"
+#include "passes/fuse_bias_grad.h"
 #include "passes/fuse_gelu.h"
 #include "passes/fuse_layer_norm.h"
 #include "passes/fuse_matmul_bias.h"
@@ -76,6 +77,8 @@ StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
   // Last: every Transpose a GEMM reads is written by now (autodiff's, AMP's Casts placed, master copies bound).
   FoldTransposePass().Run(g);
   after("fold_transpose");
+  FuseBiasGradPass().Run(g);  // after the fold: the weight gradients are the Gemms they will stay
+  after("fuse_bias_grad");
   if (EnableOptimizerStats(g)) {
     info.param_norm = g.outputs[g.outputs.size() - 2];
     info.zero_grad_fraction = g.outputs.back();

@@ -2,7 +2,7 @@
 //   training_mode (BN/Dropout in training mode, BN running statistics become state) -> pattern_fusion (fuse_gelu,
 //   fuse_layer_norm, fuse_softmax_ce, fuse_matmul_bias) -> loss -> autodiff ->
 //   optimizer -> amp -> fp16_range (fp16 only) -> master_weights -> loss_scaling -> fold_transpose (GEMMs read
-//   transposed operands through their flags).
+//   transposed operands through their flags) -> fuse_bias_grad (a Linear's weight and bias gradients in one kernel).
 // The result is one Graph holding forward, loss, backward and the update, with update bindings for every state
 // (what ONNX's TrainingInfoProto holds); its outputs include the loss, "grad_norm" and "skipped".
 #pragma once
@@ -31,7 +31,7 @@ struct StepOptions {
     return l;
   }();
   // Called after each pass with its name ("training_mode", "pattern_fusion", "loss", "autodiff", "optimizer", "amp",
-  // "fp16_range", "master_weights", "loss_scaling", "fold_transpose"): --dump-after.
+  // "fp16_range", "master_weights", "loss_scaling", "fold_transpose", "fuse_bias_grad"): --dump-after.
   std::function<void(const std::string& pass, const Graph& g)> after_pass;
 };
 

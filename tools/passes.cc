@@ -25,7 +25,8 @@ CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
   cmd->add_option("-o,--output", o.output, "STEP.onnx: the model with the step in its TrainingInfoProto");
   cmd->add_option("--dump-after", o.dump_after,
                   "Print the graph after a pass: training_mode|pattern_fusion|loss|autodiff|optimizer|amp|fp16_range|"
-                  "master_weights|loss_scaling|fold_transpose|fusion (with --fuse)|all, or step (the finished step graph)");
+                  "master_weights|loss_scaling|fold_transpose|fuse_bias_grad|fusion (with --fuse)|all, or step (the finished "
+                  "step graph)");
   if (CLI::Option* f = cmd->get_option("--fuse")) f->each([&o](const std::string&) { o.fuse_given = true; });
   return cmd;
 }
@@ -34,11 +35,11 @@ int Passes(const PassesOptions& o) {
   const TrainOptions& t = o.train;
   static const std::vector<std::string> kPasses = {"training_mode",  "pattern_fusion", "loss",           "autodiff",
                                                      "optimizer",      "amp",            "fp16_range",     "master_weights",
-                                                     "loss_scaling",   "fold_transpose", "fusion",         "step",
-                                                     "all"};
+                                                     "loss_scaling",   "fold_transpose", "fuse_bias_grad", "fusion",
+                                                     "step",           "all"};
   if (!o.dump_after.empty() && std::find(kPasses.begin(), kPasses.end(), o.dump_after) == kPasses.end())
     throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, pattern_fusion, loss, autodiff, optimizer, amp, fp16_range, "
-                "master_weights, loss_scaling, fold_transpose, fusion, step, all)");
+                "master_weights, loss_scaling, fold_transpose, fuse_bias_grad, fusion, step, all)");
   if (o.dump_after == "fusion" && !o.fuse_given) throw Error("--dump-after fusion: give --fuse lite|full (and --batch)");
   std::unique_ptr<Graph> model = LoadModel(t.model);
   if (!model->training_info.empty())

@@ -40,9 +40,9 @@ std::string Precision(const KernelEvent& e) {
 
 // The category of the step summary.
 std::string Kind(const Node& n) {
-  static const std::set<std::string> gemm = {"MatMul",       "Gemm",           "MatMulBias",    "MatMulTrans",
-                                             "Conv",         "ConvGradData",   "ConvGradWeight", "ConvTranspose",
-                                             "Einsum"};
+  static const std::set<std::string> gemm = {"MatMul",       "Gemm",           "MatMulBias",     "MatMulTrans",
+                                             "GemmSum",      "Conv",           "ConvGradData",   "ConvGradWeight",
+                                             "ConvTranspose", "Einsum"};
   if (n.op_type == "Cast") return "casts";
   if (n.op_type == "FusedElementwise") return "fused clusters";
   if (gemm.count(n.op_type)) return "GEMM/conv";

@@ -1,15 +1,17 @@
-// MatMul, Gemm, ai.onnxtrain.MatMulBias and MatMulTrans on the GPU through cuBLASLt (cuda_ops/gemm.h): the CPU kernels' specs
+// MatMul, Gemm, ai.onnxtrain.MatMulBias, MatMulTrans and GemmSum on the GPU through cuBLASLt (cuda_ops/gemm.h): the CPU kernels' specs
 // (numpy batching with a shared weight folded into M, Gemm's transposes) become a row-major GemmDesc; MatMulBias's
 // bias and ReLU are cuBLASLt epilogues. fp32 runs exact fp32 (no TF32) unless --tf32.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 
 #include "cpu_ops/matmul.h"
 #include "cuda_ops/gemm.h"
+#include "cuda_ops/row_kernels.h"
 #include "executor/cuda/cuda_kernels.h"
 #include "executor/device.h"
 #include "graph/grad_context.h"
@@ -46,9 +48,9 @@ bool AllOnes(const std::vector<int64_t>& v) {
   return std::all_of(v.begin(), v.end(), [](int64_t d) { return d == 1; });
 }
 
-// The desc of a CPU spec; `bias_slot`: the KernelIO input holding the bias (-1: none).
-KernelInfo GemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMulSpec& s, cuda::GemmEpilogue ep,
-                      int bias_slot) {
+// The row-major desc of a CPU spec; *batch_out: the number of matrices.
+cuda::GemmDesc DescOf(const KernelContext& ctx, DataType t, const cpu::MatMulSpec& s, cuda::GemmEpilogue ep,
+                      int64_t* batch_out) {
   cuda::GemmDesc g;
   g.type = GemmTypeOf(ctx, t);
   g.trans_a = s.trans_a;
@@ -85,6 +87,15 @@ KernelInfo GemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMulSpe
     g.batch = batch;
     g.stride_d = s.m * s.n;
   }
+  *batch_out = batch;
+  return g;
+}
+
+// The kernel of a CPU spec; `bias_slot`: the KernelIO input holding the bias (-1: none).
+KernelInfo GemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMulSpec& s, cuda::GemmEpilogue ep,
+                      int bias_slot) {
+  int64_t batch = 1;
+  const cuda::GemmDesc g = DescOf(ctx, t, s, ep, &batch);
   KernelInfo info;
   info.workspace_bytes = cuda::GemmRunner::WorkspaceBytes();
   info.flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
@@ -122,6 +133,61 @@ KernelInfo MatMulTransKernel(const KernelContext& ctx) {
   return GemmKernel(ctx, t, MatMulTransSpec(ctx), cuda::GemmEpilogue::kNone, -1);
 }
 
+// ai.onnxtrain.GemmSum: the GEMM with cuBLASLt's bias-gradient epilogue writing the column sums of the [K, X] operand
+// (kBiasGradA for A with transA, kBiasGrad for B without transB: cuda_ops/gemm.h). Where cuBLASLt has no algorithm
+// for that epilogue, and under --deterministic (the epilogue's reduction order is cuBLASLt's), a plain GEMM and
+// ReduceToShape's column-sum kernel (cuda::ReduceRowsToColumns) instead, on the same stream and workspace.
+KernelInfo GemmSumKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (ctx.in(1).dtype != t) ctx.Fail("inputs have different dtypes");
+  float beta = 1.0f;
+  const cpu::MatMulSpec s = GemmOpSpec(ctx, &beta);
+  const int si = static_cast<int>(ctx.node.attr_int("sum_input", 0));
+  if ((si == 0 && !s.trans_a) || (si == 1 && s.trans_b) || (si != 0 && si != 1))
+    ctx.Fail("sum_input must name an operand stored [K, X] (A with transA = 1 or B with transB = 0)");
+  const int64_t rows = ctx.in(si).dims[0], cols = ctx.in(si).dims[1];
+  const cuda::FloatType ft = DeviceFloatType(ctx, t, "GemmSum");
+  int64_t batch = 1;
+  const cuda::GemmDesc g =
+      DescOf(ctx, t, s, si == 0 ? cuda::GemmEpilogue::kBiasGradA : cuda::GemmEpilogue::kBiasGrad, &batch);
+  cuda::GemmDesc plain = g;
+  plain.epilogue = cuda::GemmEpilogue::kNone;
+  const size_t rws = cuda::ReduceRowsToColumnsWorkspaceBytes(rows, cols);
+  KernelInfo info;
+  info.workspace_bytes = std::max(cuda::GemmRunner::WorkspaceBytes(), rws);
+  info.flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  if (g.m == 0 || g.n == 0 || g.k == 0) ctx.Unsupported("an empty GemmSum on the GPU");
+  auto epilogue_ok = std::make_shared<std::atomic<bool>>(!g.deterministic);
+  const std::string what = ctx.node.Describe();
+  info.fn = [g, plain, epilogue_ok, si, rows, cols, ft, rws, what](const KernelIO& io) {
+    SharedRunner& r = Runner();
+    {
+      std::lock_guard<std::mutex> l(r.mu);
+      try {
+        if (!r.runner) r.runner = std::make_unique<cuda::GemmRunner>();
+        if (epilogue_ok->load()) {
+          try {
+            r.runner->Run(g, io.in[0], io.in[1], io.out[0], nullptr, io.workspace, cuda::GemmRunner::WorkspaceBytes(),
+                          io.stream, io.out[1]);
+            return;
+          } catch (const std::runtime_error& e) {
+            if (std::string(e.what()).find("no algorithm") == std::string::npos) throw;
+            epilogue_ok->store(false);  // this layout has no bias-gradient epilogue here: GEMM + column sums
+          }
+        }
+        r.runner->Run(plain, io.in[0], io.in[1], io.out[0], nullptr, io.workspace,
+                      cuda::GemmRunner::WorkspaceBytes(), io.stream);
+      } catch (const std::exception& e) {
+        throw Error(std::string("cuBLASLt: ") + e.what());
+      }
+    }
+    RunLauncher(what, [&] {
+      cuda::ReduceRowsToColumns(rows, cols, ft, io.in[si], ft, io.out[1], io.workspace, rws, io.stream);
+    });
+  };
+  return info;
+}
+
 KernelInfo GemmOpKernel(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
   float beta = 1.0f;
@@ -152,6 +218,7 @@ void RegisterCudaLinalgKernels(CpuKernelRegistry& r) {
   r.Register("Gemm", GemmOpKernel);
   r.Register("MatMulBias", MatMulBiasKernel, kInternalDomain);
   r.Register("MatMulTrans", MatMulTransKernel, kInternalDomain);
+  r.Register("GemmSum", GemmSumKernel, kInternalDomain);
 }
 
 }  // namespace ot

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cpu_ops/broadcast.h"
+#include "cpu_ops/reduce.h"
 #include "executor/kernel_registry.h"
 #include "graph/grad_context.h"
 #include "graph/tensor.h"
@@ -44,18 +45,8 @@ KernelInfo ReduceToShapeKernel(const KernelContext& ctx) {
         }
         if (rows) {
           // Each column summed over the rows in order, in double (the same order and type as below, so the same
-          // bits); columns in blocks across the threads, every block's rows streamed through the cache once.
-          const int64_t r = n / m;
-          tbb::parallel_for(tbb::blocked_range<int64_t>(0, m, 512), [&](const tbb::blocked_range<int64_t>& b) {
-            const int64_t j0 = b.begin(), w = b.end() - b.begin();
-            std::vector<double> acc(static_cast<size_t>(w), 0.0);
-            double* __restrict a = acc.data();
-            for (int64_t i = 0; i < r; ++i) {
-              const T* __restrict row = g + i * m + j0;
-              for (int64_t j = 0; j < w; ++j) a[j] += static_cast<double>(static_cast<Acc<T>>(row[j]));
-            }
-            for (int64_t j = 0; j < w; ++j) y[j0 + j] = static_cast<T>(static_cast<Acc<T>>(a[j]));
-          });
+          // bits; also GemmSum's sum, executor/kernels/linalg.cc).
+          cpu::SumRowsToColumns<T>(g, n / m, m, y);
           return;
         }
         // Sequential accumulation in a fixed order (deterministic), in double.

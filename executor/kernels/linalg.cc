@@ -6,6 +6,7 @@
 
 #include "cpu_ops/conv.h"
 #include "cpu_ops/matmul.h"
+#include "cpu_ops/reduce.h"
 #include "cpu_ops/small_gemm.h"
 #include "executor/kernel_registry.h"
 #include "graph/grad_context.h"
@@ -220,6 +221,36 @@ KernelInfo GemmKernel(const KernelContext& ctx) {
 
 }  // namespace
 
+namespace {
+
+// ai.onnxtrain.GemmSum(A, B) {transA, transB, alpha, sum_input}: the Gemm, then the column sums of input sum_input
+// ([K, X] as stored) with ReduceToShape's summation (cpu::SumRowsToColumns), so the fused pair gives the unfused
+// Gemm + ReduceToShape bit for bit.
+KernelInfo GemmSumKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (ctx.in(1).dtype != t) ctx.Fail("inputs have different dtypes");
+  if (!IsFloat(t)) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported (float types are)");
+  float beta = 1.0f;
+  const cpu::MatMulSpec spec = GemmOpSpec(ctx, &beta);
+  const int si = static_cast<int>(ctx.node.attr_int("sum_input", 0));
+  if ((si == 0 && !spec.trans_a) || (si == 1 && spec.trans_b) || (si != 0 && si != 1))
+    ctx.Fail("sum_input must name an operand stored [K, X] (A with transA = 1 or B with transB = 0)");
+  const int64_t rows = ctx.in(si).dims[0], cols = ctx.in(si).dims[1];
+  if (ctx.out(1).dims != std::vector<int64_t>{cols}) ctx.Fail("S must be [" + std::to_string(cols) + "]");
+  KernelInfo info = MakeGemmKernel(ctx, t, spec, nullptr);
+  auto gemm = info.fn;
+  info.fn = [gemm, t, si, rows, cols](const KernelIO& io) {
+    gemm(io);
+    DispatchFloat(t, [&](auto tag) {
+      using T = decltype(tag);
+      cpu::SumRowsToColumns<T>(io.In<T>(si), rows, cols, io.Out<T>(1));
+    });
+  };
+  return info;
+}
+
+}  // namespace
+
 // Geometry of a Conv/ConvTranspose node over X = input xi, W = input wi, bias = input bi (-1: none).
 cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi) {
   const Node& node = ctx.node;
@@ -292,6 +323,7 @@ void RegisterLinalgKernels(CpuKernelRegistry& r) {
   r.Register("MatMul", MatMulKernel);
   r.Register("Gemm", GemmKernel);
   r.Register("MatMulTrans", MatMulTransKernel, kInternalDomain);
+  r.Register("GemmSum", GemmSumKernel, kInternalDomain);
   r.Register("Conv", ConvKernel);
   r.Register("ConvTranspose", ConvKernel);
   RegisterLinalgPoolKernels(r);

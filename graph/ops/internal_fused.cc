@@ -11,6 +11,11 @@
 //     (stored [..., N, K] when trans_b), both of rank >= 2, leading dims broadcast. What MatMul over a Transpose of
 //     its operands' last two axes becomes (passes/fold_transpose.h), so the GEMM reads the operand in place instead
 //     of a transposed copy. Made after autodiff: it has no gradient rule. AMP class allow, like MatMul.
+//   GemmSum(A, B) {transA, transB, alpha = 1, sum_input = 0 | 1} -> Y, S
+//     Y = alpha op(A) op(B) (Gemm without C, 2-D operands) and S = the column sums of input `sum_input` as stored:
+//     the matrix stored [K, X] whose K axis the product reduces (A with transA = 1: S [M]; B with transB = 0: S [N]).
+//     A Linear layer's weight gradient and bias gradient in one kernel (passes/fuse_bias_grad.h): on the GPU the
+//     sum is cuBLASLt's bias-gradient epilogue. Made after autodiff: no gradient rule. AMP class allow.
 // RegisterFusedLinalgOps registers the schema, then the gradient rule and the AMP class (an internal op with no entry in
 // amp_table.cc's ONNX lists), so one registration call makes the op complete.
 #include <algorithm>
@@ -107,6 +112,35 @@ void InferMatMulTrans(InferContext& ctx) {
   ctx.set_output(0, t, Shape(y));
 }
 
+void InferGemmSum(InferContext& ctx) {
+  const Shape& a = ctx.Require(0);
+  const Shape& b = ctx.Require(1);
+  const DataType t = ctx.input_type(0);
+  if (t != DataType::kUndefined && !IsFloat(t)) ctx.Fail("A must be a float tensor, got " + DataTypeName(t));
+  if (t != DataType::kUndefined && ctx.input_type(1) != DataType::kUndefined && ctx.input_type(1) != t)
+    ctx.Fail("B (" + DataTypeName(ctx.input_type(1)) + ") and A (" + DataTypeName(t) + ") differ in dtype");
+  const bool ta = ctx.node.attr_int("transA", 0) != 0, tb = ctx.node.attr_int("transB", 0) != 0;
+  const int64_t si = ctx.node.attr_int("sum_input", 0);
+  if (si != 0 && si != 1) ctx.Fail("sum_input = " + std::to_string(si) + " (0 or 1)");
+  if (si == 0 && !ta) ctx.Fail("sum_input 0 needs transA = 1 (A stored [K, M])");
+  if (si == 1 && tb) ctx.Fail("sum_input 1 needs transB = 0 (B stored [K, N])");
+  if ((a.known_rank() && a.rank() != 2) || (b.known_rank() && b.rank() != 2))
+    ctx.Fail("A and B must be 2-D, got " + a.ToString() + " and " + b.ToString());
+  if (!a.known_rank() || !b.known_rank()) {
+    ctx.set_output(0, t, Shape());
+    ctx.set_output(1, t, Shape());
+    return;
+  }
+  const Dim& m = a[ta ? 1 : 0];
+  const Dim& ka = a[ta ? 0 : 1];
+  const Dim& kb = b[tb ? 1 : 0];
+  const Dim& n = b[tb ? 0 : 1];
+  if (ka.is_static() && kb.is_static() && ka.value != kb.value)
+    ctx.Fail("inner dimensions differ: A " + a.ToString() + ", B " + b.ToString());
+  ctx.set_output(0, t, Shape(std::vector<Dim>{m, n}));
+  ctx.set_output(1, t, Shape(std::vector<Dim>{si == 0 ? m : n}));
+}
+
 }  // namespace
 
 void RegisterFusedLinalgOps(OpRegistry& r) {
@@ -123,6 +157,12 @@ void RegisterFusedLinalgOps(OpRegistry& r) {
   mt.infer = InferMatMulTrans;
   r.Register(mt);
   r.SetAmp(kInternalDomain, "MatMulTrans", AmpClass::kAllow);
+  OpSchema gs;
+  gs.op_type = "GemmSum";
+  gs.domain = kInternalDomain;
+  gs.infer = InferGemmSum;
+  r.Register(gs);
+  r.SetAmp(kInternalDomain, "GemmSum", AmpClass::kAllow);
 }
 
 }  // namespace ot

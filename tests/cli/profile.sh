@@ -79,7 +79,7 @@ import re, sys
 lines = open(sys.argv[1]).read().splitlines()
 assert lines[0].split() == ["op", "kernels", "ms/run", "share", "TFLOP/s"], lines[0]
 rows = {l.split()[0]: l.split() for l in lines[1:] if l and not l.startswith(("slowest", " ", "GEMMs"))}
-gemm_ops = [op for op in ("MatMul", "Gemm", "MatMulBias", "MatMulTrans") if op in rows]
+gemm_ops = [op for op in ("MatMul", "Gemm", "MatMulBias", "MatMulTrans", "GemmSum") if op in rows]
 assert gemm_ops, rows.keys()
 for op in gemm_ops:
     assert len(rows[op]) == 5 and float(rows[op][4]) > 0, rows[op]

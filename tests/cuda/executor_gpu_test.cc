@@ -69,12 +69,12 @@ TEST(ExecutorGpu, AnOpWithoutAGpuKernelIsNamed) {
   }
 }
 
-// The GEMM forms passes/fold_transpose makes: MatMulTrans under every flag (a batched B, a shared 2-D B), and
-// MatMulBias {trans_b}, on the GPU against the CPU executor.
+// The GEMM forms passes/fold_transpose and fuse_bias_grad make: MatMulTrans under every flag (a batched B, a shared
+// 2-D B), GemmSum with either operand summed, and MatMulBias {trans_b}, on the GPU against the CPU executor.
 TEST(ExecutorGpu, TransposedGemmOperandsMatchTheCpu) {
   REQUIRE_GPU();
   auto run = [](DataType t, const std::string& op, const std::vector<Tensor>& in, Attrs attrs,
-                std::shared_ptr<DeviceBackend> dev) {
+                std::shared_ptr<DeviceBackend> dev, int output = 0) {
     Graph g;
     g.opset_imports[""] = 17;
     g.opset_imports[kInternalDomain] = 1;
@@ -88,16 +88,17 @@ TEST(ExecutorGpu, TransposedGemmOperandsMatchTheCpu) {
       ins.push_back(v);
       feeds.emplace(v->name, in[i]);
     }
-    Value* y = g.AddValue("y");
-    Node* n = g.AddNode(op, ins, {y}, "gemm");
+    std::vector<Value*> outs{g.AddValue("y")};
+    if (op == "GemmSum") outs.push_back(g.AddValue("s"));
+    Node* n = g.AddNode(op, ins, outs, "gemm");
     n->domain = kInternalDomain;
     n->opset = 1;
     n->attrs = std::move(attrs);
-    g.outputs = {y};
+    g.outputs = outs;
     InferShapes(g, true);
     ExecutorOptions eo;
     eo.device = std::move(dev);
-    return Executor(g, eo).Run(feeds)[0];
+    return Executor(g, eo).Run(feeds)[static_cast<size_t>(output)];
   };
   for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
     const double tol = t == DataType::kFloat32 ? 1e-5 : t == DataType::kFloat16 ? 2e-3 : 1.6e-2;
@@ -115,6 +116,15 @@ TEST(ExecutorGpu, TransposedGemmOperandsMatchTheCpu) {
           test::ExpectClose(run(t, "MatMulTrans", {a, b}, attrs, Gpu()), run(t, "MatMulTrans", {a, b}, attrs, nullptr),
                             tol, tol);
         }
+    for (int si = 0; si < 2; ++si) {  // GemmSum: cuBLASLt's bias-gradient epilogue (or its fallback) vs the CPU
+      SCOPED_TRACE(DataTypeName(t) + " GemmSum sum_input " + std::to_string(si));
+      const Tensor g = test::RandomTensor(t, {300, 24}), x = test::RandomTensor(t, {300, 40});
+      const Attrs attrs{{"transA", Attribute::Int(1)}, {"transB", Attribute::Int(0)}, {"sum_input", Attribute::Int(si)}};
+      const std::vector<Tensor> in = si == 0 ? std::vector<Tensor>{g, x} : std::vector<Tensor>{x, g};
+      for (int out = 0; out < 2; ++out)
+        test::ExpectClose(run(t, "GemmSum", in, attrs, Gpu(), out), run(t, "GemmSum", in, attrs, nullptr, out),
+                          tol * 4, tol * 4);
+    }
     SCOPED_TRACE(DataTypeName(t) + " MatMulBias trans_b");
     const Tensor a = test::RandomTensor(t, {2, 9, 40}), w = test::RandomTensor(t, {24, 40}),
                  bias = test::RandomTensor(t, {24});
