@@ -170,34 +170,17 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c, void* workspace) con
 
 template <typename T, typename Acc>
 void NaiveMatMul(const MatMulSpec& spec, const T* a, const T* b, T* c) {
-  const size_t nb = spec.a_batch.size();
-  std::vector<int64_t> c_batch(nb);
-  for (size_t i = 0; i < nb; ++i)
-    c_batch[i] = (spec.a_batch[i] == 0 || spec.b_batch[i] == 0) ? 0 : std::max(spec.a_batch[i], spec.b_batch[i]);
-  const int64_t batches = Prod(c_batch);
+  const MatMulBatch batch(spec);
+  const int64_t batches = batch.count();
   const int64_t M = spec.m, N = spec.n, K = spec.k;
   if (batches * M * N == 0) return;
-  // Element strides of each batch dim in A and B (0 where broadcast).
-  std::vector<int64_t> as(nb), bs(nb);
-  int64_t sa = M * K, sb = K * N;
-  for (int i = static_cast<int>(nb) - 1; i >= 0; --i) {
-    as[i] = spec.a_batch[i] == 1 ? 0 : sa;
-    bs[i] = spec.b_batch[i] == 1 ? 0 : sb;
-    sa *= spec.a_batch[i];
-    sb *= spec.b_batch[i];
-  }
   const int64_t a_rs = spec.trans_a ? 1 : K, a_ks = spec.trans_a ? M : 1;
   const int64_t b_ks = spec.trans_b ? 1 : N, b_cs = spec.trans_b ? K : 1;
   const Acc alpha = static_cast<Acc>(spec.alpha);
   tbb::parallel_for(int64_t{0}, batches * M, [&](int64_t row) {
     const int64_t bi = row / M, i = row % M;
-    int64_t ao = 0, bo = 0, rem = bi;
-    for (int d = static_cast<int>(nb) - 1; d >= 0; --d) {
-      const int64_t idx = rem % c_batch[d];
-      rem /= c_batch[d];
-      ao += idx * as[d];
-      bo += idx * bs[d];
-    }
+    int64_t ao = 0, bo = 0;
+    batch.Offsets(bi, &ao, &bo);
     const T* ar = a + ao + i * a_rs;
     T* cr = c + row * N;
     for (int64_t j = 0; j < N; ++j) {

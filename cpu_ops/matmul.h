@@ -23,6 +23,40 @@ struct MatMulSpec {
   bool accumulate = false;  // C += alpha * A x B, reading C's prior contents (oneDNN sum post-op)
 };
 
+// The broadcast batch of a spec: how many matrices, and where matrix bi of C reads its A and B (element offsets;
+// a broadcast batch dim advances neither). Shared by the loop kernels that walk the batch themselves.
+class MatMulBatch {
+ public:
+  explicit MatMulBatch(const MatMulSpec& s) : c_(s.a_batch.size()), as_(s.a_batch.size()), bs_(s.a_batch.size()) {
+    int64_t sa = s.m * s.k, sb = s.k * s.n;
+    count_ = 1;
+    for (size_t i = c_.size(); i-- > 0;) {
+      c_[i] = (s.a_batch[i] == 0 || s.b_batch[i] == 0) ? 0 : (s.a_batch[i] > s.b_batch[i] ? s.a_batch[i] : s.b_batch[i]);
+      as_[i] = s.a_batch[i] == 1 ? 0 : sa;
+      bs_[i] = s.b_batch[i] == 1 ? 0 : sb;
+      sa *= s.a_batch[i];
+      sb *= s.b_batch[i];
+      count_ *= c_[i];
+    }
+  }
+  int64_t count() const { return count_; }
+  void Offsets(int64_t bi, int64_t* a_off, int64_t* b_off) const {
+    int64_t ao = 0, bo = 0;
+    for (size_t d = c_.size(); d-- > 0;) {
+      const int64_t idx = bi % c_[d];
+      bi /= c_[d];
+      ao += idx * as_[d];
+      bo += idx * bs_[d];
+    }
+    *a_off = ao;
+    *b_off = bo;
+  }
+
+ private:
+  std::vector<int64_t> c_, as_, bs_;
+  int64_t count_ = 1;
+};
+
 // Floating-point operations of a spec: 2 m n k per matrix of the broadcast batch.
 inline double GemmFlops(const MatMulSpec& s) {
   double batch = 1;

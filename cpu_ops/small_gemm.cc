@@ -10,7 +10,6 @@
 #include <immintrin.h>
 #endif
 
-#include "cpu_ops/dims.h"
 
 namespace ot::cpu {
 
@@ -98,22 +97,10 @@ void SmallBatchedGemm(const MatMulSpec& spec, const float* a, const float* b, fl
     NaiveMatMul<float, double>(spec, a, b, c);
     return;
   }
-  const size_t nb = spec.a_batch.size();
-  std::vector<int64_t> c_batch(nb);
-  for (size_t i = 0; i < nb; ++i)
-    c_batch[i] = (spec.a_batch[i] == 0 || spec.b_batch[i] == 0) ? 0 : std::max(spec.a_batch[i], spec.b_batch[i]);
-  const int64_t batches = Prod(c_batch);
+  const MatMulBatch batch(spec);
+  const int64_t batches = batch.count();
   const int64_t M = spec.m, N = spec.n, K = spec.k;
   if (batches == 0) return;
-  // Element strides of each batch dim in A and B (0 where broadcast).
-  std::vector<int64_t> as(nb), bs(nb);
-  int64_t sa = M * K, sb = K * N;
-  for (int i = static_cast<int>(nb) - 1; i >= 0; --i) {
-    as[static_cast<size_t>(i)] = spec.a_batch[static_cast<size_t>(i)] == 1 ? 0 : sa;
-    bs[static_cast<size_t>(i)] = spec.b_batch[static_cast<size_t>(i)] == 1 ? 0 : sb;
-    sa *= spec.a_batch[static_cast<size_t>(i)];
-    sb *= spec.b_batch[static_cast<size_t>(i)];
-  }
   const int64_t a_rs = spec.trans_a ? 1 : K, a_ks = spec.trans_a ? M : 1;
   const int64_t width = (N + kTileN - 1) / kTileN * kTileN;
   const bool pack = spec.trans_b || width != N;  // else op(B)'s rows are read in place
@@ -121,13 +108,8 @@ void SmallBatchedGemm(const MatMulSpec& spec, const float* a, const float* b, fl
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, batches, grain), [&](const tbb::blocked_range<int64_t>& r) {
     alignas(32) float panel[kMaxK * kMaxMN];  // 64 KiB on the task's stack: no heap allocation during a step
     for (int64_t bi = r.begin(); bi < r.end(); ++bi) {
-      int64_t ao = 0, bo = 0, rem = bi;
-      for (int d = static_cast<int>(nb) - 1; d >= 0; --d) {
-        const int64_t idx = rem % c_batch[static_cast<size_t>(d)];
-        rem /= c_batch[static_cast<size_t>(d)];
-        ao += idx * as[static_cast<size_t>(d)];
-        bo += idx * bs[static_cast<size_t>(d)];
-      }
+      int64_t ao = 0, bo = 0;
+      batch.Offsets(bi, &ao, &bo);
       const float* bm = b + bo;
       Operands o{a + ao, a_rs, a_ks, bm, N};
       if (pack) {

@@ -70,13 +70,19 @@ void InferMatMulBias(InferContext& ctx) {
   ctx.set_output(0, t, Shape(y));
 }
 
-void InferMatMulTrans(InferContext& ctx) {
-  const Shape& a = ctx.Require(0);
-  const Shape& b = ctx.Require(1);
+// The dtype of A, checked to be a float type that B shares (undefined while unknown).
+DataType FloatOperands(InferContext& ctx) {
   const DataType t = ctx.input_type(0);
   if (t != DataType::kUndefined && !IsFloat(t)) ctx.Fail("A must be a float tensor, got " + DataTypeName(t));
   if (t != DataType::kUndefined && ctx.input_type(1) != DataType::kUndefined && ctx.input_type(1) != t)
     ctx.Fail("B (" + DataTypeName(ctx.input_type(1)) + ") and A (" + DataTypeName(t) + ") differ in dtype");
+  return t;
+}
+
+void InferMatMulTrans(InferContext& ctx) {
+  const Shape& a = ctx.Require(0);
+  const Shape& b = ctx.Require(1);
+  const DataType t = FloatOperands(ctx);
   const bool ta = ctx.node.attr_int("trans_a", 0) != 0, tb = ctx.node.attr_int("trans_b", 0) != 0;
   if (a.known_rank() && a.rank() < 2) ctx.Fail("A must have rank >= 2, got " + a.ToString());
   if (b.known_rank() && b.rank() < 2) ctx.Fail("B must have rank >= 2, got " + b.ToString());
@@ -115,10 +121,7 @@ void InferMatMulTrans(InferContext& ctx) {
 void InferGemmSum(InferContext& ctx) {
   const Shape& a = ctx.Require(0);
   const Shape& b = ctx.Require(1);
-  const DataType t = ctx.input_type(0);
-  if (t != DataType::kUndefined && !IsFloat(t)) ctx.Fail("A must be a float tensor, got " + DataTypeName(t));
-  if (t != DataType::kUndefined && ctx.input_type(1) != DataType::kUndefined && ctx.input_type(1) != t)
-    ctx.Fail("B (" + DataTypeName(ctx.input_type(1)) + ") and A (" + DataTypeName(t) + ") differ in dtype");
+  const DataType t = FloatOperands(ctx);
   const bool ta = ctx.node.attr_int("transA", 0) != 0, tb = ctx.node.attr_int("transB", 0) != 0;
   const int64_t si = ctx.node.attr_int("sum_input", 0);
   if (si != 0 && si != 1) ctx.Fail("sum_input = " + std::to_string(si) + " (0 or 1)");
