@@ -3,10 +3,12 @@
 // cost ~5-10 ns an element and stop the vectorizer. The double paths keep std:: (float64 is the accurate reference
 // of the gradient checks); these are for A = float only (kernel_common/scalar_math.h picks them).
 //
-// No fma anywhere and no product whose rounding matters is left for the compiler to contract into one: the SSE2
-// baseline and the AVX2 clones of the CPU loops (target_clones("avx2","default"), no "fma") execute the same IEEE
-// operations in the same order, so a result does not depend on the clone that ran (bit-identical), and the fused
-// cluster interpreter equals the op-by-op kernels exactly.
+// The polynomials are Horner chains of explicit fused multiply-adds (OT_FMA) and nothing else is contracted (the
+// CPU code builds with -ffp-contract=off): an fma is correctly rounded wherever it runs -- the vfmadd of the
+// x86-64-v3 clones of the CPU loops (target_clones("arch=x86-64-v3","default")), libm's fmaf in the baseline clone and
+// in code without clones, the GPU's contracted a * b + c -- so a result does not depend on the clone that ran
+// (bit-identical), the fused cluster interpreter equals the op-by-op kernels exactly, and the GPU evaluates the same
+// operations.
 //
 // Accuracy (tests/cpu_ops/vec_math_test.cc, every 97th float bit pattern plus the special values, against double
 // libm rounded): see the bounds asserted there. Special values as libm: Exp(+inf) = +inf, Exp(-inf) = 0, overflow to
@@ -19,12 +21,22 @@
 
 #include "kernel_common/half.h"
 
-// Compiles a CPU loop function twice, for AVX2 and for the baseline (SSE2), the clone picked once at load time (GCC
-// target_clones, an ifunc); no "fma", so both clones execute the same operations (above). Empty where unsupported.
+// Compiles a CPU loop function twice, for x86-64-v3 (AVX2 + FMA) and for the baseline (SSE2), the clone picked once
+// at load time (GCC target_clones, an ifunc); both execute the same operations (above). Empty where unsupported.
+// ("avx2,fma" would make two clones, neither with both; these headers' functions are inline, so they inline into
+// either clone.)
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
-#define OT_VEC_CLONES __attribute__((target_clones("avx2", "default")))
+#define OT_VEC_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define OT_VEC_CLONES
+#endif
+
+// a * b + c rounded once. In device code the plain expression: nvcc and NVRTC contract it into one fma (their
+// default --fmad=true), with no math header needed.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define OT_FMA(a, b, c) ((a) * (b) + (c))
+#else
+#define OT_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
 #endif
 
 namespace ot::math {
@@ -59,12 +71,12 @@ OT_HD float VecExp(float x) {
   r = r - n * kLn2Lo;
   const float r2 = r * r;
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = (p * r2 + r) + 1.f;
+  p = OT_FMA(p, r, 1.3981999507e-3f);
+  p = OT_FMA(p, r, 8.3334519073e-3f);
+  p = OT_FMA(p, r, 4.1665795894e-2f);
+  p = OT_FMA(p, r, 1.6666665459e-1f);
+  p = OT_FMA(p, r, 5.0000001201e-1f);
+  const float e = OT_FMA(p, r2, r) + 1.f;
   const int32_t ni = static_cast<int32_t>(FloatBits(kd) - FloatBits(kShift));  // NaN: any value, unused
   const int32_t n1 = ni >> 1, n2 = ni - n1;
   const float s1 = BitsFloat(static_cast<uint32_t>(n1 + 127) << 23);
@@ -72,7 +84,8 @@ OT_HD float VecExp(float x) {
   return (e * s1) * s2;
 }
 
-// erf(x) (Norbert Juffa's erff construction, coefficients refit for evaluation without fma): for |x| < 0.921875
+// erf(x) (Norbert Juffa's erff construction, coefficients refit for evaluation without fma, now evaluated with
+// fma): for |x| < 0.921875
 // x + x p(x^2); above, 1 - e^(q(|x|)) with q a polynomial ~ -x^2, sign restored from x. |x| is clamped to 4 (erf
 // rounds to 1 in float from 3.92 on), which takes +-inf to +-1; NaN fails every compare and stays NaN.
 OT_HD float VecErf(float x) {
@@ -82,21 +95,21 @@ OT_HD float VecErf(float x) {
   const float s = x * x;
   // |x| < 0.921875
   float p = -5.96761703e-4f;
-  p = p * s + 4.99119423e-3f;
-  p = p * s - 2.67681349e-2f;
-  p = p * s + 1.12819925e-1f;
-  p = p * s - 3.76125336e-1f;
-  p = p * s + 1.28379166e-1f;
-  const float small = p * x + x;
+  p = OT_FMA(p, s, 4.99119423e-3f);
+  p = OT_FMA(p, s, -2.67681349e-2f);
+  p = OT_FMA(p, s, 1.12819925e-1f);
+  p = OT_FMA(p, s, -3.76125336e-1f);
+  p = OT_FMA(p, s, 1.28379166e-1f);
+  const float small = OT_FMA(p, x, x);
   // |x| >= 0.921875
   const float t2 = t * t;
-  float q = -1.72853470e-5f * t + 3.83197126e-4f;
-  const float u = -3.88396438e-3f * t + 2.42546219e-2f;
-  q = q * t2 + u;
-  q = q * t - 1.06777877e-1f;
-  q = q * t - 6.34846687e-1f;
-  q = q * t - 1.28717512e-1f;
-  q = q * t - t;
+  float q = OT_FMA(-1.72853470e-5f, t, 3.83197126e-4f);
+  const float u = OT_FMA(-3.88396438e-3f, t, 2.42546219e-2f);
+  q = OT_FMA(q, t2, u);
+  q = OT_FMA(q, t, -1.06777877e-1f);
+  q = OT_FMA(q, t, -6.34846687e-1f);
+  q = OT_FMA(q, t, -1.28717512e-1f);
+  q = OT_FMA(q, t, -t);
   const float big = WithSignOf(1.f - VecExp(q), x);
   return Select(t0 < 0.921875f, small, big);
 }
@@ -109,11 +122,11 @@ OT_HD float VecTanh(float x) {
   const float t = AbsF(x);
   const float s = x * x;
   float p = -5.70498872745e-3f;
-  p = p * s + 2.06390887954e-2f;
-  p = p * s - 5.37397155531e-2f;
-  p = p * s + 1.33314422036e-1f;
-  p = p * s - 3.33332819422e-1f;
-  const float small = (p * s) * t + t;
+  p = OT_FMA(p, s, 2.06390887954e-2f);
+  p = OT_FMA(p, s, -5.37397155531e-2f);
+  p = OT_FMA(p, s, 1.33314422036e-1f);
+  p = OT_FMA(p, s, -3.33332819422e-1f);
+  const float small = OT_FMA(p * s, t, t);
   const float big = 1.f - 2.f / (VecExp(2.f * t) + 1.f);
   return WithSignOf(Select(t < 0.625f, small, big), x);
 }
