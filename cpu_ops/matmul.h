@@ -23,6 +23,14 @@ struct MatMulSpec {
   bool accumulate = false;  // C += alpha * A x B, reading C's prior contents (oneDNN sum post-op)
 };
 
+// A GEMM that also sums the columns of one operand stored [rows, cols] with its K axis first (ai.onnxtrain.GemmSum:
+// a weight gradient and its bias gradient): the spec, which input (0 = A, 1 = B) and its stored dims.
+struct GemmSumGeometry {
+  MatMulSpec spec;
+  int sum_input = 0;
+  int64_t rows = 0, cols = 0;
+};
+
 // The broadcast batch of a spec: how many matrices, and where matrix bi of C reads its A and B (element offsets;
 // a broadcast batch dim advances neither). Shared by the loop kernels that walk the batch themselves.
 class MatMulBatch {

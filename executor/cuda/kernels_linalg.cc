@@ -22,6 +22,7 @@ cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi);  // e
 cpu::MatMulSpec GemmOpSpec(const KernelContext& ctx, float* beta);          // executor/kernels/linalg.cc
 cpu::MatMulSpec MatMulTransSpec(const KernelContext& ctx);                  // executor/kernels/linalg.cc
 cpu::MatMulSpec MatMulBiasSpec(const KernelContext& ctx);                   // executor/kernels/fused_linalg.cc
+cpu::GemmSumGeometry GemmSumOpGeometry(const KernelContext& ctx);           // executor/kernels/linalg.cc
 
 namespace {
 
@@ -139,13 +140,10 @@ KernelInfo MatMulTransKernel(const KernelContext& ctx) {
 // ReduceToShape's column-sum kernel (cuda::ReduceRowsToColumns) instead, on the same stream and workspace.
 KernelInfo GemmSumKernel(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
-  if (ctx.in(1).dtype != t) ctx.Fail("inputs have different dtypes");
-  float beta = 1.0f;
-  const cpu::MatMulSpec s = GemmOpSpec(ctx, &beta);
-  const int si = static_cast<int>(ctx.node.attr_int("sum_input", 0));
-  if ((si == 0 && !s.trans_a) || (si == 1 && s.trans_b) || (si != 0 && si != 1))
-    ctx.Fail("sum_input must name an operand stored [K, X] (A with transA = 1 or B with transB = 0)");
-  const int64_t rows = ctx.in(si).dims[0], cols = ctx.in(si).dims[1];
+  const cpu::GemmSumGeometry geo = GemmSumOpGeometry(ctx);
+  const cpu::MatMulSpec& s = geo.spec;
+  const int si = geo.sum_input;
+  const int64_t rows = geo.rows, cols = geo.cols;
   const cuda::FloatType ft = DeviceFloatType(ctx, t, "GemmSum");
   int64_t batch = 1;
   const cuda::GemmDesc g =

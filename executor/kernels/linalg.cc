@@ -221,6 +221,25 @@ KernelInfo GemmKernel(const KernelContext& ctx) {
 
 }  // namespace
 
+// GemmSum's operands: the Gemm spec, and the input summed ([rows, cols] as stored, its K axis first) -- shared with
+// the GPU's GemmSum.
+cpu::GemmSumGeometry GemmSumOpGeometry(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (ctx.in(1).dtype != t) ctx.Fail("inputs have different dtypes");
+  if (!IsFloat(t)) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported (float types are)");
+  float beta = 1.0f;
+  cpu::GemmSumGeometry g;
+  g.spec = GemmOpSpec(ctx, &beta);
+  g.sum_input = static_cast<int>(ctx.node.attr_int("sum_input", 0));
+  if ((g.sum_input == 0 && !g.spec.trans_a) || (g.sum_input == 1 && g.spec.trans_b) ||
+      (g.sum_input != 0 && g.sum_input != 1))
+    ctx.Fail("sum_input must name an operand stored [K, X] (A with transA = 1 or B with transB = 0)");
+  g.rows = ctx.in(g.sum_input).dims[0];
+  g.cols = ctx.in(g.sum_input).dims[1];
+  if (ctx.out(1).dims != std::vector<int64_t>{g.cols}) ctx.Fail("S must be [" + std::to_string(g.cols) + "]");
+  return g;
+}
+
 namespace {
 
 // ai.onnxtrain.GemmSum(A, B) {transA, transB, alpha, sum_input}: the Gemm, then the column sums of input sum_input
@@ -228,16 +247,10 @@ namespace {
 // Gemm + ReduceToShape bit for bit.
 KernelInfo GemmSumKernel(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
-  if (ctx.in(1).dtype != t) ctx.Fail("inputs have different dtypes");
-  if (!IsFloat(t)) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported (float types are)");
-  float beta = 1.0f;
-  const cpu::MatMulSpec spec = GemmOpSpec(ctx, &beta);
-  const int si = static_cast<int>(ctx.node.attr_int("sum_input", 0));
-  if ((si == 0 && !spec.trans_a) || (si == 1 && spec.trans_b) || (si != 0 && si != 1))
-    ctx.Fail("sum_input must name an operand stored [K, X] (A with transA = 1 or B with transB = 0)");
-  const int64_t rows = ctx.in(si).dims[0], cols = ctx.in(si).dims[1];
-  if (ctx.out(1).dims != std::vector<int64_t>{cols}) ctx.Fail("S must be [" + std::to_string(cols) + "]");
-  KernelInfo info = MakeGemmKernel(ctx, t, spec, nullptr);
+  const cpu::GemmSumGeometry geo = GemmSumOpGeometry(ctx);
+  const int si = geo.sum_input;
+  const int64_t rows = geo.rows, cols = geo.cols;
+  KernelInfo info = MakeGemmKernel(ctx, t, geo.spec, nullptr);
   auto gemm = info.fn;
   info.fn = [gemm, t, si, rows, cols](const KernelIO& io) {
     gemm(io);
