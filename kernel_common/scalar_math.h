@@ -106,9 +106,14 @@ OT_HD A Sigmoid(A v) {
 }
 
 // Gelu: erf form 0.5 v (1 + erf(v / sqrt 2)); tanh form 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))).
+// A float's erf form is v Phi(v) through vec_math's VecNormalCdfGauss (one exp, one branch, no erf).
 template <typename A>
 OT_HD A GeluErf(A v) {
-  return A(0.5) * v * (A(1) + Erf(v * A(kSqrtHalf)));
+  if constexpr (scalar_detail::kIsFloat<A>) {
+    return v * VecNormalCdfGauss(v).cdf;
+  } else {
+    return A(0.5) * v * (A(1) + Erf(v * A(kSqrtHalf)));
+  }
 }
 template <typename A>
 OT_HD A GeluTanh(A v) {
@@ -120,9 +125,14 @@ OT_HD A GeluTanh(A v) {
 //   tanh: dy ((1 + t) / 2 + v (1 - t^2) k (1 + 3 a v^2) / 2),  t = tanh(k (v + a v^3)), k = sqrt(2/pi), a = 0.044715
 template <typename A>
 OT_HD A GeluGradErf(A dy, A v) {
-  const A cdf = A(0.5) * (A(1) + Erf(v * A(kSqrtHalf)));
-  const A pdf = A(kInvSqrt2Pi) * Exp(A(-0.5) * v * v);
-  return dy * (cdf + v * pdf);
+  if constexpr (scalar_detail::kIsFloat<A>) {
+    const NormalCdfGauss c = VecNormalCdfGauss(v);  // Phi and the Gaussian from one exp
+    return dy * (c.cdf + v * (float(kInvSqrt2Pi) * c.gauss));
+  } else {
+    const A cdf = A(0.5) * (A(1) + Erf(v * A(kSqrtHalf)));
+    const A pdf = A(kInvSqrt2Pi) * Exp(A(-0.5) * v * v);
+    return dy * (cdf + v * pdf);
+  }
 }
 template <typename A>
 OT_HD A GeluGradTanh(A dy, A v) {

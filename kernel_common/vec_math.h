@@ -114,6 +114,43 @@ OT_HD float VecErf(float x) {
   return Select(t0 < 0.921875f, small, big);
 }
 
+// The standard normal cdf Phi(x) = (1 + erf(x / sqrt 2)) / 2 and the Gaussian factor e^(-x^2/2), together: what Gelu
+// (x Phi(x)) and its gradient (Phi(x) + x e^(-x^2/2) / sqrt(2 pi)) need, with one exp and one branch. With a = |x|,
+// Phi(-a) = e^(-a^2/2) q(t), t = 1 / (1 + k a), where q (degree 9, k = 0.6 / sqrt 2) is a relative minimax fit of
+// erfcx(a / sqrt 2) / 2 in t, coefficients rounded to float one at a time with the rest refit; Phi(x) = Phi(-a) for
+// x < 0 and 1 - Phi(-a) above. a^2 = s + s_lo exactly (an fma), so the exp argument carries no rounding error:
+// e^(-a^2/2) = e^(-s/2) (1 - s_lo/2) to float precision. a is clamped to 20 (e^-200 is 0 in float), so +-inf give
+// Phi = 1, 0 and gauss = 0; NaN stays NaN.
+// Accuracy: Phi(x) within ~8 units of 2^-24 relative for x < 0 (also in the far tail, where 1 + erf in float is 0)
+// and absolute above; the bounds tests/cpu_ops/vec_math_test.cc asserts. It replaces 0.5 (1 + VecErf(x / sqrt 2)),
+// which evaluates both erf polynomials and an exp, plus a second exp for the gradient's Gaussian: GeluGrad is ~1.8x
+// faster, Gelu ~1.2x.
+struct NormalCdfGauss {
+  float cdf, gauss;  // Phi(x), e^(-x^2/2)
+};
+OT_HD NormalCdfGauss VecNormalCdfGauss(float x) {
+  using namespace vec_detail;
+  const float a0 = AbsF(x);
+  const float a = Select(a0 > 20.f, 20.f, a0);
+  const float s = a * a;
+  const float s_lo = OT_FMA(a, a, -s);
+  const float e0 = VecExp(-0.5f * s);
+  const float gauss = OT_FMA(e0, -0.5f * s_lo, e0);
+  const float t = 1.f / OT_FMA(4.242640734e-01f, a, 1.f);
+  float q = 1.755119488e-02f;
+  q = OT_FMA(q, t, -1.304414123e-01f);
+  q = OT_FMA(q, t, 3.787582219e-01f);
+  q = OT_FMA(q, t, -5.188778639e-01f);
+  q = OT_FMA(q, t, 2.782506049e-01f);
+  q = OT_FMA(q, t, -2.270212397e-02f);
+  q = OT_FMA(q, t, 1.619718373e-01f);
+  q = OT_FMA(q, t, 1.659839600e-01f);
+  q = OT_FMA(q, t, 1.695141792e-01f);
+  q = OT_FMA(q, t, -8.586905096e-06f);
+  const float tail = gauss * q;  // Phi(-a)
+  return {Select(x < 0.f, tail, 1.f - tail), gauss};
+}
+
 // tanh(x) = sign(x) tanh(|x|): |x| + |x|^3 p(x^2) for |x| < 0.625 (Cephes tanhf), else 1 - 2 / (e^(2|x|) + 1) (e^(2|x|)
 // overflowing to +inf gives exactly 1); x's sign bit put back last, so -0 stays -0. NaN takes the second form and
 // stays NaN.

@@ -207,7 +207,7 @@ A EvalOp(const Instr& in, A x, A y, A z, Mode mode) {
     case Op::kLeakyRelu: return x < 0 ? A(in.imm) * x : x;
     case Op::kGelu:
       if (in.imm == 0.f)
-        return exact ? A(0.5) * x * (A(1) + math::Erf(x * A(0.70710678118654752440)))
+        return exact ? math::GeluErf(x)  // a float's: x Phi(x) (vec_math's VecNormalCdfGauss)
                      : 0.5 * x * (1 + std::erf(x / std::sqrt(A(2))));
       return A(0.5) * x * (A(1) + math::Tanh(k * (x + a3 * x * x * x)));
     case Op::kIdentity:
@@ -231,9 +231,7 @@ A EvalOp(const Instr& in, A x, A y, A z, Mode mode) {
     case Op::kGeluGrad: {
       if (in.imm == 0.f) {
         if (!exact) return x * (0.5 * std::erfc(-y / std::sqrt(2.0)) + y * std::exp(-0.5 * y * y) / std::sqrt(2 * M_PI));
-        const A cdf = A(0.5) * (A(1) + math::Erf(y * A(0.70710678118654752440)));
-        const A pdf = A(0.39894228040143267794) * math::Exp(A(-0.5) * y * y);
-        return x * (cdf + y * pdf);
+        return math::GeluGradErf(x, y);
       }
       const A y2 = y * y, t = math::Tanh(k * (y + a3 * y2 * y));
       if (!exact) return x * (0.5 * (1 + t) + 0.5 * y * (1 - t * t) * k * (1 + 3 * a3 * y2));

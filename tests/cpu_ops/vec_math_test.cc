@@ -156,8 +156,9 @@ TEST(VecMath, SpecialValues) {
 }
 
 // The float formulas through vec_math against the double ones (std::) on fresh random inputs. Gelu's 1 + erf and
-// GeluGrad's cdf + v pdf cancel (for v < 0; the float cdf is 0 below v ~ -5.5), so the error is bounded against the
-// size of the terms, 1 and erf counted apart, not the result: |f - d| <= 4 eps (sum of |terms|), eps = 2^-24.
+// GeluGrad's cdf + v pdf cancel (for v < 0), so the error is bounded against the size of the terms, 1 and erf counted
+// apart, not the result: |f - d| <= B eps (sum of |terms|), eps = 2^-24, B = 4 for the tanh forms (VecTanh) and 8 for
+// the erf forms (VecNormalCdfGauss: its single-branch cdf is within ~7 eps of 1/2 near v = 0).
 TEST(VecMath, GeluAndGeluGradMatchDoubleFormulas) {
   std::mt19937 gen(std::random_device{}());
   std::uniform_real_distribution<float> wide(-12.f, 12.f), narrow(-3.f, 3.f), dyd(-2.f, 2.f);
@@ -169,23 +170,58 @@ TEST(VecMath, GeluAndGeluGradMatchDoubleFormulas) {
     const double cdf = 0.5 * (1 + std::erf(vd * kSqrtHalf)), pdf = kInvSqrt2Pi * std::exp(-0.5 * vd * vd);
     const double t = std::tanh(kSqrt2OverPi * (vd + kGeluCubic * vd * vd * vd));
     struct Case {
-      double got, want, scale;
+      double got, want, scale, bound;
     } cases[] = {
-        {GeluErf(v), GeluErf(vd), std::fabs(0.5 * vd) * (1 + std::fabs(2 * cdf - 1))},
-        {GeluTanh(v), GeluTanh(vd), std::fabs(0.5 * vd) * (1 + std::fabs(t))},
+        {GeluErf(v), GeluErf(vd), std::fabs(0.5 * vd) * (1 + std::fabs(2 * cdf - 1)), 8},
+        {GeluTanh(v), GeluTanh(vd), std::fabs(0.5 * vd) * (1 + std::fabs(t)), 4},
         {GeluGradErf(dy, v), GeluGradErf(dyd_, vd),
-         std::fabs(dyd_) * (0.5 * (1 + std::fabs(2 * cdf - 1)) + std::fabs(vd) * pdf)},
+         std::fabs(dyd_) * (0.5 * (1 + std::fabs(2 * cdf - 1)) + std::fabs(vd) * pdf), 8},
         {GeluGradTanh(dy, v), GeluGradTanh(dyd_, vd),
          std::fabs(dyd_) * (0.5 * (1 + std::fabs(t)) +
-                            std::fabs(0.5 * vd * kSqrt2OverPi * (1 + 3 * kGeluCubic * vd * vd)) * (1 + t * t))},
+                            std::fabs(0.5 * vd * kSqrt2OverPi * (1 + 3 * kGeluCubic * vd * vd)) * (1 + t * t)),
+         4},
     };
     for (const Case& c : cases) {
       const double e = std::fabs(c.got - c.want) / (eps * std::max(c.scale, 1e-30));
       worst = std::max(worst, e);
-      ASSERT_LE(e, 4.0) << "v " << v << " dy " << dy << " got " << c.got << " want " << c.want;
+      ASSERT_LE(e, c.bound) << "v " << v << " dy " << dy << " got " << c.got << " want " << c.want;
     }
   }
   std::printf("gelu/gelu_grad: max %.2f eps of the terms\n", worst);
+}
+
+// Phi(x) and e^(-x^2/2) of VecNormalCdfGauss against double erfc/exp over every 61st float bit pattern in [-14, 14]
+// (Phi's float range starts below -13: Phi(-13.5) ~ 7e-42): Phi relative to itself below 0 (the far tail included,
+// which 0.5 (1 + erf) in float loses), absolute above (1 - Phi rounds against 1); the Gaussian within 3 ulp.
+TEST(VecMath, NormalCdfAndGaussMatchDouble) {
+  const double eps = std::ldexp(1.0, -24);
+  double worst_cdf = 0, worst_gauss = 0;
+  for (uint32_t bits = 0; bits < 0x7f800000u; bits += 61) {
+    for (const uint32_t sign : {0u, 0x80000000u}) {
+      const float x = BitsFloat(bits | sign);
+      if (std::fabs(x) > 14.f) continue;
+      const double xd = x;
+      const double cdf = 0.5 * std::erfc(-xd * kSqrtHalf), gauss = std::exp(-0.5 * xd * xd);
+      const NormalCdfGauss r = VecNormalCdfGauss(x);
+      if (cdf < 1e-37) continue;  // subnormal results: absolute error below FLT_MIN is all we ask
+      const double e_cdf = std::fabs(r.cdf - cdf) / (eps * (x < 0 ? cdf : 1.0));
+      const double e_gauss = std::fabs(r.gauss - gauss) / (eps * gauss);
+      worst_cdf = std::max(worst_cdf, e_cdf);
+      if (gauss > 1e-37) worst_gauss = std::max(worst_gauss, e_gauss);
+      ASSERT_LE(e_cdf, 9.0) << "x " << x << " got " << r.cdf << " want " << cdf;
+      if (gauss > 1e-37) ASSERT_LE(e_gauss, 3.0) << "x " << x << " got " << r.gauss << " want " << gauss;
+    }
+  }
+  std::printf("normal cdf: max %.2f eps, gauss %.2f eps\n", worst_cdf, worst_gauss);
+  const float kInf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(VecNormalCdfGauss(kInf).cdf, 1.f);
+  EXPECT_EQ(VecNormalCdfGauss(-kInf).cdf, 0.f);
+  EXPECT_EQ(VecNormalCdfGauss(kInf).gauss, 0.f);
+  EXPECT_NEAR(VecNormalCdfGauss(0.f).cdf, 0.5f, 4 * eps);
+  EXPECT_EQ(VecNormalCdfGauss(-0.f).gauss, 1.f);
+  EXPECT_TRUE(std::isnan(VecNormalCdfGauss(std::numeric_limits<float>::quiet_NaN()).cdf));
+  EXPECT_EQ(VecNormalCdfGauss(-20.f).cdf, 0.f);  // 2.8e-89 rounds to 0
+  EXPECT_GT(VecNormalCdfGauss(-13.f).cdf, 0.f);  // 6.1e-39: representable, and computed
 }
 
 }  // namespace
