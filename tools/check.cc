@@ -2,6 +2,7 @@
 // test_data_set_*/{input,output}_*.pb, run the model and compare with the reference outputs by the ONNX
 // runner's rule: same output count, dtype and shape; allclose with rtol 1e-3, atol 1e-7 (NaN equals NaN).
 // A model using something onnx-train does not implement is a skip with its reason, never a failure or crash.
+// --device cuda runs them on a GPU; an op without a GPU kernel is such a skip (the plan names it).
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <set>
 #include <sstream>
 
+#include "executor/device.h"
 #include "executor/executor.h"
 #include "executor/fusion.h"
 #include "executor/plan.h"
@@ -153,7 +155,9 @@ Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
     ExpandGradientOps(*g);  // ai.onnx.preview.training Gradient nodes -> the backward in standard ops
     std::vector<Value*> real = g->RealInputs();
     const size_t clusters = o.fuse != "off" ? FuseForFirstDataSet(*g, dir, o.fuse) : 0;
-    Executor ex(*g);
+    ExecutorOptions eo;
+    eo.device = OpenDevice(o.device);  // in the model's child process: CUDA does not survive a fork
+    Executor ex(*g, eo);
     int sets = 0;
     for (const auto& e : fs::directory_iterator(dir)) {
       if (!e.is_directory() || e.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
@@ -252,6 +256,50 @@ Result RunIsolated(const fs::path& dir, const CheckOptions& o) {
   return r;
 }
 
+// "" when OpenDevice(o.device) succeeds, else its message; in a child process when o.fork (see Check).
+std::string ProbeDevice(const CheckOptions& o) {
+  auto open = [&]() -> std::string {
+    try {
+      OpenDevice(o.device);
+      return "";
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  };
+  if (!o.fork) return open();
+  int fds[2];
+  if (pipe(fds) != 0) return "";  // no pipe: let the models report it
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return "";
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    const std::string msg = open();
+    size_t off = 0;
+    while (off < msg.size()) {
+      const ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[1024];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) return "--device " + o.device + ": opening the device crashed (signal " +
+                                  std::to_string(WTERMSIG(status)) + ")";
+  return msg;
+}
+
 void FindModelDirs(const fs::path& root, std::vector<fs::path>& out) {
   if (fs::exists(root / "model.onnx")) {
     out.push_back(root);
@@ -273,6 +321,12 @@ int Check(const CheckOptions& o) {
     FindModelDirs(d, dirs);
   }
   if (!o.fork) SetThreadCount(o.threads);
+  if (o.device != "cpu") {
+    // The device must open before any model runs: otherwise every model would fail with the same message.
+    // Probed in a child process, because a CUDA context made before fork() is unusable in the children.
+    const std::string why = ProbeDevice(o);
+    if (!why.empty()) throw Error(why);
+  }
   int passed = 0, failed = 0, skipped = 0, fused = 0;
   std::ofstream plist;
   if (!o.passed_list.empty()) {

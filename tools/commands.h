@@ -15,6 +15,7 @@ struct CheckOptions {
   int timeout_s = 300;       // per model
   int threads = 0;
   std::string passed_list;   // write the names of passed tests to this file
+  std::string device = "cpu";  // executor/device.h's OpenDevice spec: cpu, cuda[:N] or auto
 };
 int Check(const CheckOptions& o);
 

@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
   check_cmd->add_flag("-q,--quiet", check.quiet, "Print only failures and the summary");
   check_cmd->add_option("--timeout", check.timeout_s, "Seconds per model");
   check_cmd->add_option("--passed-list", check.passed_list, "Write the names of passed tests to this file");
+  check_cmd->add_option("--device", check.device,
+                        "Where the models run: cpu (default), cuda[:N] or auto; a model with an op the device has no "
+                        "kernel for is a skip");
   check_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
 
   try {

@@ -22,6 +22,11 @@ expect_error "missing.npz: cannot open" run good.onnx --data missing.npz
 expect_error "missing.onnx: cannot open" info missing.onnx
 expect_error "truncated.onnx: not a valid ONNX model" info truncated.onnx
 expect_error "not a directory" check missing_dir
+expect_error "--device: expected auto, cpu, cuda or cuda:N, got 'tpu'" check --device tpu .
+# No GPU in CI: the device fails once, before any model runs (built with or without the CUDA backend).
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi >/dev/null 2>&1; then
+  expect_error "--device cuda: " check --device cuda .
+fi
 
 # The good model runs, and writes an .npz that reads back as data.
 "$tool" run good.onnx --data good.npz -o "$tmp/out.npz" >/dev/null 2>&1 && [ -s "$tmp/out.npz" ] &&
