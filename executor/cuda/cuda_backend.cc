@@ -39,6 +39,9 @@ const CpuKernelRegistry& CudaRegistry() {
     RegisterCudaRowKernels(*reg);
     RegisterCudaOptimizerKernels(*reg);
     RegisterCudaDataKernels(*reg);
+    RegisterCudaConvKernels(*reg);
+    RegisterCudaPoolKernels(*reg);
+    RegisterCudaBatchNormKernels(*reg);
     return reg;
   }();
   return *r;

@@ -58,5 +58,8 @@ void RegisterCudaLinalgKernels(CpuKernelRegistry& r);  // executor/cuda/kernels_
 void RegisterCudaRowKernels(CpuKernelRegistry& r);     // executor/cuda/kernels_rows.cc
 void RegisterCudaOptimizerKernels(CpuKernelRegistry& r);  // executor/cuda/kernels_optim.cc
 void RegisterCudaDataKernels(CpuKernelRegistry& r);    // executor/cuda/kernels_data.cc
+void RegisterCudaConvKernels(CpuKernelRegistry& r);    // executor/cuda/kernels_conv.cc (Conv, its gradients, ReduceSum)
+void RegisterCudaPoolKernels(CpuKernelRegistry& r);    // executor/cuda/kernels_conv_pool.cc
+void RegisterCudaBatchNormKernels(CpuKernelRegistry& r);  // executor/cuda/kernels_conv_norm.cc
 
 }  // namespace ot
