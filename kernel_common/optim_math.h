@@ -115,14 +115,16 @@ OT_HD void LossScaleUpdate(bool finite, M& scale, int64_t& good, int64_t& bad, M
 // `warmup` warm-up steps and `total` steps in all; the schedules of Hugging Face transformers'
 // get_{constant,linear,cosine}_schedule_with_warmup (a LambdaLR of the step count, so the first warm-up step has
 // factor 0). kind: 0 constant, 1 linear decay to 0 at `total`, 2 cosine (half a period) to 0 at `total`.
-inline double LrScheduleFactor(int kind, int64_t done, int64_t warmup, int64_t total) {
+// Host and device: the CUDA update kernels evaluate it from the device's step counter. Unqualified cos: the C
+// library's cos(double) on the host (what std::cos(double) is), CUDA's on the device.
+OT_HD double LrScheduleFactor(int kind, int64_t done, int64_t warmup, int64_t total) {
   const double s = static_cast<double>(done);
   if (done < warmup) return s / static_cast<double>(warmup);
   const double span = static_cast<double>(total - warmup > 1 ? total - warmup : 1);
   const double progress = (s - static_cast<double>(warmup)) / span;
   switch (kind) {
     case 1: return progress >= 1 ? 0.0 : 1.0 - progress;
-    case 2: return progress >= 1 ? 0.0 : 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress));
+    case 2: return progress >= 1 ? 0.0 : 0.5 * (1.0 + cos(3.14159265358979323846 * progress));
     default: return 1.0;
   }
 }

@@ -95,7 +95,7 @@ struct Rig {
   std::vector<Param> ps;
   std::unique_ptr<Dev> block, ws;
   Dev scale{4}, good{8}, bad{8}, step{8}, found{4}, norm{4};
-  cuda::AdamList list;
+  cuda::OptimList list;
   size_t ws_bytes = 0;
 };
 
@@ -105,7 +105,7 @@ void Build(Rig& r, std::mt19937& rng) {
       {1000, FloatType::kF32, true, FloatType::kBF16},  {40000, FloatType::kF32, false, FloatType::kF16},
       {16384, FloatType::kBF16, true, FloatType::kF16}, {767, FloatType::kF32, false, FloatType::kF16}};
   std::uniform_real_distribution<float> u(-1.f, 1.f), pos(1e-4f, 1e-2f);
-  std::vector<cuda::AdamTensor> ts;
+  std::vector<cuda::OptimTensor> ts;
   for (auto [n, gt, hc, ht] : spec) {
     Param q;
     q.n = n;
@@ -129,11 +129,11 @@ void Build(Rig& r, std::mt19937& rng) {
     Upload(*q.dm, q.m);
     Upload(*q.dv, q.v);
     ASSERT_EQ(cudaMemset(q.dh->p, 0xff, n * 2), cudaSuccess);
-    cuda::AdamTensor t;
+    cuda::OptimTensor t;
     t.param = static_cast<float*>(q.dp->p);
     t.grad = q.dg->p;
-    t.m = static_cast<float*>(q.dm->p);
-    t.v = static_cast<float*>(q.dv->p);
+    t.s0 = static_cast<float*>(q.dm->p);
+    t.s1 = static_cast<float*>(q.dv->p);
     t.half_copy = hc ? q.dh->p : nullptr;
     t.n = n;
     t.grad_type = gt;
@@ -141,13 +141,14 @@ void Build(Rig& r, std::mt19937& rng) {
     ts.push_back(t);
     r.ps.push_back(std::move(q));
   }
-  const cuda::AdamPack pack = cuda::PackAdamTensors(ts);
+  const cuda::OptimPack pack = cuda::PackOptimTensors(ts, cuda::OptimKind::kAdam);
   r.block = std::make_unique<Dev>(pack.bytes.size());
   Upload(*r.block, pack.bytes);
   r.list.device_block = r.block->p;
   r.list.num_tensors = pack.num_tensors;
   r.list.num_chunks = pack.num_chunks;
-  r.ws_bytes = cuda::AdamWorkspaceBytes(pack.num_chunks);
+  r.list.states = pack.states;
+  r.ws_bytes = cuda::OptimWorkspaceBytes(pack.num_chunks, pack.num_tensors);
   r.ws = std::make_unique<Dev>(r.ws_bytes);
 }
 
@@ -158,13 +159,13 @@ void RunSteps(bool adamw, double clip, int steps, int poison_step, float poison_
   Rig r;
   Build(r, rng);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
-  cuda::AdamHyper h;
+  cuda::OptimHyper h;
   h.lr = 1e-3;
   h.beta1 = 0.9;
   h.beta2 = 0.999;
   h.eps = 1e-8;
   h.weight_decay = 0.01;
-  h.adamw = adamw;
+  h.kind = adamw ? cuda::OptimKind::kAdamW : cuda::OptimKind::kAdam;
   h.max_grad_norm = clip;
   cpu::OptimHyper ch;
   ch.kind = adamw ? cpu::OptimKind::kAdamW : cpu::OptimKind::kAdam;
@@ -209,7 +210,7 @@ void RunSteps(bool adamw, double clip, int steps, int poison_step, float poison_
     }
     CUDA_OK(cudaMemset(r.norm.p, 0xff, 4));
     CUDA_OK(cudaMemset(r.found.p, 0xff, 4));
-    cuda::MultiTensorAdamStep(r.list, h, ls, static_cast<int64_t*>(r.step.p), static_cast<int*>(r.found.p),
+    cuda::MultiTensorStep(r.list, h, ls, {}, static_cast<int64_t*>(r.step.p), static_cast<int*>(r.found.p),
                               static_cast<float*>(r.norm.p), r.ws->p, r.ws_bytes, nullptr);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
@@ -306,7 +307,7 @@ TEST_F(OptimizerKernelsGpu, GradNormIsDeterministic) {
   uint32_t first = 0;
   for (int run = 0; run < 3; ++run) {
     CUDA_OK(cudaMemset(r.norm.p, 0xff, 4));
-    cuda::MultiTensorGradCheck(r.list, nullptr, static_cast<int*>(r.found.p), static_cast<float*>(r.norm.p), r.ws->p,
+    cuda::MultiTensorGradCheck(r.list, nullptr, {}, static_cast<int*>(r.found.p), static_cast<float*>(r.norm.p), r.ws->p,
                                r.ws_bytes, nullptr);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
@@ -319,61 +320,94 @@ TEST_F(OptimizerKernelsGpu, GradNormIsDeterministic) {
 
 // ---- host-side logic (no GPU needed) ----------------------------------------------------------------------------------
 
-TEST(OptimizerKernels, PackAdamTensorsLaysOutChunkOffsets) {
+TEST(OptimizerKernels, PackOptimTensorsLaysOutChunkOffsets) {
   float f = 0;
-  std::vector<cuda::AdamTensor> ts(4);
-  const int64_t sizes[4] = {0, 1, cuda::kAdamChunk, cuda::kAdamChunk + 1};
+  std::vector<cuda::OptimTensor> ts(4);
+  const int64_t sizes[4] = {0, 1, cuda::kOptimChunk, cuda::kOptimChunk + 1};
   for (int i = 0; i < 4; ++i) {
     ts[i].n = sizes[i];
-    ts[i].param = ts[i].m = ts[i].v = &f;
+    ts[i].param = ts[i].s0 = ts[i].s1 = &f;
     ts[i].grad = &f;
   }
-  const cuda::AdamPack p = cuda::PackAdamTensors(ts);
+  const cuda::OptimPack p = cuda::PackOptimTensors(ts, cuda::OptimKind::kAdam);
   EXPECT_EQ(p.num_tensors, 4);
   EXPECT_EQ(p.num_chunks, 4);
-  const size_t tb = 4 * sizeof(cuda::AdamTensor);
+  const size_t tb = 4 * sizeof(cuda::OptimTensor);
   ASSERT_EQ(p.bytes.size(), tb + 5 * 8);
   std::vector<int64_t> off(5);
   std::memcpy(off.data(), p.bytes.data() + tb, 5 * 8);
   EXPECT_EQ(off, (std::vector<int64_t>{0, 0, 1, 2, 4}));
-  cuda::AdamTensor back;
-  std::memcpy(&back, p.bytes.data() + 3 * sizeof(cuda::AdamTensor), sizeof back);
-  EXPECT_EQ(back.n, cuda::kAdamChunk + 1);
-  EXPECT_EQ(cuda::PackAdamTensors({}).num_chunks, 0);
+  cuda::OptimTensor back;
+  std::memcpy(&back, p.bytes.data() + 3 * sizeof(cuda::OptimTensor), sizeof back);
+  EXPECT_EQ(back.n, cuda::kOptimChunk + 1);
+  EXPECT_EQ(cuda::PackOptimTensors({}, cuda::OptimKind::kLamb, true).num_chunks, 0);
 }
 
-TEST(OptimizerKernels, PackAdamTensorsRejectsBadTensors) {
+TEST(OptimizerKernels, PackOptimTensorsRejectsBadTensors) {
   float f = 0;
-  cuda::AdamTensor t;
+  cuda::OptimTensor t;
   t.n = -1;
-  EXPECT_THROW(cuda::PackAdamTensors({t}), std::invalid_argument);
+  EXPECT_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kSgd), std::invalid_argument);
   t.n = 5;  // null pointers
-  EXPECT_THROW(cuda::PackAdamTensors({t}), std::invalid_argument);
-  t.param = t.m = t.v = &f;
+  EXPECT_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kSgd), std::invalid_argument);
+  t.param = &f;
   t.grad = &f;
+  EXPECT_NO_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kSgd));  // SGD has no state
+  EXPECT_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kMomentum), std::invalid_argument);  // no buffer
+  EXPECT_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kSgd, true), std::invalid_argument);  // no sum
+  t.s0 = &f;
+  EXPECT_NO_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kNesterov));
+  EXPECT_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kLamb), std::invalid_argument);  // no second moment
+  t.s1 = &f;
+  t.acc = &f;
+  const cuda::OptimPack lamb = cuda::PackOptimTensors({t}, cuda::OptimKind::kLamb, true);
+  EXPECT_EQ(lamb.states, 2);
+  EXPECT_TRUE(lamb.accumulate);
   t.half_copy = &f;
   t.half_type = FloatType::kF32;
-  EXPECT_THROW(cuda::PackAdamTensors({t}), std::invalid_argument);
+  EXPECT_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kAdam), std::invalid_argument);
   t.half_type = FloatType::kBF16;
-  EXPECT_NO_THROW(cuda::PackAdamTensors({t}));
-  EXPECT_GE(cuda::AdamWorkspaceBytes(1000), size_t{256 + 8000 + 4000});
+  EXPECT_NO_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kAdam));
+  // Pass 1's sums and flags, LAMB's per-chunk norms and per-tensor ratios.
+  EXPECT_GE(cuda::OptimWorkspaceBytes(1000, 10), size_t{256 + 8000 + 4000 + 2 * 8000 + 80});
+  EXPECT_EQ(cuda::OptimStateCount(cuda::OptimKind::kSgd), 0);
+  EXPECT_EQ(cuda::OptimStateCount(cuda::OptimKind::kNesterov), 1);
+  EXPECT_EQ(cuda::OptimStateCount(cuda::OptimKind::kLamb), 2);
 }
 
 TEST(OptimizerKernels, StepArgumentsAreChecked) {
-  cuda::AdamList l;
+  cuda::OptimList l;
   int dummy = 0;
-  EXPECT_THROW(cuda::MultiTensorGradCheck(l, nullptr, nullptr, nullptr, &dummy, 1 << 20, nullptr),
+  EXPECT_THROW(cuda::MultiTensorGradCheck(l, nullptr, {}, nullptr, nullptr, &dummy, 1 << 20, nullptr),
                std::invalid_argument);
-  EXPECT_THROW(cuda::MultiTensorGradCheck(l, nullptr, &dummy, nullptr, &dummy, 8, nullptr), std::invalid_argument);
-  cuda::AdamHyper h;
+  EXPECT_THROW(cuda::MultiTensorGradCheck(l, nullptr, {}, &dummy, nullptr, &dummy, 8, nullptr),
+               std::invalid_argument);
+  cuda::OptimHyper h;
   h.lr_schedule = 7;
   int64_t st = 0;
-  EXPECT_THROW(cuda::MultiTensorAdamUpdate(l, h, nullptr, &st, &dummy, &dummy, 1 << 20, nullptr),
+  EXPECT_THROW(cuda::MultiTensorUpdate(l, h, nullptr, {}, &st, &dummy, &dummy, 1 << 20, nullptr),
+               std::invalid_argument);
+  // A list packed without the states or sums a call needs is refused before anything is launched.
+  l.num_chunks = 1;
+  l.num_tensors = 1;
+  l.device_block = &dummy;
+  l.states = 1;
+  h.lr_schedule = 0;
+  h.kind = cuda::OptimKind::kLamb;
+  EXPECT_THROW(cuda::MultiTensorUpdate(l, h, nullptr, {}, &st, &dummy, &dummy, 1 << 20, nullptr),
+               std::invalid_argument);
+  h.kind = cuda::OptimKind::kMomentum;
+  cuda::AccumState acc;
+  acc.micro = &st;
+  acc.k = 2;
+  EXPECT_THROW(cuda::MultiTensorUpdate(l, h, nullptr, acc, &st, &dummy, &dummy, 1 << 20, nullptr),
+               std::invalid_argument);
+  EXPECT_THROW(cuda::MultiTensorGradCheck(l, nullptr, acc, &dummy, nullptr, &dummy, 1 << 20, nullptr),
                std::invalid_argument);
   cuda::LossScaleState ls;
   float sc = 1;
   ls.scale = &sc;  // dynamic without counters
-  EXPECT_THROW(cuda::FinishOptimizerStep(&dummy, &st, ls, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::FinishOptimizerStep(&dummy, &st, ls, {}, nullptr), std::invalid_argument);
 }
 
 }  // namespace
