@@ -17,6 +17,7 @@ namespace ot {
 struct DeviceOptions {
   bool tf32 = false;           // float32 GEMMs may use TF32 tensor cores (else exact fp32, cuBLASLt COMPUTE_32F)
   bool deterministic = false;  // GEMM algorithms without split-K reductions (our own kernels never use atomics)
+  bool graphs = true;          // replay a plan's steady-state run as a captured graph (--no-cuda-graph: off)
 };
 
 class DeviceBackend {
@@ -39,6 +40,16 @@ class DeviceBackend {
   // Waits for everything queued; throws Error with the device's message when a kernel failed.
   virtual void Synchronize() = 0;
   virtual void* stream() = 0;  // cudaStream_t
+  // Graphs (CUDA graphs): between BeginCapture and EndCapture the work issued on the stream -- kernels and device
+  // copies -- is recorded instead of run; EndCapture returns the recorded run, ready to Replay on the stream as
+  // often as wanted (the same kernels on the same buffers), or null when the capture failed (something in the
+  // run cannot be recorded). Then nothing of the captured work has run: the caller runs it again directly.
+  // A device without graphs returns false from SupportsGraphs and is never asked to capture.
+  virtual bool SupportsGraphs() const { return false; }
+  virtual void BeginCapture() {}
+  virtual void* EndCapture() { return nullptr; }
+  virtual void Replay(void* /*graph*/) {}
+  virtual void ReleaseGraph(void* /*graph*/) {}
   // Bytes of device memory taken through Alloc now and at most so far (plans' arenas, state, constants, inputs,
   // outputs; the libraries' own handles and the kernels' small flags are not counted).
   virtual int64_t allocated_bytes() const { return 0; }

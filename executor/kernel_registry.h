@@ -94,6 +94,11 @@ struct KernelInfo {
   // Floating-point operations of one call where they are the point of the kernel (GEMMs: 2 m n k per matrix), so
   // a profile can report the rate its time gives; 0 for the rest.
   double flops = 0;
+  // Host work after every run of the plan, once the device has finished it (a device plan's run ends with a
+  // synchronisation): reads what a kernel left in pinned host memory -- a device flag raised for a bad label or
+  // index -- and throws Error naming it. The kernel function itself must not depend on such host state: a device
+  // plan may replay its steady-state run as a captured graph, which issues the recorded work without calling fn.
+  std::function<void()> after_run;
 };
 
 // Adds (out, in) to info.inplace when input `in` has output `out`'s dtype and dims (the caller vouches that its

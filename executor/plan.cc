@@ -77,6 +77,7 @@ Plan::~Plan() {
       device_->Synchronize();
     } catch (...) {
     }
+    if (graph_) device_->ReleaseGraph(graph_);
     for (void* q : dev_allocs_) device_->Free(q);
   }
 }
@@ -292,6 +293,8 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
 
   if (state_in_place) p->WriteStateInPlace(g);
   p->PlanArena();
+  for (const Step& st : p->steps_)
+    if (st.kernel.after_run) p->after_run_.push_back(&st.kernel.after_run);
   if (p->device_) p->SetUpDevice(g);
   else p->BuildFlowGraph();
   p->step_ns_.reset(new std::atomic<int64_t>[p->steps_.size()]());
@@ -687,6 +690,7 @@ std::vector<Tensor> Plan::Run(const std::map<std::string, Tensor>& feeds, uint64
     }
     if (b.desc.nbytes()) std::memcpy(results[i].raw(), src, b.desc.nbytes());
   }
+  for (const auto* f : after_run_) (*f)();
   return results;
 }
 

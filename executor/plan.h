@@ -58,6 +58,8 @@ class Plan {
   // MarkHostStateChanged(): the device copy is then the state, updated in place each step, and the host tensors are
   // brought up to date by DownloadState() (scalar state, step counters and the loss scale, after every run).
   bool on_device() const { return device_ != nullptr; }
+  // Whether the last device run was a replay of the captured graph (for tests).
+  bool replayed_graph() const { return last_run_replayed_; }
   void MarkHostStateChanged() { upload_state_ = true; }
   // On a device: which graph outputs Run copies to the host (by output index; empty: all). The rest are returned as
   // empty tensors.
@@ -203,6 +205,15 @@ class Plan {
   bool state_in_place_ = false;
   bool upload_state_ = true;
   std::vector<bool> host_outputs_;
+  // The steady-state run as a device graph (DeviceBackend::BeginCapture): captured at the third run (the first two
+  // make the kernels' one-time set-up -- NVRTC modules, GEMM algorithms, descriptor blocks -- which cannot be
+  // recorded), replayed after that. Never with profiling, tracing, numerics checks or random kernels (their runs
+  // differ from one another); graph_failed_ after a capture that failed: the plan runs directly from then on.
+  void* graph_ = nullptr;
+  bool graph_failed_ = false;
+  int64_t device_runs_ = 0;
+  bool last_run_replayed_ = false;
+  std::vector<const std::function<void()>*> after_run_;  // steps' KernelInfo::after_run, in plan order
 };
 
 }  // namespace ot

@@ -1,7 +1,8 @@
 // The device side of a Plan (Plan::on_device()): device copies of the buffers that live outside the arena, the
 // state's upload and download, and a run: inputs copied to the device, the kernels issued in plan order on the
 // device's stream, the next state that was not written in place copied into the device state, the results copied
-// back, one synchronisation at the end.
+// back, one synchronisation at the end. From the third run on, a device with graphs replays the run's kernels as one
+// captured graph instead of issuing them one by one.
 #include <cstring>
 
 #include "executor/plan.h"
@@ -13,6 +14,8 @@ namespace {
 // Scalar state (step counters, the loss scale and its counters, the learning rate) is copied back to the host after
 // every run: the Trainer reads it each step. Small parameters are not (a LayerNorm's 64 weights are state too).
 constexpr size_t kSmallState = 8;
+// The run a plan's graph is captured at (see Plan::graph_).
+constexpr int64_t kCaptureAtRun = 3;
 }  // namespace
 
 void Plan::SetUpDevice(const Graph& g) {
@@ -93,11 +96,43 @@ void Plan::RunOnDevice(const std::map<std::string, Tensor>& feeds, std::vector<T
   } else {
     trace_.clear();
   }
-  std::vector<const void*> in;
-  std::vector<void*> out;
-  for (size_t i = 0; i < steps_.size(); ++i) RunStep(i, in, out);
-  for (auto [x, ob] : state_copies_)
-    device_->CopyOnDevice(dev_buf_[static_cast<size_t>(x)], BufferPtr(ob), bufs_[static_cast<size_t>(x)].desc.nbytes());
+  // The kernels and the next-state copies: issued one by one, or the captured graph of them replayed.
+  auto issue = [&] {
+    std::vector<const void*> in;
+    std::vector<void*> out;
+    for (size_t i = 0; i < steps_.size(); ++i) RunStep(i, in, out);
+    for (auto [x, ob] : state_copies_)
+      device_->CopyOnDevice(dev_buf_[static_cast<size_t>(x)], BufferPtr(ob),
+                            bufs_[static_cast<size_t>(x)].desc.nbytes());
+  };
+  ++device_runs_;
+  last_run_replayed_ = false;
+  const bool graphs = device_->options().graphs && device_->SupportsGraphs() && !graph_failed_ && !tracing_ &&
+                      !profiling_ && !check_numerics_ && !random_;
+  if (graphs && !graph_ && device_runs_ >= kCaptureAtRun) {
+    // Record this run. The inputs were copied above, the outputs are copied below: both stay outside the graph,
+    // which reads and writes only the fixed device buffers. A kernel that throws while recording ends the capture
+    // (nothing recorded has run) and rethrows as it would have in a direct run.
+    device_->BeginCapture();
+    try {
+      issue();
+    } catch (...) {
+      if (void* g = device_->EndCapture()) device_->ReleaseGraph(g);
+      graph_failed_ = true;
+      throw;
+    }
+    graph_ = device_->EndCapture();
+    if (!graph_) {
+      graph_failed_ = true;  // something could not be recorded: run directly, now and from now on
+      issue();
+    }
+  } else if (!graphs || !graph_) {
+    issue();
+  }
+  if (graphs && graph_) {
+    device_->Replay(graph_);
+    last_run_replayed_ = true;
+  }
   for (size_t i = 0; i < output_bufs_.size(); ++i) {
     const int b = output_bufs_[i];
     const Buffer& B = bufs_[static_cast<size_t>(b)];
@@ -121,6 +156,7 @@ void Plan::RunOnDevice(const std::map<std::string, Tensor>& feeds, std::vector<T
         device_->CopyToHost(const_cast<void*>(B.constant->raw()), dev_buf_[static_cast<size_t>(x)], B.desc.nbytes());
     }
   device_->Synchronize();
+  for (const auto* f : after_run_) (*f)();
 }
 
 }  // namespace ot

@@ -73,6 +73,7 @@ struct TrainOptions {
   std::string profile_trace;  // --profile FILE: Chrome trace of one step
   std::string device = "cpu";  // --device auto|cpu|cuda[:N]
   bool tf32 = false, deterministic = false;  // --tf32, --deterministic (GPU)
+  bool cuda_graph = true;  // --no-cuda-graph clears it: replay the steady-state step as a CUDA graph (GPU)
   std::string checkpoint, resume;
   int64_t checkpoint_every = 0;  // 0: only at the end (and on SIGINT)
 };

@@ -75,7 +75,7 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.optimizer.lr_schedule = ParseLrSchedule(o.lr_schedule);
   to.optimizer.warmup = o.warmup;
   to.optimizer.total_steps = total_steps;
-  to.device = OpenDevice(o.device, DeviceOptions{o.tf32, o.deterministic});
+  to.device = OpenDevice(o.device, DeviceOptions{o.tf32, o.deterministic, o.cuda_graph});
   // Bare --amp: fp16 (with loss scaling) on a GPU, whose tensor cores run it at full rate; bf16 on the CPU.
   if (!o.amp.empty())
     to.amp.half = o.amp == "auto" ? (to.device ? DataType::kFloat16 : DataType::kBFloat16) : ParseAmpDtype(o.amp);

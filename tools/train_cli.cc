@@ -68,6 +68,8 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_flag("--tf32", o.tf32, "GPU: let float32 GEMMs use TF32 tensor cores (off: fp32 means fp32)");
   cmd->add_flag("--deterministic", o.deterministic,
                 "GPU: GEMM algorithms without split-K reductions, so every run gives the same bits (the CPU always does)");
+  cmd->add_flag("!--no-cuda-graph", o.cuda_graph,
+                "GPU: issue every kernel of every step instead of replaying the steady-state step as a CUDA graph");
   cmd->add_flag("-q,--quiet", o.quiet, "No per-step lines");
 }
 

@@ -1,6 +1,6 @@
 // The CUDA DeviceBackend (executor/device.h): one stream per backend, plain cudaMalloc'd memory (the plan asks for
-// its arena once), and kernels from the CUDA factories of executor/cuda/ (or, for ops the fusion table lowers, a
-// generated kernel).
+// its arena once), kernels from the CUDA factories of executor/cuda/ (or, for ops the fusion table lowers, a
+// generated kernel), and CUDA graphs of a plan's steady-state run by stream capture.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -120,6 +120,35 @@ class CudaBackend final : public DeviceBackend {
   }
   void Synchronize() override { CudaCheck(cudaStreamSynchronize(stream_), "a kernel of the step failed"); }
   void* stream() override { return stream_; }
+  // CUDA graphs by stream capture. Thread-local mode: only this thread's calls that cannot be recorded (a
+  // synchronous copy, a stream synchronisation) invalidate the capture; other threads (the data loader) go on.
+  bool SupportsGraphs() const override { return true; }
+  void BeginCapture() override {
+    CudaCheck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin graph capture");
+  }
+  void* EndCapture() override {
+    cudaGraph_t g = nullptr;
+    cudaError_t e = cudaStreamEndCapture(stream_, &g);
+    if (e != cudaSuccess || !g) {
+      cudaGetLastError();  // an invalidated capture: clear the error, the caller runs the work directly
+      if (g) cudaGraphDestroy(g);
+      return nullptr;
+    }
+    cudaGraphExec_t x = nullptr;
+    e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return x;
+  }
+  void Replay(void* graph) override {
+    CudaCheck(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream_), "graph launch");
+  }
+  void ReleaseGraph(void* graph) override {
+    if (graph) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+  }
 
  private:
   int index_ = 0;

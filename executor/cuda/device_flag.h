@@ -1,8 +1,13 @@
-// A device flag a kernel raises (a label or an index out of range), read one run later from pinned memory, so no
-// run waits for it: the error names the node one step after the bad batch (the run that raised it has finished by
-// then: a plan's run ends with a synchronisation).
+// A device flag a kernel raises (a label or an index out of range): the kernel's launch is followed by a copy of
+// the flag into pinned host memory (part of the run, so a captured graph replays it too), and the kernel's
+// KernelInfo::after_run (FlagCheck) reads it once the run has finished -- no synchronisation of its own, and the
+// error names the node at the run of the bad batch.
 #pragma once
 #include <cuda_runtime.h>
+
+#include <functional>
+#include <memory>
+#include <string>
 
 #include "executor/cuda/cuda_kernels.h"
 
@@ -29,5 +34,12 @@ struct DeviceFlag {
               "flag");
   }
 };
+
+// KernelInfo::after_run of a kernel that raises `flag`: throws Error("<node>: <problem> (seen on the GPU)").
+inline std::function<void()> FlagCheck(std::shared_ptr<DeviceFlag> flag, std::string what) {
+  return [flag, what] {
+    if (flag->raised()) throw Error(what + " (seen on the GPU)");
+  };
+}
 
 }  // namespace ot

@@ -56,11 +56,12 @@ KernelInfo GatherKernel(const KernelContext& ctx) {
   const int64_t num = ctx.in(1).numel();
   auto flag = std::make_shared<DeviceFlag>();
   const std::string what = ctx.node.Describe();
-  return KernelInfo{[=](const KernelIO& io) {
-    if (flag->raised()) throw Error(what + ": an index is out of range (seen on the GPU in the previous run)");
+  KernelInfo info{[=](const KernelIO& io) {
     RunLauncher(what, [&] { cuda::Gather(io.in[0], outer, axis_dim, inner, esz, it, io.in[1], num, io.out[0], flag->dev, io.stream); });
     flag->CopyBack(io.stream);
   }};
+  info.after_run = FlagCheck(flag, what + ": an index is out of range");
+  return info;
 }
 
 // GatherGrad(dY, indices, shape(X)) {axis} -> dX
@@ -84,7 +85,6 @@ KernelInfo GatherGradKernel(const KernelContext& ctx) {
   auto flag = std::make_shared<DeviceFlag>();
   const std::string what = ctx.node.Describe();
   KernelInfo info{[=](const KernelIO& io) {
-    if (flag->raised()) throw Error(what + ": an index is out of range (seen on the GPU in the previous run)");
     RunLauncher(what, [&] {
       for (int64_t o = 0; o < outer; ++o)
         cuda::GatherGrad(dyt, static_cast<const uint8_t*>(io.in[0]) + o * dy_step, it, io.in[1], num, vocab, dim, dxt,
@@ -93,6 +93,7 @@ KernelInfo GatherGradKernel(const KernelContext& ctx) {
     flag->CopyBack(io.stream);
   }};
   info.workspace_bytes = ws;
+  info.after_run = FlagCheck(flag, what + ": an index is out of range");
   return info;
 }
 

@@ -164,13 +164,16 @@ LossShape LossGeometry(const KernelContext& ctx, int x, int labels) {
   return s;
 }
 
-Kernel CheckedLoss(std::string what, std::shared_ptr<DeviceFlag> flag, std::function<void(const KernelIO&, int*)> run) {
-  return [what, flag, run](const KernelIO& io) {
-    if (flag->raised())
-      throw Error(what + ": a label is outside [0, C) and is not ignore_index (seen on the GPU in the previous step)");
+// A loss kernel that raises `flag` for a bad label: the launch, then the flag's copy to the host, read by the
+// KernelInfo's after_run (CheckedLossInfo).
+KernelInfo CheckedLossInfo(std::string what, std::shared_ptr<DeviceFlag> flag,
+                           std::function<void(const KernelIO&, int*)> run) {
+  KernelInfo info{[flag, run](const KernelIO& io) {
     run(io, flag->dev);
     flag->CopyBack(io.stream);
-  };
+  }};
+  info.after_run = FlagCheck(flag, what + ": a label is outside [0, C) and is not ignore_index");
+  return info;
 }
 
 // SoftmaxCrossEntropyLoss(scores, labels[, weights]) -> loss[, log_prob]
@@ -183,7 +186,7 @@ KernelInfo SceLossKernel(const KernelContext& ctx) {
   const bool has_w = ctx.has_input(2), has_lp = ctx.has_output(1);
   const size_t ws = cuda::SoftmaxCrossEntropyWorkspaceBytes(s.n * s.d), rws = s.rows_ws();
   auto flag = std::make_shared<DeviceFlag>();
-  KernelInfo info{CheckedLoss(ctx.node.Describe(), flag, [=](const KernelIO& io, int* bad) {
+  KernelInfo info = CheckedLossInfo(ctx.node.Describe(), flag, [=](const KernelIO& io, int* bad) {
     RunLauncher("", [&] {
       uint8_t* w = static_cast<uint8_t*>(io.workspace);
       const void* rows = io.in[0];
@@ -197,7 +200,7 @@ KernelInfo SceLossKernel(const KernelContext& ctx) {
                                        s.ignore, io.out[0], lp, bad, w + 2 * rws, ws, io.stream);
       if (s.d > 1 && lp) cuda::Transpose(lp, io.out[1], s.esz, {s.n, s.d, s.c}, {0, 2, 1}, io.stream);
     });
-  })};
+  });
   info.workspace_bytes = ws + 2 * rws;
   return info;
 }
@@ -213,7 +216,7 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
   const bool has_w = ctx.has_input(3);
   const size_t ws = cuda::SoftmaxCrossEntropyWorkspaceBytes(s.n * s.d), rws = s.rows_ws();
   auto flag = std::make_shared<DeviceFlag>();
-  KernelInfo info{CheckedLoss(ctx.node.Describe(), flag, [=](const KernelIO& io, int* bad) {
+  KernelInfo info = CheckedLossInfo(ctx.node.Describe(), flag, [=](const KernelIO& io, int* bad) {
     RunLauncher("", [&] {
       uint8_t* w = static_cast<uint8_t*>(io.workspace);
       const void* rows = io.in[1];
@@ -227,7 +230,7 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
                                         has_w ? io.in[3] : nullptr, s.ignore, drows, bad, w + 2 * rws, ws, io.stream);
       if (s.d > 1) cuda::Transpose(drows, io.out[0], s.esz, {s.n, s.d, s.c}, {0, 2, 1}, io.stream);
     });
-  })};
+  });
   info.workspace_bytes = ws + 2 * rws;
   return info;
 }
