@@ -48,5 +48,10 @@ cols = list(zip(*[map(float, l.split()) for l in open(sys.argv[1]) if l.strip()]
 pt, off, lite = (statistics.median(c) for c in cols)
 print(f"median: PyTorch {pt:.2f} ms, off {off:.2f} ms, lite {lite:.2f} ms; "
       f"PyTorch/off {pt / off:.2f}, PyTorch/lite {pt / lite:.2f}, off/lite {off / lite:.2f}")
+# The best round of each: this VM's speed is bimodal (whole runs ~25% slower at times), and the fastest round is
+# the one least disturbed.
+pt, off, lite = (min(c) for c in cols)
+print(f"best:   PyTorch {pt:.2f} ms, off {off:.2f} ms, lite {lite:.2f} ms; "
+      f"PyTorch/off {pt / off:.2f}, PyTorch/lite {pt / lite:.2f}, off/lite {off / lite:.2f}")
 PY
 rm -f "$rows"
