@@ -27,26 +27,8 @@ int GridFor(int64_t items, int per_block) {
   return static_cast<int>(b < 1 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
 }
 
-template <typename T>
-__device__ __forceinline__ double LdD(const T* p, int64_t i) {
-  return static_cast<double>(static_cast<float>(p[i]));
-}
-
-// double -> float rounded to odd: rounding that float to a half type gives the correctly rounded half of the
-// double (no double rounding), as cpu_ops/half_convert.h's HalfFromDouble.
-__device__ __forceinline__ float RoundToOddFloat(double d) {
-  const float f = static_cast<float>(d);
-  const double back = static_cast<double>(f);
-  uint32_t b = __float_as_uint(f);
-  b -= static_cast<uint32_t>(fabs(back) > fabs(d));
-  b |= static_cast<uint32_t>(back != d);
-  return __uint_as_float(b);
-}
-template <typename T>
-__device__ __forceinline__ T FromD(double v) {
-  if constexpr (std::is_same_v<T, float>) return __double2float_rn(v);
-  else return T(RoundToOddFloat(v));
-}
+using detail::FromD;  // cuda_ops/launch_util.cuh
+using detail::LdD;
 
 // Offset of element e (of n s) of channel ch.
 __device__ __forceinline__ int64_t Offset(int64_t e, int64_t c, int64_t s, int64_t ch) {

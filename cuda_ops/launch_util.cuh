@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "cuda_ops/row_kernels.h"  // FloatType, IndexType
 #include "kernel_common/half.h"
@@ -62,6 +63,40 @@ __device__ A BlockSum(A v, A* sh) {
   const A r = sh[32];
   __syncthreads();  // sh is free again for the next reduction
   return r;
+}
+
+// Element loads as float / double (a half element widened exactly) and stores of a float / double result rounded
+// once to T (double -> half through a round-to-odd float: no double rounding), shared by the row and BatchNorm
+// kernels.
+template <typename T>
+__device__ __forceinline__ float LdF(const T* p, int64_t i) {
+  return static_cast<float>(p[i]);
+}
+template <typename T>
+__device__ __forceinline__ double LdD(const T* p, int64_t i) {
+  return static_cast<double>(static_cast<float>(p[i]));
+}
+
+// double -> float rounded to odd (cpu_ops/half_convert.h's RoundToOddFloat): rounding that float to a half type
+// gives the correctly rounded half of the double (no double rounding).
+__device__ __forceinline__ float RoundToOddFloat(double d) {
+  const float f = static_cast<float>(d);
+  const double back = static_cast<double>(f);
+  uint32_t b = __float_as_uint(f);
+  b -= static_cast<uint32_t>(fabs(back) > fabs(d));
+  b |= static_cast<uint32_t>(back != d);
+  return __uint_as_float(b);
+}
+
+template <typename T>
+__device__ __forceinline__ T FromF(float v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else return T(v);
+}
+template <typename T>
+__device__ __forceinline__ T FromD(double v) {
+  if constexpr (std::is_same_v<T, float>) return static_cast<float>(v);
+  else return T(RoundToOddFloat(v));
 }
 
 }  // namespace ot::cuda::detail

@@ -39,39 +39,12 @@ int GridFor(int64_t items) { return static_cast<int>(items < kMaxGrid ? (items <
 
 
 
-// ---- device helpers ---------------------------------------------------------------------------------------------
+// ---- device helpers: LdF/LdD/FromF/FromD (cuda_ops/launch_util.cuh) ----------------------------------------
 
-template <typename T>
-__device__ __forceinline__ float LdF(const T* p, int64_t i) {
-  return static_cast<float>(p[i]);
-}
-template <typename T>
-__device__ __forceinline__ double LdD(const T* p, int64_t i) {
-  return static_cast<double>(static_cast<float>(p[i]));
-}
-
-// double -> float rounded to odd (cpu_ops/half_convert.h's RoundToOddFloat): rounding that float to a half type
-// gives the correctly rounded half of the double (no double rounding).
-__device__ __forceinline__ float RoundToOddFloat(double d) {
-  const float f = static_cast<float>(d);
-  const double back = static_cast<double>(f);
-  uint32_t b = __float_as_uint(f);
-  b -= static_cast<uint32_t>(fabs(back) > fabs(d));
-  b |= static_cast<uint32_t>(back != d);
-  return __uint_as_float(b);
-}
-
-template <typename T>
-__device__ __forceinline__ T FromF(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return T(v);
-}
-template <typename T>
-__device__ __forceinline__ T FromD(double v) {
-  if constexpr (std::is_same_v<T, float>) return static_cast<float>(v);
-  else return T(RoundToOddFloat(v));
-}
-
+using detail::FromD;
+using detail::FromF;
+using detail::LdD;
+using detail::LdF;
 
 // Max over the block with cpu_ops/softmax's RowMax combine (a > b ? a : b from -inf: NaNs are skipped).
 __device__ float BlockMax(float v, float* sh) {

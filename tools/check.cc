@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -205,25 +206,33 @@ Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
   return res;
 }
 
-// Runs one model dir in a child process: a crash, abort or timeout becomes a failure with its signal.
-Result RunIsolated(const fs::path& dir, const CheckOptions& o) {
+// What a function run in a child process (fork) wrote back, or why it wrote nothing: `signal` is the signal that
+// ended the child (0 when it exited), `exited_badly` an exit without a message; `forked` is false when no child
+// could be made (the caller then runs the function itself).
+struct ChildResult {
+  bool forked = false;
+  std::string msg;
+  int signal = 0;
+  bool exited_badly = false;
+};
+ChildResult InChild(const std::function<std::string()>& f, int timeout_s) {
+  ChildResult r;
   int fds[2];
-  if (pipe(fds) != 0) return RunModelDir(dir, o);
-  pid_t pid = fork();
+  if (pipe(fds) != 0) return r;
+  const pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
-    return RunModelDir(dir, o);
+    return r;
   }
+  r.forked = true;
   if (pid == 0) {
     close(fds[0]);
-    alarm(static_cast<unsigned>(o.timeout_s));
-    SetThreadCount(o.threads);
-    Result r = RunModelDir(dir, o);
-    std::string msg = std::to_string(static_cast<int>(r.outcome)) + r.reason;
+    if (timeout_s > 0) alarm(static_cast<unsigned>(timeout_s));
+    const std::string msg = f();
     size_t off = 0;
     while (off < msg.size()) {
-      ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
+      const ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
       if (w <= 0) break;
       off += static_cast<size_t>(w);
     }
@@ -231,28 +240,41 @@ Result RunIsolated(const fs::path& dir, const CheckOptions& o) {
     _exit(0);
   }
   close(fds[1]);
-  std::string msg;
   char buf[4096];
   ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) r.msg.append(buf, static_cast<size_t>(n));
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) r.exited_badly = true;
+  return r;
+}
+
+// Runs one model dir in a child process: a crash, abort or timeout becomes a failure with its signal.
+Result RunIsolated(const fs::path& dir, const CheckOptions& o) {
+  const ChildResult c = InChild(
+      [&] {
+        SetThreadCount(o.threads);
+        const Result r = RunModelDir(dir, o);
+        return std::to_string(static_cast<int>(r.outcome)) + r.reason;
+      },
+      o.timeout_s);
+  if (!c.forked) return RunModelDir(dir, o);
   Result r;
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
+  if (c.signal) {
     r.outcome = Outcome::kFail;
-    r.reason = sig == SIGALRM ? "timed out after " + std::to_string(o.timeout_s) + " s"
-                              : std::string("crashed with signal ") + strsignal(sig);
+    r.reason = c.signal == SIGALRM ? "timed out after " + std::to_string(o.timeout_s) + " s"
+                                   : std::string("crashed with signal ") + strsignal(c.signal);
     return r;
   }
-  if (msg.empty() || (WIFEXITED(status) && WEXITSTATUS(status) != 0)) {
+  if (c.msg.empty() || c.exited_badly) {
     r.outcome = Outcome::kFail;
-    r.reason = "child exited with status " + std::to_string(WEXITSTATUS(status)) + " without a result";
+    r.reason = "child exited without a result";
     return r;
   }
-  r.outcome = static_cast<Outcome>(msg[0] - '0');
-  r.reason = msg.substr(1);
+  r.outcome = static_cast<Outcome>(c.msg[0] - '0');
+  r.reason = c.msg.substr(1);
   return r;
 }
 
@@ -267,37 +289,10 @@ std::string ProbeDevice(const CheckOptions& o) {
     }
   };
   if (!o.fork) return open();
-  int fds[2];
-  if (pipe(fds) != 0) return "";  // no pipe: let the models report it
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return "";
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    const std::string msg = open();
-    size_t off = 0;
-    while (off < msg.size()) {
-      const ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
-      if (w <= 0) break;
-      off += static_cast<size_t>(w);
-    }
-    close(fds[1]);
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string msg;
-  char buf[1024];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) return "--device " + o.device + ": opening the device crashed (signal " +
-                                  std::to_string(WTERMSIG(status)) + ")";
-  return msg;
+  const ChildResult c = InChild(open, 0);
+  if (!c.forked) return "";  // no child: let the models report it
+  if (c.signal) return "--device " + o.device + ": opening the device crashed (signal " + std::to_string(c.signal) + ")";
+  return c.msg;
 }
 
 void FindModelDirs(const fs::path& root, std::vector<fs::path>& out) {

@@ -7,6 +7,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_ops/row_kernels.h"  // cuda::FloatType
@@ -30,6 +31,13 @@ inline int64_t DimsProduct(const std::vector<int64_t>& d, size_t from, size_t to
   int64_t p = 1;
   for (size_t i = from; i < to; ++i) p *= d[i];
   return p;
+}
+
+// A kernel's info with only its function set (the other KernelInfo members keep their defaults).
+inline KernelInfo MakeInfo(Kernel fn) {
+  KernelInfo info;
+  info.fn = std::move(fn);
+  return info;
 }
 
 // Runs a cuda_ops launcher, turning its argument and launch errors (std::exception) into errors naming the node.

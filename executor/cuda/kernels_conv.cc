@@ -18,6 +18,7 @@
 #include "cuda_ops/row_kernels.h"
 #include "executor/cuda/cuda_kernels.h"
 #include "executor/device.h"
+#include "executor/kernels/conv_geometry.h"
 #include "graph/grad_context.h"
 #include "graph/infer_util.h"
 #include "graph/ops/linalg_util.h"
@@ -25,52 +26,7 @@
 
 namespace ot {
 
-cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi);  // executor/kernels/linalg.cc
-
 namespace {
-
-// A kernel's info with only its function set (members added to KernelInfo later keep their defaults).
-KernelInfo MakeInfo(Kernel fn) {
-  KernelInfo info;
-  info.fn = std::move(fn);
-  return info;
-}
-
-// The forward convolution's geometry for ConvGradData / ConvGradWeight from X's, W's and dY's dims and the node's
-// (copied) attributes: the same checks as the CPU's GradConvSpec (executor/kernels/internal_conv.cc).
-cpu::ConvSpec GradConvSpec(const KernelContext& ctx, const std::vector<int64_t>& x, const std::vector<int64_t>& w,
-                           const std::vector<int64_t>& y) {
-  const Node& node = ctx.node;
-  const int r = static_cast<int>(x.size()) - 2;
-  if (r < 1 || static_cast<int>(w.size()) != r + 2 || static_cast<int>(y.size()) != r + 2)
-    ctx.Fail("X, W and dY must have the same rank >= 3");
-  cpu::ConvSpec spec;
-  spec.group = node.attr_int("group", 1);
-  spec.n = x[0];
-  spec.c_in = x[1];
-  spec.c_out = y[1];
-  spec.in_spatial.assign(x.begin() + 2, x.end());
-  spec.out_spatial.assign(y.begin() + 2, y.end());
-  spec.kernel.assign(w.begin() + 2, w.end());
-  spec.strides = node.attr_ints("strides", std::vector<int64_t>(r, 1));
-  spec.dilations = node.attr_ints("dilations", std::vector<int64_t>(r, 1));
-  const auto pads = node.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
-  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
-  if (static_cast<int>(spec.strides.size()) != r || static_cast<int>(spec.dilations.size()) != r ||
-      static_cast<int>(pads.size()) != 2 * r)
-    ctx.Fail("strides, dilations or pads do not match the spatial rank");
-  for (int i = 0; i < r; ++i) {
-    const auto g = linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i],
-                                    pads[r + i], auto_pad, false);
-    if (g.out != spec.out_spatial[i]) ctx.Fail("dY's shape disagrees with the convolution geometry");
-    spec.pad_begin.push_back(g.pad_begin);
-    spec.pad_end.push_back(g.pad_end);
-  }
-  if (spec.group <= 0) ctx.Fail("group must be positive");
-  if (w[1] * spec.group != spec.c_in || w[0] != spec.c_out) ctx.Fail("X's or dY's channels do not match W");
-  if (spec.c_out % spec.group != 0 || spec.c_in % spec.group != 0) ctx.Fail("channels not divisible by group");
-  return spec;
-}
 
 // The cuDNN desc of a spec, with the device's --tf32 / --deterministic; refuses (UnsupportedError) what cuDNN cannot
 // run, naming the reason.

@@ -16,13 +16,6 @@
 namespace ot {
 namespace {
 
-// A kernel's info with only its function set (members added to KernelInfo later keep their defaults).
-KernelInfo MakeInfo(Kernel fn) {
-  KernelInfo info;
-  info.fn = std::move(fn);
-  return info;
-}
-
 void RequireF32(const KernelContext& ctx, bool input, int i, const char* what) {
   const DataType t = input ? ctx.in(i).dtype : ctx.out(i).dtype;
   if (t != DataType::kFloat32)

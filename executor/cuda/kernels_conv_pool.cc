@@ -18,13 +18,6 @@
 namespace ot {
 namespace {
 
-// A kernel's info with only its function set (members added to KernelInfo later keep their defaults).
-KernelInfo MakeInfo(Kernel fn) {
-  KernelInfo info;
-  info.fn = std::move(fn);
-  return info;
-}
-
 cuda::PoolDesc DescOf(const KernelContext& ctx, const cpu::PoolSpec& s, DataType t) {
   cuda::PoolDesc d;
   d.type = DeviceFloatType(ctx, t, ctx.node.op_type);

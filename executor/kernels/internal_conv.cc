@@ -11,6 +11,7 @@
 #include "cpu_ops/pool_grad.h"
 #include "cpu_ops/scatter_add.h"
 #include "executor/kernel_registry.h"
+#include "executor/kernels/conv_geometry.h"
 #include "executor/kernels/pool_geometry.h"
 #include "graph/grad_context.h"
 #include "graph/infer_util.h"
@@ -19,9 +20,7 @@
 
 namespace ot {
 
-namespace {
-
-// The forward convolution's geometry from the node's (copied) attributes, X's and W's dims; Y's dims are dY's.
+// (executor/kernels/conv_geometry.h)
 cpu::ConvSpec GradConvSpec(const KernelContext& ctx, const std::vector<int64_t>& x, const std::vector<int64_t>& w,
                            const std::vector<int64_t>& y) {
   const Node& node = ctx.node;
@@ -41,6 +40,9 @@ cpu::ConvSpec GradConvSpec(const KernelContext& ctx, const std::vector<int64_t>&
   spec.dilations = node.attr_ints("dilations", std::vector<int64_t>(r, 1));
   const auto pads = node.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
   const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  if (static_cast<int>(spec.strides.size()) != r || static_cast<int>(spec.dilations.size()) != r ||
+      static_cast<int>(pads.size()) != 2 * r)
+    ctx.Fail("strides, dilations or pads do not match the spatial rank");
   for (int i = 0; i < r; ++i) {
     const auto g = linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i],
                                     pads[r + i], auto_pad, false);
@@ -48,10 +50,13 @@ cpu::ConvSpec GradConvSpec(const KernelContext& ctx, const std::vector<int64_t>&
     spec.pad_begin.push_back(g.pad_begin);
     spec.pad_end.push_back(g.pad_end);
   }
+  if (spec.group <= 0) ctx.Fail("group must be positive");
   if (w[1] * spec.group != spec.c_in || w[0] != spec.c_out) ctx.Fail("X's or dY's channels do not match W");
   if (spec.c_out % spec.group != 0 || spec.c_in % spec.group != 0) ctx.Fail("channels not divisible by group");
   return spec;
 }
+
+namespace {
 
 void RequireFloat(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;

@@ -9,6 +9,7 @@
 #include "cpu_ops/reduce.h"
 #include "cpu_ops/small_gemm.h"
 #include "executor/kernel_registry.h"
+#include "executor/kernels/conv_geometry.h"
 #include "graph/grad_context.h"
 #include "graph/ops/linalg_util.h"
 #include "graph/tensor.h"
@@ -18,7 +19,6 @@ namespace ot {
 void RegisterLinalgPoolKernels(CpuKernelRegistry& r);    // linalg_pool.cc
 void RegisterLinalgQuantKernels(CpuKernelRegistry& r);   // linalg_quant.cc
 cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi);
-cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi);
 void RegisterLinalgEinsumKernels(CpuKernelRegistry& r);  // linalg_einsum.cc
 
 namespace {

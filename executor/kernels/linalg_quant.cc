@@ -9,12 +9,12 @@
 #include "cpu_ops/matmul.h"
 #include "cpu_ops/matmul_integer.h"
 #include "executor/kernel_registry.h"
+#include "executor/kernels/conv_geometry.h"
 #include "graph/tensor.h"
 
 namespace ot {
 
 cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi);           // linalg.cc
-cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi);       // linalg.cc
 
 namespace {
 
