@@ -2,7 +2,7 @@
 # GPU training benchmark of issue 6, side by side in one script on one GPU: the BERT-base-sized encoder of
 # bench/gpu/encoder.py (12 layers, hidden 768, seq 128; override with ENCODER_ARGS) trained with Adam at batch 32 by
 #   onnx-train --device cuda        fp32 (TF32 off), --fuse=off
-#   onnx-train --device cuda --amp  fp16 + dynamic loss scaling, --fuse=lite
+#   onnx-train --device cuda --amp  fp16 + dynamic loss scaling, --fuse=lite (and again with --no-cuda-graph)
 #   PyTorch eager                   fp32 (TF32 off), and autocast(fp16) + GradScaler
 # Prints one JSON line per run (samples/s from the median step after warm-up, peak device memory: onnx-train's
 # allocations, PyTorch's max_memory_allocated), the GEMM rate of an --amp step (--profile-ops: the encoder's GEMM
@@ -36,6 +36,7 @@ PY
 {
   run_ot fp32 --fuse=off
   run_ot amp_fp16 --amp --fuse=lite
+  run_ot amp_fp16_no_graph --amp --fuse=lite --no-cuda-graph  # what CUDA-graph replay of the step gains
   python3 "$here/encoder.py" "$out" ${ENCODER_ARGS:-} --torch-bench --batch "$batch" --steps "$steps" 2>/dev/null
 } | tee "$out/results.jsonl"
 # The encoder's GEMM rate (--amp, profiled steps after the first) and the reference 4096^3 fp16 GEMM.
