@@ -13,9 +13,11 @@ std::mt19937_64& Rng() {
 
 std::vector<Tensor> RunOp(const std::string& op_type, const std::vector<Tensor>& inputs,
                           const std::map<std::string, Attribute>& attrs, int num_outputs, int opset,
-                          const std::vector<int>& constant_inputs, std::shared_ptr<DeviceBackend> device) {
+                          const std::vector<int>& constant_inputs, std::shared_ptr<DeviceBackend> device,
+                          const std::string& domain) {
   Graph g;
-  g.opset_imports[""] = opset;
+  g.opset_imports[""] = domain.empty() ? opset : 17;
+  if (!domain.empty()) g.opset_imports[domain] = 1;  // an internal op: version 1 of its domain
   std::vector<Value*> ins;
   std::map<std::string, Tensor> feeds;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -46,7 +48,8 @@ std::vector<Tensor> RunOp(const std::string& op_type, const std::vector<Tensor>&
   }
   Node* n = g.AddNode(op_type, ins, outs, "node");
   n->attrs = attrs;
-  n->opset = opset;
+  n->domain = domain;
+  n->opset = domain.empty() ? opset : 1;
   ExecutorOptions eo;
   eo.device = std::move(device);
   Executor ex(g, eo);

@@ -15,6 +15,7 @@
 #include "graph/error.h"
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
+#include "tests/cuda/gpu_test_util.h"
 #include "tests/test_util.h"
 
 namespace ot {
@@ -22,13 +23,7 @@ namespace {
 
 using Attrs = std::map<std::string, Attribute>;
 
-std::shared_ptr<DeviceBackend> Gpu() {
-  static std::shared_ptr<DeviceBackend> d = CudaDeviceCount() > 0 ? OpenDevice("cuda:0") : nullptr;
-  return d;
-}
-
-#define REQUIRE_GPU() \
-  if (!Gpu()) GTEST_SKIP() << "no CUDA device"
+using test::Gpu;
 
 struct Op {
   std::string type, domain;
@@ -43,35 +38,7 @@ struct Op {
 
 // Runs one node on `dev` (null: the CPU); returns its outputs.
 std::vector<Tensor> RunNode(const Op& op, const std::vector<Tensor>& in, std::shared_ptr<DeviceBackend> dev) {
-  Graph g;
-  g.opset_imports[""] = op.domain.empty() ? op.opset : 15;
-  g.opset_imports[kInternalDomain] = 1;
-  std::map<std::string, Tensor> feeds;
-  std::vector<Value*> ins;
-  for (size_t i = 0; i < in.size(); ++i) {
-    const std::string name = "in" + std::to_string(i);
-    if (std::find(op.constants.begin(), op.constants.end(), static_cast<int>(i)) != op.constants.end()) {
-      ins.push_back(g.AddInitializer(name, in[i]));
-      continue;
-    }
-    Value* v = g.AddValue(name);
-    v->dtype = in[i].dtype();
-    v->shape = Shape::Static(in[i].dims());
-    g.inputs.push_back(v);
-    ins.push_back(v);
-    feeds.emplace(name, in[i]);
-  }
-  std::vector<Value*> outs;
-  for (int o = 0; o < op.outputs; ++o) outs.push_back(g.AddValue("out" + std::to_string(o)));
-  Node* n = g.AddNode(op.type, ins, outs, "node_" + op.type);
-  n->domain = op.domain;
-  n->opset = op.domain.empty() ? op.opset : 1;
-  n->attrs = op.attrs;
-  g.outputs = outs;
-  InferShapes(g, true);
-  ExecutorOptions eo;
-  eo.device = std::move(dev);
-  return Executor(g, eo).Run(feeds);
+  return test::RunOp(op.type, in, op.attrs, op.outputs, op.opset, op.constants, std::move(dev), op.domain);
 }
 
 void Compare(const Op& op, const std::vector<Tensor>& in, double tol) {
@@ -198,7 +165,7 @@ TEST(ExecutorCnnGpu, UnsupportedConfigurationsAreNamed) {
       FAIL() << op.type << " ran on the GPU";
     } catch (const UnsupportedError& e) {
       const std::string m = e.what();
-      EXPECT_NE(m.find("node_" + op.type), std::string::npos) << m;
+      EXPECT_NE(m.find("node 'node' (" + op.type), std::string::npos) << m;  // test::RunOp's node
       EXPECT_NE(m.find(why), std::string::npos) << m;
     }
   };

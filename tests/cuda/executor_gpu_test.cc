@@ -12,6 +12,7 @@
 #include "graph/error.h"
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
+#include "tests/cuda/gpu_test_util.h"
 #include "tests/test_util.h"
 
 namespace ot {
@@ -19,13 +20,7 @@ namespace {
 
 using Attrs = std::map<std::string, Attribute>;
 
-std::shared_ptr<DeviceBackend> Gpu() {
-  static std::shared_ptr<DeviceBackend> d = CudaDeviceCount() > 0 ? OpenDevice("cuda:0") : nullptr;
-  return d;
-}
-
-#define REQUIRE_GPU() \
-  if (!Gpu()) GTEST_SKIP() << "no CUDA device"
+using test::Gpu;
 
 // Runs op on the CPU and on the GPU and compares every output.
 void Compare(const std::string& op, const std::vector<Tensor>& in, const std::map<std::string, Attribute>& attrs = {},

@@ -29,22 +29,12 @@ namespace {
 
 using test::Dev;
 using test::Download;
+using test::DownScalar;
 using test::Upload;
+using test::UpScalar;
 
 using cuda::FloatType;
 
-
-
-template <typename T>
-void UpScalar(const Dev& d, T v) {
-  ASSERT_EQ(cudaMemcpy(d.p, &v, sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-}
-template <typename T>
-T DownScalar(const Dev& d) {
-  T v{};
-  EXPECT_EQ(cudaMemcpy(&v, d.p, sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return v;
-}
 
 double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;

@@ -40,7 +40,9 @@ namespace {
 using cuda::FloatType;
 using test::Dev;
 using test::Download;
+using test::DownScalar;
 using test::Upload;
+using test::UpScalar;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -72,16 +74,6 @@ cuda::OptimKind DeviceKind(cpu::OptimKind k) {
   return cuda::OptimKind::kAdam;
 }
 
-template <typename T>
-void UpScalar(const Dev& d, T v) {
-  ASSERT_EQ(cudaMemcpy(d.p, &v, sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-}
-template <typename T>
-T DownScalar(const Dev& d) {
-  T v{};
-  EXPECT_EQ(cudaMemcpy(&v, d.p, sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return v;
-}
 
 uint16_t Round(float p, FloatType t) { return t == FloatType::kBF16 ? FloatToBf16Bits(p) : FloatToHalfBits(p); }
 

@@ -8,6 +8,7 @@
 
 #include "executor/executor.h"
 #include "graph/error.h"
+#include "graph/grad_context.h"
 #include "tests/test_util.h"
 
 namespace ot {
@@ -186,6 +187,23 @@ TEST(ElementwiseOps, ActivationAttributesAndGelu) {
   });
   check("Round", {}, 11, [](double v) { return std::nearbyint(static_cast<float>(v)); });
   EXPECT_THROW(RunOp("Sin", {Tensor::FromInt64({1, 2}, {2})}), UnsupportedError);
+}
+
+// The internal GeluGrad kernel (erf form), run through test::RunOp's domain argument, against the float64 formula
+// dY (Phi(x) + x phi(x)) on fresh inputs; bound: 8 eps of the terms' size (1 and erf counted apart) (kernel_common/vec_math.h's single-branch
+// cdf; tests/cpu_ops/vec_math_test.cc has the exhaustive check).
+TEST(ElementwiseOps, InternalGeluGradMatchesFloat64) {
+  const Tensor dy = test::RandomTensor(DataType::kFloat32, {37, 129}, -2, 2);
+  const Tensor x = test::RandomTensor(DataType::kFloat32, {37, 129}, -6, 6);
+  const std::vector<Tensor> out = test::RunOp("GeluGrad", {dy, x}, {}, 1, 17, {}, nullptr, kInternalDomain);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].dims(), x.dims());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double v = x.GetDouble(i), d = dy.GetDouble(i);
+    const double cdf = 0.5 * std::erfc(-v / std::sqrt(2.0)), pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    const double terms = std::fabs(d) * (0.5 * (1 + std::fabs(2 * cdf - 1)) + std::fabs(v) * pdf) + 1e-30;
+    ASSERT_NEAR(out[0].GetDouble(i), d * (cdf + v * pdf), 8 * std::ldexp(terms, -24)) << "element " << i;
+  }
 }
 
 TEST(ElementwiseOps, CastAndClip) {
