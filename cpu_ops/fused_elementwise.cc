@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cpu_ops/half_convert.h"
+#include "cpu_ops/row_sum.h"
 #include "kernel_common/scalar_math.h"
 
 namespace ot::cpu {
@@ -277,6 +278,9 @@ struct Val {
   const float* p = nullptr;
   float s = 0.f;
   bool scalar = false;
+  // > 0: a row value read by a full binary op over short rows of rl elements -- p[r] is the value of elements
+  // r*rl .. r*rl+rl-1 (Map2 broadcasts it; the other operand is then a full array).
+  int64_t rl = 0;
 };
 
 // Loops kept free of branches other than selects, so GCC vectorizes them (-O3); o never aliases an operand. Compiled
@@ -295,7 +299,21 @@ OT_VEC_CLONES void Map1(F f, const Val& a, float* __restrict o, int64_t n) {
 
 template <typename F>
 OT_VEC_CLONES void Map2(F f, const Val& a, const Val& b, float* __restrict o, int64_t n) {
-  if (a.scalar && b.scalar) {
+  if (a.rl > 0 || b.rl > 0) {  // one operand one value per row, the other full: the short inner loop vectorizes
+    const int64_t rl = a.rl > 0 ? a.rl : b.rl;
+    for (int64_t r = 0; r < n / rl; ++r) {
+      float* q = o + r * rl;
+      if (a.rl > 0) {
+        const float x = a.p[r];
+        const float* y = b.p + r * rl;
+        for (int64_t k = 0; k < rl; ++k) q[k] = f(x, y[k]);
+      } else {
+        const float* x = a.p + r * rl;
+        const float y = b.p[r];
+        for (int64_t k = 0; k < rl; ++k) q[k] = f(x[k], y);
+      }
+    }
+  } else if (a.scalar && b.scalar) {
     const float r = f(a.s, b.s);
     for (int64_t i = 0; i < n; ++i) o[i] = r;
   } else if (a.scalar) {
@@ -391,30 +409,50 @@ void ApplyOp(const Instr& in, const Val* v, float* o, int64_t n) {
   throw std::logic_error(std::string("FusedKernel: ") + cluster::OpName(in.op) + " is not elementwise");
 }
 
+// The max (or min) of x[0..n): ReduceMaxStep/ReduceMinStep (v replaces acc when larger (smaller) or NaN, unless acc
+// is NaN already) over eight lanes held in one GCC vector (AVX in the x86-64-v3 clone, two SSE halves in the
+// baseline; the compiler does not vectorize the scalar select chain itself), the lanes then combined. A NaN
+// propagates; the result is exact, only the sign of a zero result may depend on the lanes (max(-0, +0) keeps the
+// first it sees), which no consumer can tell apart.
+template <bool kMax>
+inline __attribute__((always_inline)) float MaxMin8(const float* x, int64_t n) {
+  typedef float V8 __attribute__((vector_size(32)));
+  typedef int32_t M8 __attribute__((vector_size(32)));
+  const float init = kMax ? -INFINITY : INFINITY;
+  V8 acc = {init, init, init, init, init, init, init, init};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    V8 v;
+    std::memcpy(&v, x + j, sizeof v);
+    const M8 take = ((kMax ? v > acc : v < acc) | (v != v)) & (acc == acc);
+    acc = take ? v : acc;
+  }
+  auto step = [](float a, float v) { return kMax ? math::ReduceMaxStep(a, v) : math::ReduceMinStep(a, v); };
+  // The lanes combined as a tree (8 -> 4 -> 2 -> 1) by the same step.
+  typedef float V4 __attribute__((vector_size(16)));
+  typedef int32_t M4 __attribute__((vector_size(16)));
+  const V4 lo = __builtin_shufflevector(acc, acc, 0, 1, 2, 3), hi = __builtin_shufflevector(acc, acc, 4, 5, 6, 7);
+  const M4 t4 = ((kMax ? hi > lo : hi < lo) | (hi != hi)) & (lo == lo);
+  const V4 a4 = t4 ? hi : lo;
+  float m = step(step(a4[0], a4[2]), step(a4[1], a4[3]));
+  for (; j < n; ++j) m = step(m, x[j]);
+  return m;
+}
+
 // The row reductions of rows x[r*len .. (r+1)*len) into o[r], r < rows. Sums accumulate in double over four
 // interleaved lanes combined in a fixed order (vectorizable, and the same for any thread count); the mean divides
 // the double sum by the row length; max/min propagate NaN (cpu_ops/reduce.cc). An empty row: sum 0, mean NaN,
 // max -inf, min +inf.
-void Reduce(Op op, const float* x, int64_t rows, int64_t len, float* o) {
+OT_VEC_CLONES void Reduce(Op op, const float* x, int64_t rows, int64_t len, float* o) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * len;
     if (op == Op::kReduceSum || op == Op::kReduceMean) {
-      double acc[4] = {0, 0, 0, 0};
-      int64_t j = 0;
-      for (; j + 4 <= len; j += 4)
-        for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(row[j + k]);
-      double tail = 0;
-      for (; j < len; ++j) tail += static_cast<double>(row[j]);
-      const double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + tail;
+      const double s = RowSum(row, len);  // the unfused softmax kernels' order (cpu_ops/row_sum.h)
       o[r] = static_cast<float>(op == Op::kReduceMean ? s / static_cast<double>(len) : s);
     } else if (op == Op::kReduceMax) {
-      float m = -INFINITY;
-      for (int64_t j = 0; j < len; ++j) m = math::ReduceMaxStep(m, row[j]);
-      o[r] = m;
+      o[r] = MaxMin8<true>(row, len);
     } else {
-      float m = INFINITY;
-      for (int64_t j = 0; j < len; ++j) m = math::ReduceMinStep(m, row[j]);
-      o[r] = m;
+      o[r] = MaxMin8<false>(row, len);
     }
   }
 }
@@ -441,12 +479,16 @@ struct FusedKernel::Impl {
   std::vector<int> reg;                      // register index in its pool (kReg)
   std::vector<InputPlan> plan;               // per kInput instruction
   std::vector<float> scalar;                 // kConst values, rounded to their dtype
+  // Per instruction: the output it is computed straight into (-1: a register, stored at the end of the tile). Only
+  // the program's last live instruction, full and f32: every other instruction -- every read of an input that the
+  // output may share memory with -- has run by then, and it reads each operand element at the index it writes.
+  std::vector<int> direct_out;  // (used when Run finds the output apart from that instruction's input views)
   int nfull = 0, nrow = 0;
   // Workspace of one slot, in floats: full registers, row registers, three temps (each a full or row value: the
   // operands of a Where spread over short rows), u16 scratch.
   int64_t row_base = 0, tmp_base = 0, tmp_len = 0, u16_base = 0, slot_floats = 0;
 
-  void RunTile(int64_t t, const void* const* in, void* const* out, float* ws, Val* vals) const;
+  void RunTile(int64_t t, const void* const* in, void* const* out, float* ws, Val* vals, bool direct) const;
 };
 
 FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std::vector<int64_t>> input_dims,
@@ -476,6 +518,21 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
   m->rows = Numel(row_target);
   m->row_len = 1;
   for (int d = lead; d < rank; ++d) m->row_len *= domain[d];
+
+  // Copies: an Identity (or Cast) to its operand's own dtype and row-ness (ReduceToShape where it reduces nothing,
+  // a Cast between equal types) changes no bit; its readers and outputs read the operand instead, so it costs no pass.
+  // (An output keeps a copy of an input instruction: it is stored from a register, never from the input's memory.)
+  auto plain_copy = [&p](int32_t i) {
+    const Instr& c = p.code[i];
+    return (c.op == Op::kIdentity || c.op == Op::kCast) && c.dtype == p.code[c.a].dtype && c.row == p.code[c.a].row;
+  };
+  for (Instr& in : p.code) {
+    int32_t* ops[3] = {&in.a, &in.b, &in.c};
+    for (int k = 0; k < cluster::Arity(in.op); ++k)
+      while (plain_copy(*ops[k])) *ops[k] = p.code[*ops[k]].a;
+  }
+  for (int32_t& o : p.outputs)
+    while (plain_copy(o) && p.code[p.code[o].a].op != Op::kInput) o = p.code[o].a;
 
   // Dead code: only what the outputs need is computed.
   const size_t n = p.code.size();
@@ -521,11 +578,43 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
     }
   }
 
+  m->direct_out.assign(n, -1);
+  for (size_t i = n; i-- > 0;) {
+    if (m->kind[i] == VKind::kDead) continue;
+    const Instr& in = p.code[i];
+    if (m->kind[i] == VKind::kReg && !in.row && in.dtype == DType::kF32 && in.op != Op::kInput)
+      for (size_t j = 0; j < p.outputs.size(); ++j)
+        if (p.outputs[j] == static_cast<int32_t>(i)) {
+          m->direct_out[i] = static_cast<int>(j);
+          break;
+        }
+    break;  // only the last live instruction
+  }
+
   // Tiles.
   constexpr int64_t kTile = kTileElements;
   m->unit = m->has_rows ? m->row_len : 1;
   m->total_units = m->has_rows ? m->rows : m->numel;
   m->tile_units = m->has_rows ? std::max<int64_t>(1, kTile / std::max<int64_t>(1, m->row_len)) : kTile;
+  // Periodic inputs -- f32 blocks of trailing dims repeated along the leading ones, as the attention's [T, T] mask
+  // over [B, H, T, T] -- are read in place (views at start % mid) when no tile straddles a period: where a period
+  // of at least kMinPeriod elements divides the tile, the tiles shrink to one period.
+  constexpr int64_t kMinPeriod = 1024;
+  auto periodic = [&](size_t i) {
+    const Instr& in = p.code[i];
+    const InputPlan& pl = m->plan[i];
+    return needed[i] && in.op == Op::kInput && !in.row && m->kind[i] == VKind::kReg &&
+           pl.kind == InputPlan::kBlock && pl.inner == 1 && pl.type == DType::kF32 && in.dtype == DType::kF32;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t mid = m->plan[i].mid, tile = m->tile_units * m->unit;
+    if (periodic(i) && mid >= kMinPeriod && mid < tile && tile % mid == 0 && mid % m->unit == 0) {
+      m->tile_units = mid / m->unit;
+      break;
+    }
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (periodic(i) && m->plan[i].mid % (m->tile_units * m->unit) == 0) m->kind[i] = VKind::kView;
   m->num_tiles = (m->total_units + m->tile_units - 1) / m->tile_units;
   const int64_t tile_elems = std::min(m->tile_units, std::max<int64_t>(m->total_units, 1)) * m->unit;
   m->full_len = AlignUp(std::max<int64_t>(tile_elems, 1), kAlignFloats);
@@ -591,7 +680,8 @@ int64_t FusedKernel::tile_elements() const { return impl_->tile_units * impl_->u
 int64_t FusedKernel::rows() const { return impl_->rows; }
 int64_t FusedKernel::numel() const { return impl_->numel; }
 
-void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* out, float* ws, Val* vals) const {
+void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* out, float* ws, Val* vals,
+                                bool direct) const {
   const int64_t u0 = t * tile_units, nu = std::min(tile_units, total_units - u0);
   const int64_t e0 = u0 * unit, ne = nu * unit;  // full elements of the tile
   const int64_t r0 = u0, nr = nu;                // rows of the tile (with has_rows)
@@ -604,12 +694,13 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
     const int64_t start = ins.row ? r0 : e0, len = ins.row ? nr : ne;
     Val& v = vals[i];
     float* o = kind[i] == VKind::kReg ? ws + (ins.row ? row_base + reg[i] * rowreg_len : reg[i] * full_len) : nullptr;
+    if (direct && direct_out[i] >= 0) o = static_cast<float*>(out[direct_out[i]]) + e0;
     v.p = o;
     v.scalar = false;
     if (ins.op == Op::kInput) {
       const InputPlan& pl = plan[i];
       if (kind[i] == VKind::kView) {
-        v.p = static_cast<const float*>(in[pl.input]) + start;
+        v.p = static_cast<const float*>(in[pl.input]) + (pl.kind == InputPlan::kBlock ? start % pl.mid : start);
       } else if (kind[i] == VKind::kScalar) {
         WithStorage(pl.type, in[pl.input], [&](auto* src) { v.s = RoundScalar(ins.dtype, LoadOne(src, 0)); });
         v.scalar = true;
@@ -655,8 +746,13 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
     if (!row_operand || row_len == 1) {
       // Same-shaped operands (a row value in a full op with one-element rows is laid out like the full value).
       ApplyOp(ins, ops, o, len);
+    } else if (row_len < kShortRow && ar == 2 && !ops[0].scalar && !ops[1].scalar &&
+               prog.code[opi[0]].row != prog.code[opi[1]].row) {
+      // Short rows, a binary op of a row and a full array: Map2 broadcasts the row value along its row.
+      ops[prog.code[opi[0]].row ? 0 : 1].rl = row_len;
+      ApplyOp(ins, ops, o, len);
     } else if (row_len < kShortRow) {
-      // Short rows: each row operand spread over its row into a temp, then one loop over the tile.
+      // Short rows otherwise (Where): each row operand spread over its row into a temp, then one loop over the tile.
       for (int k = 0; k < ar; ++k) {
         if (!prog.code[opi[k]].row || ops[k].scalar) continue;
         float* spread = tmp + k * tmp_len;
@@ -686,6 +782,7 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
   // Outputs, after every input of the tile was read (in place is safe).
   for (size_t j = 0; j < prog.outputs.size(); ++j) {
     const int32_t i = prog.outputs[j];
+    if (direct && direct_out[i] == static_cast<int>(j)) continue;  // computed in place
     const Instr& ins = prog.code[i];
     const int64_t start = ins.row ? r0 : e0, len = ins.row ? nr : ne;
     const float* src = vals[i].p;
@@ -705,6 +802,16 @@ void FusedKernel::Run(const void* const* in, void* const* out, void* workspace) 
   if (workspace == nullptr) throw std::invalid_argument("FusedElementwise: no workspace given");
   const size_t slot_bytes = static_cast<size_t>(m.slot_floats) * sizeof(float);
   const bool slot_per_tile = m.num_tiles <= m.max_threads;
+  // The direct output (if any) only when no input view its instruction reads is that output's memory (in place):
+  // the loops take their result array as __restrict.
+  bool direct = true;
+  for (size_t i = 0; i < m.prog.code.size(); ++i) {
+    if (m.direct_out[i] < 0) continue;
+    const Instr& ins = m.prog.code[i];
+    const int32_t opi[3] = {ins.a, ins.b, ins.c};
+    for (int k = 0; k < cluster::Arity(ins.op); ++k)
+      if (m.kind[opi[k]] == VKind::kView && in[m.plan[opi[k]].input] == out[m.direct_out[i]]) direct = false;
+  }
   auto body = [&](const tbb::blocked_range<int64_t>& r) {
     int64_t slot = 0;
     if (!slot_per_tile) {
@@ -716,7 +823,7 @@ void FusedKernel::Run(const void* const* in, void* const* out, void* workspace) 
     std::vector<Val> vals(m.prog.code.size());
     for (int64_t t = r.begin(); t < r.end(); ++t) {
       float* ws = reinterpret_cast<float*>(static_cast<char*>(workspace) + (slot_per_tile ? t : slot) * slot_bytes);
-      m.RunTile(t, in, out, ws, vals.data());
+      m.RunTile(t, in, out, ws, vals.data(), direct);
     }
   };
   const tbb::blocked_range<int64_t> tiles(0, m.num_tiles, 1);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "cpu_ops/row_sum.h"
 #include "kernel_common/scalar_math.h"
 #include "kernel_common/vec_math.h"
 
@@ -59,15 +60,20 @@ OT_VEC_CLONES void RowStats(const float* x, int64_t cols, double eps, double* bu
   r = 1.0 / std::sqrt(Dot4(buf, buf, cols) / static_cast<double>(cols) + eps);
 }
 
+// dx = y (dy - s), s = sum(dy y): the products and the result in float, s the double row sum of the float products
+// (cpu_ops/row_sum.h) rounded to float -- the fused cluster's steps (graph/ops/fuse_table.cc), so --fuse=lite gives
+// these bits. The products go through a chunk buffer so dx may alias dy or y.
 OT_VEC_CLONES void SoftmaxGradRow(int64_t len, const float* dy, const float* y, float* dx) {
-  double s[4] = {0, 0, 0, 0};
-  int64_t k = 0;
-  for (; k + 4 <= len; k += 4)
-    for (int l = 0; l < 4; ++l) s[l] += static_cast<double>(dy[k + l]) * static_cast<double>(y[k + l]);
-  for (; k < len; ++k) s[0] += static_cast<double>(dy[k]) * static_cast<double>(y[k]);
-  const double sum = (s[0] + s[1]) + (s[2] + s[3]);
-  for (int64_t j = 0; j < len; ++j)
-    dx[j] = static_cast<float>(static_cast<double>(y[j]) * (static_cast<double>(dy[j]) - sum));
+  constexpr int64_t kChunk = 256;  // a multiple of 4 (RowSum4)
+  float buf[kChunk];
+  RowSum4 acc;
+  for (int64_t b = 0; b < len; b += kChunk) {
+    const int64_t n = std::min(kChunk, len - b);
+    for (int64_t k = 0; k < n; ++k) buf[k] = dy[b + k] * y[b + k];
+    acc.Add(buf, n);
+  }
+  const float s = static_cast<float>(acc.Total());
+  for (int64_t j = 0; j < len; ++j) dx[j] = y[j] * (dy[j] - s);
 }
 
 // Softmax cross-entropy backward of one sample [c, d], d > 1, over columns j in [j0, j1): e = e^(x - max) in

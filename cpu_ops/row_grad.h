@@ -3,7 +3,8 @@
 // time in double; these are the float32 paths of the same formulas, parallel over fixed blocks of rows and
 // vectorized (compiled for AVX2 and the baseline, bit-identical between the two).
 // Precision: arithmetic in double (sums over four interleaved lanes added in a fixed order), rounded once when
-// stored; only the softmax's e^x is a float (kernel_common/vec_math.h, <= 2 ulp). Deterministic: the blocks do not
+// stored; only the softmax's e^x is a float (kernel_common/vec_math.h, <= 2 ulp), and SoftmaxGradF32 takes the float
+// steps of its fused cluster (the products and the result in float, their sum in double rounded to float). Deterministic: the blocks do not
 // depend on the thread count, and per-column sums over rows are reduced block by block in block order.
 #pragma once
 #include <cstdint>
@@ -18,7 +19,7 @@ namespace ot::cpu {
 void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* x, const double* scale,
                       const float* mean, const float* invstd, double eps, float* dx, double* dscale, double* dbias);
 
-// Softmax backward along contiguous rows of `len`: dx = y (dy - sum(dy y)). dx may alias dy or y.
+// Softmax backward along contiguous rows of `len`: dx = y (dy - sum(dy y)) in float (above). dx may alias dy or y.
 void SoftmaxGradF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx);
 
 // Softmax cross-entropy backward: scores x are [n, c, d], target [n, d] (class ids; entries with f == 0 are not

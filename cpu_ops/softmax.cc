@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu_ops/half_convert.h"
+#include "cpu_ops/row_sum.h"
 #include "kernel_common/half.h"
 #include "kernel_common/scalar_math.h"
 
@@ -44,22 +45,25 @@ OT_ALWAYS_INLINE float RowMax(const float* p, int64_t n) {
   return m;
 }
 
-// The sum of e^(p[k] - m), k < n, in double over four interleaved lanes added in a fixed order; the float
-// exponentials are also stored to q when q is not null.
-OT_ALWAYS_INLINE double RowExpSum(const float* p, float* q, int64_t n, float m) {
+// e^(p[k] - m), k < n, into e and their sum (cpu_ops/row_sum.h's order, as the fused cluster's row sum). e may
+// equal p.
+OT_ALWAYS_INLINE double RowExp(const float* p, float* e, int64_t n, float m) {
+  for (int64_t k = 0; k < n; ++k) e[k] = math::Exp(p[k] - m);
+  return RowSum(e, n);
+}
+
+// The same sum without keeping the exponentials (LogSoftmax): chunks of 256 (a multiple of 4, so RowSum4 adds them
+// in the one order).
+OT_ALWAYS_INLINE double RowExpSum(const float* p, int64_t n, float m) {
   constexpr int64_t kChunk = 256;
   float buf[kChunk];
-  double acc[4] = {0, 0, 0, 0};
+  RowSum4 acc;
   for (int64_t b = 0; b < n; b += kChunk) {
     const int64_t len = std::min(kChunk, n - b);
-    float* e = q ? q + b : buf;
-    for (int64_t k = 0; k < len; ++k) e[k] = math::Exp(p[b + k] - m);
-    int64_t k = 0;
-    for (; k + 4 <= len; k += 4)
-      for (int l = 0; l < 4; ++l) acc[l] += static_cast<double>(e[k + l]);
-    for (; k < len; ++k) acc[0] += static_cast<double>(e[k]);
+    for (int64_t k = 0; k < len; ++k) buf[k] = math::Exp(p[b + k] - m);
+    acc.Add(buf, len);
   }
-  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  return acc.Total();
 }
 
 OT_ALWAYS_INLINE void RowScale(float* q, int64_t n, float s) {
@@ -72,6 +76,9 @@ OT_ALWAYS_INLINE void RowLogSoftmax(const float* p, float* q, int64_t n, float m
 
 // Softmax or LogSoftmax (not Hardmax) of `rows` contiguous float rows of n: the row helpers above inlined into one
 // function per clone, so a short row (attention's 32 keys) pays no call per row. q may equal p.
+// The float steps are those of the fused cluster's row program (graph/ops/fuse_table.cc), so --fuse=lite gives the
+// same bits: the sum is rounded to float, then Softmax scales by its float reciprocal and LogSoftmax subtracts the
+// float log of it.
 OT_VEC_CLONES void FloatRows(SoftmaxKind kind, int64_t rows, int64_t n, const float* x, float* y) {
   for (int64_t i = 0; i < rows; ++i) {
     const float* p = x + i * n;
@@ -79,11 +86,11 @@ OT_VEC_CLONES void FloatRows(SoftmaxKind kind, int64_t rows, int64_t n, const fl
     float m = RowMax(p, n);
     if (std::isinf(m) && m < 0) m = 0;  // all -inf: exp gives 0s, result is NaN as in the reference
     if (kind == SoftmaxKind::kSoftmax) {
-      const double sum = RowExpSum(p, q, n, m);  // q = e^(x - m), then scaled in place
-      RowScale(q, n, static_cast<float>(1.0 / sum));
+      const float sum = static_cast<float>(RowExp(p, q, n, m));  // q = e^(x - m), then scaled in place
+      RowScale(q, n, 1.f / sum);
     } else {
-      const double sum = RowExpSum(p, nullptr, n, m);
-      RowLogSoftmax(p, q, n, m, static_cast<float>(std::log(sum)));
+      const float sum = static_cast<float>(RowExpSum(p, n, m));
+      RowLogSoftmax(p, q, n, m, std::log(sum));
     }
   }
 }

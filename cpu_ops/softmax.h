@@ -1,6 +1,7 @@
 // Softmax, LogSoftmax and Hardmax along the middle dim of [outer, n, inner] (the executor maps both the
 // opset < 13 "coerce to 2-D at axis" form, inner = 1, and the opset >= 13 single-axis form onto this).
-// Statistics in float (double for float64 inputs); the max is subtracted before exp.
+// Statistics in float (double for float64 inputs); the max is subtracted before exp. Contiguous float (and half,
+// widened) rows take the float steps of the fused cluster's row program (cpu_ops/softmax.cc), so fusion keeps bits.
 #pragma once
 #include <cstdint>
 

@@ -85,8 +85,9 @@ class ClusterBuilder {
   virtual int Emit(int op, int t, int a = -1, int b = -1, int c = -1, float imm = 0.f) = 0;
   virtual int Const(float v) = 0;
   // A row reduction of register a over `axes` of the node's input 0 (normalized, sorted): the builder checks that
-  // they are the domain's trailing axes and that keepdims matches the output shape.
-  virtual int Reduce(int op, int a, const std::vector<int64_t>& axes) = 0;
+  // they are the domain's trailing axes and that keepdims matches the output shape. Its value has storage type `t`
+  // (-1: OutType(0), the type of a Reduce* node's output; kF32 for a row statistic kept in float, as softmax's).
+  virtual int Reduce(int op, int a, const std::vector<int64_t>& axes, int t = -1) = 0;
   // Storage type (cluster::DType as int) of output i of the node.
   virtual int OutType(int i) const = 0;
   // Input i's value when it is known when the cluster is built (an initializer, a folded constant), else null.

@@ -91,7 +91,7 @@ class Probe : public ClusterBuilder {
   int In(int) override { return 0; }
   int Emit(int, int, int, int, int, float) override { return 0; }
   int Const(float) override { return 0; }
-  int Reduce(int, int, const std::vector<int64_t>& axes) override {
+  int Reduce(int, int, const std::vector<int64_t>& axes, int) override {
     axes_ = axes;
     reduces_ = true;
     return 0;
@@ -192,7 +192,7 @@ class Builder : public ClusterBuilder {
     ins.row = reduce_axes_ > 0;
     return Push(ins);
   }
-  int Reduce(int op, int a, const std::vector<int64_t>& axes) override {
+  int Reduce(int op, int a, const std::vector<int64_t>& axes, int t) override {
     const ValueDims* in = dims_(node_->inputs[0]);
     if (!in || in->dims != out_.domain)
       throw NotFusible(node_->Describe() + ": reduces a value that is not the cluster's whole domain");
@@ -202,7 +202,7 @@ class Builder : public ClusterBuilder {
     cluster::Instr ins;
     ins.op = static_cast<cluster::Op>(op);
     ins.a = a;
-    ins.dtype = static_cast<cluster::DType>(OutType(0));
+    ins.dtype = static_cast<cluster::DType>(t < 0 ? OutType(0) : t);
     ins.row = true;
     out_.work_bytes += 4 * Numel(out_.domain);  // every element is read once into the row's sum
     return Push(ins);

@@ -5,9 +5,17 @@
 //                at the end as the unfused kernels do);
 //   reduction    ReduceSum/Mean/Max/Min: a row reduction when their axes are the trailing axes of the cluster's
 //                domain (the builder checks; others stay out of clusters).
+//   row programs Softmax, LogSoftmax and their gradient SoftmaxGrad over the trailing axes (the last axis from
+//                opset 13, the coerced 2-D rows from `axis` on before): max, exp, sum and the normalisation as row
+//                reductions and elementwise instructions, so the attention's scale, mask and softmax run as one pass
+//                (and backward, the softmax gradient with what follows it where no ReduceToShape is between:
+//                ReduceToShape stays opaque, since a fused graph made for the first batch's shapes also runs later
+//                ones, where one that copied may reduce). The row sums are double sums rounded to
+//                float, every other step is float; the unfused float kernels take the same steps in
+//                cpu_ops/row_sum.h's summation order, so the cluster gives their bits.
 // Every value an unfused kernel stores is rounded to its dtype in the program too (OutType), and every float
 // intermediate it keeps in registers is kF32 here, so a cluster computes what its ops computed one by one.
-// Ops not listed stay opaque: data movement, GEMM/convolution, norms, Softmax (one kernel already), random ops.
+// Ops not listed stay opaque: data movement, GEMM/convolution, norms, random ops.
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
 #include "graph/ops/register_all.h"
@@ -73,6 +81,36 @@ ClusterLowerFn Reduction(Op op, bool axes_input) {
     }
     if (axes.empty() && n.attr_int("noop_with_empty_axes", 0) != 0) return std::string("noop_with_empty_axes");
     b.Out(0, b.Reduce(I(op), b.In(0), axes));
+    return std::string();
+  };
+}
+
+// The rows of a softmax-family node over input `xi`: the normalised trailing axes its coerced rows span (opset < 13
+// and the gradient's `legacy`: axis..rank-1; else the one axis, which the builder accepts only when it is the last).
+std::string SoftmaxAxes(const Node& n, int xi, bool legacy, std::vector<int64_t>* axes) {
+  if (!n.has_input(xi) || !n.inputs[xi]->shape.known_rank()) return "the rank of its input is not known";
+  const int64_t rank = n.inputs[xi]->shape.rank();
+  int64_t axis = n.attr_int("axis", legacy ? 1 : -1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return "axis " + std::to_string(n.attr_int("axis", 0)) + " is out of range";
+  axes->clear();
+  for (int64_t a = axis; a < (legacy ? rank : axis + 1); ++a) axes->push_back(a);
+  return "";
+}
+
+// Softmax: y = e * (1 / sum(e)), e = exp(x - max(x)); LogSoftmax: y = (x - max) - log(sum(e)). A NaN in a row makes the
+// max, so the whole row, NaN (the unfused kernel skips NaN in the max but its sum is NaN: the same outputs); a row of
+// only -inf gives NaN in both.
+ClusterLowerFn SoftmaxRows(bool log) {
+  return [log](const Node& n, ClusterBuilder& b) {
+    std::vector<int64_t> axes;
+    if (std::string why = SoftmaxAxes(n, 0, n.opset < 13, &axes); !why.empty()) return why;
+    const int x = b.In(0);
+    const int d = b.Emit(I(Op::kSub), kF32, x, b.Reduce(I(Op::kReduceMax), x, axes, kF32));
+    const int e = b.Emit(I(Op::kExp), kF32, d);
+    const int s = b.Reduce(I(Op::kReduceSum), e, axes, kF32);
+    if (log) b.Out(0, b.Emit(I(Op::kSub), b.OutType(0), d, b.Emit(I(Op::kLog), kF32, s)));
+    else b.Out(0, b.Emit(I(Op::kMul), b.OutType(0), e, b.Emit(I(Op::kReciprocal), kF32, s)));
     return std::string();
   };
 }
@@ -148,6 +186,23 @@ void RegisterFusionFacts(OpRegistry& r) {
   r.SetFusion("", "ReduceMean", red, Reduction(Op::kReduceMean, true));  // from opset 18
   r.SetFusion("", "ReduceMax", red, Reduction(Op::kReduceMax, true));
   r.SetFusion("", "ReduceMin", red, Reduction(Op::kReduceMin, true));
+  r.SetFusion("", "Softmax", red, SoftmaxRows(false));
+  r.SetFusion("", "LogSoftmax", red, SoftmaxRows(true));
+  // SoftmaxGrad(dY, Y): dX = Y (dY - sum(dY Y)); of a LogSoftmax (log = 1): dX = dY - exp(Y) sum(dY).
+  r.SetFusion(kInternalDomain, "SoftmaxGrad", red, [](const Node& n, ClusterBuilder& b) {
+    std::vector<int64_t> axes;
+    if (std::string why = SoftmaxAxes(n, 1, n.attr_int("legacy", 0) != 0, &axes); !why.empty()) return why;
+    const int dy = b.In(0), y = b.In(1);
+    if (n.attr_int("log", 0) != 0) {
+      const int s = b.Reduce(I(Op::kReduceSum), dy, axes, kF32);
+      const int t = b.Emit(I(Op::kMul), kF32, b.Emit(I(Op::kExp), kF32, y), s);
+      b.Out(0, b.Emit(I(Op::kSub), b.OutType(0), dy, t));
+    } else {
+      const int s = b.Reduce(I(Op::kReduceSum), b.Emit(I(Op::kMul), kF32, dy, y), axes, kF32);
+      b.Out(0, b.Emit(I(Op::kMul), b.OutType(0), y, b.Emit(I(Op::kSub), kF32, dy, s)));
+    }
+    return std::string();
+  });
   // Opaque but cheap to run twice (one pass over their inputs; every fusible op above is too).
   for (const char* op : {"Softmax", "LogSoftmax", "Transpose"}) r.SetRecomputeCheap("", op);
   // LayerNormalization's saved Mean and InvStdDev are optional outputs: its Y alone can be recomputed.

@@ -823,6 +823,79 @@ TEST(FusedKernel, RandomProgramsMatchTheReference) {
   }
 }
 
+// Inputs repeated with a period (the attention's [T, T] mask over [B, H, T, T]) are read in place when the tiles
+// fit a period -- the tiles shrink to it -- and loaded otherwise; with and without rows, the results are the
+// reference's exactly.
+TEST(FusedKernel, PeriodicInputsMatchTheReference) {
+  struct Case {
+    std::vector<int64_t> D, period;
+    int reduce_axes;
+    int64_t tile;  // the expected tile: one period where it divides the default tile
+  };
+  for (const Case& c : {Case{{6, 4, 32, 32}, {32, 32}, 0, 1024}, Case{{5, 3, 16, 64}, {16, 64}, 1, 1024},
+                        Case{{3, 4, 32, 32}, {32, 32}, 1, 1024}, Case{{9, 20, 20}, {20, 20}, 1, 2040},
+                        Case{{3, 7, 300}, {7, 300}, 0, 2048}}) {
+    SCOPED_TRACE(::testing::Message() << "period " << Numel(c.period) << ", reduce_axes " << c.reduce_axes);
+    Builder b(2, c.reduce_axes);
+    const int x = b.In(0), m = b.In(1);
+    int y = b.Op_(Op::kAdd, DType::kF32, b.Op_(Op::kMul, DType::kF32, x, b.Const(0.5f, DType::kF32)), m);
+    if (c.reduce_axes > 0) y = b.Op_(Op::kSub, DType::kF32, y, b.Op_(Op::kReduceMax, DType::kF32, y));
+    b.Out({y});
+    const std::vector<Tensor> ins = {RandomTensor(DType::kF32, c.D, -3, 3), RandomTensor(DType::kF32, c.period, -3, 3)};
+    FusedKernel k(b.p, c.D, {c.D, c.period}, {DType::kF32, DType::kF32}, 2);
+    EXPECT_EQ(k.tile_elements(), c.tile);
+    Check(b.p, c.D, ins);
+  }
+}
+
+// ReduceMax/ReduceMin over eight lanes: a NaN anywhere in a row (any lane, the tail) makes the row's result NaN; a
+// row of +-inf and finite values gives the exact extreme.
+TEST(FusedKernel, RowMaxAndMinPropagateNaNFromAnyLane) {
+  for (int64_t len : {1, 7, 8, 9, 16, 31, 45}) {
+    for (Op op : {Op::kReduceMax, Op::kReduceMin}) {
+      Builder b(1, 1);
+      b.Out({b.Op_(op, DType::kF32, b.In(0))});
+      const int64_t rows = len + 2;  // row r < len has a NaN at r; row len has infinities; the last none
+      Tensor x = RandomTensor(DType::kF32, {rows, len}, -5, 5);
+      for (int64_t r = 0; r < len; ++r) WriteElem(DType::kF32, x.bytes, r * len + r, NAN);
+      WriteElem(DType::kF32, x.bytes, len * len + len / 2, INFINITY);
+      WriteElem(DType::kF32, x.bytes, len * len, -INFINITY);
+      const KernelRun run = RunKernel(b.p, {rows, len}, {x});
+      for (int64_t r = 0; r < len; ++r) EXPECT_TRUE(std::isnan(run.values[0][r])) << "len " << len << " row " << r;
+      for (int64_t r = len; r < rows; ++r) {
+        double want = op == Op::kReduceMax ? -INFINITY : INFINITY;
+        for (int64_t j = 0; j < len; ++j)
+          want = op == Op::kReduceMax ? std::max(want, x.at(r * len + j)) : std::min(want, x.at(r * len + j));
+        EXPECT_EQ(run.values[0][r], want) << "len " << len << " row " << r;
+      }
+    }
+  }
+}
+
+// An output stored over an input of the same size (the memory planner's in place): the last instruction writes
+// straight into the output unless it reads that input itself; either way the result is that of separate buffers.
+TEST(FusedKernel, InPlaceOutputsEqualSeparateOnes) {
+  const std::vector<int64_t> D = {7, 1000};
+  for (bool last_reads_x : {false, true}) {
+    Builder b(1);
+    const int x = b.In(0);
+    const int e = b.Op_(Op::kExp, DType::kF32, b.Op_(Op::kMul, DType::kF32, x, b.Const(0.25f, DType::kF32)));
+    b.Out({last_reads_x ? b.Op_(Op::kSub, DType::kF32, e, x) : b.Op_(Op::kMul, DType::kF32, e, b.Const(3.f, DType::kF32))});
+    const Tensor in = RandomTensor(DType::kF32, D, -3, 3);
+    const KernelRun want = RunKernel(b.p, D, {in});
+    FusedKernel k(b.p, D, {D}, {DType::kF32}, 2);
+    std::vector<float> buf(Numel(D));
+    std::memcpy(buf.data(), in.bytes.data(), in.bytes.size());
+    std::vector<float> ws(k.workspace_bytes() / 4 + 16);
+    float* ws64 = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
+    const void* ip[] = {buf.data()};
+    void* op[] = {buf.data()};
+    k.Run(ip, op, ws64);
+    for (int64_t i = 0; i < Numel(D); ++i)
+      ASSERT_EQ(buf[i], want.values[0][i]) << (last_reads_x ? "reads x" : "does not read x") << ", element " << i;
+  }
+}
+
 // ---- threads ----
 
 TEST(FusedKernel, OneTwoAndMoreThreadsGiveTheSameBits) {
