@@ -65,9 +65,9 @@ void RegisterCudaFusedKernels(CpuKernelRegistry& r);   // executor/cuda/kernels_
 void RegisterCudaLinalgKernels(CpuKernelRegistry& r);  // executor/cuda/kernels_linalg.cc
 void RegisterCudaRowKernels(CpuKernelRegistry& r);     // executor/cuda/kernels_rows.cc
 void RegisterCudaOptimizerKernels(CpuKernelRegistry& r);  // executor/cuda/kernels_optim.cc
-void RegisterCudaDataKernels(CpuKernelRegistry& r);    // executor/cuda/kernels_data.cc
-void RegisterCudaConvKernels(CpuKernelRegistry& r);    // executor/cuda/kernels_conv.cc (Conv, its gradients, ReduceSum)
-void RegisterCudaPoolKernels(CpuKernelRegistry& r);    // executor/cuda/kernels_conv_pool.cc
+void RegisterCudaDataKernels(CpuKernelRegistry& r);    // executor/cuda/kernels_data.cc (also Expand, Tile)
+void RegisterCudaConvKernels(CpuKernelRegistry& r);    // kernels_conv.cc (Conv, its gradients, ConvTranspose, ReduceSum)
+void RegisterCudaPoolKernels(CpuKernelRegistry& r);    // executor/cuda/kernels_conv_pool.cc (cuDNN pooling, LpPool)
 void RegisterCudaBatchNormKernels(CpuKernelRegistry& r);  // executor/cuda/kernels_conv_norm.cc
 
 }  // namespace ot

@@ -1,6 +1,8 @@
 // Convolution on the GPU through cuDNN (cuda_ops/cudnn_conv.h): Conv (with its bias), ai.onnxtrain.ConvGradData and
-// ConvGradWeight; and ReduceSum over all axes but a contiguous block (Conv's bias gradient, a ReduceSum of dY over
-// N and the spatial axes) where the generated kernels, which reduce trailing axes only, do not lower it. The
+// ConvGradWeight, ConvTranspose (cuda_ops/cudnn_conv_transpose.h: the adjoint convolution's backward-data; its
+// gradient rule, graph/grad/conv_transpose_grad.cc, emits Conv, ConvGradWeight and ReduceSum, all here); and
+// ReduceSum over all axes but a contiguous block (Conv's bias gradient, a ReduceSum of dY over N and the spatial axes)
+// where the generated kernels, which reduce trailing axes only, do not lower it. The
 // geometry comes from the CPU kernels' own readers of the attributes (BuildConvSpec, linalg::ConvAxis), so both
 // backends agree on it; a geometry cuDNN's legacy API cannot express (asymmetric padding that changes the output
 // size, 4-D and up) is refused with UnsupportedError naming the node and the reason. fp32 runs exact fp32 unless
@@ -14,6 +16,7 @@
 
 #include "cpu_ops/conv.h"
 #include "cuda_ops/cudnn_conv.h"
+#include "cuda_ops/cudnn_conv_transpose.h"
 #include "cuda_ops/data_kernels.h"
 #include "cuda_ops/row_kernels.h"
 #include "executor/cuda/cuda_kernels.h"
@@ -131,6 +134,59 @@ KernelInfo ConvGradKernel(const KernelContext& ctx, bool data) {
   return info;
 }
 
+// ---- ConvTranspose(X, W[, B]) -> Y ------------------------------------------------------------------------------------
+// The geometry is BuildConvSpec's (the CPU kernel's reader: auto_pad, output_padding and output_shape folded into
+// pad_begin / pad_end by linalg::ConvTransposeAxis, pad_end negative where output rows lie past every input's reach).
+KernelInfo ConvTransposeKernel(const KernelContext& ctx) {
+  const DataType t = ctx.in(0).dtype;
+  if (ctx.in(1).dtype != t || (ctx.has_input(2) && ctx.in(2).dtype != t)) ctx.Fail("X, W and B must share a dtype");
+  const cpu::ConvSpec s = BuildConvSpec(ctx, 0, 1, 2);
+  if (ctx.in(1).dims[1] * s.group != s.c_out) ctx.Fail("W's output channels times group differ from Y's channels");
+  if (ctx.out(0).numel() == 0) return MakeInfo([](const KernelIO&) {});
+  if (ctx.in(0).numel() == 0) ctx.Unsupported("a transposed convolution of an empty input on the GPU");
+  cuda::ConvTransposeDesc d;
+  d.type = DeviceFloatType(ctx, t, "transposed convolution");
+  d.n = s.n;
+  d.c_in = s.c_in;
+  d.c_out = s.c_out;
+  d.group = s.group;
+  d.in_spatial = s.in_spatial;
+  d.out_spatial = s.out_spatial;
+  d.kernel = s.kernel;
+  d.strides = s.strides;
+  d.dilations = s.dilations;
+  d.pad_begin = s.pad_begin;
+  d.pad_end = s.pad_end;
+  if (ctx.device) {
+    d.tf32 = d.type == cuda::FloatType::kF32 && ctx.device->options().tf32;
+    d.deterministic = ctx.device->options().deterministic;
+  }
+  try {
+    cuda::ValidateConvTranspose(d);
+  } catch (const std::invalid_argument& e) {
+    ctx.Unsupported(std::string("a transposed convolution cuDNN cannot describe: ") + e.what());
+  }
+  const std::string why = cuda::ConvTransposeUnsupportedReason(d);
+  if (!why.empty()) ctx.Unsupported(why + " on the GPU (run it with --device cpu)");
+  size_t ws = 0;
+  try {
+    ws = cuda::ConvTransposeWorkspaceBytes(d);
+  } catch (const std::exception& e) {
+    ctx.Unsupported(e.what());
+  }
+  const bool has_b = ctx.has_input(2);
+  const std::string what = ctx.node.Describe();
+  KernelInfo info = MakeInfo([=](const KernelIO& io) {
+    RunLauncher(what, [&] {
+      cuda::ConvTransposeForward(d, io.in[0], io.in[1], has_b ? io.in[2] : nullptr, io.out[0], io.workspace, ws,
+                                 io.stream);
+    });
+  });
+  info.workspace_bytes = ws;
+  info.flops = ConvFlops(cuda::LowerConvTranspose(d).conv);  // the adjoint convolution's multiply-adds
+  return info;
+}
+
 // ---- ReduceSum --------------------------------------------------------------------------------------------------------
 // What the fusion table lowers (reductions over trailing axes, elementwise epilogues) runs as a generated kernel, as
 // before this factory existed. Otherwise a sum that keeps one contiguous block of axes [k0, k1) -- X viewed as
@@ -193,6 +249,7 @@ void RegisterCudaConvKernels(CpuKernelRegistry& r) {
   r.Register("Conv", ConvKernel);
   r.Register("ConvGradData", [](const KernelContext& c) { return ConvGradKernel(c, true); }, kInternalDomain);
   r.Register("ConvGradWeight", [](const KernelContext& c) { return ConvGradKernel(c, false); }, kInternalDomain);
+  r.Register("ConvTranspose", ConvTransposeKernel);
   r.Register("ReduceSum", ReduceSumKernel);
 }
 

@@ -4,12 +4,15 @@
 // backends read the attributes one way; what cuDNN cannot express (dilations, padding or ceil_mode that change the
 // output size from the symmetric-padding one, count_include_pad windows past the end padding, MaxPool's Indices
 // output) is refused with UnsupportedError naming the node and the reason. --deterministic makes max pooling's
-// backward add overlapping windows in a fixed order.
+// backward add overlapping windows in a fixed order. LpPool and GlobalLpPool (forward only: the registry has no
+// gradient rule for them) run our own kernels (cuda_ops/lp_pool.h) on the same geometry, with none of cuDNN's limits
+// (dilations, asymmetric pads and ceil_mode all run).
 #include <string>
 #include <utility>
 
 #include "cpu_ops/pool.h"
 #include "cuda_ops/cudnn_pool.h"
+#include "cuda_ops/lp_pool.h"
 #include "executor/cuda/cuda_kernels.h"
 #include "executor/device.h"
 #include "executor/kernels/pool_geometry.h"
@@ -102,12 +105,55 @@ KernelInfo PoolGradKernel(const KernelContext& ctx, bool max) {
   return info;
 }
 
+// LpPool / GlobalLpPool (X) -> Y. p: an int attribute (opset >= 2, default 2) or opset 1's float, which must be
+// integral -- the CPU kernel's reading (linalg_pool.cc), so both backends accept the same nodes.
+KernelInfo LpPoolKernel(const KernelContext& ctx) {
+  const bool global = ctx.node.op_type == "GlobalLpPool";
+  const auto& x = ctx.in(0).dims;
+  RequireRank(ctx, x);
+  if (ctx.out(0).dtype != ctx.in(0).dtype) ctx.Fail("Y's dtype differs from X's");
+  const cpu::PoolSpec s = PoolGeometry(ctx, cpu::PoolKind::kLp, x, ctx.out(0).dims, global);
+  int64_t p = 2;
+  const Attribute* pa = ctx.node.attr("p");
+  if (pa && pa->kind == Attribute::Kind::kFloat) {
+    if (pa->f != static_cast<float>(static_cast<int64_t>(pa->f))) ctx.Unsupported("non-integer p");
+    p = static_cast<int64_t>(pa->f);
+  } else {
+    p = ctx.node.attr_int("p", 2);
+  }
+  if (p < 1) ctx.Unsupported("p < 1");
+  cuda::LpPoolDesc d;
+  d.type = DeviceFloatType(ctx, ctx.in(0).dtype, ctx.node.op_type);
+  d.p = p;
+  d.n = s.n;
+  d.c = s.c;
+  d.in_spatial = s.in_spatial;
+  d.out_spatial = s.out_spatial;
+  d.kernel = s.kernel;
+  d.strides = s.strides;
+  d.dilations = s.dilations;
+  d.pad_begin = s.pad_begin;
+  d.pad_end = s.pad_end;
+  try {
+    cuda::ValidateLpPool(d);
+  } catch (const std::invalid_argument& e) {
+    ctx.Unsupported(std::string("an Lp pooling the GPU kernel cannot run: ") + e.what());
+  }
+  if (ctx.out(0).numel() == 0) return MakeInfo([](const KernelIO&) {});
+  const std::string what = ctx.node.Describe();
+  return MakeInfo([=](const KernelIO& io) {
+    RunLauncher(what, [&] { cuda::LpPoolForward(d, io.in[0], io.out[0], io.stream); });
+  });
+}
+
 }  // namespace
 
 void RegisterCudaPoolKernels(CpuKernelRegistry& r) {
   for (const char* op : {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"}) r.Register(op, PoolKernel);
   r.Register("MaxPoolGrad", [](const KernelContext& c) { return PoolGradKernel(c, true); }, kInternalDomain);
   r.Register("AveragePoolGrad", [](const KernelContext& c) { return PoolGradKernel(c, false); }, kInternalDomain);
+  r.Register("LpPool", LpPoolKernel);
+  r.Register("GlobalLpPool", LpPoolKernel);
 }
 
 }  // namespace ot

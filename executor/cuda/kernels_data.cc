@@ -1,5 +1,7 @@
 // Data movement on the GPU (cuda_ops/data_kernels.h and strided copies): Transpose, Gather and its gradient
-// (GatherGrad along axis 0, deterministic), Split and Concat (one 2-D strided copy per part).
+// (GatherGrad along axis 0, deterministic), Split and Concat (one 2-D strided copy per part), Expand and Tile
+// (cuda_ops/strided_copy.h: broadcast / repeat as strided reads with stride 0; any dtype of 1, 2, 4 or 8 bytes, moved
+// as bits). Expand's gradient is a ReduceSum-to-shape, and GlobalAveragePool's and the Reduce* gradients use Expand.
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -7,6 +9,7 @@
 #include <stdexcept>
 
 #include "cuda_ops/data_kernels.h"
+#include "cuda_ops/strided_copy.h"
 #include "executor/cuda/cuda_kernels.h"
 #include "executor/cuda/device_flag.h"
 #include "graph/grad_context.h"
@@ -147,6 +150,45 @@ KernelInfo ConcatKernel(const KernelContext& ctx) {
   }};
 }
 
+// Expand(X, shape) -> Y. Y's dims (the plan's) are already broadcast(X, shape), so shape's values are not needed
+// here. Same element count (a broadcast that only adds leading 1s, or none): Y holds X's bytes, a view or one copy.
+KernelInfo ExpandKernel(const KernelContext& ctx) {
+  const size_t esz = ElemSize(ctx, ctx.in(0).dtype);
+  if (ctx.out(0).dtype != ctx.in(0).dtype) ctx.Fail("Y's dtype differs from X's");
+  const std::vector<int64_t> id = ctx.in(0).dims, od = ctx.out(0).dims;
+  try {
+    cuda::ExpandStrides(id, od);
+  } catch (const std::invalid_argument& e) {
+    ctx.Fail(e.what());
+  }
+  if (ctx.out(0).numel() == 0) return MakeInfo([](const KernelIO&) {});
+  if (ctx.out(0).numel() == ctx.in(0).numel()) return DeviceCopyKernel(ctx);
+  const std::string what = ctx.node.Describe();
+  return MakeInfo([=](const KernelIO& io) {
+    RunLauncher(what, [&] { cuda::Expand(io.in[0], id, io.out[0], od, esz, io.stream); });
+  });
+}
+
+// Tile(X, repeats) -> Y; repeats must be known when the plan is made (a constant or folded shape arithmetic).
+KernelInfo TileKernel(const KernelContext& ctx) {
+  const size_t esz = ElemSize(ctx, ctx.in(0).dtype);
+  if (ctx.out(0).dtype != ctx.in(0).dtype) ctx.Fail("Y's dtype differs from X's");
+  const std::vector<int64_t> id = ctx.in(0).dims;
+  if (ctx.input_values.size() < 2 || !ctx.input_values[1]) ctx.Unsupported("Tile with repeats unknown when the plan is made");
+  const std::vector<int64_t> reps = ctx.input_values[1]->ToInt64Vector();
+  if (reps.size() != id.size()) ctx.Fail("repeats length differs from the input rank");
+  for (size_t k = 0; k < id.size(); ++k)
+    if (reps[k] < 0 || id[k] * reps[k] != ctx.out(0).dims[k]) ctx.Fail("Y's dims are not X's times repeats");
+  if (id.size() > 8) ctx.Unsupported("Tile of rank " + std::to_string(id.size()) + " on the GPU (up to 8)");
+  if (ctx.out(0).numel() == 0) return MakeInfo([](const KernelIO&) {});
+  // Y non-empty and as large as X: every repeat is 1, a copy.
+  if (ctx.out(0).numel() == ctx.in(0).numel()) return DeviceCopyKernel(ctx);
+  const std::string what = ctx.node.Describe();
+  return MakeInfo([=](const KernelIO& io) {
+    RunLauncher(what, [&] { cuda::Tile(io.in[0], id, reps, io.out[0], esz, io.stream); });
+  });
+}
+
 }  // namespace
 
 void RegisterCudaDataKernels(CpuKernelRegistry& r) {
@@ -155,6 +197,8 @@ void RegisterCudaDataKernels(CpuKernelRegistry& r) {
   r.Register("GatherGrad", GatherGradKernel, kInternalDomain);
   r.Register("Split", SplitKernel);
   r.Register("Concat", ConcatKernel);
+  r.Register("Expand", ExpandKernel);
+  r.Register("Tile", TileKernel);
 }
 
 }  // namespace ot
