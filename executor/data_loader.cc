@@ -85,7 +85,9 @@ void DataLoader::Prefetch(int64_t epoch, int64_t index) {
   // A TBB task: it runs beside the step on the executor's threads.
   tasks_->group.run([this, promise, epoch, index] {
     try {
-      promise->set_value(Get(epoch, index));
+      Batch b = Get(epoch, index);
+      if (on_ready_) on_ready_(b);
+      promise->set_value(std::move(b));
     } catch (...) {
       promise->set_exception(std::current_exception());
     }

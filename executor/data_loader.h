@@ -4,6 +4,7 @@
 // that does not fill a batch is dropped. The next batch is gathered on a TBB task while the step runs.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -33,6 +34,9 @@ class DataLoader {
   // Starts gathering (epoch, index) on a TBB task; Take() returns it.
   void Prefetch(int64_t epoch, int64_t index);
   Batch Take();
+  // Called on the prefetch task with each batch as soon as it is gathered, before Take returns it (the trainer's
+  // Stage: the batch's upload to the device starts while the current step runs). An exception reaches Take.
+  void set_on_ready(std::function<void(const Batch&)> f) { on_ready_ = std::move(f); }
 
  private:
   std::vector<int64_t> Order(int64_t epoch) const;
@@ -42,6 +46,7 @@ class DataLoader {
   uint64_t seed_;
   std::string what_;
   std::future<Batch> next_;
+  std::function<void(const Batch&)> on_ready_;
   struct Tasks;
   std::unique_ptr<Tasks> tasks_;
 };

@@ -1,5 +1,6 @@
 #include "executor/device.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "graph/error.h"
@@ -10,6 +11,14 @@ namespace ot {
 std::shared_ptr<DeviceBackend> OpenCudaDevice(int index);  // executor/cuda/cuda_backend.cc
 int CudaDeviceCountImpl();
 #endif
+
+void* DeviceBackend::AllocHost(size_t bytes) {
+  void* p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
+  if (!p) throw Error("out of host memory: " + std::to_string(bytes) + " bytes of batch staging");
+  return p;
+}
+
+void DeviceBackend::FreeHost(void* p) { std::free(p); }
 
 int CudaDeviceCount() {
 #ifdef OT_WITH_CUDA

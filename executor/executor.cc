@@ -79,6 +79,7 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds) {
              .first;
     it->second->set_profiling(opts_.profile);
     it->second->set_tracing(opts_.trace);
+    if (opts_.stager) it->second->set_stager(opts_.stager);
     if (!opts_.host_outputs.empty()) {
       std::vector<bool> wanted(graph_.outputs.size(), false);
       for (size_t i = 0; i < graph_.outputs.size(); ++i)

@@ -15,6 +15,8 @@
 
 namespace ot {
 
+class BatchStager;  // executor/batch_stager.h
+
 struct ExecutorOptions {
   uint64_t seed = 0;       // random ops (Dropout in training mode) draw from this seed
   bool profile = false;    // time every kernel (see kernel_profile())
@@ -28,6 +30,9 @@ struct ExecutorOptions {
   // On a device: the graph outputs the caller reads (by name); the others come back as empty tensors instead of
   // being copied to the host every run (a training step's model outputs). Empty: all.
   std::vector<std::string> host_outputs;
+  // On a device: batches uploaded ahead on the copy stream (executor/batch_stager.h), which plans take when their
+  // feeds are one. Null: every run uploads its own feeds.
+  std::shared_ptr<BatchStager> stager;
 };
 
 // Time spent per op type over all runs so far, largest first.

@@ -78,6 +78,7 @@ Plan::~Plan() {
     } catch (...) {
     }
     if (graph_) device_->ReleaseGraph(graph_);
+    ReleaseDeviceEvents();
     for (void* q : dev_allocs_) device_->Free(q);
   }
 }
@@ -514,7 +515,7 @@ void Plan::RunStep(size_t i, std::vector<const void*>& in, std::vector<void*>& o
   if (out.size() < kMinOperandSlots) out.resize(kMinOperandSlots, nullptr);
   KernelIO io{in.data(), out.data(), run_};
   if (st.workspace_offset >= 0) io.workspace = (device_ ? dev_arena_ : arena_.get()) + st.workspace_offset;
-  if (device_) io.stream = device_->stream();
+  if (device_) io.stream = device_->StreamHandle(issue_serial_ ? 0 : sched_.stream[i]);
   // Timed from the moment the kernel holds the lock: waiting for an exclusive kernel is not its time.
   const bool timed = profiling_ || tracing_;
   std::chrono::steady_clock::time_point t0;

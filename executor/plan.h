@@ -21,10 +21,13 @@
 #include "executor/device.h"
 #include "executor/kernel_event.h"
 #include "executor/kernel_registry.h"
+#include "executor/stream_assign.h"
 #include "graph/graph.h"
 #include "passes/memory_plan.h"
 
 namespace ot {
+
+class BatchStager;  // executor/batch_stager.h
 
 // Values whose *values* some node needs when a plan is made (the registry's value_inputs), transitively through
 // the producers that compute them, stopping at ops that read only shapes. Graph inputs among them enter the
@@ -53,18 +56,25 @@ class Plan {
   std::string first_nonfinite_detail() const;
 
   // On a device (Compile's `device`): the state, constants, fed inputs and outputs have device copies, the arena is
-  // device memory and the kernels run in plan order on the device's stream. Results are copied to the host. The
+  // device memory and the kernels are issued in plan order, each on the stream stream_schedule() gives it, with
+  // events between streams (executor/stream_assign.h; DeviceOptions::streams). Results are copied to the host. The
   // state is uploaded before a run -- before every run, or with state_in_place only before the first run and after
   // MarkHostStateChanged(): the device copy is then the state, updated in place each step, and the host tensors are
   // brought up to date by DownloadState() (scalar state, step counters and the loss scale, after every run).
   bool on_device() const { return device_ != nullptr; }
   // Whether the last device run was a replay of the captured graph (for tests).
   bool replayed_graph() const { return last_run_replayed_; }
+  // The streams of the kernels and the events between them (on a device; one stream with --streams 1). Runs that
+  // watch kernels one at a time (profiling, tracing, --check-numerics) issue everything on stream 0 instead.
+  const StreamSchedule& stream_schedule() const { return sched_; }
   void MarkHostStateChanged() { upload_state_ = true; }
   // On a device: which graph outputs Run copies to the host (by output index; empty: all). The rest are returned as
   // empty tensors.
   void set_host_outputs(std::vector<bool> wanted) { host_outputs_ = std::move(wanted); }
   void DownloadState();
+  // On a device: batches staged ahead (executor/batch_stager.h) are taken from there when a run's feeds are one;
+  // other feeds are uploaded by the run itself.
+  void set_stager(std::shared_ptr<BatchStager> s) { stager_ = std::move(s); }
 
   int64_t kernel_count() const { return static_cast<int64_t>(steps_.size()); }
   int64_t arena_bytes() const { return static_cast<int64_t>(arena_size_); }
@@ -158,6 +168,9 @@ class Plan {
   // executor/plan_device.cc
   void SetUpDevice(const Graph& g);
   void RunOnDevice(const std::map<std::string, Tensor>& feeds, std::vector<Tensor>& results);
+  void ScheduleStreams();
+  void IssueOnDevice();
+  void ReleaseDeviceEvents();
   void NoteNonFinite(size_t i, const std::vector<const void*>& in);
 
   std::vector<Buffer> bufs_;
@@ -214,6 +227,16 @@ class Plan {
   int64_t device_runs_ = 0;
   bool last_run_replayed_ = false;
   std::vector<const std::function<void()>*> after_run_;  // steps' KernelInfo::after_run, in plan order
+  // Multi-stream issue (ScheduleStreams): the schedule over steps_' deps, its events (one per recording step),
+  // the fork event (recorded on stream 0 after the run's uploads, waited for by every other stream before its
+  // first kernel) and per stream s > 0 its join event (recorded after its last kernel, waited for by stream 0
+  // before the next-state copies and the downloads). issue_serial_: this run issues everything on stream 0.
+  StreamSchedule sched_;
+  std::vector<void*> events_;
+  void* fork_event_ = nullptr;
+  std::vector<void*> join_events_;
+  bool issue_serial_ = false;
+  std::shared_ptr<BatchStager> stager_;
 };
 
 }  // namespace ot

@@ -1,10 +1,14 @@
 // The device side of a Plan (Plan::on_device()): device copies of the buffers that live outside the arena, the
-// state's upload and download, and a run: inputs copied to the device, the kernels issued in plan order on the
-// device's stream, the next state that was not written in place copied into the device state, the results copied
-// back, one synchronisation at the end. From the third run on, a device with graphs replays the run's kernels as one
-// captured graph instead of issuing them one by one.
+// state's upload and download, and a run: inputs copied to the device (stream 0), the kernels issued in plan order
+// on their streams (executor/stream_assign.h) with events between them, the other streams joined back into stream
+// 0, the next state that was not written in place copied into the device state, the results copied back, one
+// synchronisation at the end. From the third run on, a device with graphs replays the run's kernels as one captured
+// graph instead of issuing them one by one; the capture holds the fork and the join, so the graph keeps the
+// streams' concurrency as its branches.
+#include <algorithm>
 #include <cstring>
 
+#include "executor/batch_stager.h"
 #include "executor/plan.h"
 #include "graph/error.h"
 
@@ -16,7 +20,81 @@ namespace {
 constexpr size_t kSmallState = 8;
 // The run a plan's graph is captured at (see Plan::graph_).
 constexpr int64_t kCaptureAtRun = 3;
+// The cost estimate streams are assigned by, in microseconds of a current data-centre GPU: a launch, the bytes the
+// kernel moves at memory speed and its counted flops (KernelInfo::flops, GEMMs) at a tensor-core rate; and the
+// latency a cross-stream wait adds. Only their proportions matter: which branches are long enough to overlap.
+constexpr double kLaunchUs = 3, kBytesPerUs = 2e6, kFlopsPerUs = 1e8, kEventUs = 2;
 }  // namespace
+
+// Called once per device plan (SetUpDevice). The dependency DAG is steps_' deps, which already hold every ordering
+// the arena needs (plan.cc PlanArena: a step writing a region waits for every user of the region's earlier
+// occupants, workspaces included; WriteStateInPlace: a state's readers before its in-place writer) -- the same
+// edges that let the CPU's flow graph run kernels side by side -- so kernels on different streams never race for
+// memory. The schedule is checked here (CheckSchedule): a plan never runs with a missing event.
+void Plan::ScheduleStreams() {
+  const int want = std::max(1, std::min(device_->options().streams, device_->MaxStreams()));
+  std::vector<std::vector<int>> deps;
+  std::vector<double> cost;
+  deps.reserve(steps_.size());
+  cost.reserve(steps_.size());
+  for (const Step& st : steps_) {
+    deps.push_back(st.deps);
+    double bytes = 0;
+    for (int b : st.in_bufs)
+      if (b >= 0) bytes += static_cast<double>(bufs_[static_cast<size_t>(b)].desc.nbytes());
+    for (int b : st.out_bufs)
+      if (b >= 0) bytes += static_cast<double>(bufs_[static_cast<size_t>(b)].desc.nbytes());
+    cost.push_back(kLaunchUs + bytes / kBytesPerUs + st.kernel.flops / kFlopsPerUs);
+  }
+  sched_ = AssignStreams(deps, cost, want, kEventUs);
+  const std::string bad = CheckSchedule(deps, sched_);
+  if (!bad.empty()) throw Error("internal error: the stream schedule misses an ordering: " + bad);
+  if (sched_.streams <= 1) return;
+  for (int e = 0; e < sched_.events; ++e) events_.push_back(device_->CreateEvent());
+  fork_event_ = device_->CreateEvent();
+  join_events_.assign(static_cast<size_t>(sched_.streams), nullptr);
+  for (int s = 1; s < sched_.streams; ++s) join_events_[static_cast<size_t>(s)] = device_->CreateEvent();
+}
+
+void Plan::ReleaseDeviceEvents() {
+  for (void* e : events_) device_->DestroyEvent(e);
+  for (void* e : join_events_)
+    if (e) device_->DestroyEvent(e);
+  if (fork_event_) device_->DestroyEvent(fork_event_);
+  events_.clear();
+  join_events_.clear();
+  fork_event_ = nullptr;
+}
+
+// The kernels of one run and the next-state copies. With several streams: fork (every stream waits for what stream
+// 0 has queued: the uploads, and inside a capture this is how the other streams join it), each kernel after its
+// waits on its own stream and followed by its event, then the join (stream 0 waits for every other stream's last
+// work), so that what follows on stream 0 -- the next-state copies, which overwrite state any stream may read, the
+// downloads, EndCapture -- comes after every kernel.
+void Plan::IssueOnDevice() {
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  const bool multi = !issue_serial_ && sched_.streams > 1;
+  if (multi) {
+    device_->RecordEvent(fork_event_, 0);
+    for (int s = 1; s < sched_.streams; ++s) device_->WaitEvent(s, fork_event_);
+  }
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (multi)
+      for (int w : sched_.waits[i])
+        device_->WaitEvent(sched_.stream[i], events_[static_cast<size_t>(sched_.event[static_cast<size_t>(w)])]);
+    RunStep(i, in, out);
+    if (multi && sched_.event[i] >= 0)
+      device_->RecordEvent(events_[static_cast<size_t>(sched_.event[i])], sched_.stream[i]);
+  }
+  if (multi)
+    for (int s = 1; s < sched_.streams; ++s) {
+      device_->RecordEvent(join_events_[static_cast<size_t>(s)], s);
+      device_->WaitEvent(0, join_events_[static_cast<size_t>(s)]);
+    }
+  for (auto [x, ob] : state_copies_)
+    device_->CopyOnDevice(dev_buf_[static_cast<size_t>(x)], BufferPtr(ob), bufs_[static_cast<size_t>(x)].desc.nbytes());
+}
 
 void Plan::SetUpDevice(const Graph& g) {
   auto alloc = [&](size_t n, const std::string& what) {
@@ -62,6 +140,7 @@ void Plan::SetUpDevice(const Graph& g) {
       state_copies_.push_back({x, ob});
     }
   }
+  ScheduleStreams();
   device_->Synchronize();
 }
 
@@ -82,29 +161,29 @@ void Plan::RunOnDevice(const std::map<std::string, Tensor>& feeds, std::vector<T
     }
     upload_state_ = false;
   }
+  // The fed inputs: from a batch staged ahead on the copy stream when the feeds are one (stream 0 waits for its
+  // upload and copies it over on the device), else uploaded here on stream 0.
+  std::vector<BatchStager::Input> staged;
   for (size_t b = 0; b < bufs_.size(); ++b) {
     const Buffer& B = bufs_[b];
     if (B.kind != BufKind::kInput) continue;
     auto it = feeds.find(input_names_[static_cast<size_t>(B.io_index)]);
     if (it == feeds.end()) throw Error("input '" + B.name + "' was not given");
     if (it->second.nbytes() != B.desc.nbytes()) throw Error("input '" + B.name + "' changed size");
-    device_->CopyToDevice(dev_buf_[b], it->second.raw(), B.desc.nbytes());
+    staged.push_back({input_names_[static_cast<size_t>(B.io_index)], dev_buf_[b], B.desc.nbytes()});
   }
+  if (!stager_ || !stager_->Consume(feeds, staged))
+    for (const auto& in : staged) device_->CopyToDevice(in.device, feeds.at(in.name).raw(), in.bytes);
   if (tracing_) {
     trace_.assign(steps_.size(), TraceSlot{});
     run_start_ = std::chrono::steady_clock::now();
   } else {
     trace_.clear();
   }
-  // The kernels and the next-state copies: issued one by one, or the captured graph of them replayed.
-  auto issue = [&] {
-    std::vector<const void*> in;
-    std::vector<void*> out;
-    for (size_t i = 0; i < steps_.size(); ++i) RunStep(i, in, out);
-    for (auto [x, ob] : state_copies_)
-      device_->CopyOnDevice(dev_buf_[static_cast<size_t>(x)], BufferPtr(ob),
-                            bufs_[static_cast<size_t>(x)].desc.nbytes());
-  };
+  // The kernels and the next-state copies: issued one by one, or the captured graph of them replayed. Runs that
+  // watch each kernel (a synchronisation after it, its outputs read on stream 0) issue everything on stream 0.
+  issue_serial_ = tracing_ || profiling_ || check_numerics_;
+  auto issue = [&] { IssueOnDevice(); };
   ++device_runs_;
   last_run_replayed_ = false;
   const bool graphs = device_->options().graphs && device_->SupportsGraphs() && !graph_failed_ && !tracing_ &&

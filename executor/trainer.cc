@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <set>
 
+#include "executor/batch_stager.h"
 #include "executor/fusion.h"
 #include "executor/plan.h"
 #include "graph/error.h"
@@ -144,6 +145,10 @@ void Trainer::MakeExecutor() {
   // --check-numerics, whose failing step must leave the state as it was.
   eo.state_in_place = !opts_.check_numerics;
   eo.device = opts_.device;
+  if (opts_.device) {
+    stager_ = std::make_shared<BatchStager>(opts_.device);
+    eo.stager = stager_;
+  }
   // What Step reads: the loss, the update's scalars and the next state (returned sharing the state's storage).
   for (int i : {loss_out_, grad_norm_out_, skipped_out_, param_norm_out_, zero_frac_out_})
     if (i >= 0) eo.host_outputs.push_back(g.outputs[static_cast<size_t>(i)]->name);
@@ -152,6 +157,10 @@ void Trainer::MakeExecutor() {
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::Stage(const Arrays& batch) {
+  if (stager_) stager_->Stage(batch);
+}
 
 void Trainer::set_trace(bool on) {
   opts_.trace = on;

@@ -86,6 +86,11 @@ class Trainer {
   // One optimizer step on optimizer().accumulate micro-batches (arrays named after input_names()).
   StepResult Step(const std::vector<Arrays>& micro_batches);
   StepResult Step(const Arrays& batch) { return Step(std::vector<Arrays>{batch}); }
+  // On a device: uploads a batch that a later Step will be given (the same tensors, not written in between) on the
+  // device's copy stream from pinned memory, so the upload overlaps the step running now (executor/batch_stager.h).
+  // Thread-safe against Step: the data loader calls it on its prefetch task (DataLoader::set_on_ready). Nothing on
+  // the CPU; a batch Step gets without staging is uploaded by the step itself.
+  void Stage(const Arrays& batch);
 
   // Loss (and accuracy, when the loss is cross_entropy on --logits/--labels) of the model in inference mode
   // over all samples of `data` (axis 0), in batches of `batch` (the last one may be smaller).
@@ -134,6 +139,7 @@ class Trainer {
   std::unique_ptr<Graph> eval_;       // inference_ plus the loss
   std::unique_ptr<Executor> exec_;
   std::unique_ptr<Executor> check_exec_;  // check_numerics, built on first use
+  std::shared_ptr<BatchStager> stager_;   // on a device (Stage)
   StepGraphInfo info_;
   int loss_out_ = -1, grad_norm_out_ = -1, skipped_out_ = -1, param_norm_out_ = -1, zero_frac_out_ = -1;
   std::vector<std::pair<Value*, int>> state_outs_;  // state value, index of its next value among the outputs

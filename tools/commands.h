@@ -74,6 +74,7 @@ struct TrainOptions {
   std::string device = "cpu";  // --device auto|cpu|cuda[:N]
   bool tf32 = false, deterministic = false;  // --tf32, --deterministic (GPU)
   bool cuda_graph = true;  // --no-cuda-graph clears it: replay the steady-state step as a CUDA graph (GPU)
+  int streams = 2;         // --streams N: CUDA streams a step's kernels are spread over (GPU; 1: one stream)
   std::string checkpoint, resume;
   int64_t checkpoint_every = 0;  // 0: only at the end (and on SIGINT)
 };

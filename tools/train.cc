@@ -75,7 +75,7 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.optimizer.lr_schedule = ParseLrSchedule(o.lr_schedule);
   to.optimizer.warmup = o.warmup;
   to.optimizer.total_steps = total_steps;
-  to.device = OpenDevice(o.device, DeviceOptions{o.tf32, o.deterministic, o.cuda_graph});
+  to.device = OpenDevice(o.device, DeviceOptions{o.tf32, o.deterministic, o.cuda_graph, o.streams});
   // Bare --amp: fp16 (with loss scaling) on a GPU, whose tensor cores run it at full rate; bf16 on the CPU.
   if (!o.amp.empty())
     to.amp.half = o.amp == "auto" ? (to.device ? DataType::kFloat16 : DataType::kBFloat16) : ParseAmpDtype(o.amp);
@@ -235,6 +235,8 @@ int Train(const TrainOptions& o) {
   const auto t_start = std::chrono::steady_clock::now();
   double eval_s = 0;
   auto micro_pos = [&](int64_t m) { return std::make_pair(m / per_epoch, m % per_epoch); };
+  // On a GPU each batch starts its upload (pinned memory, the copy stream) as soon as the prefetch task has it.
+  if (trainer->options().device) data.set_on_ready([t = trainer.get()](const Batch& b) { t->Stage(b.arrays); });
   if (start < total) {
     auto [e0, i0] = micro_pos(start * k);
     data.Prefetch(e0, i0);

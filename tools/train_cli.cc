@@ -70,6 +70,12 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
                 "GPU: GEMM algorithms without split-K reductions, so every run gives the same bits (the CPU always does)");
   cmd->add_flag("!--no-cuda-graph", o.cuda_graph,
                 "GPU: issue every kernel of every step instead of replaying the steady-state step as a CUDA graph");
+  cmd->add_option("--streams", o.streams,
+                  "GPU: spread a step's kernels over N CUDA streams with events between them, so independent "
+                  "branches (a layer's weight- and data-gradient GEMMs) overlap; 1 issues every kernel on one stream "
+                  "(at most 8)")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
   cmd->add_flag("-q,--quiet", o.quiet, "No per-step lines");
 }
 

@@ -1,9 +1,22 @@
-// The CUDA DeviceBackend (executor/device.h): one stream per backend, plain cudaMalloc'd memory (the plan asks for
-// its arena once), kernels from the CUDA factories of executor/cuda/ (or, for ops the fusion table lowers, a
-// generated kernel), and CUDA graphs of a plan's steady-state run by stream capture.
+// The CUDA DeviceBackend (executor/device.h): a set of streams per backend (kMaxStreams for a plan's kernels, stream 0
+// the origin, plus one for batch copies), events between them, plain cudaMalloc'd memory (the plan asks for its
+// arena once), pinned host memory for batch staging, kernels from the CUDA factories of executor/cuda/ (or, for ops
+// the fusion table lowers, a generated kernel), and CUDA graphs of a plan's steady-state run by stream capture.
+//
+// Library state and several streams (the kernels of one plan run on up to kMaxStreams streams at once):
+// - cuBLASLt: one GemmRunner per process behind a mutex (kernels_linalg.cc); cublasLtMatmul takes the stream and
+//   the workspace per call, and the workspace is the step's own region of the arena (KernelInfo::workspace_bytes),
+//   which the memory plan's dependency edges keep from being reused while the GEMM may still run. No state is
+//   bound to a stream, so GEMMs may go to any stream.
+// - cuDNN: one handle per device, leased for each call under a lock and bound to that call's stream
+//   (cudnn_util.h: cudnnSetStream inside the lease); workspaces come from the arena as for GEMMs. Issue is
+//   asynchronous, so a later lease rebinding the handle to another stream does not affect work already queued.
+// - NVRTC kernels, our own kernels, device flags: launched on KernelIO::stream, no per-stream state.
+// So every kernel may run on any stream; the events of executor/stream_assign.h carry all ordering.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <mutex>
 
@@ -60,13 +73,15 @@ class CudaBackend final : public DeviceBackend {
     cudaDeviceProp prop{};
     CudaCheck(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
     name_ = "cuda:" + std::to_string(index) + " (" + prop.name + ")";
-    CudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    for (cudaStream_t& s : streams_) CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    stream_ = streams_[0];
   }
   ~CudaBackend() override {
-    if (stream_) {
-      cudaStreamSynchronize(stream_);
-      cudaStreamDestroy(stream_);
-    }
+    for (cudaStream_t s : streams_)
+      if (s) {
+        cudaStreamSynchronize(s);
+        cudaStreamDestroy(s);
+      }
   }
   std::string name() const override { return name_; }
   std::optional<KernelInfo> MakeKernel(const KernelContext& ctx) const override {
@@ -118,11 +133,49 @@ class CudaBackend final : public DeviceBackend {
   void CopyOnDevice(void* dst, const void* src, size_t n) override {
     if (n && dst != src) CudaCheck(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream_), "copy on the GPU");
   }
-  void Synchronize() override { CudaCheck(cudaStreamSynchronize(stream_), "a kernel of the step failed"); }
+  // Every stream: a plan's kernels may have failed on any of them, and its results must be complete.
+  void Synchronize() override {
+    for (cudaStream_t s : streams_) CudaCheck(cudaStreamSynchronize(s), "a kernel of the step failed");
+  }
   void* stream() override { return stream_; }
+  int MaxStreams() const override { return kMaxStreams; }
+  void* StreamHandle(int s) override { return At(s); }
+  void* CreateEvent() override {
+    cudaEvent_t e = nullptr;
+    CudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    return e;
+  }
+  void DestroyEvent(void* e) override {
+    if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  }
+  void RecordEvent(void* e, int s) override { CudaCheck(cudaEventRecord(static_cast<cudaEvent_t>(e), At(s)), "cudaEventRecord"); }
+  void WaitEvent(int s, void* e) override {
+    CudaCheck(cudaStreamWaitEvent(At(s), static_cast<cudaEvent_t>(e), 0), "cudaStreamWaitEvent");
+  }
+  void SynchronizeEvent(void* e) override {
+    CudaCheck(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "a batch copy failed");
+  }
+  void* AllocHost(size_t bytes) override {
+    void* p = nullptr;
+    CudaCheck(cudaMallocHost(&p, std::max<size_t>(bytes, 1)), "pinned host memory for batch staging");
+    return p;
+  }
+  void FreeHost(void* p) override {
+    if (p) cudaFreeHost(p);
+  }
+  int CopyStream() const override { return kMaxStreams; }
+  void CopyToDeviceOn(int s, void* dst, const void* src, size_t n) override {
+    if (n) CudaCheck(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, At(s)), "copy to the GPU");
+  }
+  void CopyOnDeviceOn(int s, void* dst, const void* src, size_t n) override {
+    if (n && dst != src) CudaCheck(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, At(s)), "copy on the GPU");
+  }
   // CUDA graphs by stream capture. Thread-local mode: only this thread's calls that cannot be recorded (a
   // synchronous copy, a stream synchronisation) invalidate the capture; other threads (the data loader) go on.
   bool SupportsGraphs() const override { return true; }
+  // The plan forks the other streams into the capture (they wait for an event recorded on stream 0 after
+  // BeginCapture) and joins them back (stream 0 waits for an event recorded on each) before EndCapture; a stream
+  // left unjoined makes EndCapture fail (cudaErrorStreamCaptureUnjoined), and the plan then runs directly.
   void BeginCapture() override {
     CudaCheck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin graph capture");
   }
@@ -151,8 +204,15 @@ class CudaBackend final : public DeviceBackend {
   }
 
  private:
+  // Streams for a plan's kernels (--streams is capped here), and the copy stream after them.
+  static constexpr int kMaxStreams = 8;
+  cudaStream_t At(int s) const {
+    if (s < 0 || s > kMaxStreams) throw Error("CUDA: no stream " + std::to_string(s));
+    return streams_[static_cast<size_t>(s)];
+  }
   int index_ = 0;
   std::string name_;
+  std::array<cudaStream_t, kMaxStreams + 1> streams_{};
   cudaStream_t stream_ = nullptr;
   mutable std::mutex mu_;
   std::map<void*, size_t> sizes_;

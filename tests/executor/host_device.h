@@ -33,9 +33,11 @@ class HostDevice : public DeviceBackend {
     return p;
   }
   void Free(void* p) override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      sizes_.erase(p);
+    }
     std::free(p);
-    std::lock_guard<std::mutex> l(mu_);
-    sizes_.erase(p);
   }
   void CopyToDevice(void* dst, const void* src, size_t n) override {
     to_device += n;
