@@ -32,18 +32,6 @@ void CheckCuda(cudaError_t e, const char* what) {
 unsigned Clamp(int64_t v, int64_t hi) { return static_cast<unsigned>(v < 1 ? 1 : (v < hi ? v : hi)); }
 unsigned GridFlat(int64_t n, int threads) { return Clamp((n + threads - 1) / threads, int64_t{1} << 20); }
 
-// Elements of esz bytes as unsigned words.
-template <typename F>
-void DispatchBits(size_t esz, F&& f) {
-  switch (esz) {
-    case 1: f(uint8_t{}); return;
-    case 2: f(uint16_t{}); return;
-    case 4: f(uint32_t{}); return;
-    case 8: f(uint64_t{}); return;
-  }
-  throw std::invalid_argument("data kernels: element size must be 1, 2, 4 or 8 bytes");
-}
-
 template <typename T>
 __device__ __forceinline__ float ToF(T v) {
   return static_cast<float>(v);
@@ -321,7 +309,7 @@ void Transpose(const void* in, void* out, size_t esz, const std::vector<int64_t>
       ++a.nrest;
     }
     const dim3 grid(Clamp(a.tiles_b, int64_t{1} << 30), Clamp(a.tiles_a, 65535), Clamp(a.rest_count, 65535));
-    DispatchBits(esz, [&](auto tag) {
+    detail::DispatchBits(esz, "data kernels", [&](auto tag) {
       using E = decltype(tag);
       TransposeTiledKernel<E><<<grid, dim3(kTile, kTileRows), 0, st>>>(static_cast<const E*>(in), static_cast<E*>(out),
                                                                        a);
@@ -336,7 +324,7 @@ void Transpose(const void* in, void* out, size_t esz, const std::vector<int64_t>
     g.out_dims[k] = s.in_dims[s.perm[k]];
     g.in_stride_by_out[k] = istr[s.perm[k]];
   }
-  DispatchBits(esz, [&](auto tag) {
+  detail::DispatchBits(esz, "data kernels", [&](auto tag) {
     using E = decltype(tag);
     TransposeGeneralKernel<E><<<GridFlat(s.numel, 256), 256, 0, st>>>(static_cast<const E*>(in), static_cast<E*>(out),
                                                                       g);
@@ -458,7 +446,7 @@ void Fill(void* out, size_t esz, uint64_t bits, int64_t n, void* stream) {
   if (n == 0) return;
   Require(out != nullptr, "Fill: null out");
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  DispatchBits(esz, [&](auto tag) {
+  detail::DispatchBits(esz, "data kernels", [&](auto tag) {
     using E = decltype(tag);
     FillKernel<E><<<GridFlat(n, 256), 256, 0, st>>>(static_cast<E*>(out), static_cast<E>(bits), n);
   });

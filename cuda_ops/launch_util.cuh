@@ -43,6 +43,18 @@ void DispatchIndex(IndexType t, F&& f) {
   }
   throw std::invalid_argument("cuda_ops: unknown IndexType");
 }
+// Elements of esz bytes as unsigned words (bits moved, never converted); `what` names the caller in the error.
+template <typename F>
+void DispatchBits(size_t esz, const char* what, F&& f) {
+  switch (esz) {
+    case 1: f(uint8_t{}); return;
+    case 2: f(uint16_t{}); return;
+    case 4: f(uint32_t{}); return;
+    case 8: f(uint64_t{}); return;
+  }
+  throw std::invalid_argument(std::string(what) + ": element size must be 1, 2, 4 or 8 bytes, not " +
+                              std::to_string(esz));
+}
 
 // Sum over the block (blockDim.x a multiple of 32, <= 1024): shuffle-down tree in each warp, then the warps'
 // partials by warp 0 in the same tree. sh: 33 elements of shared memory. Every thread gets the result, which depends

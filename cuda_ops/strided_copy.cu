@@ -50,18 +50,6 @@ __global__ void StridedCopyKernel(const E* __restrict__ in, E* __restrict__ out,
   }
 }
 
-// Elements of esz bytes as unsigned words (bits moved, never converted).
-template <typename F>
-void DispatchBits(size_t esz, F&& f) {
-  switch (esz) {
-    case 1: f(uint8_t{}); return;
-    case 2: f(uint16_t{}); return;
-    case 4: f(uint32_t{}); return;
-    case 8: f(uint64_t{}); return;
-  }
-  throw std::invalid_argument("strided copy: element size must be 1, 2, 4 or 8 bytes, not " + std::to_string(esz));
-}
-
 void Launch(const void* in, int64_t base, const StridedShape& s, void* out, size_t esz, void* stream) {
   if (s.numel == 0) return;
   Require(in && out, "strided copy: null pointer");
@@ -77,7 +65,7 @@ void Launch(const void* in, int64_t base, const StridedShape& s, void* out, size
   const int64_t blocks = (s.numel + kThreads - 1) / kThreads;
   const unsigned grid = static_cast<unsigned>(blocks < kMaxGrid ? blocks : kMaxGrid);
   const bool small = s.numel < (int64_t{1} << 31);
-  DispatchBits(esz, [&](auto tag) {
+  detail::DispatchBits(esz, "strided copy", [&](auto tag) {
     using E = decltype(tag);
     const E* src = static_cast<const E*>(in);
     E* dst = static_cast<E*>(out);

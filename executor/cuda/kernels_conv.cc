@@ -31,11 +31,10 @@ namespace ot {
 
 namespace {
 
-// The cuDNN desc of a spec, with the device's --tf32 / --deterministic; refuses (UnsupportedError) what cuDNN cannot
-// run, naming the reason.
-cuda::ConvDesc DescOf(const KernelContext& ctx, const cpu::ConvSpec& s, DataType t) {
-  cuda::ConvDesc d;
-  d.type = DeviceFloatType(ctx, t, "convolution");
+// The geometry of a spec and the device's --tf32 / --deterministic into a ConvDesc or a ConvTransposeDesc (the same
+// fields; d.type set first).
+template <typename Desc>
+void FillConvDesc(const KernelContext& ctx, const cpu::ConvSpec& s, Desc& d) {
   d.n = s.n;
   d.c_in = s.c_in;
   d.c_out = s.c_out;
@@ -51,6 +50,13 @@ cuda::ConvDesc DescOf(const KernelContext& ctx, const cpu::ConvSpec& s, DataType
     d.tf32 = d.type == cuda::FloatType::kF32 && ctx.device->options().tf32;
     d.deterministic = ctx.device->options().deterministic;
   }
+}
+
+// The cuDNN desc of a spec; refuses (UnsupportedError) what cuDNN cannot run, naming the reason.
+cuda::ConvDesc DescOf(const KernelContext& ctx, const cpu::ConvSpec& s, DataType t) {
+  cuda::ConvDesc d;
+  d.type = DeviceFloatType(ctx, t, "convolution");
+  FillConvDesc(ctx, s, d);
   try {
     cuda::ValidateConv(d);
   } catch (const std::invalid_argument& e) {
@@ -146,21 +152,7 @@ KernelInfo ConvTransposeKernel(const KernelContext& ctx) {
   if (ctx.in(0).numel() == 0) ctx.Unsupported("a transposed convolution of an empty input on the GPU");
   cuda::ConvTransposeDesc d;
   d.type = DeviceFloatType(ctx, t, "transposed convolution");
-  d.n = s.n;
-  d.c_in = s.c_in;
-  d.c_out = s.c_out;
-  d.group = s.group;
-  d.in_spatial = s.in_spatial;
-  d.out_spatial = s.out_spatial;
-  d.kernel = s.kernel;
-  d.strides = s.strides;
-  d.dilations = s.dilations;
-  d.pad_begin = s.pad_begin;
-  d.pad_end = s.pad_end;
-  if (ctx.device) {
-    d.tf32 = d.type == cuda::FloatType::kF32 && ctx.device->options().tf32;
-    d.deterministic = ctx.device->options().deterministic;
-  }
+  FillConvDesc(ctx, s, d);
   try {
     cuda::ValidateConvTranspose(d);
   } catch (const std::invalid_argument& e) {

@@ -21,13 +21,9 @@
 namespace ot {
 namespace {
 
-cuda::PoolDesc DescOf(const KernelContext& ctx, const cpu::PoolSpec& s, DataType t) {
-  cuda::PoolDesc d;
-  d.type = DeviceFloatType(ctx, t, ctx.node.op_type);
-  d.mode = s.kind == cpu::PoolKind::kMax ? cuda::PoolMode::kMax
-           : s.count_include_pad         ? cuda::PoolMode::kAvgIncludePad
-                                         : cuda::PoolMode::kAvgExcludePad;
-  d.deterministic = ctx.device && ctx.device->options().deterministic;
+// The geometry of a spec into a PoolDesc or an LpPoolDesc (the same fields).
+template <typename Desc>
+void FillPoolDesc(const cpu::PoolSpec& s, Desc& d) {
   d.n = s.n;
   d.c = s.c;
   d.in_spatial = s.in_spatial;
@@ -37,6 +33,16 @@ cuda::PoolDesc DescOf(const KernelContext& ctx, const cpu::PoolSpec& s, DataType
   d.dilations = s.dilations;
   d.pad_begin = s.pad_begin;
   d.pad_end = s.pad_end;
+}
+
+cuda::PoolDesc DescOf(const KernelContext& ctx, const cpu::PoolSpec& s, DataType t) {
+  cuda::PoolDesc d;
+  d.type = DeviceFloatType(ctx, t, ctx.node.op_type);
+  d.mode = s.kind == cpu::PoolKind::kMax ? cuda::PoolMode::kMax
+           : s.count_include_pad         ? cuda::PoolMode::kAvgIncludePad
+                                         : cuda::PoolMode::kAvgExcludePad;
+  d.deterministic = ctx.device && ctx.device->options().deterministic;
+  FillPoolDesc(s, d);
   try {
     cuda::ValidatePool(d);
   } catch (const std::invalid_argument& e) {
@@ -125,15 +131,7 @@ KernelInfo LpPoolKernel(const KernelContext& ctx) {
   cuda::LpPoolDesc d;
   d.type = DeviceFloatType(ctx, ctx.in(0).dtype, ctx.node.op_type);
   d.p = p;
-  d.n = s.n;
-  d.c = s.c;
-  d.in_spatial = s.in_spatial;
-  d.out_spatial = s.out_spatial;
-  d.kernel = s.kernel;
-  d.strides = s.strides;
-  d.dilations = s.dilations;
-  d.pad_begin = s.pad_begin;
-  d.pad_end = s.pad_end;
+  FillPoolDesc(s, d);
   try {
     cuda::ValidateLpPool(d);
   } catch (const std::invalid_argument& e) {
