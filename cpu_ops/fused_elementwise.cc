@@ -479,10 +479,11 @@ struct FusedKernel::Impl {
   std::vector<int> reg;                      // register index in its pool (kReg)
   std::vector<InputPlan> plan;               // per kInput instruction
   std::vector<float> scalar;                 // kConst values, rounded to their dtype
-  // Per instruction: the output it is computed straight into (-1: a register, stored at the end of the tile). Only
-  // the program's last live instruction, full and f32: every other instruction -- every read of an input that the
-  // output may share memory with -- has run by then, and it reads each operand element at the index it writes.
-  std::vector<int> direct_out;  // (used when Run finds the output apart from that instruction's input views)
+  // The instruction computed straight into an output (direct_instr, into output direct_out; -1: none, every output
+  // is stored from a register at the end of the tile). Only the program's last live instruction, full and f32: every
+  // other instruction -- every read of an input that the output may share memory with -- has run by then, and it
+  // reads each operand element at the index it writes. Used when Run finds the output apart from its input views.
+  int direct_instr = -1, direct_out = -1;
   int nfull = 0, nrow = 0;
   // Workspace of one slot, in floats: full registers, row registers, three temps (each a full or row value: the
   // operands of a Where spread over short rows), u16 scratch.
@@ -578,14 +579,14 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
     }
   }
 
-  m->direct_out.assign(n, -1);
   for (size_t i = n; i-- > 0;) {
     if (m->kind[i] == VKind::kDead) continue;
     const Instr& in = p.code[i];
     if (m->kind[i] == VKind::kReg && !in.row && in.dtype == DType::kF32 && in.op != Op::kInput)
       for (size_t j = 0; j < p.outputs.size(); ++j)
         if (p.outputs[j] == static_cast<int32_t>(i)) {
-          m->direct_out[i] = static_cast<int>(j);
+          m->direct_instr = static_cast<int>(i);
+          m->direct_out = static_cast<int>(j);
           break;
         }
     break;  // only the last live instruction
@@ -694,7 +695,7 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
     const int64_t start = ins.row ? r0 : e0, len = ins.row ? nr : ne;
     Val& v = vals[i];
     float* o = kind[i] == VKind::kReg ? ws + (ins.row ? row_base + reg[i] * rowreg_len : reg[i] * full_len) : nullptr;
-    if (direct && direct_out[i] >= 0) o = static_cast<float*>(out[direct_out[i]]) + e0;
+    if (direct && static_cast<int>(i) == direct_instr) o = static_cast<float*>(out[direct_out]) + e0;
     v.p = o;
     v.scalar = false;
     if (ins.op == Op::kInput) {
@@ -782,7 +783,7 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
   // Outputs, after every input of the tile was read (in place is safe).
   for (size_t j = 0; j < prog.outputs.size(); ++j) {
     const int32_t i = prog.outputs[j];
-    if (direct && direct_out[i] == static_cast<int>(j)) continue;  // computed in place
+    if (direct && static_cast<int>(j) == direct_out) continue;  // computed in place
     const Instr& ins = prog.code[i];
     const int64_t start = ins.row ? r0 : e0, len = ins.row ? nr : ne;
     const float* src = vals[i].p;
@@ -804,13 +805,12 @@ void FusedKernel::Run(const void* const* in, void* const* out, void* workspace) 
   const bool slot_per_tile = m.num_tiles <= m.max_threads;
   // The direct output (if any) only when no input view its instruction reads is that output's memory (in place):
   // the loops take their result array as __restrict.
-  bool direct = true;
-  for (size_t i = 0; i < m.prog.code.size(); ++i) {
-    if (m.direct_out[i] < 0) continue;
-    const Instr& ins = m.prog.code[i];
+  bool direct = m.direct_instr >= 0;
+  if (direct) {
+    const Instr& ins = m.prog.code[m.direct_instr];
     const int32_t opi[3] = {ins.a, ins.b, ins.c};
     for (int k = 0; k < cluster::Arity(ins.op); ++k)
-      if (m.kind[opi[k]] == VKind::kView && in[m.plan[opi[k]].input] == out[m.direct_out[i]]) direct = false;
+      if (m.kind[opi[k]] == VKind::kView && in[m.plan[opi[k]].input] == out[m.direct_out]) direct = false;
   }
   auto body = [&](const tbb::blocked_range<int64_t>& r) {
     int64_t slot = 0;

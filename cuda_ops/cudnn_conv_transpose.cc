@@ -54,12 +54,8 @@ void ValidateConvTranspose(const ConvTransposeDesc& d) {
   auto bad = [&](const std::string& why) {
     throw std::invalid_argument("ot::cuda::ConvTranspose: " + why + " in " + ToString(d));
   };
+  cudnn_detail::ValidateConvChannels(d, bad);
   const size_t r = d.in_spatial.size();
-  if (r == 0) bad("no spatial dims");
-  for (const auto* v : {&d.out_spatial, &d.kernel, &d.strides, &d.dilations, &d.pad_begin, &d.pad_end})
-    if (v->size() != r) bad("the spatial vectors have different lengths");
-  if (d.n <= 0 || d.c_in <= 0 || d.c_out <= 0 || d.group <= 0) bad("n, c_in, c_out and group must be positive");
-  if (d.c_in % d.group != 0 || d.c_out % d.group != 0) bad("channels not divisible by group");
   for (size_t i = 0; i < r; ++i) {
     if (d.in_spatial[i] <= 0 || d.out_spatial[i] <= 0 || d.kernel[i] <= 0 || d.strides[i] <= 0 ||
         d.dilations[i] <= 0)

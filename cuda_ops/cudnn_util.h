@@ -82,4 +82,16 @@ struct FilterDesc {
 // 256-byte rounding of workspace carve-outs (cudaMalloc and the arena give 256-byte aligned bases).
 inline size_t Align256(size_t b) { return (b + 255) & ~size_t{255}; }
 
+// The checks a ConvDesc and a ConvTransposeDesc share: at least one spatial dim and vectors of one length, positive
+// n, c_in, c_out and group, channels divisible by group. bad(why) throws.
+template <typename Desc, typename Bad>
+void ValidateConvChannels(const Desc& d, Bad&& bad) {
+  const size_t r = d.in_spatial.size();
+  if (r == 0) bad("no spatial dims");
+  for (const auto* v : {&d.out_spatial, &d.kernel, &d.strides, &d.dilations, &d.pad_begin, &d.pad_end})
+    if (v->size() != r) bad("the spatial vectors have different lengths");
+  if (d.n <= 0 || d.c_in <= 0 || d.c_out <= 0 || d.group <= 0) bad("n, c_in, c_out and group must be positive");
+  if (d.c_in % d.group != 0 || d.c_out % d.group != 0) bad("channels not divisible by group");
+}
+
 }  // namespace ot::cuda::cudnn_detail

@@ -51,18 +51,9 @@ PoolDesc MakeDesc(const Case& c, FloatType t, PoolMode mode, bool deterministic 
 }
 
 cpu::PoolSpec SpecOf(const PoolDesc& d) {
-  cpu::PoolSpec s;
+  cpu::PoolSpec s = test::PoolSpecGeometry(d);
   s.kind = d.mode == PoolMode::kMax ? cpu::PoolKind::kMax : cpu::PoolKind::kAvg;
   s.count_include_pad = d.mode == PoolMode::kAvgIncludePad;
-  s.n = d.n;
-  s.c = d.c;
-  s.in_spatial = d.in_spatial;
-  s.out_spatial = d.out_spatial;
-  s.kernel = d.kernel;
-  s.strides = d.strides;
-  s.dilations = d.dilations;
-  s.pad_begin = d.pad_begin;
-  s.pad_end = d.pad_end;
   return s;
 }
 

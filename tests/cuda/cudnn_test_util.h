@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_ops/pool.h"
 #include "cuda_ops/device_info.h"
 #include "cuda_ops/row_kernels.h"
 #include "kernel_common/half.h"
@@ -21,6 +22,23 @@
 #include "tests/test_util.h"
 
 namespace ot::test {
+
+// A pooling desc's geometry (cuda::PoolDesc or cuda::LpPoolDesc: the same fields) as the CPU's PoolSpec, for the
+// reference; the caller sets the kind (and p).
+template <typename Desc>
+cpu::PoolSpec PoolSpecGeometry(const Desc& d) {
+  cpu::PoolSpec s;
+  s.n = d.n;
+  s.c = d.c;
+  s.in_spatial = d.in_spatial;
+  s.out_spatial = d.out_spatial;
+  s.kernel = d.kernel;
+  s.strides = d.strides;
+  s.dilations = d.dilations;
+  s.pad_begin = d.pad_begin;
+  s.pad_end = d.pad_end;
+  return s;
+}
 
 #define REQUIRE_CUDA_DEVICE() \
   if (::ot::cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device"

@@ -57,18 +57,9 @@ LpPoolDesc MakeDesc(const Case& c, FloatType t, int64_t p) {
 }
 
 cpu::PoolSpec SpecOf(const LpPoolDesc& d) {
-  cpu::PoolSpec s;
+  cpu::PoolSpec s = test::PoolSpecGeometry(d);
   s.kind = cpu::PoolKind::kLp;
   s.p = d.p;
-  s.n = d.n;
-  s.c = d.c;
-  s.in_spatial = d.in_spatial;
-  s.out_spatial = d.out_spatial;
-  s.kernel = d.kernel;
-  s.strides = d.strides;
-  s.dilations = d.dilations;
-  s.pad_begin = d.pad_begin;
-  s.pad_end = d.pad_end;
   return s;
 }
 
