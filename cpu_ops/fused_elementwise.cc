@@ -414,29 +414,40 @@ void ApplyOp(const Instr& in, const Val* v, float* o, int64_t n) {
 // baseline; the compiler does not vectorize the scalar select chain itself), the lanes then combined. A NaN
 // propagates; the result is exact, only the sign of a zero result may depend on the lanes (max(-0, +0) keeps the
 // first it sees), which no consumer can tell apart.
-template <bool kMax>
-inline __attribute__((always_inline)) float MaxMin8(const float* x, int64_t n) {
+// R rows of len (row stride len) at a time, their chains interleaved, into o[R]; the lanes combined as a tree
+// (8 -> 4 -> 2 -> 1: lanes (i, i + 4), then (i, i + 2), then (0, 1)) in vector selects, no branch.
+template <bool kMax, int R>
+inline __attribute__((always_inline)) void MaxMin8(const float* x, int64_t len, float* o) {
   typedef float V8 __attribute__((vector_size(32)));
   typedef int32_t M8 __attribute__((vector_size(32)));
-  const float init = kMax ? -INFINITY : INFINITY;
-  V8 acc = {init, init, init, init, init, init, init, init};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    V8 v;
-    std::memcpy(&v, x + j, sizeof v);
-    const M8 take = ((kMax ? v > acc : v < acc) | (v != v)) & (acc == acc);
-    acc = take ? v : acc;
-  }
-  auto step = [](float a, float v) { return kMax ? math::ReduceMaxStep(a, v) : math::ReduceMinStep(a, v); };
-  // The lanes combined as a tree (8 -> 4 -> 2 -> 1) by the same step.
   typedef float V4 __attribute__((vector_size(16)));
   typedef int32_t M4 __attribute__((vector_size(16)));
-  const V4 lo = __builtin_shufflevector(acc, acc, 0, 1, 2, 3), hi = __builtin_shufflevector(acc, acc, 4, 5, 6, 7);
-  const M4 t4 = ((kMax ? hi > lo : hi < lo) | (hi != hi)) & (lo == lo);
-  const V4 a4 = t4 ? hi : lo;
-  float m = step(step(a4[0], a4[2]), step(a4[1], a4[3]));
-  for (; j < n; ++j) m = step(m, x[j]);
-  return m;
+  const float init = kMax ? -INFINITY : INFINITY;
+  V8 acc[R];
+  for (int q = 0; q < R; ++q) acc[q] = V8{init, init, init, init, init, init, init, init};
+  int64_t j = 0;
+  for (; j + 8 <= len; j += 8)
+    for (int q = 0; q < R; ++q) {
+      V8 v;
+      std::memcpy(&v, x + q * len + j, sizeof v);
+      const M8 take = ((kMax ? v > acc[q] : v < acc[q]) | (v != v)) & (acc[q] == acc[q]);
+      acc[q] = take ? v : acc[q];
+    }
+  auto step = [](float a, float v) { return kMax ? math::ReduceMaxStep(a, v) : math::ReduceMinStep(a, v); };
+  // acc the running value, v the candidate: v replaces acc when larger (smaller) or NaN, unless acc is NaN.
+  auto vstep = [](V4 a, V4 v) {
+    const M4 t = ((kMax ? v > a : v < a) | (v != v)) & (a == a);
+    return t ? v : a;
+  };
+  for (int q = 0; q < R; ++q) {
+    const V4 a4 = vstep(__builtin_shufflevector(acc[q], acc[q], 0, 1, 2, 3),
+                        __builtin_shufflevector(acc[q], acc[q], 4, 5, 6, 7));
+    const V4 a2 = vstep(a4, __builtin_shufflevector(a4, a4, 2, 3, 2, 3));
+    const V4 a1 = vstep(a2, __builtin_shufflevector(a2, a2, 1, 1, 1, 1));
+    float m = a1[0];
+    for (int64_t k = j; k < len; ++k) m = step(m, x[q * len + k]);
+    o[q] = m;
+  }
 }
 
 // The row reductions of rows x[r*len .. (r+1)*len) into o[r], r < rows. Sums accumulate in double over four
@@ -444,17 +455,22 @@ inline __attribute__((always_inline)) float MaxMin8(const float* x, int64_t n) {
 // the double sum by the row length; max/min propagate NaN (cpu_ops/reduce.cc). An empty row: sum 0, mean NaN,
 // max -inf, min +inf.
 OT_VEC_CLONES void Reduce(Op op, const float* x, int64_t rows, int64_t len, float* o) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * len;
-    if (op == Op::kReduceSum || op == Op::kReduceMean) {
-      const double s = RowSum(row, len);  // the unfused softmax kernels' order (cpu_ops/row_sum.h)
-      o[r] = static_cast<float>(op == Op::kReduceMean ? s / static_cast<double>(len) : s);
-    } else if (op == Op::kReduceMax) {
-      o[r] = MaxMin8<true>(row, len);
-    } else {
-      o[r] = MaxMin8<false>(row, len);
+  if (op == Op::kReduceSum || op == Op::kReduceMean) {
+    // The unfused softmax kernels' order (cpu_ops/row_sum.h), four rows' chains at a time.
+    constexpr int64_t kGroup = 64;
+    double s[kGroup];
+    for (int64_t r0 = 0; r0 < rows; r0 += kGroup) {
+      const int64_t n = std::min(kGroup, rows - r0);
+      RowSums(x + r0 * len, n, len, len, s);
+      for (int64_t q = 0; q < n; ++q)
+        o[r0 + q] = static_cast<float>(op == Op::kReduceMean ? s[q] / static_cast<double>(len) : s[q]);
     }
+    return;
   }
+  const bool max = op == Op::kReduceMax;
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) max ? MaxMin8<true, 4>(x + r * len, len, o + r) : MaxMin8<false, 4>(x + r * len, len, o + r);
+  for (; r < rows; ++r) max ? MaxMin8<true, 1>(x + r * len, len, o + r) : MaxMin8<false, 1>(x + r * len, len, o + r);
 }
 
 enum class VKind : uint8_t { kDead, kScalar, kView, kReg };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu_ops/half_convert.h"
+#include "cpu_ops/row_stats.h"
 #include "cpu_ops/scalar_io.h"
 #include "kernel_common/half.h"
 #include "kernel_common/vec_math.h"
@@ -90,19 +91,30 @@ double LaneSumSqDev(const P* __restrict p, int64_t n, double m) {
   return s;
 }
 
-// One float LayerNorm row (cols > 0): mean and biased variance in double (LaneSum, LaneSumSqDev), then
-// y = (x - mean) inv scale [+ bias] in double, rounded once; scale/bias are the normalized-order parameters (bias
-// null when the op has none). y may alias x (each element is read before it is written, and the statistics before any is written).
-OT_VEC_CLONES void LayerNormRowF32(int64_t cols, const float* x, const double* sc, const double* bs, double eps, float* y,
-                                   float* mean_out, float* invstd_out) {
-  const double m = LaneSum(x, cols) / static_cast<double>(cols);
-  const double inv = 1.0 / std::sqrt(LaneSumSqDev(x, cols, m) / static_cast<double>(cols) + eps);
-  if (bs)
-    for (int64_t j = 0; j < cols; ++j) y[j] = static_cast<float>((static_cast<double>(x[j]) - m) * inv * sc[j] + bs[j]);
-  else
-    for (int64_t j = 0; j < cols; ++j) y[j] = static_cast<float>((static_cast<double>(x[j]) - m) * inv * sc[j]);
-  if (mean_out) *mean_out = static_cast<float>(m);
-  if (invstd_out) *invstd_out = static_cast<float>(inv);
+// Float LayerNorm rows [r0, r1) (cols > 0): each row's mean and 1/sqrt(biased var + eps) in double
+// (cpu_ops/row_stats.h, four rows at a time; the backward recomputes the same), then y = (x - mean) inv scale
+// [+ bias] in double, rounded once; scale/bias are the normalized-order parameters (bias null when the op has
+// none). y may alias x: a group's statistics are taken before any of its rows is written, and a row's y[j] after
+// its x[j] is read.
+OT_VEC_CLONES void LayerNormRowsF32(int64_t r0, int64_t r1, int64_t cols, const float* x, const double* sc,
+                                    const double* bs, double eps, float* y, float* mean_out, float* invstd_out) {
+  constexpr int64_t kGroup = 4;
+  double mu[kGroup], ri[kGroup];
+  for (int64_t g = r0; g < r1; g += kGroup) {
+    const int64_t n = std::min(kGroup, r1 - g);
+    row_stats::StatsOfRowRange(x, cols, g, g + n, eps, mu, ri);
+    for (int64_t q = 0; q < n; ++q) {
+      const float* xr = x + (g + q) * cols;
+      float* yr = y + (g + q) * cols;
+      const double m = mu[q], inv = ri[q];
+      if (bs)
+        for (int64_t j = 0; j < cols; ++j) yr[j] = static_cast<float>((static_cast<double>(xr[j]) - m) * inv * sc[j] + bs[j]);
+      else
+        for (int64_t j = 0; j < cols; ++j) yr[j] = static_cast<float>((static_cast<double>(xr[j]) - m) * inv * sc[j]);
+      if (mean_out) mean_out[g + q] = static_cast<float>(m);
+      if (invstd_out) invstd_out[g + q] = static_cast<float>(inv);
+    }
+  }
 }
 
 // One pass over a plane of x and g (as LaneSum: lanes, a fixed fold, the tail in order), with d = x - shift:
@@ -257,9 +269,8 @@ void LayerNorm(int64_t rows, int64_t cols, const T* x, const T* scale, const T* 
     tbb::parallel_for(
         tbb::blocked_range<int64_t>(0, rows, Grain(cols)),
         [&](const tbb::blocked_range<int64_t>& br) {
-          for (int64_t r = br.begin(); r < br.end(); ++r)
-            LayerNormRowF32(cols, x + r * cols, sd.data(), bias ? bd.data() : nullptr, eps, y + r * cols,
-                            mean_out ? mean_out + r : nullptr, invstd_out ? invstd_out + r : nullptr);
+          LayerNormRowsF32(br.begin(), br.end(), cols, x, sd.data(), bias ? bd.data() : nullptr, eps, y, mean_out,
+                           invstd_out);
         },
         tbb::simple_partitioner());
     return;

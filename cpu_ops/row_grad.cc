@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
+#include "cpu_ops/row_stats.h"
 #include "cpu_ops/row_sum.h"
 #include "kernel_common/scalar_math.h"
 #include "kernel_common/vec_math.h"
@@ -19,45 +21,61 @@ namespace {
 // Rows per task: about 16K elements, at least one row. Fixed by the shape only (never by the thread count).
 int64_t RowsPerBlock(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)); }
 
-// Sum of a[k] (and of a[k] b[k]) over k < n in four interleaved lanes added in a fixed order.
-OT_VEC_CLONES double Sum4(const double* a, int64_t n) {
-  double s[4] = {0, 0, 0, 0};
-  int64_t k = 0;
-  for (; k + 4 <= n; k += 4)
-    for (int l = 0; l < 4; ++l) s[l] += a[k + l];
-  for (; k < n; ++k) s[0] += a[k];
-  return (s[0] + s[1]) + (s[2] + s[3]);
-}
-OT_VEC_CLONES double Dot4(const double* a, const double* b, int64_t n) {
-  double s[4] = {0, 0, 0, 0};
-  int64_t k = 0;
-  for (; k + 4 <= n; k += 4)
-    for (int l = 0; l < 4; ++l) s[l] += a[k + l] * b[k + l];
-  for (; k < n; ++k) s[0] += a[k] * b[k];
-  return (s[0] + s[1]) + (s[2] + s[3]);
-}
+using row_stats::Fold8;
 
-// One LayerNorm row: xh and dyv are the row's buffers (cols doubles each); ds/db the block's column sums.
-OT_VEC_CLONES void LayerNormGradRow(int64_t cols, const float* dy, const float* x, const double* s, double mu, double r,
-                                    float* dx, double* xh, double* g, double* ds, double* db) {
-  for (int64_t j = 0; j < cols; ++j) xh[j] = (static_cast<double>(x[j]) - mu) * r;
-  for (int64_t j = 0; j < cols; ++j) g[j] = static_cast<double>(dy[j]);
-  for (int64_t j = 0; j < cols; ++j) {
-    ds[j] += g[j] * xh[j];
-    db[j] += g[j];
+// One LayerNorm row in one pass over x and dy and one over the buffers: xh[j] = (x - mu) r and g[j] = dy scale are
+// kept (dx may alias dy or x, so every input element is read before any dx is written), the block's column sums
+// ds/db take dy xhat and dy, and the row sums of g and g xhat run in eight lanes in the same loop (it vectorizes:
+// no serial chain through one accumulator, and x, dy are read once where four passes read them before).
+OT_VEC_CLONES void LayerNormGradRow(int64_t cols, const float* dy, const float* x, const double* __restrict s, double mu,
+                                    double r, float* dx, double* __restrict xh, double* __restrict g,
+                                    double* __restrict ds, double* __restrict db) {
+  // Eight lanes as two explicit vectors of four doubles (GCC's SLP does not vectorize this loop body by itself);
+  // lane l takes the elements j = l mod 8, folded by Fold8 -- one fixed order in every clone.
+  using row_stats::D4;
+  using row_stats::F4;
+  D4 vg[2] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, vgx[2] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+  int64_t j = 0;
+  for (; j + 8 <= cols; j += 8)
+    for (int h = 0; h < 2; ++h) {
+      const int64_t k = j + 4 * h;
+      F4 xf, df;
+      D4 sv, dsv, dbv;
+      std::memcpy(&xf, x + k, sizeof xf);
+      std::memcpy(&df, dy + k, sizeof df);
+      std::memcpy(&sv, s + k, sizeof sv);
+      std::memcpy(&dsv, ds + k, sizeof dsv);
+      std::memcpy(&dbv, db + k, sizeof dbv);
+      const D4 hx = (__builtin_convertvector(xf, D4) - mu) * r, d = __builtin_convertvector(df, D4);
+      dsv += d * hx;
+      dbv += d;
+      const D4 gv = d * sv;
+      vg[h] += gv;
+      vgx[h] += gv * hx;
+      std::memcpy(ds + k, &dsv, sizeof dsv);
+      std::memcpy(db + k, &dbv, sizeof dbv);
+      std::memcpy(xh + k, &hx, sizeof hx);
+      std::memcpy(g + k, &gv, sizeof gv);
+    }
+  double tg = Fold8(vg[0], vg[1]), tgx = Fold8(vgx[0], vgx[1]);
+  for (; j < cols; ++j) {
+    const double h = (static_cast<double>(x[j]) - mu) * r, d = static_cast<double>(dy[j]);
+    ds[j] += d * h;
+    db[j] += d;
+    const double gv = d * s[j];
+    tg += gv;
+    tgx += gv * h;
+    xh[j] = h;
+    g[j] = gv;
   }
-  for (int64_t j = 0; j < cols; ++j) g[j] *= s[j];
   const double inv = 1.0 / static_cast<double>(cols);
-  const double mg = Sum4(g, cols) * inv, mgx = Dot4(g, xh, cols) * inv;
-  for (int64_t j = 0; j < cols; ++j) dx[j] = static_cast<float>(r * (g[j] - mg - xh[j] * mgx));
+  const double mg = tg * inv, mgx = tgx * inv;
+  for (j = 0; j < cols; ++j) dx[j] = static_cast<float>(r * (g[j] - mg - xh[j] * mgx));
 }
 
-// Mean and 1/sqrt(var + eps) of a row (double, two passes).
-OT_VEC_CLONES void RowStats(const float* x, int64_t cols, double eps, double* buf, double& mu, double& r) {
-  for (int64_t j = 0; j < cols; ++j) buf[j] = static_cast<double>(x[j]);
-  mu = Sum4(buf, cols) / static_cast<double>(cols);
-  for (int64_t j = 0; j < cols; ++j) buf[j] -= mu;
-  r = 1.0 / std::sqrt(Dot4(buf, buf, cols) / static_cast<double>(cols) + eps);
+// The rows' statistics (cpu_ops/row_stats.h: the forward's own), in this file's clones.
+OT_VEC_CLONES void RowStats(const float* x, int64_t cols, int64_t r0, int64_t r1, double eps, double* mu, double* r) {
+  row_stats::StatsOfRowRange(x, cols, r0, r1, eps, mu, r);
 }
 
 // dx = y (dy - s), s = sum(dy y): the products and the result in float, s the double row sum of the float products
@@ -161,20 +179,22 @@ void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* 
       tbb::blocked_range<int64_t>(0, blocks, 1),
       [&](const tbb::blocked_range<int64_t>& br) {
         std::vector<double> xh(static_cast<size_t>(cols)), g(static_cast<size_t>(cols));
+        std::vector<double> mus(static_cast<size_t>(per)), ris(static_cast<size_t>(per));
         for (int64_t b = br.begin(); b < br.end(); ++b) {
           double* ds = part.data() + b * 2 * cols;
           double* db = ds + cols;
-          for (int64_t r = b * per; r < std::min(rows, (b + 1) * per); ++r) {
-            double mu, ri;
-            if (mean) {
-              mu = mean[r];
-              ri = invstd[r];
-            } else {
-              RowStats(x + r * cols, cols, eps, xh.data(), mu, ri);
+          const int64_t r0 = b * per, r1 = std::min(rows, (b + 1) * per);
+          if (mean) {
+            for (int64_t r = r0; r < r1; ++r) {
+              mus[r - r0] = mean[r];
+              ris[r - r0] = invstd[r];
             }
-            LayerNormGradRow(cols, dy + r * cols, x + r * cols, scale, mu, ri, dx + r * cols, xh.data(), g.data(), ds,
-                             db);
+          } else {
+            RowStats(x, cols, r0, r1, eps, mus.data(), ris.data());
           }
+          for (int64_t r = r0; r < r1; ++r)
+            LayerNormGradRow(cols, dy + r * cols, x + r * cols, scale, mus[r - r0], ris[r - r0], dx + r * cols,
+                             xh.data(), g.data(), ds, db);
         }
       },
       tbb::simple_partitioner());
