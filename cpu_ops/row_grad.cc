@@ -94,6 +94,22 @@ OT_VEC_CLONES void SoftmaxGradRow(int64_t len, const float* dy, const float* y, 
   for (int64_t j = 0; j < len; ++j) dx[j] = y[j] * (dy[j] - s);
 }
 
+// Four consecutive rows of len <= kGroupLen at once, each with SoftmaxGradRow's steps and bits: the products of
+// all four, then their four row sums with the dependency chains interleaved (RowSums; a short row's sum is
+// latency-bound alone), then dx. The products go through the buffer, so dx may alias dy or y.
+constexpr int64_t kGroupLen = 256;
+OT_VEC_CLONES void SoftmaxGradRows4(int64_t len, const float* dy, const float* y, float* dx) {
+  float buf[4 * kGroupLen];
+  for (int64_t k = 0; k < 4 * len; ++k) buf[k] = dy[k] * y[k];
+  double sum[4];
+  RowSums(buf, 4, len, len, sum);
+  for (int q = 0; q < 4; ++q) {
+    const float s = static_cast<float>(sum[q]);
+    const int64_t o = q * len;
+    for (int64_t j = 0; j < len; ++j) dx[o + j] = y[o + j] * (dy[o + j] - s);
+  }
+}
+
 // Softmax cross-entropy backward of one sample [c, d], d > 1, over columns j in [j0, j1): e = e^(x - max) in
 // float into dx, column sums in double (in class order), then dx = (e / sum - onehot) f. m/sum: (j1 - j0) each.
 template <typename I>
@@ -210,7 +226,10 @@ void SoftmaxGradF32(int64_t rows, int64_t len, const float* dy, const float* y, 
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, rows, RowsPerBlock(len)),
       [&](const tbb::blocked_range<int64_t>& r) {
-        for (int64_t i = r.begin(); i < r.end(); ++i) SoftmaxGradRow(len, dy + i * len, y + i * len, dx + i * len);
+        int64_t i = r.begin();
+        if (len <= kGroupLen)
+          for (; i + 4 <= r.end(); i += 4) SoftmaxGradRows4(len, dy + i * len, y + i * len, dx + i * len);
+        for (; i < r.end(); ++i) SoftmaxGradRow(len, dy + i * len, y + i * len, dx + i * len);
       },
       tbb::simple_partitioner());
 }
