@@ -98,7 +98,7 @@ struct KernelInfo {
   // synchronisation): reads what a kernel left in pinned host memory -- a device flag raised for a bad label or
   // index -- and throws Error naming it. The kernel function itself must not depend on such host state: a device
   // plan may replay its steady-state run as a captured graph, which issues the recorded work without calling fn.
-  std::function<void()> after_run;
+  std::function<void()> after_run{};
 };
 
 // Adds (out, in) to info.inplace when input `in` has output `out`'s dtype and dims (the caller vouches that its

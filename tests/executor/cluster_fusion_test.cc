@@ -167,7 +167,9 @@ TEST(ClusterFusion, OperandLimitIsHonoured) {
   EXPECT_TRUE(Refused(r, "kernel limit")) << FormatFusionReport(r);
   EXPECT_GE(Count(*g, "FusedElementwise"), 1);
   for (const auto& n : g->nodes())
-    if (n->op_type == "FusedElementwise") EXPECT_LE(n->inputs.size() + n->outputs.size(), 4u);
+    if (n->op_type == "FusedElementwise") {
+      EXPECT_LE(n->inputs.size() + n->outputs.size(), 4u);
+    }
   auto unlimited = Make(build);
   Fuse(*unlimited, "full");
   EXPECT_EQ(Count(*unlimited, "FusedElementwise"), 1);
@@ -203,8 +205,9 @@ TEST(ClusterFusion, RegisterEstimateIsHonoured) {
   EXPECT_TRUE(Refused(r, "kernel limit: ~")) << FormatFusionReport(r);
   EXPECT_GE(Count(*g, "FusedElementwise"), 1);
   for (const auto& n : g->nodes())
-    if (n->op_type == "FusedElementwise")
+    if (n->op_type == "FusedElementwise") {
       EXPECT_LE(cluster::EstimateResources(cluster::ParseProgram(n->attr_string("program", ""))).registers, 40);
+    }
   ExpectSameOutputs(ManyLive, "full");
 }
 

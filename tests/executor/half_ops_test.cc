@@ -152,7 +152,7 @@ std::vector<Tensor> RunKernel(const Call& c, const std::vector<Tensor>& ins, con
 struct Tol {
   double k = 1;              // reduction length (dot products): widens atol
   bool exact = false;        // data movement: bit-exact
-  std::set<int> fp32_outs;   // outputs that stay float32 in the half run
+  std::set<int> fp32_outs{}; // outputs that stay float32 in the half run
   bool allow_nan = false;    // inputs contain NaN on purpose
 };
 

@@ -267,7 +267,9 @@ TEST(MemoryReport, AmpStepHasHalfCopiesAndHalfActivations) {
     EXPECT_EQ(r.saved_activations_total, batch * (2 * kIn + 2 * kHidden + 4 * kOut + 8));
     EXPECT_LT(r.saved_activations_total, fp32.saved_activations_total);
     for (const SavedActivation& a : r.largest)
-      if (a.name == "r") EXPECT_EQ(a.dtype, half);
+      if (a.name == "r") {
+        EXPECT_EQ(a.dtype, half);
+      }
     EXPECT_EQ(Sum(r), r.peak_bytes);
   }
 }

@@ -44,7 +44,9 @@ TEST(Half, FloatToHalfRoundsToNearestEven) {
       if (std::isnan(nv) || std::isinf(nv) || ((n ^ h) & 0x8000)) continue;
       double e0 = std::fabs(hv - f), e1 = std::fabs(nv - f);
       ASSERT_LE(e0, e1) << "value " << f;
-      if (e0 == e1) ASSERT_EQ(h & 1, 0) << "tie must go to even: " << f;
+      if (e0 == e1) {
+        ASSERT_EQ(h & 1, 0) << "tie must go to even: " << f;
+      }
     }
   }
   EXPECT_EQ(FloatToHalfBits(65504.0f), 0x7bffu);

@@ -45,8 +45,9 @@ int CountCasts(const Graph& g) {
 void ExpectCastsShared(const Graph& g) {
   std::set<std::pair<const Value*, int64_t>> seen;
   for (const auto& n : g.nodes())
-    if (n->op_type == "Cast")
+    if (n->op_type == "Cast") {
       EXPECT_TRUE(seen.insert({n->inputs[0], n->attr_int("to", 0)}).second) << "second Cast of " << n->inputs[0]->name;
+    }
 }
 
 std::unique_ptr<Graph> NewGraph() {

@@ -151,7 +151,9 @@ TEST(FoldTransposePass, LinearLayerStep) {
   int readers = 0;
   for (const Use& u : wv->uses) {
     ++readers;
-    if (u.node->op_type == "MatMulBias") EXPECT_EQ(u.node->attr_int("trans_b", 0), 1);
+    if (u.node->op_type == "MatMulBias") {
+      EXPECT_EQ(u.node->attr_int("trans_b", 0), 1);
+    }
   }
   EXPECT_GE(readers, 2);  // the forward and the data gradient read W itself
   // dW [5, 6] comes straight from a Gemm.

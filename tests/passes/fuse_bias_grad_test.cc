@@ -83,7 +83,9 @@ TEST(FuseBiasGradPass, LinearLayersFuseAndKeepTheirNumbers) {
           EXPECT_EQ(Count(*g, "ReduceToShape"), 0) << Ops(*g);
           ASSERT_EQ(Count(*g, "GemmSum"), 1) << Ops(*g);
           for (const auto& n : g->nodes())
-            if (n->op_type == "GemmSum") EXPECT_EQ(n->attr_int("sum_input", -1), c.sum_input);
+            if (n->op_type == "GemmSum") {
+              EXPECT_EQ(n->attr_int("sum_input", -1), c.sum_input);
+            }
           VerifyGraph(*g);
           InferShapes(*g, true);
           EXPECT_FALSE(FuseBiasGradPass().Run(*g));

@@ -267,8 +267,9 @@ TEST(FuseMatMulBiasPass, MlpStepUnderAmpRunsTheFusedLayerInHalf) {
   EXPECT_EQ(r.ops.at("MatMul").half, 3);  // mm2 forward, its dA and dB
   EXPECT_EQ(r.ops.at("MatMul").fp32, 0);
   for (const auto& n : g->nodes())
-    if (n->op_type == "MatMulBias")
+    if (n->op_type == "MatMulBias") {
       for (const Value* v : n->inputs) EXPECT_EQ(v->dtype, DataType::kBFloat16) << v->name;
+    }
 }
 
 // ---- MatMulBias ----
@@ -340,7 +341,9 @@ TEST(MatMulBias, KernelMatchesAFloat64ReferenceInEveryFloatType) {
           got.SetDouble(m * 19 + j, y.GetDouble(m * 19 + j));
         }
       test::ExpectClose(got, want, c.rtol, c.atol);  // NaN (an element not written) fails here
-      if (std::string(act) == "relu") EXPECT_GT(zeros, 20);  // the mask did something
+      if (std::string(act) == "relu") {
+        EXPECT_GT(zeros, 20);  // the mask did something
+      }
     }
 }
 

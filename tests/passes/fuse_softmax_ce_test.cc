@@ -127,11 +127,15 @@ TEST(FuseSoftmaxCrossEntropyPass, LogSoftmaxThenNllBecomesOneNode) {
     EXPECT_EQ(n->name, "/loss/SoftmaxCrossEntropyLoss");
     EXPECT_EQ(n->attr_string("reduction", "?"), c.s.reduction);
     EXPECT_EQ(n->has_attr("ignore_index"), c.s.ignore_index);
-    if (c.s.ignore_index) EXPECT_EQ(n->attr_int("ignore_index", 0), 2);
+    if (c.s.ignore_index) {
+      EXPECT_EQ(n->attr_int("ignore_index", 0), 2);
+    }
     ASSERT_EQ(n->inputs.size(), c.s.weight ? 3u : 2u);
     EXPECT_EQ(n->inputs[0], g->FindValue("scores"));
     EXPECT_EQ(n->inputs[1], g->FindValue("k_target"));
-    if (c.s.weight) EXPECT_EQ(n->inputs[2], g->FindValue("k_weight"));
+    if (c.s.weight) {
+      EXPECT_EQ(n->inputs[2], g->FindValue("k_weight"));
+    }
     ASSERT_EQ(n->outputs.size(), 1u);
     EXPECT_EQ(n->outputs[0], loss);  // the loss keeps its value (name, type, shape)
     VerifyGraph(*g);

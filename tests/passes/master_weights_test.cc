@@ -201,9 +201,10 @@ TEST(MasterWeights, AfterTheAmpPass) {
     Node* opt = UpdateNode(*b.graph);
     const OptimizerLayout l = OptimizerLayout::Of(*opt);
     for (const auto& n : b.graph->nodes())
-      if (n->op_type == "Cast")
+      if (n->op_type == "Cast") {
         for (int i = 0; i < l.n; ++i)
           EXPECT_NE(n->inputs[0], opt->inputs[l.param_in(i)]) << n->name << " still casts a parameter";
+      }
     EXPECT_EQ(static_cast<int>(HalfCopies(*b.graph).size()), l.m());
     EXPECT_GE(l.m(), 2) << "the two Gemm weights are read in half";
     for (int i = 0; i < l.n; ++i) EXPECT_EQ(opt->inputs[l.grad_in(i)]->dtype, DataType::kFloat32);

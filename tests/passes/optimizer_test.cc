@@ -199,7 +199,9 @@ void CheckTraining(DataType dt, OptimizerOptions o, double rtol, int steps = 6) 
     auto [norm, skipped] = Step(g);
     EXPECT_FALSE(skipped);
     EXPECT_NEAR(norm, ref_norm, 1e-5 * ref_norm) << "step " << s;
-    if (o.clip_grad_norm > 0 && s == 0) EXPECT_GT(ref_norm, 2 * o.clip_grad_norm) << "the clipping test must clip";
+    if (o.clip_grad_norm > 0 && s == 0) {
+      EXPECT_GT(ref_norm, 2 * o.clip_grad_norm) << "the clipping test must clip";
+    }
     EXPECT_EQ(g.FindValue("optimizer.step")->initializer->GetInt64(0), s + 1);
     const char* names[2] = {"W", "b"};
     for (int i = 0; i < 2; ++i) {
