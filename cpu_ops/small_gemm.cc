@@ -38,9 +38,11 @@ void StoreTile(const float* t, int64_t rows, int64_t cols, float* c, int64_t ldc
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// R rows x 16 columns: R x 2 accumulators in registers, one broadcast of A and two loads of B per k.
+// R rows x 16 columns of C at c (row stride ldc), of which the first `cols` are C's: R x 2 accumulators in
+// registers, one broadcast of A and two loads of B per k; a partial tile goes through the scratch tile t.
 template <int R>
-__attribute__((target("avx2,fma"))) void Tile(const Operands& o, int64_t i, int64_t j, int64_t k, float* t) {
+__attribute__((target("avx2,fma"))) void Tile(const Operands& o, int64_t i, int64_t j, int64_t k, float* t, float* c,
+                                              int64_t ldc, int64_t cols, float alpha, bool accumulate) {
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   const float* a = o.a + i * o.rs;
@@ -53,10 +55,25 @@ __attribute__((target("avx2,fma"))) void Tile(const Operands& o, int64_t i, int6
       acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
     }
   }
+  if (cols == kTileN) {
+    // A full tile goes straight to C with StoreTile's operations in vector form (the same roundings: times alpha,
+    // then C's prior value added), no round trip through t.
+    const __m256 al = _mm256_set1_ps(alpha);
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < 2; ++h) {
+        float* cp = c + r * ldc + 8 * h;
+        __m256 v = acc[r][h];
+        if (alpha != 1.0f) v = _mm256_mul_ps(v, al);
+        if (accumulate) v = _mm256_add_ps(_mm256_loadu_ps(cp), v);
+        _mm256_storeu_ps(cp, v);
+      }
+    return;
+  }
   for (int r = 0; r < R; ++r) {
     _mm256_storeu_ps(t + r * kTileN, acc[r][0]);
     _mm256_storeu_ps(t + r * kTileN + 8, acc[r][1]);
   }
+  StoreTile(t, R, cols, c, ldc, alpha, accumulate);
 }
 
 __attribute__((target("avx2,fma"))) void Matrix(const Operands& o, int64_t m, int64_t k, int64_t n, float* c,
@@ -65,13 +82,14 @@ __attribute__((target("avx2,fma"))) void Matrix(const Operands& o, int64_t m, in
   for (int64_t i = 0; i < m; i += kTileM) {
     const int64_t rows = std::min(kTileM, m - i);
     for (int64_t j = 0; j < n; j += kTileN) {
+      float* ct = c + i * n + j;
+      const int64_t cols = std::min(kTileN, n - j);
       switch (rows) {
-        case 4: Tile<4>(o, i, j, k, t); break;
-        case 3: Tile<3>(o, i, j, k, t); break;
-        case 2: Tile<2>(o, i, j, k, t); break;
-        default: Tile<1>(o, i, j, k, t); break;
+        case 4: Tile<4>(o, i, j, k, t, ct, n, cols, alpha, accumulate); break;
+        case 3: Tile<3>(o, i, j, k, t, ct, n, cols, alpha, accumulate); break;
+        case 2: Tile<2>(o, i, j, k, t, ct, n, cols, alpha, accumulate); break;
+        default: Tile<1>(o, i, j, k, t, ct, n, cols, alpha, accumulate); break;
       }
-      StoreTile(t, rows, std::min(kTileN, n - j), c + i * n + j, n, alpha, accumulate);
     }
   }
 }
