@@ -53,13 +53,7 @@ cpu::ConvSpec SpecOf(const ConvDesc& d, bool bias) {
   s.c_in = d.c_in;
   s.c_out = d.c_out;
   s.group = d.group;
-  s.in_spatial = d.in_spatial;
-  s.out_spatial = d.out_spatial;
-  s.kernel = d.kernel;
-  s.strides = d.strides;
-  s.dilations = d.dilations;
-  s.pad_begin = d.pad_begin;
-  s.pad_end = d.pad_end;
+  test::CopyWindowGeometry(d, s);
   s.has_bias = bias;
   return s;
 }

@@ -23,13 +23,10 @@
 
 namespace ot::test {
 
-// A pooling desc's geometry (cuda::PoolDesc or cuda::LpPoolDesc: the same fields) as the CPU's PoolSpec, for the
-// reference; the caller sets the kind (and p).
-template <typename Desc>
-cpu::PoolSpec PoolSpecGeometry(const Desc& d) {
-  cpu::PoolSpec s;
-  s.n = d.n;
-  s.c = d.c;
+// The sliding-window geometry that a GPU desc (conv or pool) and the CPU's spec (ConvSpec, PoolSpec) share: spatial
+// sizes, kernel, strides, dilations and pads, copied from d into s.
+template <typename Desc, typename Spec>
+void CopyWindowGeometry(const Desc& d, Spec& s) {
   s.in_spatial = d.in_spatial;
   s.out_spatial = d.out_spatial;
   s.kernel = d.kernel;
@@ -37,6 +34,16 @@ cpu::PoolSpec PoolSpecGeometry(const Desc& d) {
   s.dilations = d.dilations;
   s.pad_begin = d.pad_begin;
   s.pad_end = d.pad_end;
+}
+
+// A pooling desc's geometry (cuda::PoolDesc or cuda::LpPoolDesc: the same fields) as the CPU's PoolSpec, for the
+// reference; the caller sets the kind (and p).
+template <typename Desc>
+cpu::PoolSpec PoolSpecGeometry(const Desc& d) {
+  cpu::PoolSpec s;
+  s.n = d.n;
+  s.c = d.c;
+  CopyWindowGeometry(d, s);
   return s;
 }
 
