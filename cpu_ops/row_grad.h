@@ -2,9 +2,10 @@
 // cross-entropy. The executor's generic kernels (executor/kernels/internal_norm.cc) handle every dtype one row at a
 // time in double; these are the float32 paths of the same formulas, parallel over fixed blocks of rows and
 // vectorized (compiled for AVX2 and the baseline, bit-identical between the two).
-// Precision: arithmetic in double (sums over four interleaved lanes added in a fixed order), rounded once when
-// stored; only the softmax's e^x is a float (kernel_common/vec_math.h, <= 2 ulp), and SoftmaxGradF32 takes the float
-// steps of its fused cluster (the products and the result in float, their sum in double rounded to float). Deterministic: the blocks do not
+// Precision: arithmetic in double (sums over interleaved lanes added in a fixed order: eight for LayerNorm,
+// cpu_ops/row_stats.h; four for the softmax rows, cpu_ops/row_sum.h), rounded once when stored; only the softmax's
+// e^x is a float (kernel_common/vec_math.h, <= 2 ulp), and SoftmaxGradF32 takes the float steps of its fused cluster
+// (the products and the result in float, their sum in double rounded to float). Deterministic: the blocks do not
 // depend on the thread count, and per-column sums over rows are reduced block by block in block order.
 #pragma once
 #include <cstdint>
