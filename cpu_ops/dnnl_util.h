@@ -41,7 +41,8 @@ dnnl::engine& DnnlEngine();
 // The stream every primitive runs on. oneDNN CPU streams execute synchronously in the calling thread; kernels
 // are exclusive, so the shared stream is never used by two threads at once.
 dnnl::stream& DnnlStream();
-// Sets the OpenMP team size before a oneDNN execute call.
+// Sets the calling thread's OpenMP team size (--threads): before a oneDNN execute call, and before creating a
+// primitive, whose work split oneDNN fixes for the team size of the thread that creates it.
 void PrepareDnnlCall();
 // Host bytes one oneDNN execute call allocates on its own, outside the user scratchpad we hand it, with
 // `memory_args` memory objects created for the call: each memory object (~0.7 KB), and the per-thread packing

@@ -4,8 +4,13 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
+#include <omp.h>
 
+#include <random>
+#include <thread>
+
+#include "cpu_ops/dnnl_util.h"
+#include "cpu_ops/threads.h"
 #include "kernel_common/half.h"
 
 namespace ot::cpu {
@@ -124,6 +129,25 @@ TEST(MatMulKernel, HalfTypesMatchFloatWithinRounding) {
     const double tol = t == DnnType::kF16 ? 2e-3 : 1e-2;
     for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], ref[i], tol * (1 + std::abs(ref[i])));
   }
+}
+
+// oneDNN fixes a primitive's work split for the OpenMP team size of the thread that creates it, so a kernel built
+// on a thread whose team size is not --threads' must set it before creating the primitive: on 2 cores with
+// --threads 1, GEMMs made for 2 threads ran up to twice as long (bench/fuse_ab.cc).
+TEST(MatMulKernel, PrimitiveIsMadeForTheConfiguredTeamSize) {
+  const int saved = IntraOpThreads();
+  SetOmpThreads(1);
+  int team_at_creation = -1;
+  std::thread builder([&] {
+    omp_set_num_threads(3);  // a thread whose team size differs, as a fresh TBB worker's may
+    MatMulSpec s;
+    s.m = s.k = s.n = 16;
+    DnnlMatMul mm(s);
+    team_at_creation = omp_get_max_threads();
+  });
+  builder.join();
+  SetOmpThreads(saved);
+  EXPECT_EQ(team_at_creation, 1);
 }
 
 TEST(MatMulKernel, ZeroInnerDimGivesZeros) {
