@@ -284,10 +284,11 @@ struct Val {
 };
 
 // Loops kept free of branches other than selects, so GCC vectorizes them (-O3); o never aliases an operand. Compiled
-// for AVX2 and for the baseline (OT_VEC_CLONES, no FMA: both clones give bit-identical results), the float exp/erf/
-// tanh being kernel_common/vec_math.h's through scalar_math.h -- the functions the op-by-op kernels call.
+// for AVX2 and for the baseline (OT_VEC_CLONES; the only fmas are vec_math's explicit ones, so both clones give
+// bit-identical results), the float exp/erf/tanh being kernel_common/vec_math.h's through scalar_math.h -- the
+// functions the op-by-op kernels call. OT_FLATTEN: the element function is inlined at every call site of each clone.
 template <typename F>
-OT_VEC_CLONES void Map1(F f, const Val& a, float* __restrict o, int64_t n) {
+OT_VEC_CLONES OT_FLATTEN void Map1(F f, const Val& a, float* __restrict o, int64_t n) {
   if (a.scalar) {
     const float r = f(a.s);
     for (int64_t i = 0; i < n; ++i) o[i] = r;
@@ -298,7 +299,7 @@ OT_VEC_CLONES void Map1(F f, const Val& a, float* __restrict o, int64_t n) {
 }
 
 template <typename F>
-OT_VEC_CLONES void Map2(F f, const Val& a, const Val& b, float* __restrict o, int64_t n) {
+OT_VEC_CLONES OT_FLATTEN void Map2(F f, const Val& a, const Val& b, float* __restrict o, int64_t n) {
   if (a.rl > 0 || b.rl > 0) {  // one operand one value per row, the other full: the short inner loop vectorizes
     const int64_t rl = a.rl > 0 ? a.rl : b.rl;
     for (int64_t r = 0; r < n / rl; ++r) {
