@@ -248,33 +248,42 @@ template <typename T>
 void LayerNorm(int64_t rows, int64_t cols, const T* x, const T* scale, const T* bias,
                const std::vector<int64_t>& scale_idx, const std::vector<int64_t>& bias_idx, double eps, T* y,
                float* mean_out, float* invstd_out) {
-  // Half: Scale and B widened once, in the normalized order (their broadcast resolved).
-  std::vector<float> sf, bf;
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
-    sf.resize(static_cast<size_t>(cols));
-    bf.resize(bias ? static_cast<size_t>(cols) : 0);
-    for (int64_t j = 0; j < cols; ++j) {
-      sf[j] = static_cast<float>(scale[scale_idx.empty() ? j : scale_idx[j]]);
-      if (bias) bf[j] = static_cast<float>(bias[bias_idx.empty() ? j : bias_idx[j]]);
-    }
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    // float: the parameters widened to double once in the normalized order, the rows by LayerNormRowF32.
+  constexpr bool kHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+  if constexpr (std::is_same_v<T, float> || kHalf) {
+  if (std::is_same_v<T, float> || cols <= 2048) {
+    // float: the parameters widened to double once in the normalized order, the rows by LayerNormRowsF32. Half
+    // rows of up to 2048: the same on chunks of rows widened to float on the stack (exact), y rounded once to T.
     std::vector<double> sd(static_cast<size_t>(cols)), bd(static_cast<size_t>(cols), 0.0);
     for (int64_t j = 0; j < cols; ++j) {
-      sd[j] = scale[scale_idx.empty() ? j : scale_idx[j]];
-      if (bias) bd[j] = bias[bias_idx.empty() ? j : bias_idx[j]];
+      sd[j] = static_cast<double>(static_cast<float>(scale[scale_idx.empty() ? j : scale_idx[j]]));
+      if (bias) bd[j] = static_cast<double>(static_cast<float>(bias[bias_idx.empty() ? j : bias_idx[j]]));
     }
     if (rows <= 0 || cols <= 0) return;
     tbb::parallel_for(
         tbb::blocked_range<int64_t>(0, rows, Grain(cols)),
         [&](const tbb::blocked_range<int64_t>& br) {
-          LayerNormRowsF32(br.begin(), br.end(), cols, x, sd.data(), bias ? bd.data() : nullptr, eps, y, mean_out,
-                           invstd_out);
+          const int64_t r0 = br.begin(), nr = br.end() - br.begin();
+          if constexpr (std::is_same_v<T, float>) {
+            LayerNormRowsF32(r0, br.end(), cols, x, sd.data(), bias ? bd.data() : nullptr, eps, y, mean_out,
+                             invstd_out);
+          } else {
+            constexpr int64_t kChunk = 2048;  // floats of x and of y on the stack (the caller checks cols <= kChunk)
+            const int64_t chunk = std::max<int64_t>(1, kChunk / cols);
+            for (int64_t c0 = r0; c0 < r0 + nr; c0 += chunk) {
+              const int64_t cn = std::min(chunk, r0 + nr - c0);
+              float xb[kChunk], yb[kChunk];
+              LoadFloats(x + c0 * cols, xb, cn * cols);
+              LayerNormRowsF32(0, cn, cols, xb, sd.data(), bias ? bd.data() : nullptr, eps, yb,
+                               mean_out ? mean_out + c0 : nullptr, invstd_out ? invstd_out + c0 : nullptr);
+              StoreFloats(yb, y + c0 * cols, cn * cols);
+            }
+          }
         },
         tbb::simple_partitioner());
     return;
   }
+  }
+  // double (the gradient checks' reference), and half rows longer than 2048: in double, rounded once.
   ParallelItems(rows, cols, [&](int64_t r) {
     std::vector<float> in, out;
     const auto* p = Widen(x + r * cols, cols, in);
@@ -287,20 +296,11 @@ void LayerNorm(int64_t rows, int64_t cols, const T* x, const T* scale, const T* 
       v += d * d;
     }
     const double inv = 1.0 / std::sqrt((cols ? v / cols : 0.0) + eps);
-    if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
-      // fp32 on the widened row with the widened Scale/B (normalized order), rounded once when stored.
-      const float mf = static_cast<float>(m), invf = static_cast<float>(inv);
-      const float* sc = sf.data();
-      const float* bs = bf.data();
-      if (bias) WriteRow(y + r * cols, cols, out, [&](int64_t j) { return (p[j] - mf) * invf * sc[j] + bs[j]; });
-      else WriteRow(y + r * cols, cols, out, [&](int64_t j) { return (p[j] - mf) * invf * sc[j]; });
-    } else {
-      WriteRow(y + r * cols, cols, out, [&](int64_t j) {
-        double o = (Load(p[j]) - m) * inv * Load(scale[scale_idx.empty() ? j : scale_idx[j]]);
-        if (bias) o += Load(bias[bias_idx.empty() ? j : bias_idx[j]]);
-        return o;
-      });
-    }
+    WriteRow(y + r * cols, cols, out, [&](int64_t j) {
+      double o = (Load(p[j]) - m) * inv * Load(scale[scale_idx.empty() ? j : scale_idx[j]]);
+      if (bias) o += Load(bias[bias_idx.empty() ? j : bias_idx[j]]);
+      return o;
+    });
     if (mean_out) mean_out[r] = static_cast<float>(m);
     if (invstd_out) invstd_out[r] = static_cast<float>(inv);
   });

@@ -35,7 +35,8 @@ void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* 
 
 // LayerNormalization over rows of `cols`: y = (x - mean) * invstd * scale[idx[j]] + bias[idx[j]], where
 // idx maps a column to its (broadcast) parameter element; empty idx = identity. bias may be null.
-// mean_out / invstd_out (one per row, may be null) receive the statistics.
+// mean_out / invstd_out (one per row, may be null) receive the statistics. float16/bfloat16 rows take the float
+// kernel on blocks of rows widened to float, y rounded once to T.
 template <typename T>
 void LayerNorm(int64_t rows, int64_t cols, const T* x, const T* scale, const T* bias,
                const std::vector<int64_t>& scale_idx, const std::vector<int64_t>& bias_idx, double eps, T* y,

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "cpu_ops/half_convert.h"
 #include "cpu_ops/row_stats.h"
 #include "cpu_ops/row_sum.h"
 #include "kernel_common/scalar_math.h"
@@ -183,12 +185,23 @@ OT_VEC_CLONES void SceGradRow(int64_t c, const float* x, I t, double f, float* d
 
 }  // namespace
 
-void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* x, const double* scale,
-                      const float* mean, const float* invstd, double eps, float* dx, double* dscale, double* dbias) {
+namespace {
+
+// The float rows of one half chunk (at most kHalfChunkFloats elements): widened into stack buffers (exact), so the
+// half paths allocate nothing beyond the float path's own per-block buffers.
+constexpr int64_t kHalfChunkFloats = kHalfRowMax;
+
+// T = float: the rows in place. T = float16/bfloat16: chunks of rows widened to float, the same float rows, dx
+// rounded once to T (cols <= kHalfChunkFloats).
+template <typename T>
+void LayerNormGradT(int64_t rows, int64_t cols, const T* dy, const T* x, const double* scale, const float* mean,
+                    const float* invstd, double eps, T* dx, double* dscale, double* dbias) {
+  constexpr bool kHalf = !std::is_same_v<T, float>;
   std::fill(dscale, dscale + cols, 0.0);
   std::fill(dbias, dbias + cols, 0.0);
   if (rows <= 0 || cols <= 0) return;
   const int64_t per = RowsPerBlock(cols), blocks = (rows + per - 1) / per;
+  const int64_t chunk = kHalf ? std::max<int64_t>(1, kHalfChunkFloats / cols) : per;  // rows run together
   // Per block: its column sums of dy xhat and dy (2 * cols), reduced in block order after the parallel part.
   std::vector<double> part(static_cast<size_t>(blocks * 2 * cols), 0.0);
   tbb::parallel_for(
@@ -199,18 +212,36 @@ void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* 
         for (int64_t b = br.begin(); b < br.end(); ++b) {
           double* ds = part.data() + b * 2 * cols;
           double* db = ds + cols;
-          const int64_t r0 = b * per, r1 = std::min(rows, (b + 1) * per);
-          if (mean) {
-            for (int64_t r = r0; r < r1; ++r) {
-              mus[r - r0] = mean[r];
-              ris[r - r0] = invstd[r];
+          const int64_t b0 = b * per, b1 = std::min(rows, (b + 1) * per);
+          for (int64_t r0 = b0; r0 < b1; r0 += chunk) {
+            const int64_t r1 = std::min(b1, r0 + chunk), n = (r1 - r0) * cols;
+            float wide[3 * kHalfChunkFloats];  // x, dy, dx of a half chunk
+            const float *xs, *dys;
+            float* dxs;
+            if constexpr (kHalf) {
+              LoadFloats(x + r0 * cols, wide, n);
+              LoadFloats(dy + r0 * cols, wide + kHalfChunkFloats, n);
+              xs = wide;
+              dys = wide + kHalfChunkFloats;
+              dxs = wide + 2 * kHalfChunkFloats;
+            } else {
+              xs = x + r0 * cols;
+              dys = dy + r0 * cols;
+              dxs = dx + r0 * cols;
             }
-          } else {
-            RowStats(x, cols, r0, r1, eps, mus.data(), ris.data());
+            if (mean) {
+              for (int64_t r = r0; r < r1; ++r) {
+                mus[r - r0] = mean[r];
+                ris[r - r0] = invstd[r];
+              }
+            } else {
+              RowStats(xs, cols, 0, r1 - r0, eps, mus.data(), ris.data());
+            }
+            for (int64_t r = 0; r < r1 - r0; ++r)
+              LayerNormGradRow(cols, dys + r * cols, xs + r * cols, scale, mus[r], ris[r], dxs + r * cols, xh.data(),
+                               g.data(), ds, db);
+            if constexpr (kHalf) StoreFloats(dxs, dx + r0 * cols, n);
           }
-          for (int64_t r = r0; r < r1; ++r)
-            LayerNormGradRow(cols, dy + r * cols, x + r * cols, scale, mus[r - r0], ris[r - r0], dx + r * cols,
-                             xh.data(), g.data(), ds, db);
         }
       },
       tbb::simple_partitioner());
@@ -221,18 +252,68 @@ void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* 
     }
 }
 
-void SoftmaxGradF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx) {
+template <typename T>
+void SoftmaxGradT(int64_t rows, int64_t len, const T* dy, const T* y, T* dx) {
+  constexpr bool kHalf = !std::is_same_v<T, float>;
   if (rows <= 0 || len <= 0) return;
+  const int64_t per = RowsPerBlock(len);
+  const int64_t chunk = kHalf ? std::max<int64_t>(1, kHalfChunkFloats / len) : per;
   tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, rows, RowsPerBlock(len)),
-      [&](const tbb::blocked_range<int64_t>& r) {
-        int64_t i = r.begin();
-        if (len <= kGroupLen)
-          for (; i + 4 <= r.end(); i += 4) SoftmaxGradRows4(len, dy + i * len, y + i * len, dx + i * len);
-        for (; i < r.end(); ++i) SoftmaxGradRow(len, dy + i * len, y + i * len, dx + i * len);
+      tbb::blocked_range<int64_t>(0, rows, per),
+      [&](const tbb::blocked_range<int64_t>& br) {
+        for (int64_t r0 = br.begin(); r0 < br.end(); r0 += chunk) {
+          const int64_t nr = std::min(br.end() - r0, chunk);
+          float wide[3 * kHalfChunkFloats];  // dy, y, dx of a half chunk
+          const float *dys, *ys;
+          float* dxs;
+          if constexpr (kHalf) {
+            LoadFloats(dy + r0 * len, wide, nr * len);
+            LoadFloats(y + r0 * len, wide + kHalfChunkFloats, nr * len);
+            dys = wide;
+            ys = wide + kHalfChunkFloats;
+            dxs = wide + 2 * kHalfChunkFloats;
+          } else {
+            dys = dy + r0 * len;
+            ys = y + r0 * len;
+            dxs = dx + r0 * len;
+          }
+          int64_t i = 0;
+          if (len <= kGroupLen)
+            for (; i + 4 <= nr; i += 4) SoftmaxGradRows4(len, dys + i * len, ys + i * len, dxs + i * len);
+          for (; i < nr; ++i) SoftmaxGradRow(len, dys + i * len, ys + i * len, dxs + i * len);
+          if constexpr (kHalf) StoreFloats(dxs, dx + r0 * len, nr * len);
+        }
       },
       tbb::simple_partitioner());
 }
+
+}  // namespace
+
+void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* x, const double* scale,
+                      const float* mean, const float* invstd, double eps, float* dx, double* dscale, double* dbias) {
+  LayerNormGradT(rows, cols, dy, x, scale, mean, invstd, eps, dx, dscale, dbias);
+}
+
+template <typename T>
+void LayerNormGradHalf(int64_t rows, int64_t cols, const T* dy, const T* x, const double* scale, const float* mean,
+                       const float* invstd, double eps, T* dx, double* dscale, double* dbias) {
+  LayerNormGradT(rows, cols, dy, x, scale, mean, invstd, eps, dx, dscale, dbias);
+}
+template void LayerNormGradHalf(int64_t, int64_t, const float16*, const float16*, const double*, const float*,
+                                const float*, double, float16*, double*, double*);
+template void LayerNormGradHalf(int64_t, int64_t, const bfloat16*, const bfloat16*, const double*, const float*,
+                                const float*, double, bfloat16*, double*, double*);
+
+void SoftmaxGradF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx) {
+  SoftmaxGradT(rows, len, dy, y, dx);
+}
+
+template <typename T>
+void SoftmaxGradHalf(int64_t rows, int64_t len, const T* dy, const T* y, T* dx) {
+  SoftmaxGradT(rows, len, dy, y, dx);
+}
+template void SoftmaxGradHalf(int64_t, int64_t, const float16*, const float16*, float16*);
+template void SoftmaxGradHalf(int64_t, int64_t, const bfloat16*, const bfloat16*, bfloat16*);
 
 template <typename I>
 void SoftmaxCrossEntropyGradF32(int64_t n, int64_t c, int64_t d, const float* x, const I* target, const double* f,

@@ -10,6 +10,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernel_common/half.h"
+
 namespace ot::cpu {
 
 // LayerNormalization backward over `rows` rows of `cols`: xhat = (x - mu) r, g = dy * scale,
@@ -22,6 +24,15 @@ void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* 
 
 // Softmax backward along contiguous rows of `len`: dx = y (dy - sum(dy y)) in float (above). dx may alias dy or y.
 void SoftmaxGradF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx);
+
+// The same two for T = float16 or bfloat16 rows (AMP) of at most kHalfRowMax elements: chunks of rows widened to
+// float on the stack (exact), the float32 rows above, dx rounded once to T. dx may alias dy, x or y.
+constexpr int64_t kHalfRowMax = 2048;
+template <typename T>
+void LayerNormGradHalf(int64_t rows, int64_t cols, const T* dy, const T* x, const double* scale, const float* mean,
+                       const float* invstd, double eps, T* dx, double* dscale, double* dbias);
+template <typename T>
+void SoftmaxGradHalf(int64_t rows, int64_t len, const T* dy, const T* y, T* dx);
 
 // Softmax cross-entropy backward: scores x are [n, c, d], target [n, d] (class ids; entries with f == 0 are not
 // read), f[n * d] the factor of each position (weight of its class times dLoss and the mean's 1/sum, 0 where the

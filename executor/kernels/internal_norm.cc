@@ -117,6 +117,17 @@ KernelInfo SoftmaxGradKernel(const KernelContext& ctx) {
     };
     return k;
   }
+  if (!log && inner == 1 && len <= cpu::kHalfRowMax && tdy == ty && ty == to &&
+      (to == DataType::kFloat16 || to == DataType::kBFloat16)) {
+    // Half rows (AMP): the same float rows on widened blocks, rounded once (cpu_ops/row_grad.h).
+    k.fn = [=](const KernelIO& io) {
+      if (to == DataType::kFloat16)
+        cpu::SoftmaxGradHalf(outer, len, io.In<float16>(0), io.In<float16>(1), io.Out<float16>(0));
+      else
+        cpu::SoftmaxGradHalf(outer, len, io.In<bfloat16>(0), io.In<bfloat16>(1), io.Out<bfloat16>(0));
+    };
+    return k;
+  }
   k.fn = [=](const KernelIO& io) {
     const int64_t blk = len * inner;
     std::vector<double> dy(static_cast<size_t>(blk)), y(static_cast<size_t>(blk)), dx(static_cast<size_t>(blk));
@@ -275,8 +286,11 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   const DataType tdy = ctx.in(0).dtype, tx = ctx.in(1).dtype, ts = ctx.in(2).dtype;
   const bool o1 = ctx.has_output(1), o2 = ctx.has_output(2);
   const DataType t0 = ctx.out(0).dtype, t1 = o1 ? ctx.out(1).dtype : ts, t2 = o2 ? ctx.out(2).dtype : ts;
-  const bool fast = tdy == DataType::kFloat32 && tx == DataType::kFloat32 && t0 == DataType::kFloat32 &&
-                    (!saved || (tmean == DataType::kFloat32 && tinv == DataType::kFloat32));
+  const bool stats32 = !saved || (tmean == DataType::kFloat32 && tinv == DataType::kFloat32);
+  const bool fast = tdy == DataType::kFloat32 && tx == DataType::kFloat32 && t0 == DataType::kFloat32 && stats32;
+  // Half rows (AMP): the float rows on widened blocks, dX rounded once (cpu_ops/row_grad.h).
+  const bool half = tdy == tx && tx == t0 && (t0 == DataType::kFloat16 || t0 == DataType::kBFloat16) && stats32 &&
+                    cols <= cpu::kHalfRowMax;
   KernelInfo k;
   k.fn = [=](const KernelIO& io) {
     std::vector<double> sp = LoadAll(io.in[2], ts, scount), s(static_cast<size_t>(cols));
@@ -287,6 +301,18 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
       cpu::LayerNormGradF32(rows, cols, io.In<float>(0), io.In<float>(1), s.data(),
                             saved ? io.In<float>(3) : nullptr, saved ? io.In<float>(4) : nullptr, eps,
                             io.Out<float>(0), ds.data(), db.data());
+      if (o1) Store(io.out[1], t1, 0, cols, ds.data());
+      if (o2) Store(io.out[2], t2, 0, cols, db.data());
+      return;
+    }
+    if (half) {
+      auto run = [&](auto tag) {
+        using T = decltype(tag);
+        cpu::LayerNormGradHalf(rows, cols, io.In<T>(0), io.In<T>(1), s.data(), saved ? io.In<float>(3) : nullptr,
+                               saved ? io.In<float>(4) : nullptr, eps, io.Out<T>(0), ds.data(), db.data());
+      };
+      if (t0 == DataType::kFloat16) run(float16{});
+      else run(bfloat16{});
       if (o1) Store(io.out[1], t1, 0, cols, ds.data());
       if (o2) Store(io.out[2], t2, 0, cols, db.data());
       return;

@@ -443,6 +443,16 @@ TEST_P(HalfOps, LayerNormGrad) {
         {H({4, 3, 7}), H({4, 3, 7}, -2, 3), H({7})}, {4});
 }
 
+// Enough rows for several blocks of the float row kernels that the half rows are widened for (cpu_ops/row_grad.h:
+// 16384 elements a block; norm.cc's LayerNorm: 32768), so each block's rows land at their own offset.
+TEST_P(HalfOps, RowKernelsOverSeveralBlocks) {
+  Check(h(), {"LayerNormalization", {}, 3}, {H({2, 2100, 16}, -2, 3), H({16}), H({16})}, {16, false, {1, 2}});
+  Check(h(), {"SoftmaxGrad", {{"axis", I(-1)}}, 1, 17, kInternalDomain},
+        {H({3, 1100, 16}), H({3, 1100, 16}, 0, 0.2)}, {16});
+  Check(h(), {"LayerNormGrad", {{"axis", I(-1)}}, 3, 17, kInternalDomain},
+        {H({2, 1500, 16}), H({2, 1500, 16}, -2, 3), H({16})}, {3000});
+}
+
 TEST_P(HalfOps, LayerNormGradWithSavedStatistics) {
   // The forward's fp32 Mean and InvStdDev as inputs 3 and 4: the same gradients as recomputing them from X.
   const DataType t = h();
