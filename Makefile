@@ -86,6 +86,7 @@ bench: build
 	bench/train.sh $(BUILD)
 	bench/amp.sh $(BUILD)
 	bench/fusion.sh $(BUILD)
+	bench/fuse_ab.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -214,8 +214,21 @@ void Softmax(SoftmaxKind kind, int64_t outer, int64_t n, int64_t inner, const T*
         tbb::blocked_range<int64_t>(0, outer, std::max<int64_t>(1, 16384 / n)),
         [&](const tbb::blocked_range<int64_t>& r) {
           if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
-            // Half rows: widened into a float row, the float kernel in place (the same fp32 arithmetic as on
-            // the half elements, vectorizable), rounded once when stored.
+            // Half rows: widened into float rows, the float kernel in place (the same fp32 arithmetic as on
+            // the half elements, vectorizable), rounded once when stored. Rows of up to kChunk run in chunks on
+            // the stack, four rows at a time (FloatRows: the same bits per row as one at a time).
+            constexpr int64_t kChunk = 2048;
+            if (kind != SoftmaxKind::kHardmax && n <= kChunk) {
+              const int64_t chunk = kChunk / n;
+              float buf[kChunk];
+              for (int64_t i = r.begin(); i < r.end(); i += chunk) {
+                const int64_t rows = std::min(chunk, r.end() - i);
+                LoadFloats(x + i * n, buf, rows * n);
+                FloatRows(kind, rows, n, buf, buf);
+                StoreFloats(buf, y + i * n, rows * n);
+              }
+              return;
+            }
             std::vector<float> row(static_cast<size_t>(n));
             for (int64_t i = r.begin(); i < r.end(); ++i) {
               LoadFloats(x + i * n, row.data(), n);

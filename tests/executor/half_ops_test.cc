@@ -444,8 +444,10 @@ TEST_P(HalfOps, LayerNormGrad) {
 }
 
 // Enough rows for several blocks of the float row kernels that the half rows are widened for (cpu_ops/row_grad.h:
-// 16384 elements a block; norm.cc's LayerNorm: 32768), so each block's rows land at their own offset.
+// 16384 elements a block; norm.cc's LayerNorm: 32768; chunks of 2048 within them), so each block's and chunk's rows
+// land at their own offset.
 TEST_P(HalfOps, RowKernelsOverSeveralBlocks) {
+  for (const char* op : {"Softmax", "LogSoftmax"}) Check(h(), {op}, {H({3, 1100, 16}, -4, 4)}, {16});
   Check(h(), {"LayerNormalization", {}, 3}, {H({2, 2100, 16}, -2, 3), H({16}), H({16})}, {16, false, {1, 2}});
   Check(h(), {"SoftmaxGrad", {{"axis", I(-1)}}, 1, 17, kInternalDomain},
         {H({3, 1100, 16}), H({3, 1100, 16}, 0, 0.2)}, {16});
