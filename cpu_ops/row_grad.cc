@@ -191,6 +191,32 @@ namespace {
 // half paths allocate nothing beyond the float path's own per-block buffers.
 constexpr int64_t kHalfChunkFloats = kHalfRowMax;
 
+// The float rows of one chunk of n elements of two inputs and an output: for T = float the tensors themselves; for
+// a half type both inputs widened into `wide` (a at 0, b at kHalfChunkFloats) and the output computed at
+// 2 kHalfChunkFloats, rounded once to T by Store.
+template <typename T>
+struct FloatChunk {
+  static constexpr bool kHalf = !std::is_same_v<T, float>;
+  const float *a, *b;
+  float* out;
+  FloatChunk(const T* a0, const T* b0, T* out0, int64_t n, float* wide) {
+    if constexpr (kHalf) {
+      LoadFloats(a0, wide, n);
+      LoadFloats(b0, wide + kHalfChunkFloats, n);
+      a = wide;
+      b = wide + kHalfChunkFloats;
+      out = wide + 2 * kHalfChunkFloats;
+    } else {
+      a = a0;
+      b = b0;
+      out = out0;
+    }
+  }
+  void Store(T* out0, int64_t n) const {
+    if constexpr (kHalf) StoreFloats(out, out0, n);
+  }
+};
+
 // T = float: the rows in place. T = float16/bfloat16: chunks of rows widened to float, the same float rows, dx
 // rounded once to T (cols <= kHalfChunkFloats).
 template <typename T>
@@ -216,19 +242,9 @@ void LayerNormGradT(int64_t rows, int64_t cols, const T* dy, const T* x, const d
           for (int64_t r0 = b0; r0 < b1; r0 += chunk) {
             const int64_t r1 = std::min(b1, r0 + chunk), n = (r1 - r0) * cols;
             float wide[3 * kHalfChunkFloats];  // x, dy, dx of a half chunk
-            const float *xs, *dys;
-            float* dxs;
-            if constexpr (kHalf) {
-              LoadFloats(x + r0 * cols, wide, n);
-              LoadFloats(dy + r0 * cols, wide + kHalfChunkFloats, n);
-              xs = wide;
-              dys = wide + kHalfChunkFloats;
-              dxs = wide + 2 * kHalfChunkFloats;
-            } else {
-              xs = x + r0 * cols;
-              dys = dy + r0 * cols;
-              dxs = dx + r0 * cols;
-            }
+            const FloatChunk<T> c(x + r0 * cols, dy + r0 * cols, dx + r0 * cols, n, wide);
+            const float *xs = c.a, *dys = c.b;
+            float* dxs = c.out;
             if (mean) {
               for (int64_t r = r0; r < r1; ++r) {
                 mus[r - r0] = mean[r];
@@ -240,7 +256,7 @@ void LayerNormGradT(int64_t rows, int64_t cols, const T* dy, const T* x, const d
             for (int64_t r = 0; r < r1 - r0; ++r)
               LayerNormGradRow(cols, dys + r * cols, xs + r * cols, scale, mus[r], ris[r], dxs + r * cols, xh.data(),
                                g.data(), ds, db);
-            if constexpr (kHalf) StoreFloats(dxs, dx + r0 * cols, n);
+            c.Store(dx + r0 * cols, n);
           }
         }
       },
@@ -264,24 +280,14 @@ void SoftmaxGradT(int64_t rows, int64_t len, const T* dy, const T* y, T* dx) {
         for (int64_t r0 = br.begin(); r0 < br.end(); r0 += chunk) {
           const int64_t nr = std::min(br.end() - r0, chunk);
           float wide[3 * kHalfChunkFloats];  // dy, y, dx of a half chunk
-          const float *dys, *ys;
-          float* dxs;
-          if constexpr (kHalf) {
-            LoadFloats(dy + r0 * len, wide, nr * len);
-            LoadFloats(y + r0 * len, wide + kHalfChunkFloats, nr * len);
-            dys = wide;
-            ys = wide + kHalfChunkFloats;
-            dxs = wide + 2 * kHalfChunkFloats;
-          } else {
-            dys = dy + r0 * len;
-            ys = y + r0 * len;
-            dxs = dx + r0 * len;
-          }
+          const FloatChunk<T> c(dy + r0 * len, y + r0 * len, dx + r0 * len, nr * len, wide);
+          const float *dys = c.a, *ys = c.b;
+          float* dxs = c.out;
           int64_t i = 0;
           if (len <= kGroupLen)
             for (; i + 4 <= nr; i += 4) SoftmaxGradRows4(len, dys + i * len, ys + i * len, dxs + i * len);
           for (; i < nr; ++i) SoftmaxGradRow(len, dys + i * len, ys + i * len, dxs + i * len);
-          if constexpr (kHalf) StoreFloats(dxs, dx + r0 * len, nr * len);
+          c.Store(dx + r0 * len, nr * len);
         }
       },
       tbb::simple_partitioner());
