@@ -29,6 +29,7 @@
 
 #include "api/onnxtrain.h"
 #include "executor/fusion.h"
+#include "passes/amp.h"
 
 namespace {
 
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
       o.loss = {"", "cross_entropy", a.logits, a.labels};
       o.optimizer.kind = ot::OptimizerKind::kAdam;
       o.optimizer.lr = 1e-3;
-      if (!a.amp.empty()) o.amp.half = a.amp == "fp16" ? ot::DataType::kFloat16 : ot::DataType::kBFloat16;
+      if (!a.amp.empty()) o.amp.half = ot::ParseAmpDtype(a.amp);
       o.fuse.mode = ot::ParseFuseMode(mode[m]);
       o.profile = a.ops;
       o.fuse.memory_budget = ot::DefaultMemoryBudget();

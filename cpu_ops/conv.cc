@@ -78,10 +78,7 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
   for (size_t i = 0; i < dil.size(); ++i) dil[i] = spec.dilations[i] - 1;
   dims_t pl(spec.pad_begin.begin(), spec.pad_begin.end()), pr(spec.pad_end.begin(), spec.pad_end.end());
 
-  // oneDNN fixes a primitive's work split for the OpenMP thread count of the creating thread (part of its cache
-  // key), so the count the kernel runs with must be set before creating it too: a GEMM made for 2 threads and run
-  // on 1 took up to twice as long (bench/fuse_ab, tiny_lm at --threads 1).
-  PrepareDnnlCall();
+  PrepareDnnlCall();  // before creating the primitive too: oneDNN sizes it for this team (dnnl_util.h)
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   auto make = [&](dt t) {

@@ -60,10 +60,7 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   im.y_md = dnnl::memory::desc(yd, dt::f32, Contiguous(yd));
   im.w_md = dnnl::memory::desc(wd, dt::f32, Contiguous(wd));
   const auto alg = dnnl::algorithm::convolution_direct;
-  // oneDNN fixes a primitive's work split for the OpenMP thread count of the creating thread (part of its cache
-  // key), so the count the kernel runs with must be set before creating it too: a GEMM made for 2 threads and run
-  // on 1 took up to twice as long (bench/fuse_ab, tiny_lm at --threads 1).
-  PrepareDnnlCall();
+  PrepareDnnlCall();  // before creating the primitive too: oneDNN sizes it for this team (dnnl_util.h)
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   // Layouts left to oneDNN (format any), reordered from/to ONNX's plain ones: with plain layouts oneDNN 2.x falls

@@ -42,7 +42,9 @@ dnnl::engine& DnnlEngine();
 // are exclusive, so the shared stream is never used by two threads at once.
 dnnl::stream& DnnlStream();
 // Sets the calling thread's OpenMP team size (--threads): before a oneDNN execute call, and before creating a
-// primitive, whose work split oneDNN fixes for the team size of the thread that creates it.
+// primitive, whose work split (and cache key) oneDNN fixes for the team size of the thread that creates it -- plans
+// are built on threads still at the machine's count, and a GEMM made for 2 threads but run on 1 took up to twice as
+// long (bench/fuse_ab.cc, tiny_lm at --threads 1).
 void PrepareDnnlCall();
 // Host bytes one oneDNN execute call allocates on its own, outside the user scratchpad we hand it, with
 // `memory_args` memory objects created for the call: each memory object (~0.7 KB), and the per-thread packing

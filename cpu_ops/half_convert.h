@@ -46,6 +46,10 @@ void FloatToBf16(const float* src, bfloat16* dst, int64_t n);
 // Tile length the elementwise kernels use for half tensors: 2 KiB of floats per operand, in L1.
 constexpr int64_t kHalfTile = 512;
 
+// The row kernels' half paths (LayerNorm, Softmax and their gradients): rows of up to this many elements are widened
+// to float in chunks of at most this many floats per operand, on the stack, and run through the float32 rows.
+constexpr int64_t kHalfRowChunk = 2048;
+
 // dst[i] = float(src[i]) for T in {float16, bfloat16, float}.
 template <typename T>
 inline void LoadFloats(const T* src, float* dst, int64_t n) {

@@ -66,10 +66,7 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     im.k_zero = true;
     return;
   }
-  // oneDNN fixes a primitive's work split for the OpenMP thread count of the creating thread (part of its cache
-  // key), so the count the kernel runs with must be set before creating it too: a GEMM made for 2 threads and run
-  // on 1 took up to twice as long (bench/fuse_ab, tiny_lm at --threads 1).
-  PrepareDnnlCall();
+  PrepareDnnlCall();  // before creating the primitive too: oneDNN sizes it for this team (dnnl_util.h)
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (spec.alpha != 1.0f) attr.set_output_scales(0, {spec.alpha});

@@ -244,46 +244,51 @@ void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* 
   });
 }
 
+// LayerNorm of float rows, or of half rows of up to kHalfRowChunk: the parameters widened to double once in the
+// normalized order, the rows by LayerNormRowsF32; half rows in chunks widened to float on the stack (exact), y
+// rounded once to T.
+template <typename T>
+void LayerNormFloatRows(int64_t rows, int64_t cols, const T* x, const T* scale, const T* bias,
+                        const std::vector<int64_t>& scale_idx, const std::vector<int64_t>& bias_idx, double eps, T* y,
+                        float* mean_out, float* invstd_out) {
+  std::vector<double> sd(static_cast<size_t>(cols)), bd(static_cast<size_t>(cols), 0.0);
+  for (int64_t j = 0; j < cols; ++j) {
+    sd[j] = static_cast<double>(static_cast<float>(scale[scale_idx.empty() ? j : scale_idx[j]]));
+    if (bias) bd[j] = static_cast<double>(static_cast<float>(bias[bias_idx.empty() ? j : bias_idx[j]]));
+  }
+  if (rows <= 0 || cols <= 0) return;
+  const double* bs = bias ? bd.data() : nullptr;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, rows, Grain(cols)),
+      [&](const tbb::blocked_range<int64_t>& br) {
+        if constexpr (std::is_same_v<T, float>) {
+          LayerNormRowsF32(br.begin(), br.end(), cols, x, sd.data(), bs, eps, y, mean_out, invstd_out);
+        } else {
+          const int64_t chunk = std::max<int64_t>(1, kHalfRowChunk / cols);
+          for (int64_t c0 = br.begin(); c0 < br.end(); c0 += chunk) {
+            const int64_t cn = std::min(chunk, br.end() - c0);
+            float xb[kHalfRowChunk], yb[kHalfRowChunk];
+            LoadFloats(x + c0 * cols, xb, cn * cols);
+            LayerNormRowsF32(0, cn, cols, xb, sd.data(), bs, eps, yb, mean_out ? mean_out + c0 : nullptr,
+                             invstd_out ? invstd_out + c0 : nullptr);
+            StoreFloats(yb, y + c0 * cols, cn * cols);
+          }
+        }
+      },
+      tbb::simple_partitioner());
+}
+
 template <typename T>
 void LayerNorm(int64_t rows, int64_t cols, const T* x, const T* scale, const T* bias,
                const std::vector<int64_t>& scale_idx, const std::vector<int64_t>& bias_idx, double eps, T* y,
                float* mean_out, float* invstd_out) {
-  constexpr bool kHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
-  if constexpr (std::is_same_v<T, float> || kHalf) {
-  if (std::is_same_v<T, float> || cols <= 2048) {
-    // float: the parameters widened to double once in the normalized order, the rows by LayerNormRowsF32. Half
-    // rows of up to 2048: the same on chunks of rows widened to float on the stack (exact), y rounded once to T.
-    std::vector<double> sd(static_cast<size_t>(cols)), bd(static_cast<size_t>(cols), 0.0);
-    for (int64_t j = 0; j < cols; ++j) {
-      sd[j] = static_cast<double>(static_cast<float>(scale[scale_idx.empty() ? j : scale_idx[j]]));
-      if (bias) bd[j] = static_cast<double>(static_cast<float>(bias[bias_idx.empty() ? j : bias_idx[j]]));
+  if constexpr (!std::is_same_v<T, double>) {
+    if (std::is_same_v<T, float> || cols <= kHalfRowChunk) {
+      LayerNormFloatRows(rows, cols, x, scale, bias, scale_idx, bias_idx, eps, y, mean_out, invstd_out);
+      return;
     }
-    if (rows <= 0 || cols <= 0) return;
-    tbb::parallel_for(
-        tbb::blocked_range<int64_t>(0, rows, Grain(cols)),
-        [&](const tbb::blocked_range<int64_t>& br) {
-          const int64_t r0 = br.begin(), nr = br.end() - br.begin();
-          if constexpr (std::is_same_v<T, float>) {
-            LayerNormRowsF32(r0, br.end(), cols, x, sd.data(), bias ? bd.data() : nullptr, eps, y, mean_out,
-                             invstd_out);
-          } else {
-            constexpr int64_t kChunk = 2048;  // floats of x and of y on the stack (the caller checks cols <= kChunk)
-            const int64_t chunk = std::max<int64_t>(1, kChunk / cols);
-            for (int64_t c0 = r0; c0 < r0 + nr; c0 += chunk) {
-              const int64_t cn = std::min(chunk, r0 + nr - c0);
-              float xb[kChunk], yb[kChunk];
-              LoadFloats(x + c0 * cols, xb, cn * cols);
-              LayerNormRowsF32(0, cn, cols, xb, sd.data(), bias ? bd.data() : nullptr, eps, yb,
-                               mean_out ? mean_out + c0 : nullptr, invstd_out ? invstd_out + c0 : nullptr);
-              StoreFloats(yb, y + c0 * cols, cn * cols);
-            }
-          }
-        },
-        tbb::simple_partitioner());
-    return;
   }
-  }
-  // double (the gradient checks' reference), and half rows longer than 2048: in double, rounded once.
+  // double (the gradient checks' reference), and longer half rows: in double, rounded once.
   ParallelItems(rows, cols, [&](int64_t r) {
     std::vector<float> in, out;
     const auto* p = Widen(x + r * cols, cols, in);

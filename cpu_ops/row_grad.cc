@@ -189,7 +189,7 @@ namespace {
 
 // The float rows of one half chunk (at most kHalfChunkFloats elements): widened into stack buffers (exact), so the
 // half paths allocate nothing beyond the float path's own per-block buffers.
-constexpr int64_t kHalfChunkFloats = kHalfRowMax;
+constexpr int64_t kHalfChunkFloats = kHalfRowChunk;
 
 // The float rows of one chunk of n elements of two inputs and an output: for T = float the tensors themselves; for
 // a half type both inputs widened into `wide` (a at 0, b at kHalfChunkFloats) and the output computed at

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 
+#include "cpu_ops/half_convert.h"
 #include "kernel_common/half.h"
 
 namespace ot::cpu {
@@ -25,9 +26,9 @@ void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* 
 // Softmax backward along contiguous rows of `len`: dx = y (dy - sum(dy y)) in float (above). dx may alias dy or y.
 void SoftmaxGradF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx);
 
-// The same two for T = float16 or bfloat16 rows (AMP) of at most kHalfRowMax elements: chunks of rows widened to
-// float on the stack (exact), the float32 rows above, dx rounded once to T. dx may alias dy, x or y.
-constexpr int64_t kHalfRowMax = 2048;
+// The same two for T = float16 or bfloat16 rows (AMP) of at most kHalfRowChunk elements (cpu_ops/half_convert.h):
+// chunks of rows widened to float on the stack (exact), the float32 rows above, dx rounded once to T. dx may alias
+// dy, x or y.
 template <typename T>
 void LayerNormGradHalf(int64_t rows, int64_t cols, const T* dy, const T* x, const double* scale, const float* mean,
                        const float* invstd, double eps, T* dx, double* dscale, double* dbias);

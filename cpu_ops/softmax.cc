@@ -217,7 +217,7 @@ void Softmax(SoftmaxKind kind, int64_t outer, int64_t n, int64_t inner, const T*
             // Half rows: widened into float rows, the float kernel in place (the same fp32 arithmetic as on
             // the half elements, vectorizable), rounded once when stored. Rows of up to kChunk run in chunks on
             // the stack, four rows at a time (FloatRows: the same bits per row as one at a time).
-            constexpr int64_t kChunk = 2048;
+            constexpr int64_t kChunk = kHalfRowChunk;
             if (kind != SoftmaxKind::kHardmax && n <= kChunk) {
               const int64_t chunk = kChunk / n;
               float buf[kChunk];

@@ -117,7 +117,7 @@ KernelInfo SoftmaxGradKernel(const KernelContext& ctx) {
     };
     return k;
   }
-  if (!log && inner == 1 && len <= cpu::kHalfRowMax && tdy == ty && ty == to &&
+  if (!log && inner == 1 && len <= cpu::kHalfRowChunk && tdy == ty && ty == to &&
       (to == DataType::kFloat16 || to == DataType::kBFloat16)) {
     // Half rows (AMP): the same float rows on widened blocks, rounded once (cpu_ops/row_grad.h).
     k.fn = [=](const KernelIO& io) {
@@ -290,7 +290,7 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   const bool fast = tdy == DataType::kFloat32 && tx == DataType::kFloat32 && t0 == DataType::kFloat32 && stats32;
   // Half rows (AMP): the float rows on widened blocks, dX rounded once (cpu_ops/row_grad.h).
   const bool half = tdy == tx && tx == t0 && (t0 == DataType::kFloat16 || t0 == DataType::kBFloat16) && stats32 &&
-                    cols <= cpu::kHalfRowMax;
+                    cols <= cpu::kHalfRowChunk;
   KernelInfo k;
   k.fn = [=](const KernelIO& io) {
     std::vector<double> sp = LoadAll(io.in[2], ts, scount), s(static_cast<size_t>(cols));
