@@ -6,8 +6,9 @@
 // block right away, reading the buffer as its input 0, so Y reaches memory only where the program stores it.
 // Blocks: about 1 MiB of Y each (an L2 cache) and at least 256 rows (smaller GEMMs lose more than the cache gains); a program operand is either the same for every block
 // (it broadcasts along the rows) or advances with the rows (Y's shape, or one value per row); any other operand
-// shape, or a program reducing more than the last axis, runs as one block. Every block computes exactly what the
-// whole would (the GEMM's rows are independent and the program is elementwise or reduces along a row).
+// shape, or a program reducing more than the last axis, runs as one block. Every block computes what the whole
+// would (the GEMM's rows are independent and the program is elementwise or reduces along a row), up to the order in
+// which oneDNN adds a row's K products: its kernel for a block's last rows may differ in the last bits.
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
