@@ -34,9 +34,9 @@ Value* GradContext::Scalar(double v, const Value* like) {
 }
 
 Value* GradContext::ReduceToShape(Value* grad, Value* like) {
-  if (grad->shape.known_rank() && like->shape.known_rank() && grad->shape == like->shape &&
-      grad->shape.is_static())
-    return grad;
+  // Equal shapes need no reduction: every dim static and equal, or the same named symbol (Dim::operator==; an
+  // unnamed unknown dim equals nothing, so a shape with one is never elided).
+  if (grad->shape.known_rank() && like->shape.known_rank() && grad->shape == like->shape) return grad;
   Value* shape = Op("Shape", {like});
   return Op("ReduceToShape", {grad, shape}, {}, kInternalDomain);
 }

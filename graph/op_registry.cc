@@ -28,6 +28,47 @@ void InferContext::set_output(int i, DataType t, Shape s) {
   outputs_[i].present = true;
 }
 
+namespace {
+
+// Sizes held in a tensor: int64/int32 of rank <= 1 and few elements (a shape, an index, an axis list).
+std::optional<DimsValue> DimsOfTensor(const Tensor& t) {
+  if ((t.dtype() != DataType::kInt64 && t.dtype() != DataType::kInt32) || t.dims().size() > 1 || t.numel() > 64)
+    return std::nullopt;
+  DimsValue d;
+  for (int64_t x : t.ToInt64Vector()) d.push_back(DimOrInt::Int(x));
+  return d;
+}
+
+// Chains are short (Shape -> Gather -> Unsqueeze -> Concat); the bound keeps a pathological graph linear.
+constexpr int kMaxDimsValueDepth = 16;
+
+std::optional<DimsValue> DimsValueAt(const Value* v, int depth) {
+  if (!v) return std::nullopt;
+  if (v->initializer) return DimsOfTensor(*v->initializer);
+  const Node* p = v->producer;
+  if (!p || v->producer_output != 0 || depth >= kMaxDimsValueDepth) return std::nullopt;
+  if (v->shape.known_rank() && v->shape.rank() > 1) return std::nullopt;
+  if (p->op_type == "Constant" && p->domain.empty()) {
+    const Attribute* a = p->attr("value");
+    return a && a->kind == Attribute::Kind::kTensor ? DimsOfTensor(a->t) : std::nullopt;
+  }
+  const OpSchema* s = OpRegistry::Global().Find(p->domain, p->op_type);
+  if (!s || !s->dims_value) return std::nullopt;
+  return s->dims_value(*p, [p, depth](int i) -> std::optional<DimsValue> {
+    return i < static_cast<int>(p->inputs.size()) ? DimsValueAt(p->inputs[i], depth + 1) : std::nullopt;
+  });
+}
+
+}  // namespace
+
+std::optional<DimsValue> DimsValueOf(const Value* v) { return DimsValueAt(v, 0); }
+
+std::optional<DimsValue> InferContext::input_dims_value(int i) const {
+  if (!has_input(i)) return std::nullopt;
+  if (const Tensor* t = input_value(i)) return DimsOfTensor(*t);
+  return i < static_cast<int>(node.inputs.size()) ? DimsValueOf(node.inputs[i]) : std::nullopt;
+}
+
 void InferContext::Fail(const std::string& msg) const { throw Error(node.Describe() + ": " + msg); }
 void InferContext::Unsupported(const std::string& msg) const {
   throw UnsupportedError(node.Describe() + ": " + msg);
@@ -141,6 +182,12 @@ void OpRegistry::SetFusion(const std::string& domain, const std::string& op_type
   it->second.fusible = kind;
   it->second.lower = std::move(lower);
   it->second.recompute_cheap = true;
+}
+
+void OpRegistry::SetDimsValue(const std::string& domain, const std::string& op_type, DimsValueFn fn) {
+  auto it = ops_.find({domain == "ai.onnx" ? "" : domain, op_type});
+  if (it == ops_.end()) throw Error("data-propagation rule for unregistered op " + op_type);
+  it->second.dims_value = std::move(fn);
 }
 
 void OpRegistry::SetRecomputeCheap(const std::string& domain, const std::string& op_type,

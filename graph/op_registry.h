@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,31 @@ struct TypeShape {
   Shape shape;
   bool present = false;  // false for an omitted optional input/output
 };
+
+// Data propagation (ONNX's name for it): the elements of a small int64 value of rank 0 or 1 that holds sizes, as
+// dims -- static, or symbolic when they come from a Shape of a symbolic dim. Exporters compute Reshape targets as
+// Shape -> Gather -> Unsqueeze -> Concat chains; following them keeps `batch` named through the Reshape instead of
+// leaving "?" (so gradients of equal named shapes need no ReduceToShape, and the fusion pass sees equal shapes).
+//
+// One element: a known integer (any sign: a Reshape target's -1, a negative index) or a size that is a symbolic
+// (named) or unknown dim.
+struct DimOrInt {
+  bool known = false;
+  int64_t value = 0;  // when known
+  Dim dim;            // when not known: Dim::Symbol("batch") or Dim() (unknown)
+  static DimOrInt Int(int64_t v) { return {true, v, Dim()}; }
+  static DimOrInt Size(const Dim& d) { return d.is_static() ? Int(d.value) : DimOrInt{false, 0, d}; }
+  // As a size: static when known and >= 0, else the symbolic or unknown dim.
+  Dim AsDim() const { return known ? (value >= 0 ? Dim(value) : Dim()) : dim; }
+};
+using DimsValue = std::vector<DimOrInt>;
+// An op's rule: output 0's elements from the node and its inputs' elements (`input(i)`: nullopt when unknown);
+// nullopt when they cannot be followed.
+using DimsValueOfInput = std::function<std::optional<DimsValue>(int)>;
+using DimsValueFn = std::function<std::optional<DimsValue>(const Node&, const DimsValueOfInput&)>;
+// The elements of `v` as dims: from its value (initializer, Constant node; int64/int32 of rank <= 1) or its
+// producer's data-propagation rule, recursively; nullopt when unknown.
+std::optional<DimsValue> DimsValueOf(const Value* v);
 
 // What an inference function sees of one node: its attributes (through `node`), its inputs' types, shapes and
 // (where known) values, and the outputs it must set. Used both on graphs with symbolic dims and by the
@@ -32,6 +58,9 @@ class InferContext {
   const Shape& input_shape(int i) const;
   // The input's value when known (initializer, Constant, folded at plan time); nullptr otherwise.
   const Tensor* input_value(int i) const { return i < static_cast<int>(values_.size()) ? values_[i] : nullptr; }
+  // The input's elements as dims (a shape computed from shapes): static from its value when known, else followed
+  // through the graph (DimsValueOf); nullopt when unknown.
+  std::optional<DimsValue> input_dims_value(int i) const;
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
   bool has_output(int i) const { return i < num_outputs() && node.has_output(i); }
   int opset() const { return node.opset; }
@@ -117,6 +146,8 @@ struct OpSchema {
   bool amp_fp32_inside = false;
   FusibleKind fusible = FusibleKind::kOpaque;
   ClusterLowerFn lower;  // set for fusible ops
+  // Data propagation (graph/ops/dims_value_table.cc): set for the ops that move or compute sizes.
+  DimsValueFn dims_value;
   // One pass over its inputs, no GEMM (fusible ops, norms, softmax, data movement): rematerialization under a memory
   // budget (passes/rematerialize.h) may run it a second time rather than keep its result.
   bool recompute_cheap = false;
@@ -144,6 +175,8 @@ class OpRegistry {
               std::vector<int> fp32_outputs = {}, bool loss = false, bool fp32_inside = false);
   // Sets an op's fusion facts (graph/ops/fuse_table.cc); throws when the op is not registered.
   void SetFusion(const std::string& domain, const std::string& op_type, FusibleKind kind, ClusterLowerFn lower);
+  // Sets an op's data-propagation rule (graph/ops/dims_value_table.cc); throws when the op is not registered.
+  void SetDimsValue(const std::string& domain, const std::string& op_type, DimsValueFn fn);
   void SetRecomputeCheap(const std::string& domain, const std::string& op_type, bool trailing_outputs_optional = false);
 
  private:

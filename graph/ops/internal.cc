@@ -18,7 +18,8 @@ void RegisterInternalOps(OpRegistry& r) {
   rts.fusible = FusibleKind::kReduction;
   rts.infer = [](InferContext& ctx) {
     const Shape& g = ctx.input_shape(0);
-    auto target = InputInts(ctx, 1);
+    // The target's elements: known sizes, or named ones followed through the Shape that read them.
+    std::optional<DimsValue> target = ctx.input_dims_value(1);
     if (!target) {
       const Shape& s = ctx.input_shape(1);
       ctx.set_output(0, ctx.input_type(0),
@@ -26,16 +27,21 @@ void RegisterInternalOps(OpRegistry& r) {
                                                                            : Shape());
       return;
     }
+    std::vector<Dim> out;
+    for (const DimOrInt& e : *target) {
+      if (e.known && e.value < 0) ctx.Fail("target shape has negative dim " + std::to_string(e.value));
+      out.push_back(e.AsDim());
+    }
     if (g.known_rank()) {
-      if (static_cast<int>(target->size()) > g.rank()) ctx.Fail("target shape has a higher rank than the gradient");
-      const int off = g.rank() - static_cast<int>(target->size());
-      for (size_t i = 0; i < target->size(); ++i) {
+      if (static_cast<int>(out.size()) > g.rank()) ctx.Fail("target shape has a higher rank than the gradient");
+      const int off = g.rank() - static_cast<int>(out.size());
+      for (size_t i = 0; i < out.size(); ++i) {
         const Dim& d = g[off + static_cast<int>(i)];
-        if ((*target)[i] != 1 && d.is_static() && d.value != (*target)[i])
-          ctx.Fail("gradient dim " + d.ToString() + " does not reduce to " + std::to_string((*target)[i]));
+        if (out[i].is_static() && out[i].value != 1 && d.is_static() && d.value != out[i].value)
+          ctx.Fail("gradient dim " + d.ToString() + " does not reduce to " + std::to_string(out[i].value));
       }
     }
-    ctx.set_output(0, ctx.input_type(0), Shape::Static(*target));
+    ctx.set_output(0, ctx.input_type(0), Shape(out));
   };
   r.Register(rts);
 

@@ -16,6 +16,7 @@ void RegisterGradients(OpRegistry& r);       // gradient rules (graph/grad/*.cc)
 void RegisterAmpClasses(OpRegistry& r);      // mixed-precision classes (graph/ops/amp_table.cc), after every schema
 void RegisterFusedOps(OpRegistry& r);        // ai.onnxtrain.FusedElementwise (graph/ops/fused.cc)
 void RegisterFusionFacts(OpRegistry& r);     // fusible kinds and cluster lowerings (graph/ops/fuse_table.cc)
+void RegisterDimsValues(OpRegistry& r);      // data propagation of size computations (graph/ops/dims_value_table.cc)
 
 inline void RegisterAllOps(OpRegistry& r) {
   RegisterElementwiseOps(r);
@@ -30,5 +31,6 @@ inline void RegisterAllOps(OpRegistry& r) {
   RegisterAmpClasses(r);
   RegisterFusedOps(r);
   RegisterFusionFacts(r);
+  RegisterDimsValues(r);
 }
 }  // namespace ot

@@ -20,28 +20,34 @@ using namespace shape_ops;
 void InferReshape(InferContext& ctx) {
   const Shape& in = ctx.Require(0);
   const DataType t = ctx.input_type(0);
-  IntsArg target;
+  // The target's elements: known integers, or sizes followed through the shape computation that made them
+  // (symbolic: a named dim read by Shape).
+  DimsValue target;
   if (ctx.opset() < 5) {
-    target.present = target.known = ctx.node.has_attr("shape");
-    target.v = ctx.node.attr_ints("shape");
-    if (!target.present) ctx.Fail("the shape attribute is required");
+    if (!ctx.node.has_attr("shape")) ctx.Fail("the shape attribute is required");
+    for (int64_t v : ctx.node.attr_ints("shape")) target.push_back(DimOrInt::Int(v));
   } else {
     const Shape& ss = ctx.Require(1);
-    target = ReadInts(ctx.node, "shape", 1, 5, ValuesOf(ctx));
-    if (!target.known) {
+    std::optional<DimsValue> dv = ctx.input_dims_value(1);
+    if (!dv) {
       if (ss.known_rank() && ss.rank() == 1 && ss[0].is_static())
         ctx.set_output(0, t, UnknownDims(static_cast<int>(ss[0].value)));
       else
         ctx.set_output(0, t, Shape());
       return;
     }
+    target = std::move(*dv);
   }
   const bool allowzero = ctx.opset() >= 14 && ctx.node.attr_int("allowzero", 0) != 0;
   std::vector<Dim> out;
   int neg = -1;
   bool has_zero = false;
-  for (size_t i = 0; i < target.v.size(); ++i) {
-    const int64_t v = target.v[i];
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (!target[i].known) {  // a size (symbolic or unknown): neither -1 nor a copying 0
+      out.push_back(target[i].dim);
+      continue;
+    }
+    const int64_t v = target[i].value;
     if (v == -1) {
       if (neg >= 0) ctx.Fail("the target shape has more than one -1");
       neg = static_cast<int>(i);
@@ -315,7 +321,7 @@ void InferExpand(InferContext& ctx) {
   const Shape& in = ctx.Require(0);
   const Shape& ss = ctx.Require(1);
   const DataType t = ctx.input_type(0);
-  std::optional<std::vector<int64_t>> target = InputInts(ctx, 1);
+  std::optional<DimsValue> target = ctx.input_dims_value(1);
   if (!target) {
     if (in.known_rank() && ss.known_rank() && ss.rank() == 1 && ss[0].is_static())
       ctx.set_output(0, t, UnknownDims(std::max<int>(in.rank(), static_cast<int>(ss[0].value))));
@@ -323,9 +329,12 @@ void InferExpand(InferContext& ctx) {
       ctx.set_output(0, t, Shape());
     return;
   }
-  for (int64_t v : *target)
-    if (v < 0) ctx.Fail("shape has negative dim " + std::to_string(v));
-  ctx.set_output(0, t, BroadcastShapes(ctx, {in, Shape::Static(*target)}));
+  std::vector<Dim> dims;
+  for (const DimOrInt& e : *target) {
+    if (e.known && e.value < 0) ctx.Fail("shape has negative dim " + std::to_string(e.value));
+    dims.push_back(e.AsDim());
+  }
+  ctx.set_output(0, t, BroadcastShapes(ctx, {in, Shape(dims)}));
 }
 
 void InferTile(InferContext& ctx) {

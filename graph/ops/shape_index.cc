@@ -131,7 +131,7 @@ void InferConstantOfShape(InferContext& ctx) {
     t = a->t.dtype();
   }
   if (ctx.input_type(0) != DataType::kInt64) ctx.Fail("the shape input must be int64");
-  std::optional<std::vector<int64_t>> dims = InputInts(ctx, 0);
+  std::optional<DimsValue> dims = ctx.input_dims_value(0);
   if (!dims) {
     if (ss.known_rank() && ss.rank() == 1 && ss[0].is_static())
       ctx.set_output(0, t, UnknownDims(static_cast<int>(ss[0].value)));
@@ -139,9 +139,12 @@ void InferConstantOfShape(InferContext& ctx) {
       ctx.set_output(0, t, Shape());
     return;
   }
-  for (int64_t d : *dims)
-    if (d < 0) ctx.Fail("shape has negative dim " + std::to_string(d));
-  ctx.set_output(0, t, Shape::Static(*dims));
+  std::vector<Dim> out;
+  for (const DimOrInt& d : *dims) {
+    if (d.known && d.value < 0) ctx.Fail("shape has negative dim " + std::to_string(d.value));
+    out.push_back(d.AsDim());
+  }
+  ctx.set_output(0, t, Shape(out));
 }
 
 void InferRange(InferContext& ctx) {

@@ -127,6 +127,71 @@ TEST(Autodiff, NoGradientFlowsIntoValuesComputedFromShapes) {
   }
 }
 
+// loss = sum(r * r), r = (x w) reshaped to [batch,2,4]: the Reshape's target either from the exporter's chain
+// Shape -> Gather -> Unsqueeze -> Concat (the batch stays named, so Mul's gradient needs no ReduceToShape) or from
+// a graph input (unknown dims: ReduceToShape stays). Both give dL/dw = x^T (2 x w).
+void CheckReshapedSquareGradient(bool target_from_shape_chain) {
+  Graph g;
+  g.opset_imports[""] = 17;
+  Value* x = g.AddValue("x");
+  x->dtype = DataType::kFloat64;
+  x->shape = Shape({Dim::Symbol("batch"), Dim(8)});
+  g.inputs.push_back(x);
+  const Tensor w0 = test::RandomTensor(DataType::kFloat64, {8, 8});
+  Value* w = g.AddInitializer("w", w0.Clone());
+  Value* h = Emit(g, "MatMul", {x, w});
+  Value* target;
+  if (target_from_shape_chain) {
+    Tensor zero(DataType::kInt64, {});
+    Value* b = Emit(g, "Gather", {Emit(g, "Shape", {h}), g.AddInitializer("k_i", zero)});
+    Value* b1 = Emit(g, "Unsqueeze", {b, g.AddInitializer("k_a", Tensor::FromInt64({0}, {1}))});
+    target = Emit(g, "Concat", {b1, g.AddInitializer("k_t", Tensor::FromInt64({2, 4}, {2}))},
+                  {{"axis", Attribute::Int(0)}});
+  } else {
+    target = g.AddValue("t");
+    target->dtype = DataType::kInt64;
+    target->shape = Shape({Dim(3)});
+    g.inputs.push_back(target);
+  }
+  Value* r = Emit(g, "Reshape", {h, target});
+  Value* loss = g.AddValue("loss");
+  g.AddNode("ReduceSum", {Emit(g, "Mul", {r, r})}, {loss}, "sum")->attrs["keepdims"] = Attribute::Int(0);
+  g.outputs.push_back(loss);
+  AutodiffPass pass({"loss", "^k_.*$"});
+  ASSERT_TRUE(pass.Run(g));
+  ASSERT_EQ(pass.params().size(), 1u);
+  int reductions = 0;
+  for (const auto& n : g.nodes()) reductions += n->op_type == "ReduceToShape";
+  if (target_from_shape_chain) {
+    EXPECT_EQ(r->shape.ToString(), "[batch,2,4]");
+    EXPECT_EQ(reductions, 0);
+  } else {
+    EXPECT_GT(reductions, 0);
+  }
+  const int64_t batch = 3;
+  const Tensor xv = test::RandomTensor(DataType::kFloat64, {batch, 8});
+  std::map<std::string, Tensor> feeds = {{"x", xv.Clone()}};
+  if (!target_from_shape_chain) feeds["t"] = Tensor::FromInt64({batch, 2, 4}, {3});
+  Executor ex(g);
+  std::vector<Tensor> outs = ex.Run(feeds);
+  ASSERT_EQ(outs.size(), 2u);
+  const Tensor& dw = outs[1];
+  ASSERT_EQ(dw.dims(), (std::vector<int64_t>{8, 8}));
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) {
+      double want = 0;
+      for (int64_t n = 0; n < batch; ++n) {
+        double hnj = 0;
+        for (int k = 0; k < 8; ++k) hnj += xv.GetDouble(n * 8 + k) * w0.GetDouble(k * 8 + j);
+        want += xv.GetDouble(n * 8 + i) * 2 * hnj;
+      }
+      EXPECT_NEAR(dw.GetDouble(i * 8 + j), want, 1e-12 + 1e-12 * std::fabs(want)) << i << "," << j;
+    }
+}
+
+TEST(Autodiff, EqualNamedShapesNeedNoReduceToShape) { CheckReshapedSquareGradient(true); }
+TEST(Autodiff, NoReduceToShapeElidedWhenTheTargetIsUnknown) { CheckReshapedSquareGradient(false); }
+
 TEST(Autodiff, FrozenParametersGetNoGradient) {
   std::vector<Tensor> params = {test::RandomTensor(DataType::kFloat64, {3}), test::RandomTensor(DataType::kFloat64, {3})};
   auto g = Build(params, Binary("Mul"), test::RandomTensor(DataType::kFloat64, {3}), 17);
