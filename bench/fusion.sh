@@ -67,21 +67,23 @@ done
 
 # Forward inference: the CNN as bench/run.sh exports it (eval mode, BatchNorm folded) and the tiny LM's first
 # 32 sequences, `onnx-train run --fuse=off|lite|full --repeat` against ONNX Runtime (all graph optimizations on).
+# "as exported": --disable-pass pattern_fusion,fusion (every --fuse mode keeps the pattern fusions).
 runs=$((steps * 2))
 /usr/bin/python3 -c "import numpy as np,sys;np.savez(sys.argv[2],x=np.load(sys.argv[1])['x'][:32])" \
   "$root/examples/tiny_lm/data.npz" "$models/tiny_lm_x32.npz"
 echo
-echo "| model (forward) | batch | onnx-train off ms | lite ms | full ms | ONNX Runtime ms | ORT / lite |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "| model (forward) | batch | onnx-train as exported ms | off ms | lite ms | full ms | ONNX Runtime ms | ORT / lite |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 for m in cnn tiny_lm; do
   if [ $m = cnn ]; then model=$models/cnn.onnx; data=$models/cnn.npz
   else model=$root/examples/tiny_lm/model.onnx; data=$models/tiny_lm_x32.npz; fi
   declare -A fw=()
-  for fuse in off lite full; do
-    fw[$fuse]=$("$build/onnx-train" run "$model" --data "$data" --repeat "$runs" --threads "$threads" --fuse=$fuse |
+  for fuse in raw off lite full; do
+    args=(--fuse=$fuse); [ $fuse = raw ] && args=(--disable-pass pattern_fusion,fusion)
+    fw[$fuse]=$("$build/onnx-train" run "$model" --data "$data" --repeat "$runs" --threads "$threads" "${args[@]}" |
                 awk '/^runs:/ {print $4}')
   done
   ort=n/a
   [ -n "$ort_py" ] && ort=$("$ort_py" "$here/ort_peer.py" "$model" "$data" "$threads" "$runs" 32 | awk '{print $1}')
-  echo "| $m | 32 | ${fw[off]} | ${fw[lite]} | ${fw[full]} | $ort | $(ratio "$ort" "${fw[lite]}") |"
+  echo "| $m | 32 | ${fw[raw]} | ${fw[off]} | ${fw[lite]} | ${fw[full]} | $ort | $(ratio "$ort" "${fw[lite]}") |"
 done

@@ -33,6 +33,7 @@ StepOptions MakeStepOptions(const TrainerOptions& o) {
   so.amp = o.amp;
   so.fp16_range = o.fp16_range;
   so.loss_scale = o.loss_scale;
+  so.disabled_passes = o.disabled_passes;
   return so;
 }
 

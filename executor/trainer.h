@@ -40,6 +40,8 @@ struct TrainerOptions {
     f.mode = "off";
     return f;
   }();
+  // --disable-pass: the step pipeline's optional rewrites left out (passes/step_graph.h: OptionalPasses).
+  std::vector<std::string> disabled_passes;
 };
 
 // The step-graph pipeline's options of a Trainer's.

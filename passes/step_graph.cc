@@ -21,18 +21,47 @@ void AddOutput(Graph& g, Value* v) {
 }
 }  // namespace
 
+const std::vector<std::string>& OptionalPasses() {
+  static const std::vector<std::string> kOptional = {"pattern_fusion", "fp16_range", "fold_transpose",
+                                                     "fuse_bias_grad", "fusion"};
+  return kOptional;
+}
+
+void CheckDisabledPasses(const std::vector<std::string>& names) {
+  static const std::vector<std::string> kRequired = {"training_mode", "loss",           "autodiff",    "optimizer",
+                                                     "amp",           "master_weights", "loss_scaling"};
+  std::string optional;
+  for (const std::string& p : OptionalPasses()) optional += (optional.empty() ? "" : ", ") + p;
+  for (const std::string& n : names) {
+    if (std::find(OptionalPasses().begin(), OptionalPasses().end(), n) != OptionalPasses().end()) continue;
+    if (std::find(kRequired.begin(), kRequired.end(), n) != kRequired.end())
+      throw Error("--disable-pass " + n + ": the step cannot be built without it (" +
+                  (n == "amp" || n == "master_weights" ? std::string("mixed precision follows --amp") :
+                   n == "loss_scaling"                 ? std::string("use --loss-scale none")
+                                                       : std::string("it makes the training step")) +
+                  "); passes that can be disabled: " + optional);
+    throw Error("--disable-pass " + n + ": no such pass; passes that can be disabled: " + optional);
+  }
+}
+
 StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
+  CheckDisabledPasses(o.disabled_passes);
+  auto enabled = [&](const char* pass) {
+    return std::find(o.disabled_passes.begin(), o.disabled_passes.end(), pass) == o.disabled_passes.end();
+  };
   StepGraphInfo info;
   auto after = [&](const char* pass) {
     if (o.after_pass) o.after_pass(pass, g);
   };
   TrainingModePass(true).Run(g);
   after("training_mode");
-  FuseGeluPass().Run(g);  // pattern fusion: before autodiff, so the fused ops' gradient rules apply
-  FuseLayerNormPass().Run(g);
-  FuseSoftmaxCrossEntropyPass().Run(g);
-  FuseMatMulBiasPass().Run(g);
-  after("pattern_fusion");
+  if (enabled("pattern_fusion")) {
+    FuseGeluPass().Run(g);  // pattern fusion: before autodiff, so the fused ops' gradient rules apply
+    FuseLayerNormPass().Run(g);
+    FuseSoftmaxCrossEntropyPass().Run(g);
+    FuseMatMulBiasPass().Run(g);
+    after("pattern_fusion");
+  }
   LossPass loss(o.loss);
   loss.Run(g);
   info.loss = loss.loss_name();
@@ -56,7 +85,7 @@ StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
     amp.Run(g);
     info.amp = amp.report();
     after("amp");
-    if (o.amp.half == DataType::kFloat16) {
+    if (o.amp.half == DataType::kFloat16 && enabled("fp16_range")) {
       Fp16RangePass range(o.fp16_range);
       range.Run(g);
       info.fp16_range_changes = range.changes();
@@ -75,10 +104,14 @@ StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
   }
   info.loss_scaling = ls.mode;
   // Last: every Transpose a GEMM reads is written by now (autodiff's, AMP's Casts placed, master copies bound).
-  FoldTransposePass().Run(g);
-  after("fold_transpose");
-  FuseBiasGradPass().Run(g);  // after the fold: the weight gradients are the Gemms they will stay
-  after("fuse_bias_grad");
+  if (enabled("fold_transpose")) {
+    FoldTransposePass().Run(g);
+    after("fold_transpose");
+  }
+  if (enabled("fuse_bias_grad")) {
+    FuseBiasGradPass().Run(g);  // after the fold: the weight gradients are the Gemms they will stay
+    after("fuse_bias_grad");
+  }
   if (EnableOptimizerStats(g)) {
     info.param_norm = g.outputs[g.outputs.size() - 2];
     info.zero_grad_fraction = g.outputs.back();

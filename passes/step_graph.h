@@ -33,7 +33,15 @@ struct StepOptions {
   // Called after each pass with its name ("training_mode", "pattern_fusion", "loss", "autodiff", "optimizer", "amp",
   // "fp16_range", "master_weights", "loss_scaling", "fold_transpose", "fuse_bias_grad"): --dump-after.
   std::function<void(const std::string& pass, const Graph& g)> after_pass;
+  // --disable-pass: optional rewrites left out (OptionalPasses(); "fusion" is the Trainer's, not the pipeline's).
+  std::vector<std::string> disabled_passes;
 };
+
+// The passes --disable-pass may name: rewrites the step is correct without (pattern_fusion, fp16_range,
+// fold_transpose, fuse_bias_grad, and the Trainer's cluster fusion "fusion", which is --fuse=off).
+const std::vector<std::string>& OptionalPasses();
+// Throws Error naming the flag for a name that is not a pass or names one the step cannot be built without.
+void CheckDisabledPasses(const std::vector<std::string>& names);
 
 struct StepGraphInfo {
   std::string loss;               // the scalar loss value

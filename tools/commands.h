@@ -24,8 +24,9 @@ int Info(const std::string& model);
 struct RunOptions {
   std::string model, data, output;
   bool profile = false;  // print time per op type
-  std::string fuse = "lite";  // pattern and cluster fusion (sized for the data's shapes) before running
+  std::string fuse = "lite";  // cluster fusion (sized for the data's shapes) after the pattern fusions
   int repeat = 1;  // > 1: time repeated runs (after one warm-up) and print the median and best
+  std::vector<std::string> disable_pass;  // --disable-pass pattern_fusion|fusion: run the model as exported
 };
 int Run(const RunOptions& o);
 }  // namespace ot::tools
@@ -70,6 +71,7 @@ struct TrainOptions {
   int64_t loss_scale_growth_interval = 2000, loss_scale_overflows = 1;
   uint64_t seed = 0;
   std::string fuse = "lite", memory_budget, log_json, save, eval_data;
+  std::vector<std::string> disable_pass;  // --disable-pass NAME[,NAME...]: optional passes left out
   std::string profile_trace;  // --profile FILE: Chrome trace of one step
   std::string device = "cpu";  // --device auto|cpu|cuda[:N]
   bool tf32 = false, deterministic = false;  // --tf32, --deterministic (GPU)

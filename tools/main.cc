@@ -37,7 +37,10 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--repeat", run.repeat, "Time this many runs after a warm-up (median and best ms)")
       ->check(CLI::PositiveNumber);
   run_cmd->add_flag("--profile-ops", run.profile, "Print the time spent per op type");
-  run_cmd->add_option("--fuse", run.fuse, "off|lite|full: pattern and cluster fusion for the data's shapes (lite)");
+  run_cmd->add_option("--fuse", run.fuse, "off|lite|full: cluster fusion for the data's shapes (lite)");
+  run_cmd->add_option("--disable-pass", run.disable_pass,
+                      "pattern_fusion and/or fusion (= --fuse=off): run the model's ops as exported")
+      ->delimiter(',');
 
   std::string info_model;
   auto* info_cmd = app.add_subcommand("info", "Inputs, outputs, opsets, op counts, parameters, unsupported ops");

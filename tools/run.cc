@@ -15,6 +15,7 @@
 #include "passes/fuse_layer_norm.h"
 #include "passes/fuse_matmul_bias.h"
 #include "passes/gradient_op.h"
+#include "passes/step_graph.h"
 #include "tools/commands.h"
 
 namespace ot::tools {
@@ -59,13 +60,21 @@ int Run(const RunOptions& o) {
   }
   for (const Value* v : g->RealInputs())
     if (!feeds.count(v->name)) throw Error(o.data + ": no array for the model input '" + v->name + "'");
-  const std::string mode = ParseFuseMode(o.fuse);
+  std::string mode = ParseFuseMode(o.fuse);
+  CheckDisabledPasses(o.disable_pass);
+  auto disabled = [&](const char* pass) {
+    return std::find(o.disable_pass.begin(), o.disable_pass.end(), pass) != o.disable_pass.end();
+  };
+  if (disabled("fusion")) mode = "off";
   for (const auto& [name, t] : feeds) CheckFeed(g->FindValue(name), t);  // before fusion sizes anything for them
-  if (mode != "off") {
-    // The forward as train runs it: the pattern fusions, then clusters sized for these inputs' shapes.
+  // The forward as train runs it: the pattern fusions (as in every --fuse mode), then clusters sized for these
+  // inputs' shapes.
+  if (!disabled("pattern_fusion")) {
     FuseGeluPass().Run(*g);
     FuseLayerNormPass().Run(*g);
     FuseMatMulBiasPass().Run(*g);
+  }
+  if (mode != "off") {
     std::map<std::string, TensorDesc> descs;
     std::map<std::string, const Tensor*> known;
     for (const auto& [name, t] : feeds) descs[name] = TensorDesc{t.dtype(), t.dims(), true};

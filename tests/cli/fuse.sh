@@ -62,13 +62,24 @@ if [ -d "$node" ]; then
   grep -q "PASS test_softmax_axis_1_expanded (fused: " "$tmp/out" && ok || { bad "softmax expanded not fused"; cat "$tmp/out"; }
 fi
 
-# run --fuse: the fused inference of the MLP (Gelu and LayerNorm patterns, clusters) gives the unfused outputs within
-# the fusion tolerance (1e-5 relative or 1e-7 absolute; the fused LayerNorm and Gelu kernels round differently from the
-# ReduceMean/Sub/Pow/Sqrt/Div and Div/Erf/Add/Mul chains they replace).
+# run --fuse: the fused inference of the MLP (Gelu and LayerNorm patterns, clusters) gives the outputs of its ops as
+# exported (--disable-pass pattern_fusion,fusion) within the fusion tolerance (1e-5 relative or 1e-7 absolute; the fused
+# LayerNorm and Gelu kernels round differently from the ReduceMean/Sub/Pow/Sqrt/Div and Div/Erf/Add/Mul chains they
+# replace). --fuse=off keeps the pattern fusions, as train does.
 for mode in off lite full; do
   "$tool" run "$ex/mlp/model.onnx" --data "$ex/mlp/input.npz" --fuse=$mode -o "$tmp/run_$mode.npz" >/dev/null \
     2>"$tmp/err" && ok || { bad "run --fuse=$mode exited non-zero"; cat "$tmp/err"; }
 done
+"$tool" run "$ex/mlp/model.onnx" --data "$ex/mlp/input.npz" --disable-pass pattern_fusion,fusion -o "$tmp/run_raw.npz" \
+  >/dev/null 2>"$tmp/err" && ok || { bad "run --disable-pass pattern_fusion,fusion exited non-zero"; cat "$tmp/err"; }
+for mode in off raw; do
+  "$tool" run "$ex/mlp/model.onnx" --data "$ex/mlp/input.npz" --fuse=off --profile-ops \
+    $([ $mode = raw ] && echo --disable-pass pattern_fusion) >"$tmp/prof_$mode" 2>&1
+done
+grep -q "^Gelu " "$tmp/prof_off" && ! grep -q "^Erf " "$tmp/prof_off" && ok ||
+  { bad "run --fuse=off did not run the fused Gelu"; cat "$tmp/prof_off"; }
+grep -q "^Erf " "$tmp/prof_raw" && ! grep -q "^Gelu " "$tmp/prof_raw" && ok ||
+  { bad "run --disable-pass pattern_fusion fused the Gelu"; cat "$tmp/prof_raw"; }
 "$tool" run "$ex/mlp/model.onnx" --data "$ex/mlp/input.npz" --fuse=off >"$tmp/run_off" 2>"$tmp/err"
 grep -q "^logits: float32\[32,10\] sum=" "$tmp/run_off" && ok || { bad "run printed no summary"; cat "$tmp/run_off"; }
 python3 - "$tmp" <<'PY' && ok || bad "run --fuse changed the outputs"
@@ -88,8 +99,8 @@ def load(path):  # float32 arrays of an .npz, without numpy
             out[name[:-4]] = (h["shape"], struct.unpack("<%df" % n, b[start + hl:start + hl + 4 * n]))
     return out
 t = sys.argv[1]
-off = load(t + "/run_off.npz")
-for mode in ("lite", "full"):
+off = load(t + "/run_raw.npz")
+for mode in ("off", "lite", "full"):
     got = load(t + f"/run_{mode}.npz")
     assert sorted(got) == sorted(off), (mode, sorted(got), sorted(off))
     for k, (shape, b) in off.items():

@@ -36,6 +36,36 @@ done
 "$tool" passes "$tmp/step_sgd.onnx" -o "$tmp/again.onnx" >"$tmp/out" 2>"$tmp/err" && bad "passes on a step model succeeded" || {
   grep -q "training_info" "$tmp/err" && ok || bad "passes on a step model: $(cat "$tmp/err")"; }
 
+# --disable-pass: an optional rewrite left out shows in the step (the transformer's MatMul+Add and LayerNorm chains
+# stay as exported without pattern_fusion) and trains to the same losses; a required pass or an unknown name is an
+# error that lists the passes that can be disabled.
+lm=$(dirname "$ex")/tiny_lm
+lmo=(--loss cross_entropy --logits logits --labels y --batch 8)
+"$tool" passes "$lm/model.onnx" "${lmo[@]}" --dump-after step >"$tmp/fused_step" 2>&1 &&
+  "$tool" passes "$lm/model.onnx" "${lmo[@]}" --dump-after step --disable-pass pattern_fusion >"$tmp/raw_step" 2>&1 && ok ||
+  { bad "passes --disable-pass pattern_fusion exited non-zero"; tail -3 "$tmp/raw_step"; }
+grep -q "MatMulBias(" "$tmp/fused_step" && grep -q "LayerNormalization(" "$tmp/fused_step" && ok ||
+  bad "the default step has no MatMulBias or LayerNormalization"
+grep -q "MatMulBias(\|LayerNormalization(" "$tmp/raw_step" && bad "--disable-pass pattern_fusion still fused" || ok
+grep -q "ReduceMean(" "$tmp/raw_step" && ok || bad "--disable-pass pattern_fusion: no ReduceMean in the step"
+for d in "" "--disable-pass=pattern_fusion,fold_transpose,fuse_bias_grad"; do
+  # shellcheck disable=SC2086
+  "$tool" train "$lm/model.onnx" "${lmo[@]}" --data "$lm/data.npz" --steps 4 --no-shuffle --threads 2 --quiet \
+    --log-json "$tmp/lm${d:+_raw}.jsonl" $d >"$tmp/out" 2>&1 || { bad "train $d exited non-zero"; cat "$tmp/out"; }
+done
+python3 - "$tmp/lm.jsonl" "$tmp/lm_raw.jsonl" <<'PY' && ok || bad "losses with passes disabled differ"
+import json, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+sys.exit(0 if len(a) == 4 and len(b) == 4 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)) else 1)
+PY
+for bad_name in amp nosuchpass; do
+  "$tool" train "$lm/model.onnx" "${lmo[@]}" --data "$lm/data.npz" --steps 1 --disable-pass $bad_name >"$tmp/out" 2>&1 &&
+    bad "--disable-pass $bad_name accepted" || {
+    grep -q "disable-pass $bad_name" "$tmp/out" && grep -q "fold_transpose" "$tmp/out" && ok ||
+      bad "--disable-pass $bad_name: $(cat "$tmp/out")"; }
+done
+
 if [ -n "$py" ] && "$py" -c "import onnx, onnxruntime" 2>/dev/null; then
   if "$py" - "$tmp/step_adam.onnx" "$ex/test.npz" <<'PY'; then ok; else bad "onnx checker / onnxruntime on step.onnx"; fi
 import sys
