@@ -62,7 +62,7 @@ test::GraphBuildFn Attention(int64_t t) {
 }
 
 TEST(SoftmaxFusion, LiteFusesScaleMaskAndSoftmaxBitForBit) {
-  for (int64_t t : {32, 20}) {
+  for (int64_t t : {32, 20, 16, 8}) {  // 32, 16, 8: the interpreter's fixed-length row loops (MapRows)
     SCOPED_TRACE("T = " + std::to_string(t));
     auto g = Make(Attention(t));
     const FusionReport r = Fuse(*g, "lite");
