@@ -71,6 +71,15 @@ std::optional<std::vector<int64_t>> InputInts(const InferContext& ctx, int i) {
 
 void PropagateInput0(InferContext& ctx) { ctx.set_output(0, ctx.input_type(0), ctx.input_shape(0)); }
 
+std::vector<Dim> SizesOf(const InferContext& ctx, const DimsValue& v, const std::string& what) {
+  std::vector<Dim> out;
+  for (const DimOrInt& e : v) {
+    if (e.known && e.value < 0) ctx.Fail(what + " has negative dim " + std::to_string(e.value));
+    out.push_back(e.AsDim());
+  }
+  return out;
+}
+
 Shape UnknownDims(int rank) { return Shape(std::vector<Dim>(rank, Dim())); }
 
 }  // namespace ot

@@ -1,6 +1,7 @@
 // Helpers for inference functions: broadcasting, axis normalisation, attribute-or-input reading.
 #pragma once
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "graph/op_registry.h"
@@ -18,6 +19,9 @@ int NormalizeAxis(int64_t axis, int rank, const std::string& what);
 std::optional<std::vector<int64_t>> InputInts(const InferContext& ctx, int i);
 // Sets output 0 to input 0's dtype and shape.
 void PropagateInput0(InferContext& ctx);
+// A shape from a size vector's elements (InferContext::input_dims_value): known ones static, the rest symbolic or
+// unknown; Fail()s with "<what> has negative dim N" for a known negative element.
+std::vector<Dim> SizesOf(const InferContext& ctx, const DimsValue& v, const std::string& what);
 // Shape with `rank` unknown dims.
 Shape UnknownDims(int rank);
 

@@ -1,6 +1,7 @@
 #include "passes/step_graph.h"
 
 #include <algorithm>
+#include <map>
 
 #include "graph/error.h"
 #include "passes/autodiff.h"
@@ -28,19 +29,20 @@ const std::vector<std::string>& OptionalPasses() {
 }
 
 void CheckDisabledPasses(const std::vector<std::string>& names) {
-  static const std::vector<std::string> kRequired = {"training_mode", "loss",           "autodiff",    "optimizer",
-                                                     "amp",           "master_weights", "loss_scaling"};
+  // The passes the step needs, with what the user may want instead.
+  static const std::map<std::string, std::string> kRequired = {
+      {"training_mode", "it makes the training step"}, {"loss", "it makes the training step"},
+      {"autodiff", "it makes the training step"},      {"optimizer", "it makes the training step"},
+      {"amp", "mixed precision follows --amp"},        {"master_weights", "mixed precision follows --amp"},
+      {"loss_scaling", "use --loss-scale none"}};
   std::string optional;
   for (const std::string& p : OptionalPasses()) optional += (optional.empty() ? "" : ", ") + p;
   for (const std::string& n : names) {
     if (std::find(OptionalPasses().begin(), OptionalPasses().end(), n) != OptionalPasses().end()) continue;
-    if (std::find(kRequired.begin(), kRequired.end(), n) != kRequired.end())
-      throw Error("--disable-pass " + n + ": the step cannot be built without it (" +
-                  (n == "amp" || n == "master_weights" ? std::string("mixed precision follows --amp") :
-                   n == "loss_scaling"                 ? std::string("use --loss-scale none")
-                                                       : std::string("it makes the training step")) +
-                  "); passes that can be disabled: " + optional);
-    throw Error("--disable-pass " + n + ": no such pass; passes that can be disabled: " + optional);
+    auto it = kRequired.find(n);
+    throw Error("--disable-pass " + n + ": " +
+                (it != kRequired.end() ? "the step cannot be built without it (" + it->second + ")" : "no such pass") +
+                "; passes that can be disabled: " + optional);
   }
 }
 

@@ -122,12 +122,11 @@ DimOrInt Combine(Arith op, const DimOrInt& a, const DimOrInt& b) {
         return DimOrInt{};
     }
   }
-  const bool b_is = b.known, a_is = a.known;
-  if (op == Arith::kMul && b_is && b.value == 1) return a;
-  if (op == Arith::kMul && a_is && a.value == 1) return b;
-  if (op == Arith::kDiv && b_is && b.value == 1) return a;
-  if ((op == Arith::kAdd || op == Arith::kSub) && b_is && b.value == 0) return a;
-  if (op == Arith::kAdd && a_is && a.value == 0) return b;
+  // An identity element on one side keeps the other's size.
+  const bool b1 = b.known && b.value == 1, b0 = b.known && b.value == 0;
+  if ((op == Arith::kMul || op == Arith::kDiv) && b1) return a;
+  if ((op == Arith::kAdd || op == Arith::kSub) && b0) return a;
+  if ((op == Arith::kMul && a.known && a.value == 1) || (op == Arith::kAdd && a.known && a.value == 0)) return b;
   return DimOrInt{};
 }
 

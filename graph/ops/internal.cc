@@ -27,11 +27,7 @@ void RegisterInternalOps(OpRegistry& r) {
                                                                            : Shape());
       return;
     }
-    std::vector<Dim> out;
-    for (const DimOrInt& e : *target) {
-      if (e.known && e.value < 0) ctx.Fail("target shape has negative dim " + std::to_string(e.value));
-      out.push_back(e.AsDim());
-    }
+    const std::vector<Dim> out = SizesOf(ctx, *target, "target shape");
     if (g.known_rank()) {
       if (static_cast<int>(out.size()) > g.rank()) ctx.Fail("target shape has a higher rank than the gradient");
       const int off = g.rank() - static_cast<int>(out.size());

@@ -329,12 +329,7 @@ void InferExpand(InferContext& ctx) {
       ctx.set_output(0, t, Shape());
     return;
   }
-  std::vector<Dim> dims;
-  for (const DimOrInt& e : *target) {
-    if (e.known && e.value < 0) ctx.Fail("shape has negative dim " + std::to_string(e.value));
-    dims.push_back(e.AsDim());
-  }
-  ctx.set_output(0, t, BroadcastShapes(ctx, {in, Shape(dims)}));
+  ctx.set_output(0, t, BroadcastShapes(ctx, {in, Shape(SizesOf(ctx, *target, "shape"))}));
 }
 
 void InferTile(InferContext& ctx) {

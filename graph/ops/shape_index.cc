@@ -139,12 +139,7 @@ void InferConstantOfShape(InferContext& ctx) {
       ctx.set_output(0, t, Shape());
     return;
   }
-  std::vector<Dim> out;
-  for (const DimOrInt& d : *dims) {
-    if (d.known && d.value < 0) ctx.Fail("shape has negative dim " + std::to_string(d.value));
-    out.push_back(d.AsDim());
-  }
-  ctx.set_output(0, t, Shape(out));
+  ctx.set_output(0, t, Shape(SizesOf(ctx, *dims, "shape")));
 }
 
 void InferRange(InferContext& ctx) {
