@@ -65,14 +65,17 @@ OT_HD float WithSignOf(float r, float s) { return BitsFloat(FloatBits(r) | (Floa
 // e^x. Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2 (ln2 split so n * kLn2Hi is exact for |n| < 2^15), a
 // degree-6 polynomial for e^r (Cephes expf), and 2^n applied as two exact power-of-two factors 2^(n/2) 2^(n - n/2)
 // so results down to the subnormal range round once (gradual underflow) and those above FLT_MAX overflow to +inf.
-// x is first clamped to [-104, 89] (e^-104 rounds to 0, e^89 overflows), which also keeps n in [-150, 128]; a NaN
-// passes the clamps and the arithmetic unchanged.
+// Below -104 the result is 0 (e^-104 rounds to 0): selected at the end, with the arithmetic done on x = 0 meanwhile
+// -- computing e^-104 itself underflows, and an underflowing multiply costs a microcode assist on x86 (the causal
+// mask's -1e9 made every masked score one: a masked softmax ran at half speed). x is clamped to 89 above (e^89
+// overflows), which keeps n in [-150, 128]; a NaN passes the selects and the arithmetic unchanged.
 OT_HD float VecExp(float x) {
   using namespace vec_detail;
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
   constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer held in the low mantissa bits
-  x = Select(x < -104.f, -104.f, x);
+  const bool zero = x < -104.f;
+  x = Select(zero, 0.f, x);
   x = Select(x > 89.f, 89.f, x);
   const float kd = x * kLog2e + kShift;  // contraction-safe: any rounding of x * kLog2e only moves n by one
   const float n = kd - kShift;
@@ -90,7 +93,7 @@ OT_HD float VecExp(float x) {
   const int32_t n1 = ni >> 1, n2 = ni - n1;
   const float s1 = BitsFloat(static_cast<uint32_t>(n1 + 127) << 23);
   const float s2 = BitsFloat(static_cast<uint32_t>(n2 + 127) << 23);
-  return (e * s1) * s2;
+  return Select(zero, 0.f, (e * s1) * s2);
 }
 
 // erf(x) (Norbert Juffa's erff construction, coefficients refit for evaluation without fma, now evaluated with
