@@ -235,6 +235,21 @@ float RoundScalar(DType t, float v) {
   return v;
 }
 
+// One float rounded to bfloat16 and back: FloatToBf16Bits (round to nearest even, NaN kept quiet) without its
+// branch, and the NaN test a signed compare of magnitudes below 2^31, so a loop of it vectorizes in both clones.
+inline __attribute__((always_inline)) float Bf16Round(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) & 0xffff0000u;
+  const uint32_t quiet_nan = (x | 0x00400000u) & 0xffff0000u;
+  return std::bit_cast<float>(static_cast<int32_t>(x & 0x7fffffffu) > 0x7f800000 ? quiet_nan : rounded);
+}
+
+// Every float of v[0..n) through Bf16Round (as an unsigned compare the loop stayed scalar: a third of a bf16
+// cluster's time).
+OT_VEC_CLONES void RoundBf16InPlace(float* __restrict v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = Bf16Round(v[i]);
+}
+
 // In place; u16: n uint16 of scratch. Bit-identical to RoundScalar (half_convert.h's bulk conversions are
 // bit-identical to half.h; the bf16 loop is FloatToBf16Bits without its branch).
 void RoundVec(DType t, float* __restrict v, int64_t n, uint16_t* u16) {
@@ -244,14 +259,7 @@ void RoundVec(DType t, float* __restrict v, int64_t n, uint16_t* u16) {
       FloatToHalf(v, reinterpret_cast<float16*>(u16), n);
       HalfToFloat(reinterpret_cast<const float16*>(u16), v, n);
       return;
-    case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) {
-        const uint32_t x = std::bit_cast<uint32_t>(v[i]);
-        const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) & 0xffff0000u;
-        const uint32_t quiet_nan = (x | 0x00400000u) & 0xffff0000u;
-        v[i] = std::bit_cast<float>((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-      }
-      return;
+    case DType::kBF16: return RoundBf16InPlace(v, n);
     case DType::kBool:
       for (int64_t i = 0; i < n; ++i) v[i] = v[i] != 0.f ? 1.f : 0.f;
       return;
@@ -377,55 +385,64 @@ void Where(const Val& a, const Val& b, const Val& c, float* o, int64_t n) {
 
 // o[0..n) = the op of in over operands v (each an array of n or a scalar). The formulas are the op-by-op
 // kernels' (cpu_ops/elementwise_*.cc, executor/kernels/internal.cc, gelu_grad.cc), in float.
+template <bool kRoundBf16>
 void ApplyOp(const Instr& in, const Val* v, float* o, int64_t n) {
+  // The element function, its result rounded to bfloat16 in the same loop when kRoundBf16 (no second pass).
+  auto fin = [](auto f) {
+    if constexpr (kRoundBf16) return [f](auto... x) { return Bf16Round(f(x...)); };
+    else return f;
+  };
   const float alpha = in.imm;
   const bool tanh_form = in.imm != 0.f;
   switch (in.op) {
-    case Op::kNeg: return Map1([](float x) { return -x; }, v[0], o, n);
-    case Op::kAbs: return Map1([](float x) { return std::fabs(x); }, v[0], o, n);
-    case Op::kSign: return Map1([](float x) { return math::Sign(x); }, v[0], o, n);
-    case Op::kExp: return Map1([](float x) { return math::Exp(x); }, v[0], o, n);
-    case Op::kLog: return Map1([](float x) { return std::log(x); }, v[0], o, n);
-    case Op::kSqrt: return Map1([](float x) { return std::sqrt(x); }, v[0], o, n);
-    case Op::kReciprocal: return Map1([](float x) { return 1.f / x; }, v[0], o, n);
-    case Op::kTanh: return Map1([](float x) { return math::Tanh(x); }, v[0], o, n);
-    case Op::kSigmoid: return Map1([](float x) { return math::Sigmoid(x); }, v[0], o, n);
-    case Op::kRelu: return Map1([](float x) { return math::Relu(x); }, v[0], o, n);
-    case Op::kErf: return Map1([](float x) { return math::Erf(x); }, v[0], o, n);
-    case Op::kFloor: return Map1([](float x) { return std::floor(x); }, v[0], o, n);
-    case Op::kCeil: return Map1([](float x) { return std::ceil(x); }, v[0], o, n);
-    case Op::kNot: return Map1([](float x) { return x == 0.f ? 1.f : 0.f; }, v[0], o, n);
-    case Op::kLeakyRelu: return Map1([=](float x) { return math::LeakyRelu(x, alpha); }, v[0], o, n);
+    case Op::kNeg: return Map1(fin([](float x) { return -x; }), v[0], o, n);
+    case Op::kAbs: return Map1(fin([](float x) { return std::fabs(x); }), v[0], o, n);
+    case Op::kSign: return Map1(fin([](float x) { return math::Sign(x); }), v[0], o, n);
+    case Op::kExp: return Map1(fin([](float x) { return math::Exp(x); }), v[0], o, n);
+    case Op::kLog: return Map1(fin([](float x) { return std::log(x); }), v[0], o, n);
+    case Op::kSqrt: return Map1(fin([](float x) { return std::sqrt(x); }), v[0], o, n);
+    case Op::kReciprocal: return Map1(fin([](float x) { return 1.f / x; }), v[0], o, n);
+    case Op::kTanh: return Map1(fin([](float x) { return math::Tanh(x); }), v[0], o, n);
+    case Op::kSigmoid: return Map1(fin([](float x) { return math::Sigmoid(x); }), v[0], o, n);
+    case Op::kRelu: return Map1(fin([](float x) { return math::Relu(x); }), v[0], o, n);
+    case Op::kErf: return Map1(fin([](float x) { return math::Erf(x); }), v[0], o, n);
+    case Op::kFloor: return Map1(fin([](float x) { return std::floor(x); }), v[0], o, n);
+    case Op::kCeil: return Map1(fin([](float x) { return std::ceil(x); }), v[0], o, n);
+    case Op::kNot: return Map1(fin([](float x) { return x == 0.f ? 1.f : 0.f; }), v[0], o, n);
+    case Op::kLeakyRelu: return Map1(fin([=](float x) { return math::LeakyRelu(x, alpha); }), v[0], o, n);
     case Op::kGelu:
-      if (tanh_form) return Map1([](float x) { return math::GeluTanh(x); }, v[0], o, n);
-      return Map1([](float x) { return math::GeluErf(x); }, v[0], o, n);
+      if (tanh_form) return Map1(fin([](float x) { return math::GeluTanh(x); }), v[0], o, n);
+      return Map1(fin([](float x) { return math::GeluErf(x); }), v[0], o, n);
     case Op::kIdentity:
-    case Op::kCast: return Map1([](float x) { return x; }, v[0], o, n);  // the rounding to dtype does the cast
-    case Op::kAdd: return Map2([](float x, float y) { return x + y; }, v[0], v[1], o, n);
-    case Op::kSub: return Map2([](float x, float y) { return x - y; }, v[0], v[1], o, n);
-    case Op::kMul: return Map2([](float x, float y) { return x * y; }, v[0], v[1], o, n);
-    case Op::kDiv: return Map2([](float x, float y) { return x / y; }, v[0], v[1], o, n);
+    case Op::kCast: return Map1(fin([](float x) { return x; }), v[0], o, n);  // the rounding to dtype does the cast
+    case Op::kAdd: return Map2(fin([](float x, float y) { return x + y; }), v[0], v[1], o, n);
+    case Op::kSub: return Map2(fin([](float x, float y) { return x - y; }), v[0], v[1], o, n);
+    case Op::kMul: return Map2(fin([](float x, float y) { return x * y; }), v[0], v[1], o, n);
+    case Op::kDiv: return Map2(fin([](float x, float y) { return x / y; }), v[0], v[1], o, n);
     case Op::kPow:  // in double, as the Pow kernel (elementwise_variadic.cc)
-      return Map2([](float x, float y) { return static_cast<float>(std::pow(double(x), double(y))); }, v[0], v[1],
+      return Map2(fin([](float x, float y) { return static_cast<float>(std::pow(double(x), double(y))); }), v[0], v[1],
                   o, n);
-    case Op::kMax: return Map2([](float x, float y) { return math::NanMax(x, y); }, v[0], v[1], o, n);
-    case Op::kMin: return Map2([](float x, float y) { return math::NanMin(x, y); }, v[0], v[1], o, n);
-    case Op::kLess: return Map2([](float x, float y) { return x < y ? 1.f : 0.f; }, v[0], v[1], o, n);
-    case Op::kLessEqual: return Map2([](float x, float y) { return x <= y ? 1.f : 0.f; }, v[0], v[1], o, n);
-    case Op::kGreater: return Map2([](float x, float y) { return x > y ? 1.f : 0.f; }, v[0], v[1], o, n);
-    case Op::kGreaterEqual: return Map2([](float x, float y) { return x >= y ? 1.f : 0.f; }, v[0], v[1], o, n);
-    case Op::kEqual: return Map2([](float x, float y) { return x == y ? 1.f : 0.f; }, v[0], v[1], o, n);
+    case Op::kMax: return Map2(fin([](float x, float y) { return math::NanMax(x, y); }), v[0], v[1], o, n);
+    case Op::kMin: return Map2(fin([](float x, float y) { return math::NanMin(x, y); }), v[0], v[1], o, n);
+    case Op::kLess: return Map2(fin([](float x, float y) { return x < y ? 1.f : 0.f; }), v[0], v[1], o, n);
+    case Op::kLessEqual: return Map2(fin([](float x, float y) { return x <= y ? 1.f : 0.f; }), v[0], v[1], o, n);
+    case Op::kGreater: return Map2(fin([](float x, float y) { return x > y ? 1.f : 0.f; }), v[0], v[1], o, n);
+    case Op::kGreaterEqual: return Map2(fin([](float x, float y) { return x >= y ? 1.f : 0.f; }), v[0], v[1], o, n);
+    case Op::kEqual: return Map2(fin([](float x, float y) { return x == y ? 1.f : 0.f; }), v[0], v[1], o, n);
     case Op::kAnd:
-      return Map2([](float x, float y) { return (x != 0.f) & (y != 0.f) ? 1.f : 0.f; }, v[0], v[1], o, n);
+      return Map2(fin([](float x, float y) { return (x != 0.f) & (y != 0.f) ? 1.f : 0.f; }), v[0], v[1], o, n);
     case Op::kOr:
-      return Map2([](float x, float y) { return (x != 0.f) | (y != 0.f) ? 1.f : 0.f; }, v[0], v[1], o, n);
+      return Map2(fin([](float x, float y) { return (x != 0.f) | (y != 0.f) ? 1.f : 0.f; }), v[0], v[1], o, n);
     case Op::kXor:
-      return Map2([](float x, float y) { return (x != 0.f) != (y != 0.f) ? 1.f : 0.f; }, v[0], v[1], o, n);
-    case Op::kReluGrad: return Map2([](float d, float x) { return math::ReluGrad(d, x); }, v[0], v[1], o, n);
+      return Map2(fin([](float x, float y) { return (x != 0.f) != (y != 0.f) ? 1.f : 0.f; }), v[0], v[1], o, n);
+    case Op::kReluGrad: return Map2(fin([](float d, float x) { return math::ReluGrad(d, x); }), v[0], v[1], o, n);
     case Op::kGeluGrad:
-      if (tanh_form) return Map2([](float d, float x) { return math::GeluGradTanh(d, x); }, v[0], v[1], o, n);
-      return Map2([](float d, float x) { return math::GeluGradErf(d, x); }, v[0], v[1], o, n);
-    case Op::kWhere: return Where(v[0], v[1], v[2], o, n);
+      if (tanh_form) return Map2(fin([](float d, float x) { return math::GeluGradTanh(d, x); }), v[0], v[1], o, n);
+      return Map2(fin([](float d, float x) { return math::GeluGradErf(d, x); }), v[0], v[1], o, n);
+    case Op::kWhere:
+      Where(v[0], v[1], v[2], o, n);
+      if (kRoundBf16) RoundBf16InPlace(o, n);
+      return;
     default: break;
   }
   throw std::logic_error(std::string("FusedKernel: ") + cluster::OpName(in.op) + " is not elementwise");
@@ -775,21 +792,24 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
       if (!(ins.op == Op::kWhere && k == 0)) skip_round &= prog.code[opi[k]].dtype == ins.dtype;
     }
     if (ins.dtype == DType::kBool && MakesBool(ins.op)) skip_round = true;
+    // A bf16 result is rounded inside the op's own loop; other dtypes in a pass of RoundVec after it.
+    const bool round_in_loop = !skip_round && ins.dtype == DType::kBF16;
+    auto apply = round_in_loop ? &ApplyOp<true> : &ApplyOp<false>;
     if (kind[i] == VKind::kScalar) {
       float r = 0.f;
-      ApplyOp(ins, ops, &r, 1);
+      ApplyOp<false>(ins, ops, &r, 1);
       v.s = RoundScalar(ins.dtype, r);
       v.scalar = true;
       continue;
     }
     if (!row_operand || row_len == 1) {
       // Same-shaped operands (a row value in a full op with one-element rows is laid out like the full value).
-      ApplyOp(ins, ops, o, len);
+      apply(ins, ops, o, len);
     } else if (row_len < kShortRow && ar == 2 && !ops[0].scalar && !ops[1].scalar &&
                prog.code[opi[0]].row != prog.code[opi[1]].row) {
       // Short rows, a binary op of a row and a full array: Map2 broadcasts the row value along its row.
       ops[prog.code[opi[0]].row ? 0 : 1].rl = row_len;
-      ApplyOp(ins, ops, o, len);
+      apply(ins, ops, o, len);
     } else if (row_len < kShortRow) {
       // Short rows otherwise (Where): each row operand spread over its row into a temp, then one loop over the tile.
       for (int k = 0; k < ar; ++k) {
@@ -798,7 +818,7 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
         for (int64_t r = 0; r < nr; ++r) std::fill(spread + r * row_len, spread + (r + 1) * row_len, ops[k].p[r]);
         ops[k].p = spread;
       }
-      ApplyOp(ins, ops, o, len);
+      apply(ins, ops, o, len);
     } else {
       // A full op with a row operand: row by row, the row operand a scalar within its row.
       Val seg[3];
@@ -813,10 +833,10 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
             seg[k].p = ops[k].p + r * row_len;
           }
         }
-        ApplyOp(ins, seg, o + r * row_len, row_len);
+        apply(ins, seg, o + r * row_len, row_len);
       }
     }
-    if (!skip_round) RoundVec(ins.dtype, o, len, u16);
+    if (!skip_round && !round_in_loop) RoundVec(ins.dtype, o, len, u16);
   }
   // Outputs, after every input of the tile was read (in place is safe).
   for (size_t j = 0; j < prog.outputs.size(); ++j) {

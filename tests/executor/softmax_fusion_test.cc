@@ -52,11 +52,13 @@ Value* Scalar(Graph& g, float v) { return g.AddInitializer(g.UniqueName("k"), Te
 // The attention's scores: Softmax(x / scale + mask) over the keys, mask [T, T] broadcast over [B, H, T, T] (a
 // period of T*T elements, which the interpreter reads in place when the tiles fit in it). T = 32: 1024-element
 // periods; T = 20: 400, too short to shrink the tiles to (its loads wrap around).
-test::GraphBuildFn Attention(int64_t t) {
-  return [t](Graph& g) {
-    Value* x = Input(g, "x", {3, 4, t, t});
-    Value* mask = Input(g, "mask", {t, t});
-    Value* s = Emit(g, "Add", {Emit(g, "Div", {x, Scalar(g, 4.f)}), mask});
+// In a half type (AMP's attention: every op in that type, the softmax's statistics in float inside the kernel).
+test::GraphBuildFn Attention(int64_t t, DataType type = DataType::kFloat32) {
+  return [t, type](Graph& g) {
+    Value* x = Input(g, "x", {3, 4, t, t}, type);
+    Value* mask = Input(g, "mask", {t, t}, type);
+    Value* scale = g.AddInitializer(g.UniqueName("k"), Tensor::Scalar(4.f).CastTo(type));
+    Value* s = Emit(g, "Add", {Emit(g, "Div", {x, scale}), mask});
     g.outputs.push_back(Emit(g, "Softmax", {s}, {{"axis", Attribute::Int(-1)}}));
   };
 }
@@ -113,15 +115,18 @@ TEST(SoftmaxFusion, NoFuseOfASoftmaxOverAnAxisThatIsNotTheLast) {
 }
 
 // A softmax's backward: SoftmaxGrad(dY, Y), then the gradient of a scale applied before the softmax (Div).
-void SoftmaxBackward(Graph& g) {
-  Value* dy = Input(g, "dy", {3, 4, 32, 32});
-  Value* y = Input(g, "y", {3, 4, 32, 32});
-  Value* dx = g.AddValue("dx");
-  Node* sg = g.AddNode("SoftmaxGrad", {dy, y}, {dx}, "sg");
-  sg->domain = kInternalDomain;
-  sg->attrs = {{"axis", Attribute::Int(-1)}, {"log", Attribute::Int(0)}, {"legacy", Attribute::Int(0)}};
-  g.outputs.push_back(Emit(g, "Div", {dx, Scalar(g, 4.f)}));
+test::GraphBuildFn SoftmaxBackwardIn(DataType type) {
+  return [type](Graph& g) {
+    Value* dy = Input(g, "dy", {3, 4, 32, 32}, type);
+    Value* y = Input(g, "y", {3, 4, 32, 32}, type);
+    Value* dx = g.AddValue("dx");
+    Node* sg = g.AddNode("SoftmaxGrad", {dy, y}, {dx}, "sg");
+    sg->domain = kInternalDomain;
+    sg->attrs = {{"axis", Attribute::Int(-1)}, {"log", Attribute::Int(0)}, {"legacy", Attribute::Int(0)}};
+    g.outputs.push_back(Emit(g, "Div", {dx, g.AddInitializer(g.UniqueName("k"), Tensor::Scalar(4.f).CastTo(type))}));
+  };
 }
+void SoftmaxBackward(Graph& g) { SoftmaxBackwardIn(DataType::kFloat32)(g); }
 
 TEST(SoftmaxFusion, SoftmaxGradAndTheScaleGradientFuseBitForBit) {
   auto g = Make(SoftmaxBackward);
@@ -129,6 +134,25 @@ TEST(SoftmaxFusion, SoftmaxGradAndTheScaleGradientFuseBitForBit) {
   ASSERT_EQ(Count(*g, "FusedElementwise"), 1) << FormatFusionReport(r);
   EXPECT_EQ(Count(*g, "SoftmaxGrad") + Count(*g, "Div"), 0);
   ExpectSameBits(SoftmaxBackward);
+}
+
+// bf16 and f16 clusters round every op's result to the type in the op's own loop (the interpreter's bf16 path) or
+// in a pass after it: the same bits as the unfused half kernels, forward and backward, on every row-loop length.
+TEST(SoftmaxFusion, HalfAttentionFusesBitForBit) {
+  for (DataType type : {DataType::kBFloat16, DataType::kFloat16}) {
+    for (int64_t t : {32, 20, 16, 8}) {
+      SCOPED_TRACE(std::string(DataTypeName(type)) + ", T = " + std::to_string(t));
+      auto g = Make(Attention(t, type));
+      ASSERT_EQ(Count(*g, "FusedElementwise"), 0);
+      Fuse(*g, "lite");
+      ASSERT_EQ(Count(*g, "FusedElementwise"), 1);
+      ExpectSameBits(Attention(t, type));
+    }
+    auto g = Make(SoftmaxBackwardIn(type));
+    Fuse(*g, "lite");
+    ASSERT_EQ(Count(*g, "FusedElementwise"), 1);
+    ExpectSameBits(SoftmaxBackwardIn(type));
+  }
 }
 
 // A LogSoftmax's gradient (log = 1): dX = dY - exp(Y) sum(dY). Its unfused kernel works in double, so the fused
