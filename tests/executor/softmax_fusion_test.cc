@@ -64,7 +64,7 @@ test::GraphBuildFn Attention(int64_t t, DataType type = DataType::kFloat32) {
 }
 
 TEST(SoftmaxFusion, LiteFusesScaleMaskAndSoftmaxBitForBit) {
-  for (int64_t t : {32, 20, 16, 8}) {  // 32, 16, 8: the interpreter's fixed-length row loops (MapRows)
+  for (int64_t t : {32, 20, 16, 8, 72}) {  // 32, 16, 8: MapRows of fixed length; 20, 72: of run-time length
     SCOPED_TRACE("T = " + std::to_string(t));
     auto g = Make(Attention(t));
     const FusionReport r = Fuse(*g, "lite");
