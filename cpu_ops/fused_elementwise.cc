@@ -578,10 +578,7 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
   // Copies: an Identity (or Cast) to its operand's own dtype and row-ness (ReduceToShape where it reduces nothing,
   // a Cast between equal types) changes no bit; its readers and outputs read the operand instead, so it costs no pass.
   // (An output keeps a copy of an input instruction: it is stored from a register, never from the input's memory.)
-  auto plain_copy = [&p](int32_t i) {
-    const Instr& c = p.code[i];
-    return (c.op == Op::kIdentity || c.op == Op::kCast) && c.dtype == p.code[c.a].dtype && c.row == p.code[c.a].row;
-  };
+  auto plain_copy = [&p](int32_t i) { return cluster::IsPlainCopy(p, i); };
   for (Instr& in : p.code) {
     int32_t* ops[3] = {&in.a, &in.b, &in.c};
     for (int k = 0; k < cluster::Arity(in.op); ++k)

@@ -76,6 +76,18 @@ inline int Arity(Op op) {
   return 1;
 }
 inline bool IsReduction(Op op) { return op >= Op::kReduceSum && op <= Op::kReduceMin; }
+// Instruction i changes no bit: an Identity, or a Cast to its operand's own dtype, of its operand's row-ness.
+inline bool IsPlainCopy(const Program& p, int32_t i) {
+  const Instr& c = p.code[i];
+  return (c.op == Op::kIdentity || c.op == Op::kCast) && c.dtype == p.code[c.a].dtype && c.row == p.code[c.a].row;
+}
+// Instructions that compute something: not inputs, constants or plain copies.
+inline int ComputingInstructions(const Program& p) {
+  int n = 0;
+  for (int32_t i = 0; i < static_cast<int32_t>(p.code.size()); ++i)
+    n += p.code[i].op != Op::kInput && p.code[i].op != Op::kConst && !IsPlainCopy(p, i);
+  return n;
+}
 
 // Text form (the FusedElementwise node's `program` attribute; parsing round-trips exactly):
 //   inputs N

@@ -428,11 +428,23 @@ bool ClusterFusionPass::Run(Graph& g) {
   }
   report_.peak_after = cl.Peak();
 
-  // Rewrite every cluster of two or more kernels as one FusedElementwise node.
+  // Rewrite every cluster of two or more kernels as one FusedElementwise node -- unless at most one of them
+  // computes and the rest are plain copies (AMP's Identity -> Cast of a parameter's gradient): unfused, the copy
+  // runs in place where its input dies and the op alone is the one pass, so the cluster would save nothing (its
+  // interpreter cost 3-5x the Cast kernel on those small tensors).
   std::vector<int> roots;
-  for (size_t k = 0; k < ks.size(); ++k)
-    if (cl.Cluster(static_cast<int>(k)) == static_cast<int>(k) && cl.Members(static_cast<int>(k)).size() > 1)
-      roots.push_back(static_cast<int>(k));
+  for (size_t k = 0; k < ks.size(); ++k) {
+    const int r = static_cast<int>(k);
+    if (cl.Cluster(r) != r || cl.Members(r).size() < 2) continue;
+    std::vector<int> members = cl.Members(r);
+    std::sort(members.begin(), members.end());
+    if (cluster::ComputingInstructions(cl.Build(members).program) < 2) {
+      report_.refused.push_back({Label(ks[members.front()]), Label(ks[members.back()]),
+                                 "does not pay: one op and plain copies, which run in place unfused"});
+      continue;
+    }
+    roots.push_back(r);
+  }
   std::vector<std::pair<int, int>> order;  // (first member, root)
   for (int r : roots) order.push_back({*std::min_element(cl.Members(r).begin(), cl.Members(r).end()), r});
   std::sort(order.begin(), order.end());

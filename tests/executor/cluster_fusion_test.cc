@@ -93,6 +93,31 @@ TEST(ClusterFusion, LiteFusesAnElementwiseChainIntoOneNode) {
   ExpectSameOutputs(Chain, "full");
 }
 
+// AMP's Identity -> Cast of a parameter's gradient: one op and a copy that runs in place unfused, so no cluster; with
+// a second op that computes (here a Mul before them) the three fuse, the Identity included.
+TEST(ClusterFusion, NoFuseOfOneOpAndPlainCopies) {
+  auto copy_cast = [](Graph& g) {
+    Value* x = Input(g, "x", {16, 24}, DataType::kBFloat16);
+    g.outputs.push_back(Emit(g, "Cast", {Emit(g, "Identity", {x})}, {{"to", Attribute::Int(1)}}));
+  };
+  auto g = Make(copy_cast);
+  FusionReport r = Fuse(*g, "lite");
+  EXPECT_EQ(Count(*g, "FusedElementwise"), 0) << FormatFusionReport(r);
+  EXPECT_EQ(Count(*g, "Identity") + Count(*g, "Cast"), 2);
+  EXPECT_TRUE(Refused(r, "does not pay: one op and plain copies")) << FormatFusionReport(r);
+
+  auto mul_copy_cast = [](Graph& g) {
+    Value* x = Input(g, "x", {16, 24}, DataType::kBFloat16);
+    Value* m = Emit(g, "Mul", {x, g.AddInitializer(g.UniqueName("k"), Tensor::Scalar(3.f).CastTo(DataType::kBFloat16))});
+    g.outputs.push_back(Emit(g, "Cast", {Emit(g, "Identity", {m})}, {{"to", Attribute::Int(1)}}));
+  };
+  auto fused = Make(mul_copy_cast);
+  r = Fuse(*fused, "lite");
+  ASSERT_EQ(Count(*fused, "FusedElementwise"), 1) << FormatFusionReport(r);
+  EXPECT_EQ(r.clusters[0].ops.size(), 3u);
+  ExpectSameOutputs(mul_copy_cast, "lite", 0.0, 0.0);
+}
+
 TEST(ClusterFusion, NoFuseWhenOff) {
   auto g = Make(Chain);
   EXPECT_TRUE(Fuse(*g, "off").clusters.empty());
