@@ -9,9 +9,9 @@
 // INSTANCES, back to back, in alternating order (AB, BA, ...); a block's time is the median of its steps but the
 // first (which pays for the other mode's data in the caches). Several instances because one Trainer's buffers can
 // land luckier in the caches than another's: two trainers of the same mode differed by up to 0.8%, consistently
-// within a process, which one pair of trainers would have read as an effect of fusion. Printed: each mode's median block time, the median of the per-pair ratios
-// A/B with its 95% confidence interval (order statistics of the pairs: no assumption on the noise), and how many
-// pairs B won. Both modes see the same batches in the same order, so their losses must agree step by step (the
+// within a process, which one pair of trainers would have read as an effect of fusion. Printed: each mode's median
+// block time, the median of the per-pair ratios A/B with its 95% confidence interval (order statistics of the
+// pairs: no assumption on the noise), how many pairs B won, and each instance's median ratio. Both modes see the same batches in the same order, so their losses must agree step by step (the
 // fusion issue's 1e-5 relative); the largest relative difference is printed and an excess fails the run.
 // --ops adds each op's time per step in both modes. The same mode twice (--modes off,off) is the control: its
 // ratio must come out at 1 within its interval. (It found that the first trainer of a process ran its GEMMs up to

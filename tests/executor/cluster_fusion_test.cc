@@ -108,7 +108,8 @@ TEST(ClusterFusion, NoFuseOfOneOpAndPlainCopies) {
 
   auto mul_copy_cast = [](Graph& g) {
     Value* x = Input(g, "x", {16, 24}, DataType::kBFloat16);
-    Value* m = Emit(g, "Mul", {x, g.AddInitializer(g.UniqueName("k"), Tensor::Scalar(3.f).CastTo(DataType::kBFloat16))});
+    Value* three = g.AddInitializer(g.UniqueName("k"), Tensor::Scalar(3.f).CastTo(DataType::kBFloat16));
+    Value* m = Emit(g, "Mul", {x, three});
     g.outputs.push_back(Emit(g, "Cast", {Emit(g, "Identity", {m})}, {{"to", Attribute::Int(1)}}));
   };
   auto fused = Make(mul_copy_cast);
