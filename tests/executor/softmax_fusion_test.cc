@@ -47,18 +47,19 @@ void ExpectSameBits(const test::GraphBuildFn& build, const std::string& mode = "
   for (size_t i = 0; i < want.size(); ++i) test::ExpectClose(got[i], want[i], 0.0, 0.0);
 }
 
-Value* Scalar(Graph& g, float v) { return g.AddInitializer(g.UniqueName("k"), Tensor::Scalar(v)); }
+Value* Scalar(Graph& g, float v, DataType t = DataType::kFloat32) {
+  return g.AddInitializer(g.UniqueName("k"), Tensor::Scalar(v).CastTo(t));
+}
 
 // The attention's scores: Softmax(x / scale + mask) over the keys, mask [T, T] broadcast over [B, H, T, T] (a
 // period of T*T elements, which the interpreter reads in place when the tiles fit in it). T = 32: 1024-element
-// periods; T = 20: 400, too short to shrink the tiles to (its loads wrap around).
-// In a half type (AMP's attention: every op in that type, the softmax's statistics in float inside the kernel).
+// periods; T = 20: 400, too short to shrink the tiles to (its loads wrap around). In a half `type` as AMP's
+// attention: every op in that type, the softmax's statistics in float inside the kernel.
 test::GraphBuildFn Attention(int64_t t, DataType type = DataType::kFloat32) {
   return [t, type](Graph& g) {
     Value* x = Input(g, "x", {3, 4, t, t}, type);
     Value* mask = Input(g, "mask", {t, t}, type);
-    Value* scale = g.AddInitializer(g.UniqueName("k"), Tensor::Scalar(4.f).CastTo(type));
-    Value* s = Emit(g, "Add", {Emit(g, "Div", {x, scale}), mask});
+    Value* s = Emit(g, "Add", {Emit(g, "Div", {x, Scalar(g, 4.f, type)}), mask});
     g.outputs.push_back(Emit(g, "Softmax", {s}, {{"axis", Attribute::Int(-1)}}));
   };
 }
@@ -115,7 +116,7 @@ TEST(SoftmaxFusion, NoFuseOfASoftmaxOverAnAxisThatIsNotTheLast) {
 }
 
 // A softmax's backward: SoftmaxGrad(dY, Y), then the gradient of a scale applied before the softmax (Div).
-test::GraphBuildFn SoftmaxBackwardIn(DataType type) {
+test::GraphBuildFn SoftmaxBackward(DataType type = DataType::kFloat32) {
   return [type](Graph& g) {
     Value* dy = Input(g, "dy", {3, 4, 32, 32}, type);
     Value* y = Input(g, "y", {3, 4, 32, 32}, type);
@@ -123,17 +124,16 @@ test::GraphBuildFn SoftmaxBackwardIn(DataType type) {
     Node* sg = g.AddNode("SoftmaxGrad", {dy, y}, {dx}, "sg");
     sg->domain = kInternalDomain;
     sg->attrs = {{"axis", Attribute::Int(-1)}, {"log", Attribute::Int(0)}, {"legacy", Attribute::Int(0)}};
-    g.outputs.push_back(Emit(g, "Div", {dx, g.AddInitializer(g.UniqueName("k"), Tensor::Scalar(4.f).CastTo(type))}));
+    g.outputs.push_back(Emit(g, "Div", {dx, Scalar(g, 4.f, type)}));
   };
 }
-void SoftmaxBackward(Graph& g) { SoftmaxBackwardIn(DataType::kFloat32)(g); }
 
 TEST(SoftmaxFusion, SoftmaxGradAndTheScaleGradientFuseBitForBit) {
-  auto g = Make(SoftmaxBackward);
+  auto g = Make(SoftmaxBackward());
   const FusionReport r = Fuse(*g, "lite");
   ASSERT_EQ(Count(*g, "FusedElementwise"), 1) << FormatFusionReport(r);
   EXPECT_EQ(Count(*g, "SoftmaxGrad") + Count(*g, "Div"), 0);
-  ExpectSameBits(SoftmaxBackward);
+  ExpectSameBits(SoftmaxBackward());
 }
 
 // bf16 and f16 clusters round every op's result to the type in the op's own loop (the interpreter's bf16 path) or
@@ -148,10 +148,10 @@ TEST(SoftmaxFusion, HalfAttentionFusesBitForBit) {
       ASSERT_EQ(Count(*g, "FusedElementwise"), 1);
       ExpectSameBits(Attention(t, type));
     }
-    auto g = Make(SoftmaxBackwardIn(type));
+    auto g = Make(SoftmaxBackward(type));
     Fuse(*g, "lite");
     ASSERT_EQ(Count(*g, "FusedElementwise"), 1);
-    ExpectSameBits(SoftmaxBackwardIn(type));
+    ExpectSameBits(SoftmaxBackward(type));
   }
 }
 
