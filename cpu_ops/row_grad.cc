@@ -268,6 +268,14 @@ void LayerNormGradT(int64_t rows, int64_t cols, const T* dy, const T* x, const d
     }
 }
 
+// nr float rows of len: four at a time while they fit SoftmaxGradRows4, then one at a time (the same bits).
+void SoftmaxGradFloatRows(int64_t nr, int64_t len, const float* dy, const float* y, float* dx) {
+  int64_t i = 0;
+  if (len <= kGroupLen)
+    for (; i + 4 <= nr; i += 4) SoftmaxGradRows4(len, dy + i * len, y + i * len, dx + i * len);
+  for (; i < nr; ++i) SoftmaxGradRow(len, dy + i * len, y + i * len, dx + i * len);
+}
+
 template <typename T>
 void SoftmaxGradT(int64_t rows, int64_t len, const T* dy, const T* y, T* dx) {
   constexpr bool kHalf = !std::is_same_v<T, float>;
@@ -283,10 +291,7 @@ void SoftmaxGradT(int64_t rows, int64_t len, const T* dy, const T* y, T* dx) {
           const FloatChunk<T> c(dy + r0 * len, y + r0 * len, dx + r0 * len, nr * len, wide);
           const float *dys = c.a, *ys = c.b;
           float* dxs = c.out;
-          int64_t i = 0;
-          if (len <= kGroupLen)
-            for (; i + 4 <= nr; i += 4) SoftmaxGradRows4(len, dys + i * len, ys + i * len, dxs + i * len);
-          for (; i < nr; ++i) SoftmaxGradRow(len, dys + i * len, ys + i * len, dxs + i * len);
+          SoftmaxGradFloatRows(nr, len, dys, ys, dxs);
           c.Store(dx + r0 * len, nr * len);
         }
       },
@@ -312,6 +317,10 @@ template void LayerNormGradHalf(int64_t, int64_t, const bfloat16*, const bfloat1
 
 void SoftmaxGradF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx) {
   SoftmaxGradT(rows, len, dy, y, dx);
+}
+
+void SoftmaxGradRowsF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx) {
+  if (rows > 0 && len > 0) SoftmaxGradFloatRows(rows, len, dy, y, dx);
 }
 
 template <typename T>

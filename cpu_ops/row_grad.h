@@ -25,6 +25,8 @@ void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* 
 
 // Softmax backward along contiguous rows of `len`: dx = y (dy - sum(dy y)) in float (above). dx may alias dy or y.
 void SoftmaxGradF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx);
+// The same rows in the calling thread (the fused cluster's SoftmaxGrad rows, cpu_ops/fused_elementwise.cc).
+void SoftmaxGradRowsF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx);
 
 // The same two for T = float16 or bfloat16 rows (AMP) of at most kHalfRowChunk elements (cpu_ops/half_convert.h):
 // chunks of rows widened to float on the stack (exact), the float32 rows above, dx rounded once to T. dx may alias

@@ -33,15 +33,27 @@ T Store(A v) {
 #define OT_ALWAYS_INLINE inline __attribute__((always_inline))
 
 // The row's max over its non-NaN elements (-inf if none): a NaN anywhere makes the sum, so every output, NaN anyway.
+// Eight lanes in one GCC vector (the compiler left the scalar select chain scalar: a fifth of the kernel), combined
+// as a tree; the order cannot change the max, only the sign of a zero one, and x - (+-0) is x either way.
 OT_ALWAYS_INLINE float RowMax(const float* p, int64_t n) {
+  typedef float V8 __attribute__((vector_size(32)));
+  typedef float V4 __attribute__((vector_size(16)));
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  float acc[8] = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
+  V8 acc = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
   int64_t k = 0;
-  for (; k + 8 <= n; k += 8)
-    for (int l = 0; l < 8; ++l) acc[l] = p[k + l] > acc[l] ? p[k + l] : acc[l];
-  for (; k < n; ++k) acc[0] = p[k] > acc[0] ? p[k] : acc[0];
-  float m = acc[0];
-  for (int l = 1; l < 8; ++l) m = acc[l] > m ? acc[l] : m;
+  for (; k + 8 <= n; k += 8) {
+    V8 v;
+    __builtin_memcpy(&v, p + k, sizeof v);
+    acc = v > acc ? v : acc;
+  }
+  V4 a = __builtin_shufflevector(acc, acc, 0, 1, 2, 3), b = __builtin_shufflevector(acc, acc, 4, 5, 6, 7);
+  a = b > a ? b : a;
+  b = __builtin_shufflevector(a, a, 2, 3, 2, 3);
+  a = b > a ? b : a;
+  b = __builtin_shufflevector(a, a, 1, 1, 1, 1);
+  a = b > a ? b : a;
+  float m = a[0];
+  for (; k < n; ++k) m = p[k] > m ? p[k] : m;
   return m;
 }
 
@@ -79,26 +91,40 @@ OT_ALWAYS_INLINE void RowLogSoftmax(const float* p, float* q, int64_t n, float m
 // The float steps are those of the fused cluster's row program (graph/ops/fuse_table.cc), so --fuse=lite gives the
 // same bits: the sum is rounded to float, then Softmax scales by its float reciprocal and LogSoftmax subtracts the
 // float log of it.
+// Four softmax rows of n (N: n as a compile-time constant, 0: not): their maxima, exponentials, then the four row
+// sums with their dependency chains interleaved (RowSums, each in RowSum's order: the same bits as one row at a
+// time) -- a short row's sum is latency-bound alone.
+template <int N>
+OT_ALWAYS_INLINE void SoftmaxRows4(int64_t n_rt, const float* x, float* y) {
+  const int64_t n = N > 0 ? N : n_rt;
+  float m[4];
+  for (int q = 0; q < 4; ++q) {
+    m[q] = RowMax(x + q * n, n);
+    if (std::isinf(m[q]) && m[q] < 0) m[q] = 0;  // all -inf: as in FloatRows
+  }
+  for (int q = 0; q < 4; ++q) {
+    const float* p = x + q * n;
+    float* e = y + q * n;
+    for (int64_t k = 0; k < n; ++k) e[k] = math::Exp(p[k] - m[q]);
+  }
+  double sum[4];
+  RowSums(y, 4, n, n, sum);
+  for (int q = 0; q < 4; ++q) RowScale(y + q * n, n, 1.f / static_cast<float>(sum[q]));
+}
+
 OT_VEC_CLONES void FloatRows(SoftmaxKind kind, int64_t rows, int64_t n, const float* x, float* y) {
   int64_t i = 0;
   if (kind == SoftmaxKind::kSoftmax) {
-    // Four rows at a time: their maxima, exponentials, then the four row sums with their dependency chains
-    // interleaved (RowSums, each in RowSum's order: the same bits as one row at a time) -- a short row's sum is
-    // latency-bound alone.
-    for (; i + 4 <= rows; i += 4) {
-      float m[4];
-      for (int q = 0; q < 4; ++q) {
-        m[q] = RowMax(x + (i + q) * n, n);
-        if (std::isinf(m[q]) && m[q] < 0) m[q] = 0;  // all -inf: as below
-      }
-      for (int q = 0; q < 4; ++q) {
-        const float* p = x + (i + q) * n;
-        float* e = y + (i + q) * n;
-        for (int64_t k = 0; k < n; ++k) e[k] = math::Exp(p[k] - m[q]);
-      }
-      double sum[4];
-      RowSums(y + i * n, 4, n, n, sum);
-      for (int q = 0; q < 4; ++q) RowScale(y + (i + q) * n, n, 1.f / static_cast<float>(sum[q]));
+    // Attention's usual key counts with the row length known to the compiler: whole vectors, no remainder loops.
+    auto groups = [&](auto len) {
+      for (; i + 4 <= rows; i += 4) SoftmaxRows4<decltype(len)::value>(n, x + i * n, y + i * n);
+    };
+    switch (n) {
+      case 16: groups(std::integral_constant<int, 16>{}); break;
+      case 32: groups(std::integral_constant<int, 32>{}); break;
+      case 64: groups(std::integral_constant<int, 64>{}); break;
+      case 128: groups(std::integral_constant<int, 128>{}); break;
+      default: groups(std::integral_constant<int, 0>{}); break;
     }
   }
   for (; i < rows; ++i) {
@@ -263,6 +289,10 @@ void Softmax(SoftmaxKind kind, int64_t outer, int64_t n, int64_t inner, const T*
         }
       },
       tbb::simple_partitioner());
+}
+
+void SoftmaxRowsF32(int64_t rows, int64_t n, const float* x, float* y) {
+  if (rows > 0 && n > 0) FloatRows(SoftmaxKind::kSoftmax, rows, n, x, y);
 }
 
 template void Softmax<float>(SoftmaxKind, int64_t, int64_t, int64_t, const float*, float*);

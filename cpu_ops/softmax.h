@@ -13,4 +13,8 @@ enum class SoftmaxKind { kSoftmax, kLogSoftmax, kHardmax };
 template <typename T>
 void Softmax(SoftmaxKind kind, int64_t outer, int64_t n, int64_t inner, const T* x, T* y);
 
+// Softmax of `rows` contiguous float rows of n in the calling thread: the float steps of Softmax above (and of the
+// fused cluster's softmax rows, cpu_ops/fused_elementwise.cc). y may equal x.
+void SoftmaxRowsF32(int64_t rows, int64_t n, const float* x, float* y);
+
 }  // namespace ot::cpu
