@@ -12,7 +12,10 @@
 #include <string>
 
 #include "cpu_ops/half_convert.h"
+#include "cpu_ops/row_grad.h"
 #include "cpu_ops/row_sum.h"
+#include "cpu_ops/softmax.h"
+#include "kernel_common/cluster_idioms.h"
 #include "kernel_common/scalar_math.h"
 
 namespace ot::cpu {
@@ -21,6 +24,7 @@ using cluster::DType;
 using cluster::Instr;
 using cluster::Op;
 using cluster::Program;
+using cluster::RowIdiom;
 
 namespace {
 
@@ -531,6 +535,7 @@ struct FusedKernel::Impl {
   int64_t total_units = 0, tile_units = 0, num_tiles = 0;
   int64_t full_len = 0, rowreg_len = 0;      // floats per full / row register (aligned)
   std::vector<VKind> kind;                   // per instruction
+  std::vector<RowIdiom> idiom;               // per instruction: the row routine it runs (on its a and b), if any
   std::vector<int> reg;                      // register index in its pool (kReg)
   std::vector<InputPlan> plan;               // per kInput instruction
   std::vector<float> scalar;                 // kConst values, rounded to their dtype
@@ -631,6 +636,26 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
     }
   }
 
+  // Row idioms (kernel_common/cluster_idioms.h): the last instruction runs the row routine on the idiom's operands
+  // (its a and b from here on), the others are computed by nobody.
+  m->idiom.assign(n, RowIdiom::kNone);
+  std::vector<int> uses(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (m->kind[i] == VKind::kDead) continue;
+    const int32_t ops[3] = {p.code[i].a, p.code[i].b, p.code[i].c};
+    for (int k = 0; k < cluster::Arity(p.code[i].op); ++k) ++uses[ops[k]];
+  }
+  for (int32_t o : p.outputs) ++uses[o];
+  for (size_t i = n; i-- > 0;) {
+    if (m->kind[i] != VKind::kReg) continue;
+    const cluster::RowIdiomMatch mt = cluster::MatchRowIdiom(p, static_cast<int32_t>(i), uses);
+    if (mt.kind == RowIdiom::kNone || m->kind[mt.a] == VKind::kScalar || m->kind[mt.b] == VKind::kScalar) continue;
+    for (int32_t j : mt.internal) m->kind[j] = VKind::kDead;
+    m->idiom[i] = mt.kind;
+    p.code[i].a = mt.a;
+    p.code[i].b = mt.b;
+  }
+
   for (size_t i = n; i-- > 0;) {
     if (m->kind[i] == VKind::kDead) continue;
     const Instr& in = p.code[i];
@@ -728,6 +753,10 @@ size_t FusedKernel::workspace_bytes() const {
   return static_cast<size_t>(impl_->slot_floats) * sizeof(float) * static_cast<size_t>(NumSlots(*impl_));
 }
 const Program& FusedKernel::program() const { return impl_->prog; }
+int FusedKernel::row_routines() const {
+  return static_cast<int>(std::count_if(impl_->idiom.begin(), impl_->idiom.end(),
+                                        [](RowIdiom r) { return r != RowIdiom::kNone; }));
+}
 int64_t FusedKernel::num_tiles() const { return impl_->num_tiles; }
 int64_t FusedKernel::tile_elements() const { return impl_->tile_units * impl_->unit; }
 int64_t FusedKernel::rows() const { return impl_->rows; }
@@ -766,6 +795,14 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
     if (ins.op == Op::kConst) {
       v.s = scalar[i];
       v.scalar = true;
+      continue;
+    }
+    if (idiom[i] != RowIdiom::kNone) {
+      // Operands full and not scalar (checked when matched); o never aliases them (a register, or the direct output
+      // only when no operand view is its memory) -- and both routines allow it anyway.
+      if (idiom[i] == RowIdiom::kSoftmax) SoftmaxRowsF32(nr, row_len, vals[ins.a].p, o);
+      else SoftmaxGradRowsF32(nr, row_len, vals[ins.a].p, vals[ins.b].p, o);
+      if (ins.dtype != DType::kF32) RoundVec(ins.dtype, o, len, u16);
       continue;
     }
     if (cluster::IsReduction(ins.op)) {

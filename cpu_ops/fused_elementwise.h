@@ -47,7 +47,9 @@ class FusedKernel {
   void Run(const void* const* in, void* const* out, void* workspace) const;
 
   // Introspection (tests, the plan report).
-  const cluster::Program& program() const;
+  const cluster::Program& program() const;  // as run: plain copies forwarded, a row idiom's last instruction
+                                            // reading the idiom's operands
+  int row_routines() const;                 // row idioms run as one routine (kernel_common/cluster_idioms.h)
   int64_t num_tiles() const;
   int64_t tile_elements() const;  // full elements per tile (the last tile may be shorter)
   int64_t rows() const;           // rows(D): elements of a row output
