@@ -1,8 +1,8 @@
 // Row idioms of a cluster program (kernel_common/cluster_program.h): instruction sequences that a backend may run
 // as one row routine instead of one pass per instruction. The CPU interpreter runs them with the Softmax and
 // SoftmaxGrad kernels' row loops (cpu_ops/softmax.h, cpu_ops/row_grad.h), which take the very float steps of these
-// instructions, so the bits are the same either way (softmax clusters of 2-3 passes fewer: the fused attention
-// softmax backward went from slower than its two unfused kernels to faster).
+// instructions, so the bits are the same either way, in 3-5 fewer passes over a tile (warm-cache microbenchmark,
+// attention at T = 32: SoftmaxGrad+Div 89 -> 76 us, below its unfused kernels' 86; bench/RESULTS.md, session 20).
 //
 //   kSoftmax      m = reduce_max x; e = exp(x - m); y = e * reciprocal(reduce_sum e)   (Softmax's decomposition)
 //   kSoftmaxGrad  s = reduce_sum(dy * y); dx = y * (dy - s)                         (SoftmaxGrad's decomposition)
