@@ -86,11 +86,6 @@ OT_ALWAYS_INLINE void RowLogSoftmax(const float* p, float* q, int64_t n, float m
   for (int64_t k = 0; k < n; ++k) q[k] = (p[k] - m) - ls;
 }
 
-// Softmax or LogSoftmax (not Hardmax) of `rows` contiguous float rows of n: the row helpers above inlined into one
-// function per clone, so a short row (attention's 32 keys) pays no call per row. q may equal p.
-// The float steps are those of the fused cluster's row program (graph/ops/fuse_table.cc), so --fuse=lite gives the
-// same bits: the sum is rounded to float, then Softmax scales by its float reciprocal and LogSoftmax subtracts the
-// float log of it.
 // Four softmax rows of n (N: n as a compile-time constant, 0: not): their maxima, exponentials, then the four row
 // sums with their dependency chains interleaved (RowSums, each in RowSum's order: the same bits as one row at a
 // time) -- a short row's sum is latency-bound alone.
@@ -112,6 +107,11 @@ OT_ALWAYS_INLINE void SoftmaxRows4(int64_t n_rt, const float* x, float* y) {
   for (int q = 0; q < 4; ++q) RowScale(y + q * n, n, 1.f / static_cast<float>(sum[q]));
 }
 
+// Softmax or LogSoftmax (not Hardmax) of `rows` contiguous float rows of n: the row helpers above inlined into one
+// function per clone, so a short row (attention's 32 keys) pays no call per row. q may equal p.
+// The float steps are those of the fused cluster's row program (graph/ops/fuse_table.cc), so --fuse=lite gives the
+// same bits: the sum is rounded to float, then Softmax scales by its float reciprocal and LogSoftmax subtracts the
+// float log of it.
 OT_VEC_CLONES void FloatRows(SoftmaxKind kind, int64_t rows, int64_t n, const float* x, float* y) {
   int64_t i = 0;
   if (kind == SoftmaxKind::kSoftmax) {
