@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "cpu_ops/broadcast.h"
 
@@ -140,8 +141,12 @@ void StridedCopy(const void* in, int64_t base, void* out, size_t esz, std::vecto
     return;
   }
   const int64_t eszi = static_cast<int64_t>(esz);
-  // Rows [r0, r1): an odometer over the outer dims keeps the input offset without divisions in the loop.
-  auto do_rows = [&](int64_t r0, int64_t r1) {
+  // Rows [r0, r1): an odometer over the outer dims keeps the input offset without divisions in the loop. Short
+  // contiguous rows of a power-of-two size (attention's heads, [b, T, h, 16] -> [b, h, T, 16]: 64 bytes) are copied
+  // with the size known to the compiler -- a few vector moves in place of a memcpy call per row (about twice as
+  // fast on [32, 32, 4, 16]).
+  auto rows_of = [&](auto fixed, int64_t r0, int64_t r1) {
+    constexpr size_t kFixed = decltype(fixed)::value;
     std::vector<int64_t> idx(rank, 0);
     int64_t off = 0, rem = r0;
     for (int k = rank - 2; k >= 0; --k) {
@@ -149,14 +154,45 @@ void StridedCopy(const void* in, int64_t base, void* out, size_t esz, std::vecto
       rem /= dims[k];
       off += idx[k] * is[k];
     }
-    for (int64_t r = r0; r < r1; ++r) {
-      CopyRow(src + off * eszi, s, dst + r * n * eszi, n, esz);
-      for (int k = rank - 2; k >= 0; --k) {
-        off += is[k];
-        if (++idx[k] < dims[k]) break;
-        off -= idx[k] * is[k];
-        idx[k] = 0;
+    if constexpr (kFixed > 0) {
+      // Runs along the second-innermost axis in a loop of their own, its stride in a local: the byte stores
+      // would otherwise make the compiler reload the odometer's vectors after every row.
+      const int64_t inner_dim = rank >= 2 ? dims[rank - 2] : 1, inner_step = rank >= 2 ? is[rank - 2] * eszi : 0;
+      for (int64_t r = r0; r < r1;) {
+        const int64_t run = std::min(r1 - r, inner_dim - (rank >= 2 ? idx[rank - 2] : 0));
+        const uint8_t* sp = src + off * eszi;
+        uint8_t* dp = dst + r * static_cast<int64_t>(kFixed);
+        for (int64_t q = 0; q < run; ++q, sp += inner_step, dp += kFixed) std::memcpy(dp, sp, kFixed);
+        r += run;
+        for (int k = rank - 2; k >= 0; --k) {  // the odometer advanced by `run` rows: the last carries over
+          const int64_t step = k == rank - 2 ? run : 1;
+          off += step * is[k];
+          idx[k] += step;
+          if (idx[k] < dims[k]) break;
+          off -= idx[k] * is[k];
+          idx[k] = 0;
+        }
       }
+    } else {
+      for (int64_t r = r0; r < r1; ++r) {
+        CopyRow(src + off * eszi, s, dst + r * n * eszi, n, esz);
+        for (int k = rank - 2; k >= 0; --k) {
+          off += is[k];
+          if (++idx[k] < dims[k]) break;
+          off -= idx[k] * is[k];
+          idx[k] = 0;
+        }
+      }
+    }
+  };
+  const int64_t fixed_bytes = s == 1 ? n * eszi : 0;
+  auto do_rows = [&](int64_t r0, int64_t r1) {
+    switch (fixed_bytes) {
+      case 16: rows_of(std::integral_constant<size_t, 16>{}, r0, r1); break;
+      case 32: rows_of(std::integral_constant<size_t, 32>{}, r0, r1); break;
+      case 64: rows_of(std::integral_constant<size_t, 64>{}, r0, r1); break;
+      case 128: rows_of(std::integral_constant<size_t, 128>{}, r0, r1); break;
+      default: rows_of(std::integral_constant<size_t, 0>{}, r0, r1); break;
     }
   };
   const size_t total = static_cast<size_t>(rows * n) * esz;

@@ -68,6 +68,26 @@ TEST(Transpose, LargeTiledAndParallel) {
   CheckTranspose({20, 30, 200}, {1, 0, 2}, 4);     // innermost stays: row copies, parallel
 }
 
+// Rows of 16-128 bytes copied with a fixed size, in runs along the second-innermost axis (attention's head split,
+// [b, T, h, d] -> [b, h, T, d]); the large ones are split into parallel chunks that end inside a run.
+TEST(Transpose, ShortFixedSizeRows) {
+  CheckTranspose({5, 7, 3, 16}, {0, 2, 1, 3}, 4);    // 64-byte rows, serial
+  CheckTranspose({3, 9, 5, 8}, {2, 0, 1, 3}, 2);     // 16-byte rows
+  CheckTranspose({4, 6, 2, 8}, {1, 2, 0, 3}, 4);     // 32-byte rows
+  CheckTranspose({2, 5, 3, 16}, {2, 1, 0, 3}, 8);    // 128-byte rows
+  CheckTranspose({33, 37, 4, 16}, {0, 2, 1, 3}, 4);  // 312 KB: parallel, 1024-row chunks cut the 37-row runs
+  CheckTranspose({29, 31, 3, 8}, {1, 2, 0, 3}, 8);   // 64-byte rows of 8-byte elements, parallel
+}
+
+// Four-byte elements in 4x4 register blocks where a tile's sides are multiples of 4; ragged tiles copy element by
+// element.
+TEST(Transpose, FourByFourBlocks) {
+  CheckTranspose({32, 64, 36}, {0, 2, 1}, 4);     // ragged tiles of 4: still blocks
+  CheckTranspose({6, 32, 30}, {0, 2, 1}, 4);      // 30: element by element
+  CheckTranspose({3, 40, 4, 24}, {0, 2, 3, 1}, 4);
+  CheckTranspose({68, 44}, {1, 0}, 4);
+}
+
 TEST(Transpose, EmptyAndScalar) {
   std::vector<uint8_t> in{1, 2, 3, 4}, out(4, 0);
   Transpose(in.data(), out.data(), 4, {}, {});
@@ -85,6 +105,17 @@ TEST(StridedCopy, BroadcastAndReverse) {
   for (int a = 0; a < 2; ++a)
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 4; ++j) EXPECT_EQ(out[(a * 3 + i) * 4 + j], (2 - i) * 4 + (3 - j));
+}
+
+// Contiguous 64-byte rows read in reverse order along the middle axis, a fixed-size row copy with a negative step.
+TEST(StridedCopy, FixedRowsReversed) {
+  std::vector<float> in(3 * 5 * 16);
+  std::iota(in.begin(), in.end(), 0.f);  // [3, 5, 16]
+  std::vector<float> out(in.size(), -1.f);
+  StridedCopy(in.data(), 4 * 16, out.data(), 4, {3, 5, 16}, {80, -16, 1});
+  for (int a = 0; a < 3; ++a)
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 16; ++j) ASSERT_EQ(out[(a * 5 + i) * 16 + j], in[a * 80 + (4 - i) * 16 + j]);
 }
 
 TEST(StridedCopy, LargeParallelMatchesSerialReference) {
