@@ -143,8 +143,8 @@ void StridedCopy(const void* in, int64_t base, void* out, size_t esz, std::vecto
   const int64_t eszi = static_cast<int64_t>(esz);
   // Rows [r0, r1): an odometer over the outer dims keeps the input offset without divisions in the loop. Short
   // contiguous rows of a power-of-two size (attention's heads, [b, T, h, 16] -> [b, h, T, 16]: 64 bytes) are copied
-  // with the size known to the compiler -- a few vector moves in place of a memcpy call per row (about twice as
-  // fast on [32, 32, 4, 16]).
+  // with the size known to the compiler -- a few vector moves in place of a memcpy call per row ([32, 32, 4, 16]
+  // -> [32, 4, 32, 16]: 20-30 -> 8-10 us).
   auto rows_of = [&](auto fixed, int64_t r0, int64_t r1) {
     constexpr size_t kFixed = decltype(fixed)::value;
     std::vector<int64_t> idx(rank, 0);

@@ -16,8 +16,8 @@ namespace {
 constexpr int64_t kTile = 32;
 
 // out[c * os + r] = in[r * is + c] for r, c < 4, four-byte elements: four 16-byte loads, the 4x4 transpose in
-// registers (eight shuffles), four 16-byte stores. A whole tile of these is about twice as fast as the scalar
-// copy through a tile buffer below ([32, 32, 64] -> [32, 64, 32]).
+// registers (eight shuffles), four 16-byte stores. A whole tile of these is about 1.6x as fast as the scalar
+// copy through a tile buffer below ([32, 32, 64] -> [32, 64, 32]: 23 -> 14 us).
 template <typename T>
 inline void Transpose4x4(const T* in, int64_t is, T* out, int64_t os) {
   typedef uint32_t V4 __attribute__((vector_size(16)));
