@@ -1,7 +1,10 @@
 #include "cpu_ops/matmul.h"
 #include "cpu_ops/dims.h"
 
+#include <omp.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
 
 #include <cstring>
 #include <mutex>
@@ -9,6 +12,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "cpu_ops/dnnl_half.h"
+#include "cpu_ops/dnnl_util.h"
 
 #include "kernel_common/half.h"
 
@@ -47,7 +51,43 @@ struct DnnlMatMul::Impl {
   int64_t a_elems = 0, b_elems = 0, c_elems = 0;
   bool empty = false;    // some output dim is 0: nothing to do
   bool k_zero = false;   // K == 0: C = 0 (or unchanged when accumulating)
+  // Row blocks (RowBlocks below): `parts` one-thread primitives over rows [p * block_rows, ...) of C, run as TBB
+  // tasks; the last block may be shorter (prim_tail). parts == 1: `prim` with oneDNN's own OpenMP team.
+  int parts = 1;
+  int64_t block_rows = 0;
+  dnnl::matmul prim_tail;
+  dnnl::memory::desc a_block_md, c_block_md, a_tail_md, c_tail_md;
+  size_t scratch_stride = 0;  // bytes between the blocks' scratchpads
 };
+
+namespace {
+
+// A matrix of `rows` logical rows starting at row 0 of a [rows_total, cols] matrix (stored [cols, rows_total] when
+// trans): the descriptor of one row block, with the whole matrix's strides.
+dnnl::memory::desc RowBlockDesc(size_t batch_rank, int64_t rows, int64_t rows_total, int64_t cols, bool trans, dt t) {
+  dnnl::memory::dims dims(batch_rank, 1), strides(batch_rank, rows_total * cols);
+  dims.push_back(rows);
+  dims.push_back(cols);
+  strides.push_back(trans ? 1 : cols);
+  strides.push_back(trans ? rows_total : 1);
+  return dnnl::memory::desc(dims, t, strides);
+}
+
+// A GEMM on more than one thread runs as row blocks of C, one oneDNN call on one thread each, parallel through TBB,
+// instead of oneDNN's own OpenMP team: the OpenMP workers sleep between parallel regions (tools/main.cc), and waking
+// them cost each call about what the second thread gained (1024x64x256 after a TBB kernel, 2 threads: 0.89x of one
+// thread), while TBB's threads are awake. Only unbatched products with at least kMinBlockRows rows per block and
+// kMinFlops of work; the split depends only on the shape and the thread count, so a run is repeatable.
+constexpr int64_t kMinBlockRows = 32;
+constexpr double kMinFlops = 2e6;
+
+int RowBlocks(const MatMulSpec& spec, int64_t batches) {
+  const int threads = OmpThreads();
+  if (threads < 2 || batches != 1 || GemmFlops(spec) < kMinFlops) return 1;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, spec.m / kMinBlockRows)));
+}
+
+}  // namespace
 
 DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_shared<Impl>()) {
   Impl& im = *impl_;
@@ -75,16 +115,35 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     po.append_sum(1.0f);
     attr.set_post_ops(po);
   }
+  im.parts = RowBlocks(spec, Prod(c_batch));
+  if (im.parts > 1) {
+    im.block_rows = (spec.m + im.parts - 1) / im.parts;
+    im.parts = static_cast<int>((spec.m + im.block_rows - 1) / im.block_rows);
+    omp_set_num_threads(1);  // each block's primitive is made for the one thread that runs it
+  }
   auto make = [&](dt t) {
     im.a_md = MatrixDesc(spec.a_batch, spec.m, spec.k, spec.trans_a, t);
     im.b_md = MatrixDesc(spec.b_batch, spec.k, spec.n, spec.trans_b, t);
     im.c_md = MatrixDesc(c_batch, spec.m, spec.n, false, t);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(im.a_md, im.b_md, im.c_md), attr, DnnlEngine());
+    dnnl::memory::desc a_md = im.a_md, c_md = im.c_md;
+    if (im.parts > 1) {
+      a_md = im.a_block_md = RowBlockDesc(spec.a_batch.size(), im.block_rows, spec.m, spec.k, spec.trans_a, t);
+      c_md = im.c_block_md = RowBlockDesc(c_batch.size(), im.block_rows, spec.m, spec.n, false, t);
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, im.b_md, c_md), attr, DnnlEngine());
     if (t != dt::f32 && GetHalfGemmMode() == HalfGemmMode::kAuto && IsReferenceImpl(pd.impl_info_str()))
       throw NotNativeHalf{};
     im.impl = pd.impl_info_str();
     im.scratch_md = pd.scratchpad_desc();
     im.prim = dnnl::matmul(pd);
+    const int64_t tail = spec.m - (im.parts - 1) * im.block_rows;
+    if (im.parts > 1 && tail != im.block_rows) {
+      im.a_tail_md = RowBlockDesc(spec.a_batch.size(), tail, spec.m, spec.k, spec.trans_a, t);
+      im.c_tail_md = RowBlockDesc(c_batch.size(), tail, spec.m, spec.n, false, t);
+      dnnl::matmul::primitive_desc tpd(dnnl::matmul::desc(im.a_tail_md, im.b_md, im.c_tail_md), attr, DnnlEngine());
+      im.prim_tail = dnnl::matmul(tpd);
+      if (tpd.scratchpad_desc().get_size() > im.scratch_md.get_size()) im.scratch_md = tpd.scratchpad_desc();
+    }
   };
   if (spec.type == DnnType::kF32) {
     make(dt::f32);
@@ -93,9 +152,11 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     im.convert = MakeNativeHalfOrConvert(spec.type, make);
     if (im.convert) make(dt::f32);
   }
-  // Workspace: the scratchpad, then (converting) the f32 copies of A, B and C, each 64-byte aligned.
+  // Workspace: the scratchpad (one per row block), then (converting) the f32 copies of A, B and C, each 64-byte
+  // aligned.
   auto align = [](size_t n) { return (n + 63) / 64 * 64; };
-  im.scratch_bytes = im.scratch_md.get_size();
+  im.scratch_stride = align(std::max<size_t>(im.scratch_md.get_size(), 1));
+  im.scratch_bytes = im.parts > 1 ? im.scratch_stride * static_cast<size_t>(im.parts) : im.scratch_md.get_size();
   im.a_off = align(im.scratch_bytes);
   im.b_off = im.a_off + (im.convert ? align(static_cast<size_t>(im.a_elems) * sizeof(float)) : 0);
   im.c_off = im.b_off + (im.convert ? align(static_cast<size_t>(im.b_elems) * sizeof(float)) : 0);
@@ -108,6 +169,7 @@ std::string DnnlMatMul::impl_name() const {
 }
 
 size_t DnnlMatMul::workspace_bytes() const { return impl_->ws_bytes; }
+int DnnlMatMul::row_blocks() const { return impl_->parts; }
 
 DnnlMatMul::~DnnlMatMul() = default;
 
@@ -119,8 +181,6 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c, void* workspace) con
     if (!spec_.accumulate) std::memset(c, 0, static_cast<size_t>(im.c_elems) * esz);
     return;
   }
-  dnnl::engine& eng = DnnlEngine();
-  dnnl::stream& s = DnnlStream();
   PrepareDnnlCall();
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   void* scratch = ws;
@@ -131,14 +191,7 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c, void* workspace) con
     scratch = im.scratch->data();
   }
   if (!im.convert) {
-    dnnl::memory am(im.a_md, eng, const_cast<void*>(a));
-    dnnl::memory bm(im.b_md, eng, const_cast<void*>(b));
-    dnnl::memory cm(im.c_md, eng, c);
-    im.prim.execute(s, {{DNNL_ARG_SRC, am},
-                          {DNNL_ARG_WEIGHTS, bm},
-                          {DNNL_ARG_DST, cm},
-                          {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, scratch)}});
-    s.wait();
+    Execute(a, b, c, scratch);
     return;
   }
   std::unique_ptr<float[]> own_a, own_b, own_c;
@@ -158,15 +211,55 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c, void* workspace) con
   ToFloat(spec_.type, a, af, im.a_elems);
   ToFloat(spec_.type, b, bf, im.b_elems);
   if (spec_.accumulate) ToFloat(spec_.type, c, cf, im.c_elems);
-  dnnl::memory am(im.a_md, eng, af);
-  dnnl::memory bm(im.b_md, eng, bf);
-  dnnl::memory cm(im.c_md, eng, cf);
-  im.prim.execute(s, {{DNNL_ARG_SRC, am},
-                          {DNNL_ARG_WEIGHTS, bm},
-                          {DNNL_ARG_DST, cm},
-                          {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, scratch)}});
-  s.wait();
+  Execute(af, bf, cf, scratch);
   FromFloat(spec_.type, cf, c, im.c_elems);
+}
+
+void DnnlMatMul::Execute(const void* a, const void* b, void* c, void* scratch) const {
+  const Impl& im = *impl_;
+  dnnl::engine& eng = DnnlEngine();
+  if (im.parts == 1) {
+    dnnl::stream& s = DnnlStream();
+    dnnl::memory am(im.a_md, eng, const_cast<void*>(a));
+    dnnl::memory bm(im.b_md, eng, const_cast<void*>(b));
+    dnnl::memory cm(im.c_md, eng, c);
+    im.prim.execute(s, {{DNNL_ARG_SRC, am},
+                        {DNNL_ARG_WEIGHTS, bm},
+                        {DNNL_ARG_DST, cm},
+                        {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, scratch)}});
+    s.wait();
+    return;
+  }
+  // Row blocks as TBB tasks, each one oneDNN call on its thread's own one-thread OpenMP team, on a stream of its
+  // own (a oneDNN stream is not for concurrent use). Isolated: a thread waiting for the blocks runs only blocks,
+  // never another kernel of the step (the executor runs this kernel exclusively).
+  const size_t esz = im.convert ? sizeof(float) : DnnTypeSize(spec_.type);
+  const int64_t a_row = spec_.trans_a ? 1 : spec_.k, c_row = spec_.n;
+  auto block = [&](int p) {
+    omp_set_num_threads(1);
+    const bool tail = im.prim_tail && p == im.parts - 1;
+    const int64_t r0 = static_cast<int64_t>(p) * im.block_rows;
+    dnnl::stream s(eng);
+    dnnl::memory am(tail ? im.a_tail_md : im.a_block_md, eng,
+                    const_cast<uint8_t*>(static_cast<const uint8_t*>(a)) + r0 * a_row * static_cast<int64_t>(esz));
+    dnnl::memory bm(im.b_md, eng, const_cast<void*>(b));
+    dnnl::memory cm(tail ? im.c_tail_md : im.c_block_md, eng,
+                    static_cast<uint8_t*>(c) + r0 * c_row * static_cast<int64_t>(esz));
+    (tail ? im.prim_tail : im.prim)
+        .execute(s, {{DNNL_ARG_SRC, am},
+                     {DNNL_ARG_WEIGHTS, bm},
+                     {DNNL_ARG_DST, cm},
+                     {DNNL_ARG_SCRATCHPAD,
+                      dnnl::memory(im.scratch_md, eng, static_cast<uint8_t*>(scratch) + p * im.scratch_stride)}});
+    s.wait();
+  };
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(tbb::blocked_range<int>(0, im.parts, 1),
+                      [&](const tbb::blocked_range<int>& r) {
+                        for (int p = r.begin(); p < r.end(); ++p) block(p);
+                      },
+                      tbb::simple_partitioner());
+  });
 }
 
 template <typename T, typename Acc>

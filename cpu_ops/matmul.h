@@ -88,8 +88,13 @@ class DnnlMatMul {
   const MatMulSpec& spec() const { return spec_; }
   // oneDNN's implementation name, with " (f32 on converted operands)" when the half type is converted.
   std::string impl_name() const;
+  // Row blocks of C run as parallel one-thread calls (1: one call on oneDNN's own team); fixed when made, from the
+  // shape and the configured thread count (cpu_ops/threads.h).
+  int row_blocks() const;
 
  private:
+  // The primitive(s) on f32 or native operands, `scratch` the scratchpad(s).
+  void Execute(const void* a, const void* b, void* c, void* scratch) const;
   struct Impl;
   MatMulSpec spec_;
   std::shared_ptr<Impl> impl_;

@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include <cmath>
 #include <random>
 #include <thread>
 
@@ -148,6 +149,77 @@ TEST(MatMulKernel, PrimitiveIsMadeForTheConfiguredTeamSize) {
   builder.join();
   SetOmpThreads(saved);
   EXPECT_EQ(team_at_creation, 1);
+}
+
+// With more than one thread a large enough unbatched GEMM runs as row blocks of C, one oneDNN call per block on its
+// own thread (the last block shorter when the rows do not divide): every element written (C starts as NaN unless
+// accumulating), the double reference matched, and the one-call result of one thread matched to rounding.
+TEST(MatMulKernel, RowBlocksOnSeveralThreads) {
+  const int saved = IntraOpThreads();
+  int case_no = 0;
+  for (int threads : {2, 3})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (int acc = 0; acc < 2; ++acc) {
+          MatMulSpec s;
+          s.m = 301, s.k = 64, s.n = 60;  // 2.3 MFLOP; 3 threads: blocks of 101, 101 and 99 rows
+          s.trans_a = ta, s.trans_b = tb, s.accumulate = acc;
+          s.alpha = acc ? 0.75f : 1.f;
+          SCOPED_TRACE("threads " + std::to_string(threads) + " trans_a " + std::to_string(ta) + " trans_b " +
+                       std::to_string(tb) + " accumulate " + std::to_string(acc));
+          const uint64_t seed = 100 + 4 * case_no++;
+          auto a = Rand(s.m * s.k, seed), b = Rand(s.k * s.n, seed + 1), c0 = Rand(s.m * s.n, seed + 2);
+          const auto ref = Reference(s, a, b, c0);
+          SetOmpThreads(1);
+          std::vector<float> one = acc ? c0 : std::vector<float>(c0.size(), NAN);
+          DnnlMatMul single(s);
+          ASSERT_EQ(single.row_blocks(), 1);
+          single.Run(a.data(), b.data(), one.data());
+          SetOmpThreads(threads);
+          DnnlMatMul split(s);
+          ASSERT_EQ(split.row_blocks(), threads);
+          std::vector<uint8_t> ws(split.workspace_bytes() + 64);
+          void* w = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
+          for (int run = 0; run < 2; ++run) {  // the plan's workspace, then the object's own scratchpads
+            std::vector<float> c = acc ? c0 : std::vector<float>(c0.size(), NAN);
+            split.Run(a.data(), b.data(), c.data(), run == 0 ? w : nullptr);
+            for (size_t i = 0; i < c.size(); ++i) {
+              ASSERT_NEAR(c[i], ref[i], 1e-4 + 1e-4 * std::abs(ref[i])) << "element " << i;
+              ASSERT_NEAR(c[i], one[i], 1e-5 + 1e-5 * std::abs(one[i])) << "element " << i;
+            }
+          }
+        }
+  SetOmpThreads(saved);
+}
+
+// Row blocks of a bf16 GEMM computed in f32 on converted copies, and the cases that stay one call: batched, small.
+TEST(MatMulKernel, RowBlocksOfConvertedHalfAndWhereNotUsed) {
+  const int saved = IntraOpThreads();
+  SetOmpThreads(2);
+  MatMulSpec s;
+  s.m = 256, s.k = 64, s.n = 64, s.type = DnnType::kBF16;
+  auto a = Rand(s.m * s.k, 7), b = Rand(s.k * s.n, 8);
+  std::vector<uint16_t> ah(a.size()), bh(b.size()), ch(s.m * s.n, 0x7FC0);  // C starts as bf16 NaN
+  std::vector<float> ar(a.size()), br(b.size()), c(ch.size());
+  FromFloat(DnnType::kBF16, a.data(), ah.data(), a.size());
+  FromFloat(DnnType::kBF16, b.data(), bh.data(), b.size());
+  ToFloat(DnnType::kBF16, ah.data(), ar.data(), a.size());
+  ToFloat(DnnType::kBF16, bh.data(), br.data(), b.size());
+  DnnlMatMul mm(s);
+  EXPECT_EQ(mm.row_blocks(), 2);
+  mm.Run(ah.data(), bh.data(), ch.data());
+  ToFloat(DnnType::kBF16, ch.data(), c.data(), ch.size());
+  MatMulSpec sf = s;
+  sf.type = DnnType::kF32;
+  const auto ref = Reference(sf, ar, br, {});
+  for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], ref[i], 1e-2 * (1 + std::abs(ref[i]))) << "element " << i;
+  MatMulSpec batched = sf;
+  batched.a_batch = batched.b_batch = {2};
+  EXPECT_EQ(DnnlMatMul(batched).row_blocks(), 1);
+  MatMulSpec small = sf;
+  small.m = 64, small.k = 16, small.n = 16;  // 33 kFLOP
+  EXPECT_EQ(DnnlMatMul(small).row_blocks(), 1);
+  SetOmpThreads(saved);
 }
 
 TEST(MatMulKernel, ZeroInnerDimGivesZeros) {
