@@ -5,7 +5,7 @@
 // post-op, MatMulSpec::accumulate -- the same path as Gemm's C in kernels/linalg.cc), so Y is written by the kernel
 // and read back once by the GEMM, never by a separate Add. With activation = relu the negative entries are zeroed
 // in one more pass over Y (NaN stays NaN, as Relu's max(0, x) with NaN propagation).
-// f32/f16/bf16 run through oneDNN (exclusive kernel: oneDNN runs an OpenMP team; a half type without a native
+// f32/f16/bf16 run through oneDNN (exclusive unless in row blocks on TBB's threads; a half type without a native
 // oneDNN implementation is converted to f32 inside DnnlMatMul); float64 uses NaiveMatMul (the gradient checks).
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>

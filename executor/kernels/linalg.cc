@@ -1,6 +1,7 @@
 // CPU kernel factories of the linalg family. MatMul, Gemm, ai.onnxtrain.MatMulTrans, Conv and ConvTranspose in
-// f32/f16/bf16 run through oneDNN (primitives created here, once per plan; exclusive kernels since oneDNN runs an
-// OpenMP team); float64 and integer types use plain loops. Pooling is in linalg_pool.cc, Einsum in linalg_einsum.cc.
+// f32/f16/bf16 run through oneDNN (primitives created here, once per plan; exclusive kernels where oneDNN runs an
+// OpenMP team -- not a GEMM in row blocks on TBB's threads, cpu_ops/matmul.h); float64 and integer types use plain
+// loops. Pooling is in linalg_pool.cc, Einsum in linalg_einsum.cc.
 #include <algorithm>
 #include <memory>
 
