@@ -54,6 +54,7 @@ struct DnnlMatMul::Impl {
   // Row blocks (RowBlocks below): `parts` one-thread primitives over rows [p * block_rows, ...) of C, run as TBB
   // tasks; the last block may be shorter (prim_tail). parts == 1: `prim` with oneDNN's own OpenMP team.
   int parts = 1;
+  int team = 1;  // oneDNN's OpenMP team for the whole-matrix call (parts == 1)
   int64_t block_rows = 0;
   dnnl::matmul prim_tail;
   dnnl::memory::desc a_block_md, c_block_md, a_tail_md, c_tail_md;
@@ -81,6 +82,11 @@ dnnl::memory::desc RowBlockDesc(size_t batch_rank, int64_t rows, int64_t rows_to
 constexpr int64_t kMinBlockRows = 32;
 constexpr double kMinFlops = 2e6;
 
+// A GEMM that stays one call gets oneDNN's OpenMP team of --threads only from kMinTeamFlops of work: a sleeping
+// worker's wake-up costs tens of microseconds here (a 2.1 MFLOP GEMM on a team of 2: 0.35x of one thread; the
+// 50x784x128 of the digits MLP no faster), and the GEMMs below this bound take about that long alone.
+constexpr double kMinTeamFlops = 64e6;
+
 int RowBlocks(const MatMulSpec& spec, int64_t batches) {
   const int threads = OmpThreads();
   if (threads < 2 || batches != 1 || GemmFlops(spec) < kMinFlops) return 1;
@@ -106,7 +112,9 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     im.k_zero = true;
     return;
   }
-  PrepareDnnlCall();  // before creating the primitive too: oneDNN sizes it for this team (dnnl_util.h)
+  // Before creating the primitive too: oneDNN sizes it for the team of the thread that creates it (dnnl_util.h).
+  im.team = GemmFlops(spec) >= kMinTeamFlops ? OmpThreads() : 1;
+  omp_set_num_threads(im.team);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (spec.alpha != 1.0f) attr.set_output_scales(0, {spec.alpha});
@@ -181,7 +189,7 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c, void* workspace) con
     if (!spec_.accumulate) std::memset(c, 0, static_cast<size_t>(im.c_elems) * esz);
     return;
   }
-  PrepareDnnlCall();
+  omp_set_num_threads(im.team);
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   void* scratch = ws;
   if (!ws) {

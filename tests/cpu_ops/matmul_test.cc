@@ -222,6 +222,31 @@ TEST(MatMulKernel, RowBlocksOfConvertedHalfAndWhereNotUsed) {
   SetOmpThreads(saved);
 }
 
+// A GEMM that stays one call gets oneDNN's team of --threads only with enough work to pay for waking it: the
+// creating thread's team size after construction is the one the primitive was made for.
+TEST(MatMulKernel, SmallWholeGemmsRunOnOneThread) {
+  const int saved = IntraOpThreads();
+  SetOmpThreads(2);
+  int small_team = -1, large_team = -1;
+  std::thread builder([&] {
+    MatMulSpec small;
+    small.m = 50, small.k = 784, small.n = 128;  // 10 MFLOP, 50 rows: no row blocks
+    DnnlMatMul a(small);
+    EXPECT_EQ(a.row_blocks(), 1);
+    small_team = omp_get_max_threads();
+    MatMulSpec large;
+    large.a_batch = large.b_batch = {2};  // batched: no row blocks; 2 x 67 MFLOP
+    large.m = 256, large.k = 256, large.n = 512;
+    DnnlMatMul b(large);
+    EXPECT_EQ(b.row_blocks(), 1);
+    large_team = omp_get_max_threads();
+  });
+  builder.join();
+  SetOmpThreads(saved);
+  EXPECT_EQ(small_team, 1);
+  EXPECT_EQ(large_team, 2);
+}
+
 TEST(MatMulKernel, ZeroInnerDimGivesZeros) {
   MatMulSpec s;
   s.m = 3, s.k = 0, s.n = 2;
