@@ -127,6 +127,7 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
   if (im.parts > 1) {
     im.block_rows = (spec.m + im.parts - 1) / im.parts;
     im.parts = static_cast<int>((spec.m + im.block_rows - 1) / im.block_rows);
+    im.team = 1;
     omp_set_num_threads(1);  // each block's primitive is made for the one thread that runs it
   }
   auto make = [&](dt t) {
