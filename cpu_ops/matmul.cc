@@ -241,7 +241,7 @@ void DnnlMatMul::Execute(const void* a, const void* b, void* c, void* scratch) c
   }
   // Row blocks as TBB tasks, each one oneDNN call on its thread's own one-thread OpenMP team, on a stream of its
   // own (a oneDNN stream is not for concurrent use). Isolated: a thread waiting for the blocks runs only blocks,
-  // never another kernel of the step (the executor runs this kernel exclusively).
+  // never another kernel of the step (which might wait for the executor's kernel lock).
   const size_t esz = im.convert ? sizeof(float) : DnnTypeSize(spec_.type);
   const int64_t a_row = spec_.trans_a ? 1 : spec_.k, c_row = spec_.n;
   auto block = [&](int p) {
