@@ -1,6 +1,7 @@
 #include "cpu_ops/pool.h"
 #include "cpu_ops/dims.h"
 
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "cpu_ops/half_convert.h"
+#include "cpu_ops/row_sum.h"
 #include "kernel_common/half.h"
 
 namespace ot::cpu {
@@ -96,11 +99,64 @@ void PoolDense(const PoolSpec& spec, const T* x, T* y) {
   });
 }
 
+// Global average pooling (the window is the whole plane, no pads): the mean of each contiguous plane, summed in
+// double in RowSum's fixed order (four interleaved lanes; half planes widened to float a tile at a time, which keeps
+// the lanes' order since the tile is a multiple of four), four planes at a time interleaved so that short planes
+// are not one latency-bound chain each. The windowed path walked a 16x16 plane as 256 dependent float adds.
+template <typename T>
+void PoolGlobalAvg(int64_t planes, int64_t plane_sz, const T* x, T* y) {
+  const double inv = 1.0 / static_cast<double>(plane_sz);
+  const int64_t grain = std::max<int64_t>(4, (32768 / std::max<int64_t>(plane_sz, 1)) / 4 * 4);
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, planes, grain), [&](const tbb::blocked_range<int64_t>& r) {
+    int64_t p = r.begin();
+    if constexpr (std::is_same_v<T, float>) {
+      double s[4];
+      for (; p + 4 <= r.end(); p += 4) {
+        RowSumsInterleaved<4>(x + p * plane_sz, plane_sz, plane_sz, s);
+        for (int q = 0; q < 4; ++q) y[p + q] = static_cast<T>(s[q] * inv);
+      }
+      for (; p < r.end(); ++p) y[p] = static_cast<T>(RowSum(x + p * plane_sz, plane_sz) * inv);
+    } else if constexpr (std::is_same_v<T, double>) {
+      for (; p < r.end(); ++p) {
+        const double* xp = x + p * plane_sz;
+        double lane[4] = {0, 0, 0, 0}, tail = 0;
+        int64_t j = 0;
+        for (; j + 4 <= plane_sz; j += 4)
+          for (int k = 0; k < 4; ++k) lane[k] += xp[j + k];
+        for (; j < plane_sz; ++j) tail += xp[j];
+        y[p] = (((lane[0] + lane[1]) + (lane[2] + lane[3])) + tail) * inv;
+      }
+    } else {
+      float buf[kHalfTile];
+      for (; p < r.end(); ++p) {
+        RowSum4 s;
+        for (int64_t j = 0; j < plane_sz; j += kHalfTile) {
+          const int64_t m = std::min<int64_t>(kHalfTile, plane_sz - j);
+          LoadFloats(x + p * plane_sz + j, buf, m);
+          s.Add(buf, m);
+        }
+        y[p] = static_cast<T>(static_cast<float>(s.Total() * inv));
+      }
+    }
+  });
+}
+
 }  // namespace
 
 template <typename T>
 void Pool(const PoolSpec& spec, const T* x, T* y, int64_t* indices) {
   using C = typename Compute<T>::type;
+  bool global = spec.kind == PoolKind::kAvg && !std::is_integral_v<C>;
+  for (size_t d = 0; d < spec.in_spatial.size(); ++d)
+    global = global && spec.kernel[d] == spec.in_spatial[d] && spec.out_spatial[d] == 1 && spec.pad_begin[d] == 0 &&
+             spec.pad_end[d] == 0 && (spec.dilations.empty() || spec.dilations[d] == 1);
+  if constexpr (!std::is_integral_v<C>) {
+    if (global) {
+      int64_t plane_sz = 1;
+      for (int64_t d : spec.in_spatial) plane_sz *= d;
+      if (plane_sz > 0) return PoolGlobalAvg<T>(spec.n * spec.c, plane_sz, x, y);
+    }
+  }
   bool dense = !indices && spec.kind != PoolKind::kLp;
   for (int64_t d : spec.dilations) dense &= d == 1;
   if (dense && !std::is_integral_v<C>) {

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "graph/ops/linalg_util.h"
+#include "kernel_common/half.h"
 
 namespace ot::cpu {
 namespace {
@@ -124,6 +125,51 @@ TEST(PoolKernel, AverageExcludeAndIncludePad) {
 TEST(PoolKernel, Average1DAndLp) {
   Check(Make(PoolKind::kAvg, {9}, {4}, {3}, {1}, {2}, {1}, false), 4);
   Check(Make(PoolKind::kLp, {6, 6}, {2, 3}, {2, 1}, {1, 1}, {0, 1}, {0, 1}, false), 5);
+}
+
+// A window that is the whole plane (GlobalAveragePool): each plane's mean against a double sum, for planes of
+// 1, 7, 256 and 60 elements in 1-D to 3-D, plane counts that leave 1-3 planes after the groups of four, values
+// offset by 1000 (a float running sum would lose the low bits), every output written (y prefilled with NaN); and
+// float16/bfloat16 planes, whose mean is the double mean of the rounded inputs, rounded once.
+TEST(PoolKernel, GlobalAverageIsEachPlanesMean) {
+  struct Case {
+    std::vector<int64_t> in;
+    int64_t n, c;
+  };
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> u(999.f, 1001.f);
+  for (const Case& cs : std::vector<Case>{{{1}, 3, 1}, {{7}, 2, 3}, {{16, 16}, 5, 13}, {{3, 4, 5}, 1, 6}}) {
+    PoolSpec s;
+    s.kind = PoolKind::kAvg;
+    s.n = cs.n, s.c = cs.c;
+    s.in_spatial = s.kernel = cs.in;
+    const size_t r = cs.in.size();
+    s.out_spatial = s.strides = s.dilations = std::vector<int64_t>(r, 1);
+    s.pad_begin = s.pad_end = std::vector<int64_t>(r, 0);
+    const int64_t planes = s.n * s.c, sz = Prod(cs.in);
+    std::vector<float> x(planes * sz);
+    for (auto& v : x) v = u(rng);
+    std::vector<float> y(planes, NAN);
+    Pool<float>(s, x.data(), y.data(), nullptr);
+    std::vector<float16> xh(x.size());
+    std::vector<bfloat16> xb(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xh[i] = float16(x[i] - 1000.f), xb[i] = bfloat16(x[i] - 1000.f);
+    std::vector<float16> yh(planes, float16(NAN));
+    std::vector<bfloat16> yb(planes, bfloat16(NAN));
+    Pool<float16>(s, xh.data(), yh.data(), nullptr);
+    Pool<bfloat16>(s, xb.data(), yb.data(), nullptr);
+    for (int64_t p = 0; p < planes; ++p) {
+      double sum = 0, sum_h = 0, sum_b = 0;
+      for (int64_t j = 0; j < sz; ++j) {
+        sum += x[p * sz + j];
+        sum_h += static_cast<float>(xh[p * sz + j]);
+        sum_b += static_cast<float>(xb[p * sz + j]);
+      }
+      ASSERT_NEAR(y[p], sum / sz, 1000 * 1e-7) << "plane " << p << " of " << sz;
+      EXPECT_EQ(static_cast<float>(yh[p]), static_cast<float>(float16(static_cast<float>(sum_h / sz)))) << p;
+      EXPECT_EQ(static_cast<float>(yb[p]), static_cast<float>(bfloat16(static_cast<float>(sum_b / sz)))) << p;
+    }
+  }
 }
 
 TEST(PoolKernel, MaxUint8) {
