@@ -90,4 +90,22 @@ ms = sum(float(rows[op][2]) for op in gemm_ops)
 assert abs(float(m.group(1)) - ms) <= 0.002 * len(gemm_ops) + 1e-9, (m.group(1), ms)
 assert float(m.group(2)) > 0
 PY
+
+# run --repeat --profile-ops: the per-op times are those of the timed runs, not the first (which makes the plan and
+# JITs oneDNN's kernels, ~100x a run of this MLP): per run they add up to no more than the slowest run could be.
+"$tool" run "$ex/mlp/model.onnx" --data "$ex/mlp/input.npz" --repeat 30 --threads 1 --profile-ops >"$tmp/rops" \
+  2>"$tmp/err" && ok || { bad "run --profile-ops"; cat "$tmp/err"; }
+if python3 - "$tmp/rops" <<'PY'; then ok; else bad "run --profile-ops excludes the first run"; cat "$tmp/rops"; fi
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+med = float(re.match(r"runs: 30  median: ([0-9.]+) ms", lines[0]).group(1))
+i = lines.index(next(l for l in lines if l.startswith("op ")))
+rows = []
+for l in lines[i + 1:]:
+    if l.startswith(("GEMMs", "slowest")):
+        break
+    rows.append(l.split())
+total = sum(float(r[2]) for r in rows)
+assert 0 < total <= 3 * med + 0.02, (total, med)
+PY
 finish
