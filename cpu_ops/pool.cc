@@ -12,6 +12,7 @@
 #include "cpu_ops/half_convert.h"
 #include "cpu_ops/row_sum.h"
 #include "kernel_common/half.h"
+#include "kernel_common/vec_math.h"
 
 namespace ot::cpu {
 
@@ -99,6 +100,81 @@ void PoolDense(const PoolSpec& spec, const T* x, T* y) {
   });
 }
 
+// Whether v takes over from the running maximum b when scanned after it: the first maximum wins (+0 does not replace
+// -0); a NaN, once met, stays. Branchless, so a loop of it vectorizes.
+template <typename T>
+inline bool TakesMax(T v, T b) {
+  return (v > b) | ((v != v) & (b == b));
+}
+
+// y[ow] = the maximum of the K taps x[ow K .. ow K + K) (kFirst), or of y[ow] followed by those taps: one input row
+// of a band of windows that do not overlap along the row. Taps in window order, so the value is the scalar scan's.
+template <typename T, int K, bool kFirst>
+void MaxRowTapsScalar(const T* __restrict x, T* __restrict y, int64_t n) {
+  for (int64_t ow = 0; ow < n; ++ow) {
+    T b = kFirst ? x[ow * K] : y[ow];
+    for (int kw = kFirst ? 1 : 0; kw < K; ++kw) {
+      const T v = x[ow * K + kw];
+      b = TakesMax(v, b) ? v : b;
+    }
+    y[ow] = b;
+  }
+}
+
+// The same for K = 2 on 32-byte vectors (GCC's generic vectors: AVX2 in the x86-64-v3 clone, two SSE halves in the
+// baseline): two loads hold the taps of L windows, even/odd shuffles split them, and TakesMax becomes compares and
+// a blend (TakesMax written out on vectors). GCC does not vectorize the scalar loop (it keeps TakesMax's NaN test as a branch).
+template <typename T, bool kFirst>
+OT_VEC_CLONES void MaxRowTaps2(const T* __restrict x, T* __restrict y, int64_t n) {
+  constexpr int L = 32 / sizeof(T);
+  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  typedef T V __attribute__((vector_size(32)));
+  typedef I M __attribute__((vector_size(32)));
+  M even, odd;
+  for (int i = 0; i < L; ++i) even[i] = 2 * i, odd[i] = 2 * i + 1;
+  int64_t ow = 0;
+  for (; ow + L <= n; ow += L) {
+    V a0, a1, b;
+    __builtin_memcpy(&a0, x + 2 * ow, sizeof(V));
+    __builtin_memcpy(&a1, x + 2 * ow + L, sizeof(V));
+    const V e = __builtin_shuffle(a0, a1, even), o = __builtin_shuffle(a0, a1, odd);
+    if constexpr (kFirst) {
+      b = e;
+    } else {
+      __builtin_memcpy(&b, y + ow, sizeof(V));
+      b = ((e > b) | ((e != e) & (b == b))) ? e : b;
+    }
+    b = ((o > b) | ((o != o) & (b == b))) ? o : b;
+    __builtin_memcpy(y + ow, &b, sizeof(V));
+  }
+  MaxRowTapsScalar<T, 2, kFirst>(x + 2 * ow, y + ow, n - ow);
+}
+
+template <typename T, int K, bool kFirst>
+void MaxRowTaps(const T* x, T* y, int64_t n) {
+  if constexpr (K == 2) MaxRowTaps2<T, kFirst>(x, y, n);
+  else MaxRowTapsScalar<T, K, kFirst>(x, y, n);
+}
+
+// 2-D (or 1-D) max pooling whose windows tile each row (column stride = kernel width K, every window inside the
+// row, no pads or dilations; rows may overlap, and a band may be clipped at the bottom, as with ceil_mode): per
+// output row, the first input row of its band sets the maxima and each further row folds in. The windowed path read
+// the taps with a runtime stride, one window row at a time (the CNN's 2x2 pools ran at 4 GB/s).
+template <typename T, int K>
+void MaxPoolRows(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t k1, int64_t s1, const T* x,
+                 T* y) {
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(H * W, 1));
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, planes, grain), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t p = r.begin(); p < r.end(); ++p)
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t ih0 = oh * s1, ih1 = std::min(ih0 + k1, H);
+        T* yr = y + (p * OH + oh) * OW;
+        MaxRowTaps<T, K, true>(x + (p * H + ih0) * W, yr, OW);
+        for (int64_t ih = ih0 + 1; ih < ih1; ++ih) MaxRowTaps<T, K, false>(x + (p * H + ih) * W, yr, OW);
+      }
+  });
+}
+
 // Global average pooling (the window is the whole plane, no pads): the mean of each contiguous plane, summed in
 // double in RowSum's fixed order (four interleaved lanes; half planes widened to float a tile at a time, which keeps
 // the lanes' order since the tile is a multiple of four), four planes at a time interleaved so that short planes
@@ -155,6 +231,19 @@ void Pool(const PoolSpec& spec, const T* x, T* y, int64_t* indices) {
       int64_t plane_sz = 1;
       for (int64_t d : spec.in_spatial) plane_sz *= d;
       if (plane_sz > 0) return PoolGlobalAvg<T>(spec.n * spec.c, plane_sz, x, y);
+    }
+  }
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    const auto in = Pad3(spec.in_spatial, 1), out = Pad3(spec.out_spatial, 1), k = Pad3(spec.kernel, 1);
+    const auto st = Pad3(spec.strides, 1), pb = Pad3(spec.pad_begin, 0), pe = Pad3(spec.pad_end, 0);
+    bool rows = spec.kind == PoolKind::kMax && !indices && in[0] == 1 && out[0] == 1 && k[2] == st[2] &&
+                (k[2] == 2 || k[2] == 3) && out[2] * k[2] <= in[2] && out[1] >= 1 && (out[1] - 1) * st[1] < in[1];
+    for (int d = 0; d < 3; ++d) rows = rows && pb[d] == 0 && pe[d] == 0;
+    for (int64_t d : spec.dilations) rows = rows && d == 1;
+    if (rows && out[2] > 0) {
+      const int64_t planes = spec.n * spec.c;
+      if (k[2] == 2) return MaxPoolRows<T, 2>(planes, in[1], in[2], out[1], out[2], k[1], st[1], x, y);
+      return MaxPoolRows<T, 3>(planes, in[1], in[2], out[1], out[2], k[1], st[1], x, y);
     }
   }
   bool dense = !indices && spec.kind != PoolKind::kLp;

@@ -172,6 +172,46 @@ TEST(PoolKernel, GlobalAverageIsEachPlanesMean) {
   }
 }
 
+// Max pooling without indices over windows that tile the rows (2 or 3 wide, stride = width; rows overlapping,
+// tiling or clipped; 1-D and 2-D; a last column left out; rows of 5-20 windows, so both the 8- and 4-wide vectors
+// and their scalar tails run) against the scalar path that MaxPool with indices takes,
+// bit for bit, in float and double: values with ties, -0 before and after +0, NaNs and infinities, so the first
+// maximum must win and a NaN must stay; y prefilled with a sentinel, so every output is written.
+template <typename T>
+void CheckTiledMaxAgainstScalar(const PoolSpec& s, uint64_t seed) {
+  const int64_t in_sz = Prod(s.in_spatial), out_sz = Prod(s.out_spatial);
+  std::mt19937_64 rng(seed);
+  const T specials[] = {T(0), -T(0), T(NAN), T(INFINITY), -T(INFINITY), T(1), T(1)};
+  std::vector<T> x(s.n * s.c * in_sz);
+  for (auto& v : x) {
+    const uint64_t r = rng() % 40;
+    v = r < 7 ? specials[r] : static_cast<T>(static_cast<int>(rng() % 9) - 4) * T(0.5);
+  }
+  std::vector<T> fast(s.n * s.c * out_sz, T(12345)), ref(fast.size(), T(12345));
+  std::vector<int64_t> idx(ref.size());
+  Pool<T>(s, x.data(), fast.data(), nullptr);
+  Pool<T>(s, x.data(), ref.data(), idx.data());
+  for (size_t i = 0; i < ref.size(); ++i)
+    ASSERT_EQ(0, std::memcmp(&fast[i], &ref[i], sizeof(T))) << "output " << i << ": " << fast[i] << " vs " << ref[i];
+}
+
+TEST(PoolKernel, MaxOverRowTilingWindowsEqualsScalarScan) {
+  const std::vector<PoolSpec> specs = {
+      Make(PoolKind::kMax, {8, 10}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, false),  // the CNN's 2x2 pools
+      Make(PoolKind::kMax, {6, 40}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, false),  // 20 columns: vectors + tail
+      Make(PoolKind::kMax, {5, 35}, {2, 2}, {1, 2}, {1, 1}, {0, 0}, {0, 0}, false),  // overlapping rows, wide
+      Make(PoolKind::kMax, {9, 11}, {3, 3}, {3, 3}, {1, 1}, {0, 0}, {0, 0}, false),  // 3x3, last 2 columns out
+      Make(PoolKind::kMax, {7, 8}, {3, 2}, {1, 2}, {1, 1}, {0, 0}, {0, 0}, false),   // overlapping rows
+      Make(PoolKind::kMax, {9, 6}, {2, 3}, {4, 3}, {1, 1}, {0, 0}, {0, 0}, false),   // rows skipped between bands
+      Make(PoolKind::kMax, {9}, {2}, {2}, {1}, {0}, {0}, false),                     // 1-D, last element out
+  };
+  uint64_t seed = 30;
+  for (const PoolSpec& s : specs) {
+    CheckTiledMaxAgainstScalar<float>(s, ++seed);
+    CheckTiledMaxAgainstScalar<double>(s, ++seed);
+  }
+}
+
 TEST(PoolKernel, MaxUint8) {
   PoolSpec s = Make(PoolKind::kMax, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, false);
   s.n = 1, s.c = 1;
