@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernel_common/vec_math.h"
+
 namespace ot::cpu {
 
 namespace {
@@ -61,6 +63,60 @@ inline bool Takes(T v, T b) {
   return (v > b) | ((v != v) & (b == b));
 }
 
+// The full 2-wide windows [0, n) of one output row of MaxPoolGrad2DTiled below (window columns 2 wide at stride 2,
+// band rows x0 .. x0 + rows of stride W), L windows at a time on 32-byte vectors (GCC's generic vectors: AVX2 in the
+// x86-64-v3 clone, SSE halves in the baseline): each band row's two loads split into even and odd taps by shuffles,
+// the argmax as a tap code in the scalar scan's order (rows, then columns; Takes as compares and blends), then each
+// band row of dX written once, interleaved back: dY where the tap is the argmax, else 0. Returns the windows done
+// (a multiple of L); the caller's scalar loops take the rest.
+template <typename T>
+OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict dy, T* __restrict dx, int64_t W,
+                                      int64_t rows, int64_t n) {
+  constexpr int L = 32 / sizeof(T);
+  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  typedef T V __attribute__((vector_size(32)));
+  typedef I M __attribute__((vector_size(32)));
+  M even, odd, lo, hi;
+  for (int i = 0; i < L; ++i) {
+    even[i] = 2 * i, odd[i] = 2 * i + 1;
+    lo[i] = i / 2 + (i % 2) * L, hi[i] = L / 2 + i / 2 + (i % 2) * L;  // interleave (a0 b0 a1 b1 ...)
+  }
+  const V zero{};
+  int64_t ow = 0;
+  for (; ow + L <= n; ow += L) {
+    V b{};
+    M code{};
+    for (int64_t r = 0; r < rows; ++r) {
+      V a0, a1;
+      __builtin_memcpy(&a0, x + r * W + 2 * ow, sizeof(V));
+      __builtin_memcpy(&a1, x + r * W + 2 * ow + L, sizeof(V));
+      const V e = __builtin_shuffle(a0, a1, even), o = __builtin_shuffle(a0, a1, odd);
+      const I ce = static_cast<I>(2 * r), co = static_cast<I>(2 * r + 1);
+      if (r == 0) {
+        b = e;
+        code = M{} + ce;
+      } else {
+        const M t = (e > b) | ((e != e) & (b == b));
+        b = t ? e : b;
+        code = t ? M{} + ce : code;
+      }
+      const M t = (o > b) | ((o != o) & (b == b));
+      b = t ? o : b;
+      code = t ? M{} + co : code;
+    }
+    V g;
+    __builtin_memcpy(&g, dy + ow, sizeof(V));
+    g = zero + g;  // 0 + dY, as the accumulation into a zeroed dX gives (-0 becomes +0)
+    for (int64_t r = 0; r < rows; ++r) {
+      const V ge = code == static_cast<I>(2 * r) ? g : zero, go = code == static_cast<I>(2 * r + 1) ? g : zero;
+      const V d0 = __builtin_shuffle(ge, go, lo), d1 = __builtin_shuffle(ge, go, hi);
+      __builtin_memcpy(dx + r * W + 2 * ow, &d0, sizeof(V));
+      __builtin_memcpy(dx + r * W + 2 * ow + L, &d1, sizeof(V));
+    }
+  }
+  return ow;
+}
+
 // Non-overlapping 2-D windows (stride >= kernel on both axes; 1-D pools have H = 1), no pads or dilations -- the
 // common 2x2 stride 2 case. Per output row: the argmax of every full window, as a tap code (kh * KW + kw) in the
 // same scan order as the scalar path (rows, then columns; first maximum wins), is found with a branchless
@@ -93,10 +149,14 @@ void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
         const int64_t ih0 = oh * s1, ih1 = std::min(ih0 + k1, H);
         if (ih0 >= H) break;
         const T* __restrict yr = yp + oh * OW;
+        // 2-wide windows at stride 2 in float or double: the vector routine, from window ow0 on the loops below.
+        int64_t ow0 = 0;
+        if constexpr (K2 == 2 && S2 == 2 && (std::is_same_v<T, float> || std::is_same_v<T, double>))
+          ow0 = MaxPoolGradRow2<T>(xp + ih0 * W, yr, dp + ih0 * W, W, ih1 - ih0, ow_full);
         // Argmax of the full windows of this output row.
         {
           const T* __restrict xr = xp + ih0 * W;
-          for (int64_t ow = 0; ow < ow_full; ++ow) {
+          for (int64_t ow = ow0; ow < ow_full; ++ow) {
             bv[ow] = xr[ow * s2];
             bc[ow] = 0;
           }
@@ -105,7 +165,7 @@ void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
           const T* __restrict xr = xp + ih * W;
           for (int64_t kw = ih == ih0 ? 1 : 0; kw < k2; ++kw) {
             const Code c = static_cast<Code>((ih - ih0) * k2 + kw);
-            for (int64_t ow = 0; ow < ow_full; ++ow) {
+            for (int64_t ow = ow0; ow < ow_full; ++ow) {
               const T v = xr[ow * s2 + kw], b = bv[ow];
               const bool take = Takes(v, b);
               bv[ow] = take ? v : b;
@@ -121,14 +181,14 @@ void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
           if constexpr (K2 > 0 && K2 == S2) {
             // The taps of a window row stored together (a full interleaved group: vectorizes; one strided store
             // per tap does not).
-            for (int64_t ow = 0; ow < ow_full; ++ow) {
+            for (int64_t ow = ow0; ow < ow_full; ++ow) {
               const T g = T(0) + yr[ow];
               const Code cc = bc[ow];
               for (int kw = 0; kw < K2; ++kw) dr[ow * K2 + kw] = cc == c0 + kw ? g : T(0);
             }
           } else {
             for (int64_t kw = 0; kw < k2; ++kw)
-              for (int64_t ow = 0; ow < ow_full; ++ow) {
+              for (int64_t ow = ow0; ow < ow_full; ++ow) {
                 const T g = T(0) + yr[ow];
                 dr[ow * s2 + kw] = bc[ow] == static_cast<Code>(c0 + kw) ? g : T(0);
               }

@@ -224,17 +224,18 @@ TEST(PoolKernel, MaxUint8) {
 // to its first maximum (a NaN, once met, stays), accumulated in float in window order into a zeroed dX -- the
 // exact rule, so the comparison is bit for bit (a -0 dY lands as +0). X holds few distinct values (many ties)
 // and some NaNs; dX starts as a sentinel, so an element left unwritten fails.
-void CheckMaxPoolGrad(const PoolSpec& s, uint64_t seed) {
+template <typename T>
+void CheckMaxPoolGradT(const PoolSpec& s, uint64_t seed) {
   const int r = static_cast<int>(s.in_spatial.size());
   const int64_t in_sz = Prod(s.in_spatial), out_sz = Prod(s.out_spatial), k_sz = Prod(s.kernel);
   const int64_t planes = s.n * s.c;
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> q(-2, 2), nan_pick(0, 40);
   std::uniform_real_distribution<float> u(-3.f, 3.f);
-  std::vector<float> x(planes * in_sz), dy(planes * out_sz);
-  for (auto& v : x) v = nan_pick(rng) == 0 ? NAN : static_cast<float>(q(rng)) * 0.5f;
-  for (auto& v : dy) v = nan_pick(rng) == 0 ? -0.0f : u(rng);
-  std::vector<float> ref(x.size(), 0.0f), dx(x.size(), -777.0f);
+  std::vector<T> x(planes * in_sz), dy(planes * out_sz);
+  for (auto& v : x) v = nan_pick(rng) == 0 ? T(NAN) : static_cast<T>(q(rng)) * T(0.5);
+  for (auto& v : dy) v = nan_pick(rng) == 0 ? T(-0.0) : static_cast<T>(u(rng));
+  std::vector<T> ref(x.size(), T(0)), dx(x.size(), T(-777));
   for (int64_t plane = 0; plane < planes; ++plane)
     for (int64_t o = 0; o < out_sz; ++o) {
       int64_t best = -1;
@@ -251,19 +252,22 @@ void CheckMaxPoolGrad(const PoolSpec& s, uint64_t seed) {
           mul *= s.in_spatial[d];
         }
         if (!inside) continue;
-        const float v = x[plane * in_sz + off];
-        const float b = best < 0 ? 0.f : x[plane * in_sz + best];
+        const T v = x[plane * in_sz + off];
+        const T b = best < 0 ? T(0) : x[plane * in_sz + best];
         if (best < 0 || v > b || (std::isnan(v) && !std::isnan(b))) best = off;
       }
       if (best >= 0) ref[plane * in_sz + best] += dy[plane * out_sz + o];
     }
-  MaxPoolGrad<float>(s, dy.data(), x.data(), dx.data());
+  MaxPoolGrad<T>(s, dy.data(), x.data(), dx.data());
   for (size_t i = 0; i < dx.size(); ++i) {
-    uint32_t a, b;
-    std::memcpy(&a, &dx[i], 4);
-    std::memcpy(&b, &ref[i], 4);
-    ASSERT_EQ(a, b) << "element " << i << ": " << dx[i] << " vs " << ref[i];
+    ASSERT_EQ(0, std::memcmp(&dx[i], &ref[i], sizeof(T))) << "element " << i << ": " << dx[i] << " vs " << ref[i];
   }
+}
+
+// Float and double (the 2x2 vector routine is 8 and 4 windows wide).
+void CheckMaxPoolGrad(const PoolSpec& s, uint64_t seed) {
+  CheckMaxPoolGradT<float>(s, seed);
+  CheckMaxPoolGradT<double>(s, seed);
 }
 
 TEST(PoolGradKernel, MaxPoolGradTilesOverlapsGapsPadsAndTies) {
