@@ -63,7 +63,7 @@ void WriteRow(T* q, int64_t n, std::vector<float>& buf, F&& value) {
 // through one accumulator), folded in a fixed tree, the tail in order: the result depends only on the data.
 // P is T or float (a widened half row).
 template <typename P>
-double LaneSum(const P* __restrict p, int64_t n) {
+OT_VEC_CLONES double LaneSum(const P* __restrict p, int64_t n) {
   double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t j = 0;
   for (; j + 8 <= n; j += 8)
@@ -75,7 +75,7 @@ double LaneSum(const P* __restrict p, int64_t n) {
 
 // Sum of (p[j] - m)^2, as LaneSum.
 template <typename P>
-double LaneSumSqDev(const P* __restrict p, int64_t n, double m) {
+OT_VEC_CLONES double LaneSumSqDev(const P* __restrict p, int64_t n, double m) {
   double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t j = 0;
   for (; j + 8 <= n; j += 8)
@@ -120,7 +120,7 @@ OT_VEC_CLONES void LayerNormRowsF32(int64_t r0, int64_t r1, int64_t cols, const 
 // One pass over a plane of x and g (as LaneSum: lanes, a fixed fold, the tail in order), with d = x - shift:
 // m[0] += sum d, m[1] += sum d^2, m[2] += sum g, m[3] += sum g d.
 template <typename P>
-void LaneMoments(const P* __restrict x, const P* __restrict g, int64_t n, double shift, double* m) {
+OT_VEC_CLONES void LaneMoments(const P* __restrict x, const P* __restrict g, int64_t n, double shift, double* m) {
   double a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0}, e[4] = {0, 0, 0, 0}, f[4] = {0, 0, 0, 0};
   int64_t j = 0;
   for (; j + 4 <= n; j += 4)
@@ -144,6 +144,23 @@ void LaneMoments(const P* __restrict x, const P* __restrict g, int64_t n, double
   m[1] += sb;
   m[2] += se;
   m[3] += sf;
+}
+
+// q[j] = (p[j] - m) a + b for a float or double row, in double, rounded once.
+template <typename T>
+OT_VEC_CLONES void BatchNormApplyRow(const T* __restrict p, T* __restrict q, int64_t n, double m, double a, double b) {
+  for (int64_t j = 0; j < n; ++j) q[j] = static_cast<T>((static_cast<double>(p[j]) - m) * a + b);
+}
+
+// dX of one plane: k0 dy (inference statistics), else k0 (dy - mb) - (x - mu) q; in double, rounded once.
+template <typename T>
+OT_VEC_CLONES void BatchNormGradRow(const T* __restrict xp, const T* __restrict gp, T* __restrict op, int64_t n,
+                                    bool inference, double k0, double mb, double mu, double q) {
+  if (inference)
+    for (int64_t j = 0; j < n; ++j) op[j] = static_cast<T>(k0 * static_cast<double>(gp[j]));
+  else
+    for (int64_t j = 0; j < n; ++j)
+      op[j] = static_cast<T>(k0 * (static_cast<double>(gp[j]) - mb) - (static_cast<double>(xp[j]) - mu) * q);
 }
 
 }  // namespace
@@ -197,10 +214,7 @@ void BatchNormApply(int64_t n, int64_t c, int64_t spatial, const T* x, const dou
       for (int64_t j = 0; j < spatial; ++j) o[j] = (p[j] - mf) * af + bf;
       StoreFloats(o, y + nc * spatial, spatial);
     } else {
-      // Restrict locals (not the closure's references) so the double arithmetic vectorizes.
-      const T* __restrict p = x + nc * spatial;
-      T* __restrict q = y + nc * spatial;
-      for (int64_t j = 0; j < spatial; ++j) q[j] = static_cast<T>((static_cast<double>(p[j]) - m) * a + b);
+      BatchNormApplyRow<T>(x + nc * spatial, y + nc * spatial, spatial, m, a, b);
     }
   });
 }
@@ -231,16 +245,9 @@ void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* 
     // dx = k0 (dy - mb) - (x - mu) q, q = k0 r ms (training); k0 dy (inference).
     const double k0 = scale[ch] * r;
     const double mb = mean ? 0.0 : sb / cnt, q = mean ? 0.0 : k0 * r * (ss / cnt);
-    for (int64_t i = 0; i < n; ++i) {
-      const T* __restrict xp = plane(x, i);
-      const T* __restrict gp = plane(dy, i);
-      T* __restrict op = dx + (i * c + ch) * spatial;
-      if (mean)
-        for (int64_t j = 0; j < spatial; ++j) op[j] = static_cast<T>(k0 * static_cast<double>(gp[j]));
-      else
-        for (int64_t j = 0; j < spatial; ++j)
-          op[j] = static_cast<T>(k0 * (static_cast<double>(gp[j]) - mb) - (static_cast<double>(xp[j]) - mu) * q);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      BatchNormGradRow<T>(plane(x, i), plane(dy, i), dx + (i * c + ch) * spatial, spatial, mean != nullptr, k0, mb, mu,
+                          q);
   });
 }
 
