@@ -59,36 +59,26 @@ void WriteRow(T* q, int64_t n, std::vector<float>& buf, F&& value) {
   }
 }
 
-// Sums over n contiguous elements in double with eight independent lanes (vector adds, no serial dependency
-// through one accumulator), folded in a fixed tree, the tail in order: the result depends only on the data.
-// P is T or float (a widened half row).
+// One pass over n contiguous elements with d = p[j] - shift: m[0] += sum d, m[1] += sum d^2 (four double lanes, a
+// fixed fold, the tail in order).
 template <typename P>
-OT_VEC_CLONES double LaneSum(const P* __restrict p, int64_t n) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+OT_VEC_CLONES void LaneShiftedMoments(const P* __restrict p, int64_t n, double shift, double* m) {
+  double a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int l = 0; l < 8; ++l) a[l] += static_cast<double>(p[j + l]);
-  double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-  for (; j < n; ++j) s += static_cast<double>(p[j]);
-  return s;
-}
-
-// Sum of (p[j] - m)^2, as LaneSum.
-template <typename P>
-OT_VEC_CLONES double LaneSumSqDev(const P* __restrict p, int64_t n, double m) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int l = 0; l < 8; ++l) {
-      const double d = static_cast<double>(p[j + l]) - m;
-      a[l] += d * d;
+  for (; j + 4 <= n; j += 4)
+    for (int l = 0; l < 4; ++l) {
+      const double d = static_cast<double>(p[j + l]) - shift;
+      a[l] += d;
+      b[l] += d * d;
     }
-  double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  double sa = (a[0] + a[1]) + (a[2] + a[3]), sb = (b[0] + b[1]) + (b[2] + b[3]);
   for (; j < n; ++j) {
-    const double d = static_cast<double>(p[j]) - m;
-    s += d * d;
+    const double d = static_cast<double>(p[j]) - shift;
+    sa += d;
+    sb += d * d;
   }
-  return s;
+  m[0] += sa;
+  m[1] += sb;
 }
 
 // Float LayerNorm rows [r0, r1) (cols > 0): each row's mean and 1/sqrt(biased var + eps) in double
@@ -117,7 +107,7 @@ OT_VEC_CLONES void LayerNormRowsF32(int64_t r0, int64_t r1, int64_t cols, const 
   }
 }
 
-// One pass over a plane of x and g (as LaneSum: lanes, a fixed fold, the tail in order), with d = x - shift:
+// One pass over a plane of x and g (as LaneShiftedMoments: lanes, a fixed fold, the tail in order), d = x - shift:
 // m[0] += sum d, m[1] += sum d^2, m[2] += sum g, m[3] += sum g d.
 template <typename P>
 OT_VEC_CLONES void LaneMoments(const P* __restrict x, const P* __restrict g, int64_t n, double shift, double* m) {
@@ -187,15 +177,16 @@ void ChannelMoments(int64_t n, int64_t c, int64_t spatial, const T* x, double* m
   const int64_t count = n * spatial;
   ParallelItems(c, count, [&](int64_t ch) {
     std::vector<float> buf;
-    // Each plane is summed by LaneSum (vectorized, a fixed order) and added to the channel's total in plane
-    // order: mean first, then the centred variance (two passes).
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += LaneSum(Widen(x + (i * c + ch) * spatial, spatial, buf), spatial);
-    const double m = count ? s / count : 0.0;
-    double v = 0;
-    for (int64_t i = 0; i < n; ++i) v += LaneSumSqDev(Widen(x + (i * c + ch) * spatial, spatial, buf), spatial, m);
-    mean[ch] = m;
-    var[ch] = count ? v / count : 0.0;
+    // One pass: each plane's sums of d = x - shift and d^2 by LaneShiftedMoments (vectorized, a fixed order), added
+    // to the channel's totals in plane order. The shift is a value of the channel (its first element), so d is of
+    // the order of the standard deviation and sum(d^2) / count - mean(d)^2 does not cancel (as BatchNormGrad's
+    // statistics); two passes read the channel twice, and the kernel's time is its reads.
+    const double shift = count ? static_cast<double>(Load(x[ch * spatial])) : 0.0;
+    double m[2] = {0, 0};
+    for (int64_t i = 0; i < n; ++i) LaneShiftedMoments(Widen(x + (i * c + ch) * spatial, spatial, buf), spatial, shift, m);
+    const double md = count ? m[0] / count : 0.0;
+    mean[ch] = shift + md;
+    var[ch] = count ? std::max(0.0, m[1] / count - md * md) : 0.0;
   });
 }
 
