@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernel_common/half.h"
+#include "kernel_common/vec_math.h"
 
 namespace ot::cpu {
 
@@ -390,18 +391,30 @@ OT_INSTANTIATE(uint32_t)
 OT_INSTANTIATE(uint64_t)
 #undef OT_INSTANTIATE
 
+namespace {
+
+// a[j] += x[i * cols + j] for rows i in order, j < w: each column summed in double in row order. Compiled for AVX2
+// too (OT_VEC_CLONES: four double lanes a vector, half rows widened by F16C; the same adds in the same order, so the
+// same bits): a bias gradient's column sums ran two lanes wide, ~100 us for [1024, 256].
+template <typename T>
+OT_VEC_CLONES void AddRowsToAcc(const T* __restrict x, int64_t rows, int64_t cols, int64_t w, double* __restrict a) {
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* __restrict row = x + i * cols;
+    for (int64_t j = 0; j < w; ++j) a[j] += static_cast<double>(static_cast<A>(row[j]));
+  }
+}
+
+}  // namespace
+
 template <typename T>
 void SumRowsToColumns(const T* x, int64_t rows, int64_t cols, T* y) {
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, cols, 512), [&](const tbb::blocked_range<int64_t>& b) {
     const int64_t j0 = b.begin(), w = b.end() - b.begin();
     std::vector<double> acc(static_cast<size_t>(w), 0.0);
-    double* __restrict a = acc.data();
-    for (int64_t i = 0; i < rows; ++i) {
-      const T* __restrict row = x + i * cols + j0;
-      for (int64_t j = 0; j < w; ++j) a[j] += static_cast<double>(static_cast<A>(row[j]));
-    }
-    for (int64_t j = 0; j < w; ++j) y[j0 + j] = static_cast<T>(static_cast<A>(a[j]));
+    AddRowsToAcc<T>(x + j0, rows, cols, w, acc.data());
+    for (int64_t j = 0; j < w; ++j) y[j0 + j] = static_cast<T>(static_cast<A>(acc[j]));
   });
 }
 
