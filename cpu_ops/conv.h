@@ -25,9 +25,10 @@ struct ConvSpec {
 
 class DnnlConv {
  public:
-  // `constant_weights`: W's data when it is known for the primitive's lifetime (an initializer). Then a forward
-  // f32 convolution runs in oneDNN's preferred (blocked) layouts: W is reordered once here, X and Y are
-  // reordered around each call. Otherwise the plain ONNX layouts are used directly.
+  // A forward f32 convolution runs in oneDNN's preferred (blocked) layouts where they differ from the plain ones:
+  // X and Y are reordered around each call, and W once here when `constant_weights` gives its data for the
+  // primitive's lifetime (an initializer), else per call (training: W changes every step). Transposed and native
+  // half-type convolutions use the plain ONNX layouts (a half type without a native kernel runs the f32 path).
   explicit DnnlConv(const ConvSpec& spec, const void* constant_weights = nullptr);
   ~DnnlConv();
   // bias may be null when !has_bias.
