@@ -127,17 +127,20 @@ void MaxRowTapsScalar(const T* __restrict x, T* __restrict y, int64_t n) {
 template <typename T, bool kFirst>
 OT_VEC_CLONES void MaxRowTaps2(const T* __restrict x, T* __restrict y, int64_t n) {
   constexpr int L = 32 / sizeof(T);
-  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
   typedef T V __attribute__((vector_size(32)));
-  typedef I M __attribute__((vector_size(32)));
-  M even, odd;
-  for (int i = 0; i < L; ++i) even[i] = 2 * i, odd[i] = 2 * i + 1;
   int64_t ow = 0;
   for (; ow + L <= n; ow += L) {
     V a0, a1, b;
     __builtin_memcpy(&a0, x + 2 * ow, sizeof(V));
     __builtin_memcpy(&a1, x + 2 * ow + L, sizeof(V));
-    const V e = __builtin_shuffle(a0, a1, even), o = __builtin_shuffle(a0, a1, odd);
+    V e, o;  // the even and the odd taps (constant shuffles: GCC and clang)
+    if constexpr (L == 8) {
+      e = __builtin_shufflevector(a0, a1, 0, 2, 4, 6, 8, 10, 12, 14);
+      o = __builtin_shufflevector(a0, a1, 1, 3, 5, 7, 9, 11, 13, 15);
+    } else {
+      e = __builtin_shufflevector(a0, a1, 0, 2, 4, 6);
+      o = __builtin_shufflevector(a0, a1, 1, 3, 5, 7);
+    }
     if constexpr (kFirst) {
       b = e;
     } else {

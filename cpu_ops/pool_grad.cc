@@ -76,11 +76,6 @@ OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict
   using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
   typedef T V __attribute__((vector_size(32)));
   typedef I M __attribute__((vector_size(32)));
-  M even, odd, lo, hi;
-  for (int i = 0; i < L; ++i) {
-    even[i] = 2 * i, odd[i] = 2 * i + 1;
-    lo[i] = i / 2 + (i % 2) * L, hi[i] = L / 2 + i / 2 + (i % 2) * L;  // interleave (a0 b0 a1 b1 ...)
-  }
   const V zero{};
   int64_t ow = 0;
   for (; ow + L <= n; ow += L) {
@@ -90,7 +85,14 @@ OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict
       V a0, a1;
       __builtin_memcpy(&a0, x + r * W + 2 * ow, sizeof(V));
       __builtin_memcpy(&a1, x + r * W + 2 * ow + L, sizeof(V));
-      const V e = __builtin_shuffle(a0, a1, even), o = __builtin_shuffle(a0, a1, odd);
+      V e, o;  // the even and the odd taps (constant shuffles: GCC and clang)
+      if constexpr (L == 8) {
+        e = __builtin_shufflevector(a0, a1, 0, 2, 4, 6, 8, 10, 12, 14);
+        o = __builtin_shufflevector(a0, a1, 1, 3, 5, 7, 9, 11, 13, 15);
+      } else {
+        e = __builtin_shufflevector(a0, a1, 0, 2, 4, 6);
+        o = __builtin_shufflevector(a0, a1, 1, 3, 5, 7);
+      }
       const I ce = static_cast<I>(2 * r), co = static_cast<I>(2 * r + 1);
       if (r == 0) {
         b = e;
@@ -109,7 +111,14 @@ OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict
     g = zero + g;  // 0 + dY, as the accumulation into a zeroed dX gives (-0 becomes +0)
     for (int64_t r = 0; r < rows; ++r) {
       const V ge = code == static_cast<I>(2 * r) ? g : zero, go = code == static_cast<I>(2 * r + 1) ? g : zero;
-      const V d0 = __builtin_shuffle(ge, go, lo), d1 = __builtin_shuffle(ge, go, hi);
+      V d0, d1;  // ge and go interleaved (ge0 go0 ge1 go1 ...), low and high halves
+      if constexpr (L == 8) {
+        d0 = __builtin_shufflevector(ge, go, 0, 8, 1, 9, 2, 10, 3, 11);
+        d1 = __builtin_shufflevector(ge, go, 4, 12, 5, 13, 6, 14, 7, 15);
+      } else {
+        d0 = __builtin_shufflevector(ge, go, 0, 4, 1, 5);
+        d1 = __builtin_shufflevector(ge, go, 2, 6, 3, 7);
+      }
       __builtin_memcpy(dx + r * W + 2 * ow, &d0, sizeof(V));
       __builtin_memcpy(dx + r * W + 2 * ow + L, &d1, sizeof(V));
     }
