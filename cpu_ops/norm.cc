@@ -214,7 +214,8 @@ void ChannelMoments(int64_t n, int64_t c, int64_t spatial, const T* x, double* m
     // statistics); two passes read the channel twice, and the kernel's time is its reads.
     const double shift = count ? static_cast<double>(Load(x[ch * spatial])) : 0.0;
     double m[2] = {0, 0};
-    for (int64_t i = 0; i < n; ++i) LaneShiftedMoments(Widen(x + (i * c + ch) * spatial, spatial, buf), spatial, shift, m);
+    for (int64_t i = 0; i < n; ++i)
+      LaneShiftedMoments(Widen(x + (i * c + ch) * spatial, spatial, buf), spatial, shift, m);
     const double md = count ? m[0] / count : 0.0;
     mean[ch] = shift + md;
     var[ch] = count ? std::max(0.0, m[1] / count - md * md) : 0.0;

@@ -122,8 +122,8 @@ void MaxRowTapsScalar(const T* __restrict x, T* __restrict y, int64_t n) {
 }
 
 // The same for K = 2 on 32-byte vectors (GCC's generic vectors: AVX2 in the x86-64-v3 clone, two SSE halves in the
-// baseline): two loads hold the taps of L windows, even/odd shuffles split them, and TakesMax becomes compares and
-// a blend (TakesMax written out on vectors). GCC does not vectorize the scalar loop (it keeps TakesMax's NaN test as a branch).
+// baseline): two loads hold the taps of L windows, even/odd shuffles split them, and TakesMax, written out on
+// vectors, becomes compares and a blend. GCC does not vectorize the scalar loop (it keeps the NaN test a branch).
 template <typename T, bool kFirst>
 OT_VEC_CLONES void MaxRowTaps2(const T* __restrict x, T* __restrict y, int64_t n) {
   constexpr int L = 32 / sizeof(T);
