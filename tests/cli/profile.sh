@@ -92,7 +92,8 @@ assert float(m.group(2)) > 0
 PY
 
 # run --repeat --profile-ops: the per-op times are those of the timed runs, not the first (which makes the plan and
-# JITs oneDNN's kernels, ~100x a run of this MLP): per run they add up to no more than the slowest run could be.
+# JITs oneDNN's kernels: counted in, this MLP's ops read ~1.2 ms per run against a ~0.04 ms median run). Per run they
+# add up to about one run: at most 3x the median plus 0.3 ms (room for one 9 ms preemption among the 30 runs).
 "$tool" run "$ex/mlp/model.onnx" --data "$ex/mlp/input.npz" --repeat 30 --threads 1 --profile-ops >"$tmp/rops" \
   2>"$tmp/err" && ok || { bad "run --profile-ops"; cat "$tmp/err"; }
 if python3 - "$tmp/rops" <<'PY'; then ok; else bad "run --profile-ops excludes the first run"; cat "$tmp/rops"; fi
@@ -106,6 +107,6 @@ for l in lines[i + 1:]:
         break
     rows.append(l.split())
 total = sum(float(r[2]) for r in rows)
-assert 0 < total <= 3 * med + 0.02, (total, med)
+assert 0 < total <= 3 * med + 0.3, (total, med)
 PY
 finish
