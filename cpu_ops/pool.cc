@@ -11,6 +11,7 @@
 
 #include "cpu_ops/half_convert.h"
 #include "cpu_ops/row_sum.h"
+#include "cpu_ops/vec_pairs.h"
 #include "kernel_common/half.h"
 #include "kernel_common/vec_math.h"
 
@@ -133,14 +134,8 @@ OT_VEC_CLONES void MaxRowTaps2(const T* __restrict x, T* __restrict y, int64_t n
     V a0, a1, b;
     __builtin_memcpy(&a0, x + 2 * ow, sizeof(V));
     __builtin_memcpy(&a1, x + 2 * ow + L, sizeof(V));
-    V e, o;  // the even and the odd taps (constant shuffles: GCC and clang)
-    if constexpr (L == 8) {
-      e = __builtin_shufflevector(a0, a1, 0, 2, 4, 6, 8, 10, 12, 14);
-      o = __builtin_shufflevector(a0, a1, 1, 3, 5, 7, 9, 11, 13, 15);
-    } else {
-      e = __builtin_shufflevector(a0, a1, 0, 2, 4, 6);
-      o = __builtin_shufflevector(a0, a1, 1, 3, 5, 7);
-    }
+    V e, o;  // the even and the odd taps
+    vec_pairs::SplitEvenOdd(a0, a1, e, o);
     if constexpr (kFirst) {
       b = e;
     } else {

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu_ops/vec_pairs.h"
 #include "kernel_common/vec_math.h"
 
 namespace ot::cpu {
@@ -85,14 +86,8 @@ OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict
       V a0, a1;
       __builtin_memcpy(&a0, x + r * W + 2 * ow, sizeof(V));
       __builtin_memcpy(&a1, x + r * W + 2 * ow + L, sizeof(V));
-      V e, o;  // the even and the odd taps (constant shuffles: GCC and clang)
-      if constexpr (L == 8) {
-        e = __builtin_shufflevector(a0, a1, 0, 2, 4, 6, 8, 10, 12, 14);
-        o = __builtin_shufflevector(a0, a1, 1, 3, 5, 7, 9, 11, 13, 15);
-      } else {
-        e = __builtin_shufflevector(a0, a1, 0, 2, 4, 6);
-        o = __builtin_shufflevector(a0, a1, 1, 3, 5, 7);
-      }
+      V e, o;  // the even and the odd taps
+      vec_pairs::SplitEvenOdd(a0, a1, e, o);
       const I ce = static_cast<I>(2 * r), co = static_cast<I>(2 * r + 1);
       if (r == 0) {
         b = e;
@@ -111,14 +106,8 @@ OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict
     g = zero + g;  // 0 + dY, as the accumulation into a zeroed dX gives (-0 becomes +0)
     for (int64_t r = 0; r < rows; ++r) {
       const V ge = code == static_cast<I>(2 * r) ? g : zero, go = code == static_cast<I>(2 * r + 1) ? g : zero;
-      V d0, d1;  // ge and go interleaved (ge0 go0 ge1 go1 ...), low and high halves
-      if constexpr (L == 8) {
-        d0 = __builtin_shufflevector(ge, go, 0, 8, 1, 9, 2, 10, 3, 11);
-        d1 = __builtin_shufflevector(ge, go, 4, 12, 5, 13, 6, 14, 7, 15);
-      } else {
-        d0 = __builtin_shufflevector(ge, go, 0, 4, 1, 5);
-        d1 = __builtin_shufflevector(ge, go, 2, 6, 3, 7);
-      }
+      V d0, d1;  // ge and go interleaved (ge0 go0 ge1 go1 ...)
+      vec_pairs::Interleave(ge, go, d0, d1);
       __builtin_memcpy(dx + r * W + 2 * ow, &d0, sizeof(V));
       __builtin_memcpy(dx + r * W + 2 * ow + L, &d1, sizeof(V));
     }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace ot::cpu {
@@ -20,6 +21,17 @@ std::vector<float> Rand(int64_t n, uint64_t seed, double lo = -2, double hi = 2)
   std::vector<float> v(n);
   for (auto& x : v) x = static_cast<float>(u(g));
   return v;
+}
+
+// Mean and biased variance of channel c of x [N, C, S] in float64, two passes (the reference).
+std::pair<double, double> TwoPassMoments(const std::vector<float>& x, int64_t N, int64_t C, int64_t S, int64_t c) {
+  double s = 0, s2 = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < S; ++j) s += x[(n * C + c) * S + j];
+  const double m = s / static_cast<double>(N * S);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < S; ++j) s2 += std::pow(x[(n * C + c) * S + j] - m, 2);
+  return {m, s2 / static_cast<double>(N * S)};
 }
 
 TEST(CpuNorm, BatchNormInferenceAndTrainingStatistics) {
@@ -36,14 +48,9 @@ TEST(CpuNorm, BatchNormInferenceAndTrainingStatistics) {
   std::vector<double> bm(C), bv(C);
   ChannelMoments<float>(N, C, S, x.data(), bm.data(), bv.data());
   for (int64_t c = 0; c < C; ++c) {
-    double s = 0, s2 = 0;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t j = 0; j < S; ++j) s += x[(n * C + c) * S + j];
-    const double m = s / (N * S);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t j = 0; j < S; ++j) s2 += std::pow(x[(n * C + c) * S + j] - m, 2);
+    const auto [m, v] = TwoPassMoments(x, N, C, S, c);
     EXPECT_NEAR(bm[c], m, 1e-12);
-    EXPECT_NEAR(bv[c], s2 / (N * S), 1e-12);
+    EXPECT_NEAR(bv[c], v, 1e-12);
   }
 }
 
@@ -57,14 +64,9 @@ TEST(CpuNorm, BatchNormStatisticsOfOffsetChannels) {
   std::vector<double> bm(C), bv(C);
   ChannelMoments<float>(N, C, S, x.data(), bm.data(), bv.data());
   for (int64_t c = 0; c < C; ++c) {
-    double s = 0, s2 = 0;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t j = 0; j < S; ++j) s += x[(n * C + c) * S + j];
-    const double m = s / (N * S);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t j = 0; j < S; ++j) s2 += std::pow(x[(n * C + c) * S + j] - m, 2);
+    const auto [m, v] = TwoPassMoments(x, N, C, S, c);
     EXPECT_NEAR(bm[c], m, 1e-12 * std::fabs(m));
-    EXPECT_NEAR(bv[c], s2 / (N * S), 1e-9 * s2 / (N * S)) << "channel " << c;
+    EXPECT_NEAR(bv[c], v, 1e-9 * v) << "channel " << c;
   }
 }
 
