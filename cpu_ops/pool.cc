@@ -11,7 +11,7 @@
 
 #include "cpu_ops/half_convert.h"
 #include "cpu_ops/row_sum.h"
-#include "cpu_ops/vec_pairs.h"
+#include "cpu_ops/pool_vec.h"
 #include "kernel_common/half.h"
 #include "kernel_common/vec_math.h"
 
@@ -101,12 +101,7 @@ void PoolDense(const PoolSpec& spec, const T* x, T* y) {
   });
 }
 
-// Whether v takes over from the running maximum b when scanned after it: the first maximum wins (+0 does not replace
-// -0); a NaN, once met, stays. Branchless, so a loop of it vectorizes.
-template <typename T>
-inline bool TakesMax(T v, T b) {
-  return (v > b) | ((v != v) & (b == b));
-}
+using pool_vec::TakesMax;
 
 // y[ow] = the maximum of the K taps x[ow K .. ow K + K) (kFirst), or of y[ow] followed by those taps: one input row
 // of a band of windows that do not overlap along the row. Taps in window order, so the value is the scalar scan's.
@@ -135,7 +130,7 @@ OT_VEC_CLONES void MaxRowTaps2(const T* __restrict x, T* __restrict y, int64_t n
     __builtin_memcpy(&a0, x + 2 * ow, sizeof(V));
     __builtin_memcpy(&a1, x + 2 * ow + L, sizeof(V));
     V e, o;  // the even and the odd taps
-    vec_pairs::SplitEvenOdd(a0, a1, e, o);
+    pool_vec::SplitEvenOdd(a0, a1, e, o);
     if constexpr (kFirst) {
       b = e;
     } else {

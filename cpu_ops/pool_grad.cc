@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu_ops/vec_pairs.h"
+#include "cpu_ops/pool_vec.h"
 #include "kernel_common/vec_math.h"
 
 namespace ot::cpu {
@@ -57,19 +57,12 @@ void ForEachWindow(const PoolSpec& spec, T* dx, F&& f) {
   });
 }
 
-// Whether v takes over from the current best b when scanned after it: the first maximum wins; a NaN, once met,
-// stays (as the forward picks it). Branchless form of the original `v > b || (v != v && !(b != b))`.
-template <typename T>
-inline bool Takes(T v, T b) {
-  return (v > b) | ((v != v) & (b == b));
-}
-
 // The full 2-wide windows [0, n) of one output row of MaxPoolGrad2DTiled below (window columns 2 wide at stride 2,
 // band rows x0 .. x0 + rows of stride W), L windows at a time on 32-byte vectors (GCC's generic vectors: AVX2 in the
 // x86-64-v3 clone, SSE halves in the baseline): each band row's two loads split into even and odd taps by shuffles,
-// the argmax as a tap code in the scalar scan's order (rows, then columns; Takes as compares and blends), then each
-// band row of dX written once, interleaved back: dY where the tap is the argmax, else 0. Returns the windows done
-// (a multiple of L); the caller's scalar loops take the rest.
+// the argmax as a tap code in the scalar scan's order (rows, then columns; TakesMax as compares and blends), then
+// each band row of dX written once, interleaved back: dY where the tap is the argmax, else 0. Returns the windows
+// done (a multiple of L); the caller's scalar loops take the rest.
 template <typename T>
 OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict dy, T* __restrict dx, int64_t W,
                                       int64_t rows, int64_t n) {
@@ -87,7 +80,7 @@ OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict
       __builtin_memcpy(&a0, x + r * W + 2 * ow, sizeof(V));
       __builtin_memcpy(&a1, x + r * W + 2 * ow + L, sizeof(V));
       V e, o;  // the even and the odd taps
-      vec_pairs::SplitEvenOdd(a0, a1, e, o);
+      pool_vec::SplitEvenOdd(a0, a1, e, o);
       const I ce = static_cast<I>(2 * r), co = static_cast<I>(2 * r + 1);
       if (r == 0) {
         b = e;
@@ -107,7 +100,7 @@ OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict
     for (int64_t r = 0; r < rows; ++r) {
       const V ge = code == static_cast<I>(2 * r) ? g : zero, go = code == static_cast<I>(2 * r + 1) ? g : zero;
       V d0, d1;  // ge and go interleaved (ge0 go0 ge1 go1 ...)
-      vec_pairs::Interleave(ge, go, d0, d1);
+      pool_vec::Interleave(ge, go, d0, d1);
       __builtin_memcpy(dx + r * W + 2 * ow, &d0, sizeof(V));
       __builtin_memcpy(dx + r * W + 2 * ow + L, &d1, sizeof(V));
     }
@@ -165,7 +158,7 @@ void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
             const Code c = static_cast<Code>((ih - ih0) * k2 + kw);
             for (int64_t ow = ow0; ow < ow_full; ++ow) {
               const T v = xr[ow * s2 + kw], b = bv[ow];
-              const bool take = Takes(v, b);
+              const bool take = pool_vec::TakesMax(v, b);
               bv[ow] = take ? v : b;
               bc[ow] = take ? c : bc[ow];
             }
@@ -198,7 +191,7 @@ void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
           for (int64_t ih = ih0; ih < ih1; ++ih)
             for (int64_t iw = ow * s2; iw < std::min(ow * s2 + k2, W); ++iw) {
               const int64_t off = ih * W + iw;
-              if (best < 0 || Takes(xp[off], xp[best])) best = off;
+              if (best < 0 || pool_vec::TakesMax(xp[off], xp[best])) best = off;
             }
           if (best >= 0) dp[best] += yr[ow];
         }
@@ -236,7 +229,7 @@ void MaxPoolGradDense(const PoolSpec& spec, const T* dy, const T* x, T* dx) {
             for (int64_t ih = oh * st[1]; ih < std::min(oh * st[1] + k[1], in[1]); ++ih)
               for (int64_t iw = ow * st[2]; iw < std::min(ow * st[2] + k[2], in[2]); ++iw) {
                 const int64_t off = (id * in[1] + ih) * in[2] + iw;
-                if (best < 0 || Takes(xp[off], xp[best])) best = off;
+                if (best < 0 || pool_vec::TakesMax(xp[off], xp[best])) best = off;
               }
           if (best >= 0) dp[best] += yp[(od * out[1] + oh) * out[2] + ow];
         }

@@ -1,9 +1,18 @@
-// Pair shuffles on 32-byte generic vectors (GCC/clang vector_size(32)) of 8 floats or 4 doubles, with constant
-// indices (__builtin_shufflevector: GCC and clang): the stride-2 loads and stores of the 2-wide pooling windows
-// (cpu_ops/pool.cc, cpu_ops/pool_grad.cc). Inline into the callers' clones.
+// What the max-pooling kernels (cpu_ops/pool.cc, cpu_ops/pool_grad.cc) share: the rule of a running maximum, and
+// pair shuffles on 32-byte generic vectors (GCC/clang vector_size(32)) of 8 floats or 4 doubles with constant
+// indices (__builtin_shufflevector: GCC and clang) for the stride-2 loads and stores of 2-wide windows. Inline into
+// the callers' clones.
 #pragma once
 
-namespace ot::cpu::vec_pairs {
+namespace ot::cpu::pool_vec {
+
+// Whether v takes over from the running maximum b when scanned after it: the first maximum wins (+0 does not replace
+// -0); a NaN, once met, stays (as MaxPool's forward picks it). Branchless; the vector loops write the same
+// expression on vectors.
+template <typename T>
+inline bool TakesMax(T v, T b) {
+  return (v > b) | ((v != v) & (b == b));
+}
 
 // e, o = the even and the odd lanes of a0 followed by a1: (a0[0] a0[2] ... a1[L-2]) and (a0[1] a0[3] ... a1[L-1]).
 template <typename V>
@@ -29,4 +38,4 @@ inline __attribute__((always_inline)) void Interleave(const V& a, const V& b, V&
   }
 }
 
-}  // namespace ot::cpu::vec_pairs
+}  // namespace ot::cpu::pool_vec
