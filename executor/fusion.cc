@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "executor/plan.h"
-#include "passes/fuse_gemm_epilogue.h"
+#include "passes/fuse_epilogue.h"
 #include "passes/rematerialize.h"
 #include "graph/error.h"
 
@@ -56,7 +56,7 @@ FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std
   // elementwise ops they would copy into GEMMs).
   if (opts.memory_budget > 0 && report.peak_after > opts.memory_budget)
     RematerializePass(opts.memory_budget, sizes, &report).Run(g);
-  if (ParseFuseMode(opts.mode) == "full" && opts.gemm_epilogues) GemmEpiloguePass(opts, sizes, &report).Run(g);
+  if (ParseFuseMode(opts.mode) == "full" && opts.epilogues) EpiloguePass(opts, sizes, &report).Run(g);
   // The passes price with a model of the plan (conservative where epilogues hold inputs longer); the peak reported
   // is the plan the executor will make of the result.
   if (report.clusters.size() + report.rematerialized.size() > 0 || opts.memory_budget > 0) {

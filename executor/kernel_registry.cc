@@ -7,6 +7,7 @@ void RegisterGeluGradKernels(CpuKernelRegistry& r);         // executor/kernels/
 void RegisterFusedLinalgKernels(CpuKernelRegistry& r);      // executor/kernels/fused_linalg.cc
 void RegisterFusedElementwiseKernels(CpuKernelRegistry& r);  // executor/kernels/fused_elementwise.cc
 void RegisterMatMulEpilogueKernels(CpuKernelRegistry& r);    // executor/kernels/matmul_epilogue.cc
+void RegisterConvEpilogueKernels(CpuKernelRegistry& r);      // executor/kernels/conv_epilogue.cc
 
 const TensorDesc& KernelContext::in(int i) const {
   if (!has_input(i)) Fail("input " + std::to_string(i) + " is missing");
@@ -42,6 +43,7 @@ const CpuKernelRegistry& CpuKernelRegistry::Global() {
     RegisterFusedLinalgKernels(*r);
     RegisterFusedElementwiseKernels(*r);
     RegisterMatMulEpilogueKernels(*r);
+    RegisterConvEpilogueKernels(*r);
     return r;
   }();
   return *reg;

@@ -183,7 +183,11 @@ void Trainer::FuseFor(const Arrays& batch) {
     if (needed.count(v)) known[v->name] = &it->second;
   }
   // The executor has compiled nothing yet (plans are made on the first run), so the fused graph is what it runs.
-  fusion_ = FuseForShapes(*graph_, opts_.fuse, descs, known);
+  // The epilogue folds make CPU kernels (MatMulEpilogue, ConvEpilogue) that a device has none of: there the GEMMs
+  // and convolutions stay as they are (cuBLASLt's own epilogues come from MatMulBias's activation).
+  FuseOptions fo = opts_.fuse;
+  if (opts_.device) fo.epilogues = false;
+  fusion_ = FuseForShapes(*graph_, fo, descs, known);
 }
 
 std::vector<std::string> Trainer::input_names() const {

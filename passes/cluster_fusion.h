@@ -44,7 +44,7 @@ struct FuseOptions {
     int64_t shared_bytes = 48 << 10;
   } limits;
   double margin = 0.1;          // a merge may touch this much more than its parts
-  bool gemm_epilogues = true;   // full: also fold clusters into GEMM epilogues (passes/fuse_gemm_epilogue.h)
+  bool epilogues = true;        // full: also fold clusters into GEMM and conv epilogues (passes/fuse_epilogue.h)
 };
 
 // Parses "off"/"lite"/"full"; throws Error naming the value otherwise.

@@ -1,7 +1,8 @@
-#include "passes/fuse_gemm_epilogue.h"
+#include "passes/fuse_epilogue.h"
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
@@ -28,6 +29,10 @@ bool IsGemm(const Node* n) {
   return n->domain == kInternalDomain && n->op_type == "MatMulBias" && n->attr_string("activation", "none") == "none" &&
          n->attr_int("trans_b", 0) == 0;
 }
+
+// A convolution whose result an epilogue may consume: Conv of 1 to 3 spatial dims (the conv kernels' range). Its dtype
+// is checked with Y's below (float64 runs the naive kernel of the gradient checks, which has no blocks).
+bool IsConv(const Node* n) { return n->domain.empty() && n->op_type == "Conv"; }
 
 bool IsFused(const Node* n) { return n->domain == kInternalDomain && n->op_type == "FusedElementwise"; }
 
@@ -56,7 +61,7 @@ bool Reaches(const Node* from, const Node* target) {
 
 }  // namespace
 
-bool GemmEpiloguePass::Run(Graph& g) {
+bool EpiloguePass::Run(Graph& g) {
   auto dims = [&](const Value* v) -> const ValueDims* {
     auto it = sizes_.values.find(v);
     return it == sizes_.values.end() ? nullptr : &it->second.dims;
@@ -83,7 +88,7 @@ bool GemmEpiloguePass::Run(Graph& g) {
   std::unordered_set<const Value*> graph_outputs(g.outputs.begin(), g.outputs.end());
   std::vector<Node*> gemms;
   for (const auto& n : g.nodes())
-    if (IsGemm(n.get()) && sizes_.kernels.count(n.get())) gemms.push_back(n.get());
+    if ((IsGemm(n.get()) || IsConv(n.get())) && sizes_.kernels.count(n.get())) gemms.push_back(n.get());
   bool changed = false;
   for (Node* G : gemms) {
     Value* y = G->outputs[0];
@@ -94,7 +99,12 @@ bool GemmEpiloguePass::Run(Graph& g) {
     auto refuse = [&](const std::string& why) { report_->refused.push_back({G->name, c->name, "epilogue: " + why}); };
     const ValueDims *ad = dims(G->inputs[0]), *bd = dims(G->inputs[1]), *yd = dims(y);
     if (!ad || !bd || !yd) continue;
-    if (bd->dims.size() != 2 || ad->dims.size() < 2) {
+    const bool conv = IsConv(G);
+    if (conv && (ad->dims.size() < 3 || ad->dims.size() > 5)) {
+      refuse("a " + std::to_string(static_cast<int>(ad->dims.size()) - 2) + "-D convolution (1-D to 3-D fold)");
+      continue;
+    }
+    if (!conv && (bd->dims.size() != 2 || ad->dims.size() < 2)) {
       refuse("B " + DimsToString(bd->dims) + " is batched (only B [K, N] folds)");
       continue;
     }
@@ -226,7 +236,7 @@ bool GemmEpiloguePass::Run(Graph& g) {
     // Y lowers (or keeps) the live bytes at every step in between.
     if (!y_store && extended <= Bytes(*yd)) extended = 0;
     if (opts_.memory_budget > 0 && extended > 0 && report_->peak_after + extended > opts_.memory_budget) {
-      refuse("keeping the GEMM's inputs alive until the cluster runs (+" + std::to_string(extended) +
+      refuse(std::string("keeping the ") + (conv ? "convolution's" : "GEMM's") + " inputs alive until the cluster runs (+" + std::to_string(extended) +
              " bytes) would pass the memory budget");
       continue;
     }
@@ -244,9 +254,11 @@ bool GemmEpiloguePass::Run(Graph& g) {
     try {
       cluster::Validate(p);
     } catch (const std::invalid_argument& e) {
-      throw Error("gemm epilogue: the folded program of " + c->Describe() + " is invalid: " + e.what());
+      throw Error("epilogue: the folded program of " + c->Describe() + " is invalid: " + e.what());
     }
-    std::vector<Value*> new_ins{G->inputs[0], G->inputs[1], G->op_type == "MatMulBias" ? G->inputs[2] : nullptr};
+    Value* bias = nullptr;
+    if (G->op_type == "MatMulBias" || (conv && G->inputs.size() > 2)) bias = G->inputs[2];
+    std::vector<Value*> new_ins{G->inputs[0], G->inputs[1], bias};
     for (size_t k = 0; k < ins.size(); ++k)
       if (static_cast<int>(k) != j) new_ins.push_back(ins[k]);
     std::vector<Value*> new_outs = outs;
@@ -286,12 +298,16 @@ bool GemmEpiloguePass::Run(Graph& g) {
           report_->clusters.erase(it);
           break;
         }
+    // The convolution's geometry travels with it (ConvEpilogue reads Conv's attributes).
+    std::map<std::string, Attribute> conv_attrs;
+    if (conv) conv_attrs = G->attrs;
     g.RemoveNode(c);
     g.RemoveNode(G);
     if (!g.opset_imports.count(kInternalDomain)) g.opset_imports[kInternalDomain] = 1;
-    Node* f = g.AddNode("MatMulEpilogue", new_ins, new_outs, name);
+    Node* f = g.AddNode(conv ? "ConvEpilogue" : "MatMulEpilogue", new_ins, new_outs, name);
     f->domain = kInternalDomain;
     f->opset = 1;
+    for (auto& [key, a] : conv_attrs) f->attrs[key] = a;
     f->attrs["program"] = Attribute::String(cluster::ToText(p));
     f->attrs["row_keepdims"] = Attribute::Ints(keep);
     Attribute a;

@@ -42,7 +42,7 @@ std::string Precision(const KernelEvent& e) {
 std::string Kind(const Node& n) {
   static const std::set<std::string> gemm = {"MatMul",       "Gemm",           "MatMulBias",     "MatMulTrans",
                                              "GemmSum",      "Conv",           "ConvGradData",   "ConvGradWeight",
-                                             "ConvTranspose", "Einsum"};
+                                             "ConvTranspose", "Einsum",        "MatMulEpilogue", "ConvEpilogue"};
   if (n.op_type == "Cast") return "casts";
   if (n.op_type == "FusedElementwise") return "fused clusters";
   if (gemm.count(n.op_type)) return "GEMM/conv";

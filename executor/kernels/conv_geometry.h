@@ -10,7 +10,8 @@
 namespace ot {
 
 // Conv / ConvInteger: X = input xi, W = input wi, the optional bias = input bi (< 0: none); Y's dims from the plan.
-cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi);  // linalg.cc
+cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi,
+                            bool y_from_geometry = false);  // linalg.cc
 
 // ConvGradData / ConvGradWeight: the forward convolution's geometry from X's, W's and dY's dims and the node's
 // (copied) attributes; fails naming the node when they disagree, UnsupportedError beyond 3 spatial dims.

@@ -267,13 +267,15 @@ KernelInfo GemmSumKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-// Geometry of a Conv/ConvTranspose node over X = input xi, W = input wi, bias = input bi (-1: none).
-cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi) {
+// Geometry of a Conv/ConvTranspose node over X = input xi, W = input wi, bias = input bi (-1: none), whose output 0
+// is Y; with y_from_geometry (a forward convolution whose output 0 is not Y: ConvEpilogue) Y's dims are computed.
+cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi, bool y_from_geometry) {
   const Node& node = ctx.node;
   const bool transpose = node.op_type == "ConvTranspose";
   const auto& x = ctx.in(xi).dims;
   const auto& w = ctx.in(wi).dims;
-  const auto& y = ctx.out(0).dims;
+  if (y_from_geometry && (transpose || w.empty())) ctx.Fail("Y's geometry is computed for a forward convolution only");
+  const std::vector<int64_t> y = y_from_geometry ? std::vector<int64_t>{x.empty() ? 0 : x[0], w[0]} : ctx.out(0).dims;
   const int r = static_cast<int>(x.size()) - 2;
   if (r < 1 || static_cast<int>(w.size()) != r + 2) ctx.Fail("X and W must have the same rank >= 3");
   if (r > 3) ctx.Unsupported(std::to_string(r) + "-D convolution is not supported (1-D to 3-D are)");
@@ -285,7 +287,7 @@ cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi) {
   spec.c_out = y[1];
   spec.has_bias = bi >= 0 && ctx.has_input(bi);
   spec.in_spatial.assign(x.begin() + 2, x.end());
-  spec.out_spatial.assign(y.begin() + 2, y.end());
+  if (!y_from_geometry) spec.out_spatial.assign(y.begin() + 2, y.end());
   spec.kernel.assign(w.begin() + 2, w.end());
   spec.strides = node.attr_ints("strides", std::vector<int64_t>(r, 1));
   spec.dilations = node.attr_ints("dilations", std::vector<int64_t>(r, 1));
@@ -300,7 +302,11 @@ cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi) {
                                                          os.empty() ? -1 : os[i], auto_pad)
                              : linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i],
                                                 pads[i], pads[r + i], auto_pad, false);
-    if (g.out != spec.out_spatial[i]) ctx.Fail("output shape disagrees with the convolution geometry");
+    if (y_from_geometry) {
+      spec.out_spatial.push_back(g.out);
+    } else if (g.out != spec.out_spatial[i]) {
+      ctx.Fail("output shape disagrees with the convolution geometry");
+    }
     spec.pad_begin.push_back(g.pad_begin);
     spec.pad_end.push_back(g.pad_end);
   }

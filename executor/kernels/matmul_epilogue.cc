@@ -1,5 +1,5 @@
 // CPU kernel of ai.onnxtrain.MatMulEpilogue(A [..., M, K], B [K, N], bias [N] (optional), operands...)
-// {program, row_keepdims} (graph/ops/fused.cc; made by passes/fuse_gemm_epilogue.cc under --fuse=full).
+// {program, row_keepdims} (graph/ops/fused.cc; made by passes/fuse_epilogue.cc under --fuse=full).
 // Y = A B (+ bias) over the M' = prod(A's leading dims) rows of the folded batch, in row blocks: each block's GEMM
 // (oneDNN; the bias written into the block first and accumulated onto, as MatMulBias does) fills a cache-sized
 // block buffer -- the kernel's workspace -- and the cluster program (cpu_ops/fused_elementwise.h) runs over that

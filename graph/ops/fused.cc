@@ -6,8 +6,11 @@
 //                 full outputs);
 //   fused_ops     the ops it replaced ("Mul /blocks.0/Mul_1", ...), for reports and profiles.
 // ai.onnxtrain.MatMulEpilogue(A [..., M, K], B [K, N], bias [N] or absent, operands...) -> outputs...: a GEMM with a
-// cluster folded into its epilogue (passes/fuse_gemm_epilogue.cc, --fuse=full): the program's input 0 is
+// cluster folded into its epilogue (passes/fuse_epilogue.cc, --fuse=full): the program's input 0 is
 // Y = A B (+ bias) and its input i >= 1 the node's input i + 2; same attributes as FusedElementwise.
+// ai.onnxtrain.ConvEpilogue(X, W, B or absent, operands...) -> outputs...: a Conv (its attributes: auto_pad,
+// dilations, group, kernel_shape, pads, strides) with a cluster folded into its epilogue (the same pass): program
+// input 0 is Y = Conv(X, W, B), input i >= 1 the node's input i + 2.
 // Shapes: the domain D is the broadcast of the full inputs' shapes (input instructions without `row`); a full
 // output has D's shape, a row output D's with the last reduce_axes dims 1 or dropped. Output dtypes are those of
 // the stored instructions.
@@ -102,6 +105,23 @@ void InferMatMulEpilogue(InferContext& ctx) {
   InferProgramOutputs(ctx, p, [&](int i) { return i == 0 ? y : ctx.Require(i + 2); });
 }
 
+// ConvEpilogue(X, W, B or absent, operands...): Y's type and shape by Conv's own inference over the first three
+// inputs (the node carries Conv's attributes).
+void InferConvEpilogue(InferContext& ctx) {
+  const cluster::Program p = ParseOrFail(ctx);
+  if (ctx.num_inputs() < 3 || p.num_inputs != ctx.num_inputs() - 2)
+    ctx.Fail("the program reads " + std::to_string(p.num_inputs) + " inputs: Y and node inputs 3.. expected");
+  const OpSchema* conv = OpRegistry::Global().Find("", "Conv");
+  if (!conv || !conv->infer) ctx.Fail("Conv has no shape inference registered");
+  std::vector<TypeShape> ins;
+  for (int i = 0; i < 3; ++i)
+    ins.push_back(ctx.has_input(i) ? TypeShape{ctx.input_type(i), ctx.input_shape(i), true} : TypeShape{});
+  InferContext cc(ctx.node, ins, {ctx.input_value(0), ctx.input_value(1), ctx.input_value(2)}, 1);
+  conv->infer(cc);
+  const Shape y = cc.outputs()[0].shape;
+  InferProgramOutputs(ctx, p, [&](int i) { return i == 0 ? y : ctx.Require(i + 2); });
+}
+
 }  // namespace
 
 void RegisterFusedOps(OpRegistry& r) {
@@ -115,6 +135,11 @@ void RegisterFusedOps(OpRegistry& r) {
   e.domain = kInternalDomain;
   e.infer = InferMatMulEpilogue;
   r.Register(e);
+  OpSchema c;
+  c.op_type = "ConvEpilogue";
+  c.domain = kInternalDomain;
+  c.infer = InferConvEpilogue;
+  r.Register(c);
 }
 
 }  // namespace ot

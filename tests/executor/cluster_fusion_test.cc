@@ -38,7 +38,7 @@ using test::Weight;
 // Cluster sizing alone: GEMM epilogues (full) have their own tests (gemm_epilogue_test.cc) except where `epilogues`.
 FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0, int max_operands = 64, bool epilogues = false) {
   FuseOptions o;
-  o.gemm_epilogues = epilogues;
+  o.epilogues = epilogues;
   o.mode = mode;
   o.memory_budget = budget;
   o.limits.operands = max_operands;
@@ -224,7 +224,7 @@ TEST(ClusterFusion, RegisterEstimateIsHonoured) {
   auto g = Make(ManyLive);
   FuseOptions o;
   o.mode = "full";
-  o.gemm_epilogues = false;
+  o.epilogues = false;
   o.limits.registers = 40;
   FusionReport r = FuseForShapes(*g, o, {{"x", TensorDesc{DataType::kFloat32, {32, 16}, true}}}, {});
   VerifyGraph(*g);
