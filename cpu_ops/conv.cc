@@ -3,6 +3,8 @@
 
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -40,7 +42,19 @@ struct DnnlConv::Impl {
   std::string impl;
   bool empty = false;
   int64_t x_elems = 0, w_elems = 0, y_elems = 0;
+  // Blocked layouts over a large batch: the same convolution run over blocks of `block_n` images (and the rest), so
+  // each block's reorders in and out touch cache-sized buffers instead of the whole batch twice through memory
+  // (10% of the 64x64 CNN's larger convolutions at one thread, bench/RESULTS.md). Each image's convolution is the
+  // same whatever its block; oneDNN's kernel for another batch may add its products in another order.
+  int64_t block_n = 0;
+  std::shared_ptr<DnnlConv> block, tail;
 };
+
+namespace {
+// Blocks of images when the per-call layout copies (X and Y in both layouts) pass this many bytes: about 1 MiB of Y
+// per oneDNN thread (an L2 each) per block. Smaller blocks at two threads were slower than the whole batch.
+constexpr int64_t kBlockCallBytes = int64_t{8} << 20, kBlockYBytes = int64_t{1} << 20;
+}  // namespace
 
 DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
     : spec_(spec), impl_(std::make_shared<Impl>()) {
@@ -127,7 +141,25 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
                            : dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa, ya,
                                                              strides, dil, pl, pr);
     dnnl::convolution_forward::primitive_desc pd(d, attr, DnnlEngine());
-    if (pd.src_desc() != im.x_md || pd.weights_desc() != im.w_md || pd.dst_desc() != im.y_md) {
+    const int64_t per_image_y = im.y_elems / spec.n * static_cast<int64_t>(sizeof(float));
+    const bool relayout = pd.src_desc() != im.x_md || pd.weights_desc() != im.w_md || pd.dst_desc() != im.y_md;
+    if (relayout && spec.n > 1 && (im.x_elems + im.y_elems) * static_cast<int64_t>(sizeof(float)) > kBlockCallBytes) {
+      const int64_t per = std::max<int64_t>(1, kBlockYBytes * OmpThreads() / std::max<int64_t>(1, per_image_y));
+      if (per < spec.n) {
+        const int64_t blocks = (spec.n + per - 1) / per;
+        im.block_n = (spec.n + blocks - 1) / blocks;
+        ConvSpec b = spec;
+        b.n = im.block_n;
+        im.block = std::make_shared<DnnlConv>(b, constant_weights);
+        if (spec.n % im.block_n) {
+          b.n = spec.n % im.block_n;
+          im.tail = std::make_shared<DnnlConv>(b, constant_weights);
+        }
+        im.impl = im.block->impl_name() + " (blocks of " + std::to_string(im.block_n) + " images)";
+        return;
+      }
+    }
+    if (relayout) {
       im.blocked = true;
       im.impl = pd.impl_info_str();
       im.xb_md = pd.src_desc();
@@ -178,6 +210,7 @@ std::string DnnlConv::impl_name() const { return impl_->impl.empty() ? std::stri
 
 size_t DnnlConv::workspace_bytes() const {
   const Impl& im = *impl_;
+  if (im.block) return im.block->workspace_bytes() + (im.tail ? im.tail->workspace_bytes() : 0);
   if (im.f32) return im.f32->workspace_bytes() + im.w_f32.size() * sizeof(float);
   return (im.scratch ? im.scratch->size() : 0) + (im.xb.size() + im.yb.size() + im.wb.size()) * sizeof(float);
 }
@@ -187,6 +220,15 @@ DnnlConv::~DnnlConv() = default;
 void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) const {
   const Impl& im = *impl_;
   if (im.empty) return;
+  if (im.block) {
+    const size_t xs = static_cast<size_t>(im.x_elems / spec_.n) * sizeof(float);
+    const size_t ys = static_cast<size_t>(im.y_elems / spec_.n) * sizeof(float);
+    for (int64_t i = 0; i < spec_.n; i += im.block_n) {
+      const DnnlConv& c = spec_.n - i >= im.block_n ? *im.block : *im.tail;
+      c.Run(static_cast<const uint8_t*>(x) + i * xs, w, bias, static_cast<uint8_t*>(y) + i * ys);
+    }
+    return;
+  }
   dnnl::engine& eng = DnnlEngine();
   dnnl::stream& s = DnnlStream();
   PrepareDnnlCall();

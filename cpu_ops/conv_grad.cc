@@ -30,7 +30,16 @@ struct DnnlConvBackward::Impl {
   std::shared_ptr<std::vector<uint8_t>> scratch;
   bool empty = false;
   int64_t out_elems = 0;
+  // Backward data over a large batch with relayouts: blocks of `block_n` images (and the rest), as the forward
+  // (cpu_ops/conv.cc): each image's dX depends on its own dY only, and the reorders then work in cache.
+  int64_t block_n = 0, x_image = 0, y_image = 0;
+  std::shared_ptr<DnnlConvBackward> block, tail;
 };
+
+namespace {
+// As cpu_ops/conv.cc: blocks when the layout copies of one call pass 8 MiB, about 1 MiB of dX per thread per block.
+constexpr int64_t kBlockCallBytes = int64_t{8} << 20, kBlockXBytes = int64_t{1} << 20;
+}  // namespace
 
 DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     : spec_(spec), kind_(kind), impl_(std::make_shared<Impl>()) {
@@ -89,6 +98,22 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     im.px_md = pd.diff_src_desc();
     im.py_md = pd.diff_dst_desc();
     im.pw_md = pd.weights_desc();
+    const bool relayout = im.px_md != im.x_md || im.py_md != im.y_md;
+    const int64_t per = std::max<int64_t>(1, kBlockXBytes * OmpThreads() / std::max<int64_t>(1, x_elems / spec.n * 4));
+    if (relayout && spec.n > 1 && (x_elems + y_elems) * 4 > kBlockCallBytes && per < spec.n) {
+      const int64_t blocks = (spec.n + per - 1) / per;
+      im.block_n = (spec.n + blocks - 1) / blocks;
+      im.x_image = x_elems / spec.n;
+      im.y_image = y_elems / spec.n;
+      ConvSpec b = spec;
+      b.n = im.block_n;
+      im.block = std::make_shared<DnnlConvBackward>(b, kind);
+      if (spec.n % im.block_n) {
+        b.n = spec.n % im.block_n;
+        im.tail = std::make_shared<DnnlConvBackward>(b, kind);
+      }
+      return;
+    }
     make(im.y_md, im.py_md, im.y_in, im.py, im.py_md.get_size());
     make(im.w_md, im.pw_md, im.w_in, im.pw, im.pw_md.get_size());
     make(im.px_md, im.x_md, im.x_out, im.px, im.px_md.get_size());
@@ -109,10 +134,19 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
 
 DnnlConvBackward::~DnnlConvBackward() = default;
 
+int64_t DnnlConvBackward::block_images() const { return impl_->block_n; }
+
 void DnnlConvBackward::Run(const void* dy, const void* a, void* out) const {
   const Impl& im = *impl_;
   if (im.empty) {
     std::fill_n(static_cast<float*>(out), im.out_elems, 0.0f);
+    return;
+  }
+  if (im.block) {
+    for (int64_t i = 0; i < spec_.n; i += im.block_n) {
+      const DnnlConvBackward& c = spec_.n - i >= im.block_n ? *im.block : *im.tail;
+      c.Run(static_cast<const float*>(dy) + i * im.y_image, a, static_cast<float*>(out) + i * im.x_image);
+    }
     return;
   }
   dnnl::engine& eng = DnnlEngine();

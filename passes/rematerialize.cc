@@ -48,8 +48,8 @@ int64_t RematerializePass::Peak(const Graph& g, int* peak_step) const {
     return it == node_alias_.end() ? n : it->second;
   };
   auto is_kernel = [&](const Node* n) {
-    return sizes_.kernels.count(orig_n(n)) > 0 || IsInternal(n, "FusedElementwise") || IsInternal(n, "MatMulEpilogue") ||
-           IsInternal(n, "ConvEpilogue");
+    return sizes_.kernels.count(orig_n(n)) > 0 || IsInternal(n, "FusedElementwise") ||
+           IsInternal(n, "MatMulEpilogue") || IsInternal(n, "ConvEpilogue");
   };
   Model m;
   for (Node* n : g.TopologicalOrder())
@@ -126,7 +126,7 @@ bool RematerializePass::Run(Graph& g) {
     for (Node* n : g.TopologicalOrder()) {
       const Node* o = node_alias.count(n) ? node_alias[n] : n;
       if (sizes_.kernels.count(o) || IsInternal(n, "FusedElementwise") || IsInternal(n, "MatMulEpilogue") ||
-           IsInternal(n, "ConvEpilogue")) {
+          IsInternal(n, "ConvEpilogue")) {
         step[n] = static_cast<int>(order.size());
         order.push_back(n);
       }

@@ -4,7 +4,7 @@
 // images) fills a cache-sized block buffer -- the kernel's workspace -- and the cluster program
 // (cpu_ops/fused_elementwise.h) runs over that block right away, reading the buffer as its input 0, so Y reaches
 // memory only where the program stores it (a ReLU after a convolution: Y is written once, as the ReLU's output).
-// Blocks: about 1 MiB of Y each (an L2 cache), at least one image. A program operand is either the same for every
+// Blocks: about 1 MiB of Y per oneDNN thread (an L2 cache each), at least one image. A program operand is either the same for every
 // image (no batch axis, or a batch axis of 1: a per-channel bias [C, 1, 1], a scalar) or advances with the images
 // (a batch axis of N: a residual of Y's shape, one value per row); any other operand, or a program reducing more
 // than the last axis, runs as one block. Each image's convolution is independent of the others, so the blocks
@@ -70,7 +70,9 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
     ctx.Fail("the program reads " + std::to_string(p.num_inputs) + " inputs (Y and " +
              std::to_string(static_cast<int>(ctx.inputs.size()) - 3) + " operands expected)");
   cpu::ConvSpec spec = BuildConvSpec(ctx, 0, 1, 2, /*y_from_geometry=*/true);
-  spec.type = t == DataType::kFloat16 ? cpu::DnnType::kF16 : t == DataType::kBFloat16 ? cpu::DnnType::kBF16 : cpu::DnnType::kF32;
+  spec.type = t == DataType::kFloat16    ? cpu::DnnType::kF16
+              : t == DataType::kBFloat16 ? cpu::DnnType::kBF16
+                                         : cpu::DnnType::kF32;
   std::vector<int64_t> ydims{spec.n, spec.c_out};
   ydims.insert(ydims.end(), spec.out_spatial.begin(), spec.out_spatial.end());
   const int64_t n = spec.n, rank = static_cast<int64_t>(ydims.size());
@@ -127,7 +129,9 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
   const size_t elem = SizeOf(t);
   int64_t images_per_block = std::max<int64_t>(n, 1);
   if (blockable) {
-    const int64_t target = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, y_image * static_cast<int64_t>(elem)));
+    // About 1 MiB of Y per oneDNN thread (an L2 each), as cpu::DnnlConv's own blocks.
+    const int64_t block_bytes = (int64_t{1} << 20) * cpu::OmpThreads();
+    const int64_t target = std::max<int64_t>(1, block_bytes / std::max<int64_t>(1, y_image * static_cast<int64_t>(elem)));
     const int64_t blocks = std::max<int64_t>(1, (n + target - 1) / target);
     images_per_block = (n + blocks - 1) / blocks;
   }
@@ -188,11 +192,12 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
       ins[0] = ybuf;
       for (int i = 1; i < num_inputs; ++i) {
         const auto* base = static_cast<const uint8_t*>(io.in[i + 2]);
-        ins[static_cast<size_t>(i)] =
-            in_stride[i].advances ? base + static_cast<size_t>(i0 * in_stride[i].image_elems) * in_stride[i].elem_size : base;
+        const Stride& st = in_stride[i];
+        ins[static_cast<size_t>(i)] = st.advances ? base + static_cast<size_t>(i0 * st.image_elems) * st.elem_size : base;
       }
       for (size_t o = 0; o < outs.size(); ++o)
-        outs[o] = static_cast<uint8_t*>(io.out[o]) + static_cast<size_t>(i0 * out_stride[o].image_elems) * out_stride[o].elem_size;
+        outs[o] = static_cast<uint8_t*>(io.out[o]) +
+                  static_cast<size_t>(i0 * out_stride[o].image_elems) * out_stride[o].elem_size;
       blk.fk->Run(ins.data(), outs.data(), fkws);
     }
   };

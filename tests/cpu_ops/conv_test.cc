@@ -1,10 +1,13 @@
 // DnnlConv and NaiveConv against a direct double reference: 1-D/2-D/3-D, groups, dilations, strides,
 // asymmetric pads, bias; transposed convolution including a negative end pad (output_padding).
 #include "cpu_ops/conv.h"
+#include "cpu_ops/conv_grad.h"
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
+#include <string>
 
 #include "graph/ops/linalg_util.h"
 
@@ -151,6 +154,48 @@ TEST(ConvKernel, HalfTypesMatchFloat) {
     const double tol = t == DnnType::kF16 ? 3e-3 : 2e-2;
     for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], tol * (1 + std::abs(ref[i])));
   }
+}
+
+// oneDNN's team of one thread for the block tests (blocks hold about 1 MiB per thread), restored after.
+struct OneOmpThread {
+  OneOmpThread() { SetOmpThreads(1); }
+  ~OneOmpThread() { SetOmpThreads(0); }
+};
+
+// A batch whose layout copies pass 8 MiB runs in blocks of images (cpu_ops/conv.cc): 11 images of [32, 64, 64]
+// (512 KiB of Y each) at one thread as five blocks of 2 and one of 1. Against the double naive kernel, with W
+// constant (reordered once per block primitive) and fed per call; y starts as NaN, so an image no block wrote fails.
+TEST(ConvKernel, LargeBatchRunsInBlocksOfImages) {
+  OneOmpThread one;
+  ConvSpec s = Make(false, 11, 16, 32, 1, {64, 64}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1});
+  const int64_t nx = 11 * 16 * 64 * 64, nw = 32 * 16 * 9, ny = 11 * 32 * 64 * 64;
+  auto x = Rand(nx, 21), w = Rand(nw, 22), b = Rand(32, 23);
+  std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()), bd(b.begin(), b.end()), ref(ny);
+  NaiveConv<double>(s, xd.data(), wd.data(), bd.data(), ref.data());
+  for (const bool constant : {true, false}) {
+    SCOPED_TRACE(constant ? "constant W" : "W per call");
+    DnnlConv conv(s, constant ? w.data() : nullptr);
+    EXPECT_NE(conv.impl_name().find("blocks of 2 images"), std::string::npos) << conv.impl_name();
+    std::vector<float> y(ny, std::numeric_limits<float>::quiet_NaN());
+    conv.Run(x.data(), w.data(), b.data(), y.data());
+    for (int64_t i = 0; i < ny; ++i) ASSERT_NEAR(y[i], ref[i], 1e-4 + 1e-4 * std::abs(ref[i])) << "element " << i;
+  }
+}
+
+// Backward data of a large batch runs in blocks too: 11 images of dX [16, 64, 64] (256 KiB each) at one thread as
+// two blocks of 4 and one of 3, against the double loops; dX starts as NaN.
+TEST(ConvKernel, LargeBatchBackwardDataRunsInBlocksOfImages) {
+  OneOmpThread one;
+  ConvSpec s = Make(false, 11, 16, 32, 1, {64, 64}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1});
+  const int64_t nx = 11 * 16 * 64 * 64, nw = 32 * 16 * 9, ny = 11 * 32 * 64 * 64;
+  auto dy = Rand(ny, 31), w = Rand(nw, 32);
+  std::vector<double> dyd(dy.begin(), dy.end()), wd(w.begin(), w.end()), ref(nx);
+  NaiveConvGradData<double>(s, dyd.data(), wd.data(), ref.data());
+  DnnlConvBackward grad(s, DnnlConvBackward::Kind::kData);
+  EXPECT_EQ(grad.block_images(), 4);
+  std::vector<float> dx(nx, std::numeric_limits<float>::quiet_NaN());
+  grad.Run(dy.data(), w.data(), dx.data());
+  for (int64_t i = 0; i < nx; ++i) ASSERT_NEAR(dx[i], ref[i], 1e-4 + 1e-4 * std::abs(ref[i])) << "element " << i;
 }
 
 }  // namespace

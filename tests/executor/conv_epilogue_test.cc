@@ -13,6 +13,7 @@
 #include "executor/executor.h"
 #include "executor/fusion.h"
 #include "graph/grad_context.h"
+#include "executor/threads.h"
 #include "graph/verifier.h"
 #include "tests/executor/fusion_test_util.h"
 #include "tests/test_util.h"
@@ -44,8 +45,16 @@ bool Refused(const FusionReport& r, const std::string& text) {
   return false;
 }
 
+// One thread for the whole test: the blocks hold about 1 MiB of Y per thread, and the block counts below are those of
+// one thread (restored to the default after).
+struct OneThread {
+  OneThread() { SetThreadCount(1); }
+  ~OneThread() { SetThreadCount(0); }
+};
+
 // The fused graph against the unfused one on the same fresh inputs; every output element compared.
 void ExpectSameOutputs(const test::GraphBuildFn& build, double rtol = 1e-5, double atol = 1e-5) {
+  OneThread one;
   const uint64_t seed = std::random_device{}();
   auto plain = Make(build, seed), fused = Make(build, seed);
   Fuse(*fused, "full");
