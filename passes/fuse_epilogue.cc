@@ -86,11 +86,11 @@ bool EpiloguePass::Run(Graph& g) {
     return true;
   };
   std::unordered_set<const Value*> graph_outputs(g.outputs.begin(), g.outputs.end());
-  std::vector<Node*> gemms;
+  std::vector<Node*> producers;  // GEMMs and convolutions
   for (const auto& n : g.nodes())
-    if ((IsGemm(n.get()) || IsConv(n.get())) && sizes_.kernels.count(n.get())) gemms.push_back(n.get());
+    if ((IsGemm(n.get()) || IsConv(n.get())) && sizes_.kernels.count(n.get())) producers.push_back(n.get());
   bool changed = false;
-  for (Node* G : gemms) {
+  for (Node* G : producers) {
     Value* y = G->outputs[0];
     Node* c = nullptr;
     for (const Use& u : y->uses)
