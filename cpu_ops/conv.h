@@ -46,6 +46,12 @@ class DnnlConv {
   std::shared_ptr<Impl> impl_;
 };
 
+// Images per block for a convolution call (forward, or backward data) over n images that runs in oneDNN's own
+// layouts: 0 (the batch in one call) unless the call's reordered copies pass 8 MiB (x_elems + y_elems floats), else
+// about 1 MiB of the blocked output (out_image_elems floats per image) per oneDNN thread, the blocks as equal as
+// their count allows.
+int64_t ConvImagesPerBlock(int64_t n, int64_t x_elems, int64_t y_elems, int64_t out_image_elems);
+
 // The same contract with plain loops (float64; also a reference). Parallel over (n, c_out).
 template <typename T>
 void NaiveConv(const ConvSpec& spec, const T* x, const T* w, const T* bias, T* y);

@@ -36,10 +36,6 @@ struct DnnlConvBackward::Impl {
   std::shared_ptr<DnnlConvBackward> block, tail;
 };
 
-namespace {
-// As cpu_ops/conv.cc: blocks when the layout copies of one call pass 8 MiB, about 1 MiB of dX per thread per block.
-constexpr int64_t kBlockCallBytes = int64_t{8} << 20, kBlockXBytes = int64_t{1} << 20;
-}  // namespace
 
 DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     : spec_(spec), kind_(kind), impl_(std::make_shared<Impl>()) {
@@ -99,10 +95,8 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     im.py_md = pd.diff_dst_desc();
     im.pw_md = pd.weights_desc();
     const bool relayout = im.px_md != im.x_md || im.py_md != im.y_md;
-    const int64_t per = std::max<int64_t>(1, kBlockXBytes * OmpThreads() / std::max<int64_t>(1, x_elems / spec.n * 4));
-    if (relayout && spec.n > 1 && (x_elems + y_elems) * 4 > kBlockCallBytes && per < spec.n) {
-      const int64_t blocks = (spec.n + per - 1) / per;
-      im.block_n = (spec.n + blocks - 1) / blocks;
+    if (relayout) im.block_n = ConvImagesPerBlock(spec.n, x_elems, y_elems, x_elems / spec.n);
+    if (im.block_n) {
       im.x_image = x_elems / spec.n;
       im.y_image = y_elems / spec.n;
       ConvSpec b = spec;

@@ -501,12 +501,7 @@ bool ClusterFusionPass::Run(Graph& g) {
     Node* f = g.AddNode("FusedElementwise", b.inputs, b.outputs, name);
     f->domain = kInternalDomain;
     f->opset = 1;
-    f->attrs["program"] = Attribute::String(cluster::ToText(b.program));
-    f->attrs["row_keepdims"] = Attribute::Ints(b.row_keepdims);
-    Attribute a;
-    a.kind = Attribute::Kind::kStrings;
-    a.strings = ops;
-    f->attrs["fused_ops"] = a;
+    SetClusterAttributes(f, b.program, b.row_keepdims, ops);
     if (anchor) g.MoveNodeBefore(f, anchor);
     fc.name = name;
     fc.ops = ops;

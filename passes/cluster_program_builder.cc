@@ -12,6 +12,16 @@
 
 namespace ot {
 
+void SetClusterAttributes(Node* f, const cluster::Program& p, const std::vector<int64_t>& row_keepdims,
+                          const std::vector<std::string>& ops) {
+  f->attrs["program"] = Attribute::String(cluster::ToText(p));
+  f->attrs["row_keepdims"] = Attribute::Ints(row_keepdims);
+  Attribute a;
+  a.kind = Attribute::Kind::kStrings;
+  a.strings = ops;
+  f->attrs["fused_ops"] = a;
+}
+
 bool ToClusterType(DataType t, cluster::DType* out) {
   switch (t) {
     case DataType::kFloat32: *out = cluster::DType::kF32; return true;

@@ -49,6 +49,11 @@ BuiltCluster BuildClusterProgram(const Graph& g, const std::vector<const Node*>&
                                  const std::vector<const Value*>& escapes, const DimsOf& dims);
 
 // The storage type of a dtype in a program (kF32/kF16/kBF16/kBool); false for any other dtype.
+// Sets a fused node's attributes (graph/ops/fused.cc): its program in text form, row_keepdims, and fused_ops, the
+// ops it replaced.
+void SetClusterAttributes(Node* f, const cluster::Program& p, const std::vector<int64_t>& row_keepdims,
+                          const std::vector<std::string>& ops);
+
 bool ToClusterType(DataType t, cluster::DType* out);
 DataType FromClusterType(cluster::DType t);
 

@@ -13,6 +13,7 @@
 #include "graph/op_registry.h"
 #include "kernel_common/cluster_program.h"
 #include "kernel_common/cluster_resources.h"
+#include "passes/cluster_program_builder.h"
 
 namespace ot {
 
@@ -308,12 +309,7 @@ bool EpiloguePass::Run(Graph& g) {
     f->domain = kInternalDomain;
     f->opset = 1;
     for (auto& [key, a] : conv_attrs) f->attrs[key] = a;
-    f->attrs["program"] = Attribute::String(cluster::ToText(p));
-    f->attrs["row_keepdims"] = Attribute::Ints(keep);
-    Attribute a;
-    a.kind = Attribute::Kind::kStrings;
-    a.strings = ops;
-    f->attrs["fused_ops"] = a;
+    SetClusterAttributes(f, p, keep, ops);
     if (anchor) g.MoveNodeBefore(f, anchor);
     fc.name = name;
     fc.program = f->attrs["program"].s;

@@ -4,12 +4,12 @@
 // images) fills a cache-sized block buffer -- the kernel's workspace -- and the cluster program
 // (cpu_ops/fused_elementwise.h) runs over that block right away, reading the buffer as its input 0, so Y reaches
 // memory only where the program stores it (a ReLU after a convolution: Y is written once, as the ReLU's output).
-// Blocks: about 1 MiB of Y per oneDNN thread (an L2 cache each), at least one image. A program operand is either the same for every
-// image (no batch axis, or a batch axis of 1: a per-channel bias [C, 1, 1], a scalar) or advances with the images
-// (a batch axis of N: a residual of Y's shape, one value per row); any other operand, or a program reducing more
-// than the last axis, runs as one block. Each image's convolution is independent of the others, so the blocks
-// compute what the whole would, up to the order in which oneDNN's kernel for a smaller batch adds an output's
-// C_in x k products (its blocking may differ in the last bits).
+// Blocks: about 1 MiB of Y per oneDNN thread (an L2 cache each), at least one image. A program operand is either the
+// same for every image (no batch axis, or a batch axis of 1: a per-channel bias [C, 1, 1], a scalar) or advances with
+// the images (a batch axis of N: a residual of Y's shape, one value per row); any other operand, or a program reducing
+// more than the last axis, runs as one block. Each image's convolution is independent of the others, so the blocks
+// compute what the whole would, up to the order in which oneDNN's kernel for a smaller batch adds an output's C_in x k
+// products (its blocking may differ in the last bits).
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -20,6 +20,7 @@
 #include "cpu_ops/fused_elementwise.h"
 #include "executor/kernel_registry.h"
 #include "executor/kernels/conv_geometry.h"
+#include "executor/kernels/epilogue_blocks.h"
 #include "executor/threads.h"
 #include "graph/grad_context.h"
 #include "graph/infer_util.h"
@@ -33,29 +34,13 @@ void RegisterConvEpilogueKernels(CpuKernelRegistry& r);
 
 namespace {
 
-constexpr size_t kAlign = 64;
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
 // One block size: its convolution and its program.
 struct Block {
   std::shared_ptr<cpu::DnnlConv> conv;
   std::shared_ptr<cpu::FusedKernel> fk;
 };
 
-// How a program operand (or output) moves from block to block: not at all, or by `image_elems` per image.
-struct Stride {
-  bool advances = false;
-  int64_t image_elems = 0;
-  size_t elem_size = 0;
-};
-
 KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
-  cluster::Program p;
-  try {
-    p = cluster::ParseProgram(ctx.node.attr_string("program", ""));
-  } catch (const std::invalid_argument& e) {
-    ctx.Fail(std::string("bad program: ") + e.what());
-  }
   const DataType t = ctx.in(0).dtype;
   const bool has_bias = ctx.has_input(2);
   if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
@@ -64,11 +49,6 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
     if (ctx.in(i).dtype != t)
       ctx.Fail("input " + std::to_string(i) + " (" + DataTypeName(ctx.in(i).dtype) + ") and X (" + DataTypeName(t) +
                ") differ in dtype");
-  cluster::DType yt;
-  if (!ToClusterType(t, &yt)) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
-  if (p.num_inputs != static_cast<int>(ctx.inputs.size()) - 2)
-    ctx.Fail("the program reads " + std::to_string(p.num_inputs) + " inputs (Y and " +
-             std::to_string(static_cast<int>(ctx.inputs.size()) - 3) + " operands expected)");
   cpu::ConvSpec spec = BuildConvSpec(ctx, 0, 1, 2, /*y_from_geometry=*/true);
   spec.type = t == DataType::kFloat16    ? cpu::DnnType::kF16
               : t == DataType::kBFloat16 ? cpu::DnnType::kBF16
@@ -78,41 +58,23 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
   const int64_t n = spec.n, rank = static_cast<int64_t>(ydims.size());
   const int64_t y_image = n ? NumElements(ydims) / n : 0;
   const int64_t x_image = n ? NumElements(ctx.in(0).dims) / n : 0;
-
-  // Program inputs: 0 = Y, i >= 1 = node input i + 2.
-  std::vector<std::vector<int64_t>> dims{ydims};
-  std::vector<cluster::DType> types{yt};
-  for (int i = 1; i < p.num_inputs; ++i) {
-    cluster::DType ct;
-    if (!ToClusterType(ctx.in(i + 2).dtype, &ct))
-      ctx.Unsupported("operand " + std::to_string(i) + " is " + DataTypeName(ctx.in(i + 2).dtype));
-    dims.push_back(ctx.in(i + 2).dims);
-    types.push_back(ct);
-  }
-  std::vector<bool> is_full(p.num_inputs, false), is_row(p.num_inputs, false);
-  for (const cluster::Instr& ins : p.code)
-    if (ins.op == cluster::Op::kInput) (ins.row ? is_row : is_full)[ins.a] = true;
-  if (!is_full[0] || is_row[0]) ctx.Fail("the program must load Y (input 0) as a full value");
-  std::vector<std::vector<int64_t>> full;
-  for (int i = 0; i < p.num_inputs; ++i)
-    if (is_full[i]) full.push_back(dims[i]);
-  if (BroadcastDims(full, ctx.node.Describe()) != ydims)
-    ctx.Fail("the program's domain is not Y's shape " + DimsToString(ydims));
+  const EpilogueProgram e = ReadEpilogueProgram(ctx, ydims, t);
+  const cluster::Program& p = e.p;
 
   // Blocking by images: every operand must be the same for every image or advance with them.
   const int64_t row_len = p.reduce_axes == 1 && rank > 0 ? ydims.back() : 1;
   bool blockable = p.reduce_axes <= 1 && n > 1;
-  std::vector<Stride> in_stride(p.num_inputs), out_stride(p.outputs.size());
+  std::vector<BlockStride> in_stride(p.num_inputs), out_stride(p.outputs.size());
   for (int i = 1; i < p.num_inputs && blockable; ++i) {
-    const auto& d = dims[i];
+    const auto& d = e.dims[i];
     const int64_t numel = NumElements(d);
     in_stride[i].elem_size = SizeOf(ctx.in(i + 2).dtype);
-    if (is_row[i] && !is_full[i]) {
+    if (e.is_row[i] && !e.is_full[i]) {
       // One value per row of Y (rows of row_len along the last axis), or one in all.
       if (numel == 1) continue;
       if (numel == NumElements(ydims) / row_len) in_stride[i] = {true, y_image / row_len, in_stride[i].elem_size};
       else blockable = false;
-    } else if (is_row[i]) {
+    } else if (e.is_row[i]) {
       blockable = false;
     } else if (static_cast<int64_t>(d.size()) < rank || d[0] == 1) {
       continue;  // no batch axis (right-aligned broadcast) or a batch axis of 1
@@ -131,7 +93,8 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
   if (blockable) {
     // About 1 MiB of Y per oneDNN thread (an L2 each), as cpu::DnnlConv's own blocks.
     const int64_t block_bytes = (int64_t{1} << 20) * cpu::OmpThreads();
-    const int64_t target = std::max<int64_t>(1, block_bytes / std::max<int64_t>(1, y_image * static_cast<int64_t>(elem)));
+    const int64_t image_bytes = std::max<int64_t>(1, y_image * static_cast<int64_t>(elem));
+    const int64_t target = std::max<int64_t>(1, block_bytes / image_bytes);
     const int64_t blocks = std::max<int64_t>(1, (n + target - 1) / target);
     images_per_block = (n + blocks - 1) / blocks;
   }
@@ -144,20 +107,20 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
     s.n = images;
     blk.conv = std::make_shared<cpu::DnnlConv>(s, w_const ? w_const->raw() : nullptr);
     std::vector<int64_t> domain = ydims;
-    std::vector<std::vector<int64_t>> bd = dims;
+    std::vector<std::vector<int64_t>> bd = e.dims;
     if (images != n) {
       domain[0] = images;
       bd[0] = domain;
       for (int i = 1; i < p.num_inputs; ++i) {
         if (!in_stride[i].advances) continue;
-        if (is_row[i]) bd[i] = {images * (y_image / row_len)};
+        if (e.is_row[i]) bd[i] = {images * (y_image / row_len)};
         else bd[i][0] = images;
       }
     }
     try {
-      blk.fk = std::make_shared<cpu::FusedKernel>(p, domain, bd, types, ThreadCount());
-    } catch (const std::invalid_argument& e) {
-      ctx.Fail(e.what());
+      blk.fk = std::make_shared<cpu::FusedKernel>(p, domain, bd, e.types, ThreadCount());
+    } catch (const std::invalid_argument& err) {
+      ctx.Fail(err.what());
     }
     return blk;
   };
@@ -165,39 +128,24 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
   const int64_t rest = n % images_per_block;
   const Block tail = rest ? make_block(rest) : main;
 
-  const size_t ybytes = AlignUp(static_cast<size_t>(images_per_block * y_image) * elem);
-  const size_t fk_ws = AlignUp(std::max(main.fk->workspace_bytes(), tail.fk->workspace_bytes()));
-  const int num_inputs = p.num_inputs;
+  const size_t ybytes = AlignUp64(static_cast<size_t>(images_per_block * y_image) * elem);
+  const size_t fk_ws = AlignUp64(std::max(main.fk->workspace_bytes(), tail.fk->workspace_bytes()));
   KernelInfo info;
   info.workspace_bytes = ybytes + fk_ws;
   info.heap_bytes = cpu::DnnlCallHeapBytes(5);
   info.exclusive = true;
   info.fn = [=](const KernelIO& io) {
-    std::unique_ptr<void, void (*)(void*)> own(nullptr, std::free);
-    uint8_t* ws = static_cast<uint8_t*>(io.workspace);
-    if (!ws) {  // outside a plan (tests, folding): scratch of its own
-      own.reset(std::aligned_alloc(kAlign, ybytes + fk_ws));
-      if (!own) throw Error("out of host memory for a ConvEpilogue's " + std::to_string(ybytes + fk_ws) + " bytes");
-      ws = static_cast<uint8_t*>(own.get());
-    }
-    uint8_t* ybuf = ws;
-    void* fkws = fk_ws ? ws + ybytes : nullptr;
+    OwnedScratch own(nullptr, std::free);
+    uint8_t* ybuf = EpilogueScratch(io, ybytes + fk_ws, "ConvEpilogue", own);
+    void* fkws = fk_ws ? ybuf + ybytes : nullptr;
     const auto* x_ptr = static_cast<const uint8_t*>(io.in[0]);
-    std::vector<const void*> ins(static_cast<size_t>(num_inputs));
-    std::vector<void*> outs(out_stride.size());
+    std::vector<const void*> ins;
+    std::vector<void*> outs;
     for (int64_t i0 = 0; i0 < n; i0 += images_per_block) {
       const int64_t images = std::min(images_per_block, n - i0);
       const Block& blk = images == images_per_block ? main : tail;
       blk.conv->Run(x_ptr + static_cast<size_t>(i0 * x_image) * elem, io.in[1], has_bias ? io.in[2] : nullptr, ybuf);
-      ins[0] = ybuf;
-      for (int i = 1; i < num_inputs; ++i) {
-        const auto* base = static_cast<const uint8_t*>(io.in[i + 2]);
-        const Stride& st = in_stride[i];
-        ins[static_cast<size_t>(i)] = st.advances ? base + static_cast<size_t>(i0 * st.image_elems) * st.elem_size : base;
-      }
-      for (size_t o = 0; o < outs.size(); ++o)
-        outs[o] = static_cast<uint8_t*>(io.out[o]) +
-                  static_cast<size_t>(i0 * out_stride[o].image_elems) * out_stride[o].elem_size;
+      BlockPointers(io, ybuf, in_stride, out_stride, i0, ins, outs);
       blk.fk->Run(ins.data(), outs.data(), fkws);
     }
   };

@@ -17,6 +17,7 @@
 #include "cpu_ops/dnnl_util.h"
 #include "cpu_ops/fused_elementwise.h"
 #include "cpu_ops/matmul.h"
+#include "executor/kernels/epilogue_blocks.h"
 #include "executor/kernel_registry.h"
 #include "executor/threads.h"
 #include "graph/grad_context.h"
@@ -32,38 +33,19 @@ void RegisterMatMulEpilogueKernels(CpuKernelRegistry& r);
 
 namespace {
 
-constexpr size_t kAlign = 64;
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-
 // One block size: its GEMM and its program.
 struct Block {
   std::shared_ptr<cpu::DnnlMatMul> mm;
   std::shared_ptr<cpu::FusedKernel> fk;
 };
 
-// How a program operand (or output) moves from block to block: not at all, by `row_elems` elements per row.
-struct Stride {
-  bool advances = false;
-  int64_t row_elems = 0;
-  size_t elem_size = 0;
-};
-
 KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
-  cluster::Program p;
-  try {
-    p = cluster::ParseProgram(ctx.node.attr_string("program", ""));
-  } catch (const std::invalid_argument& e) {
-    ctx.Fail(std::string("bad program: ") + e.what());
-  }
   const DataType t = ctx.in(0).dtype;
   const bool has_bias = ctx.has_input(2);
   for (int i = 1; i < (has_bias ? 3 : 2); ++i)
     if (ctx.in(i).dtype != t)
       ctx.Fail("input " + std::to_string(i) + " (" + DataTypeName(ctx.in(i).dtype) + ") and A (" + DataTypeName(t) +
                ") differ in dtype");
-  cluster::DType yt;
-  if (t == DataType::kBool || !ToClusterType(t, &yt)) ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
   const auto& a = ctx.in(0).dims;
   const auto& b = ctx.in(1).dims;
   if (a.size() < 2 || b.size() != 2 || a.back() != b[0])
@@ -75,46 +57,25 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
   for (size_t i = 0; i + 1 < a.size(); ++i) m *= a[i];
   std::vector<int64_t> ydims(a.begin(), a.end() - 1);
   ydims.push_back(n);
-  if (p.num_inputs != static_cast<int>(ctx.inputs.size()) - 2)
-    ctx.Fail("the program reads " + std::to_string(p.num_inputs) + " inputs (Y and " +
-             std::to_string(static_cast<int>(ctx.inputs.size()) - 3) + " operands expected)");
-
-  // Program inputs: 0 = Y, i >= 1 = node input i + 2.
-  std::vector<std::vector<int64_t>> dims{ydims};
-  std::vector<cluster::DType> types{yt};
-  for (int i = 1; i < p.num_inputs; ++i) {
-    cluster::DType ct;
-    if (!ToClusterType(ctx.in(i + 2).dtype, &ct))
-      ctx.Unsupported("operand " + std::to_string(i) + " is " + DataTypeName(ctx.in(i + 2).dtype));
-    dims.push_back(ctx.in(i + 2).dims);
-    types.push_back(ct);
-  }
-  std::vector<bool> is_full(p.num_inputs, false), is_row(p.num_inputs, false);
-  for (const cluster::Instr& ins : p.code)
-    if (ins.op == cluster::Op::kInput) (ins.row ? is_row : is_full)[ins.a] = true;
-  if (!is_full[0] || is_row[0]) ctx.Fail("the program must load Y (input 0) as a full value");
-  std::vector<std::vector<int64_t>> full;
-  for (int i = 0; i < p.num_inputs; ++i)
-    if (is_full[i]) full.push_back(dims[i]);
-  if (BroadcastDims(full, ctx.node.Describe()) != ydims)
-    ctx.Fail("the program's domain is not Y's shape " + DimsToString(ydims));
+  const EpilogueProgram e = ReadEpilogueProgram(ctx, ydims, t);
+  const cluster::Program& p = e.p;
 
   // Blocking: every operand must be row-invariant or advance with the rows.
   bool blockable = p.reduce_axes <= 1;
-  std::vector<Stride> in_stride(p.num_inputs), out_stride(p.outputs.size());
+  std::vector<BlockStride> in_stride(p.num_inputs), out_stride(p.outputs.size());
   for (int i = 1; i < p.num_inputs && blockable; ++i) {
-    const auto& d = dims[i];
+    const auto& d = e.dims[i];
     const int64_t numel = NumElements(d);
     bool lead_ones = true;  // every axis but the last is 1 (or the operand is shorter): the same for every row
     for (size_t q = 0; q + 1 < d.size(); ++q) lead_ones = lead_ones && d[q] == 1;
     in_stride[i].elem_size = SizeOf(ctx.in(i + 2).dtype);
-    if (is_row[i] && !is_full[i]) {
+    if (e.is_row[i] && !e.is_full[i]) {
       if (numel == 1) continue;
       if (numel == m) in_stride[i] = {true, 1, in_stride[i].elem_size};
       else blockable = false;
-    } else if (lead_ones && !is_row[i]) {
+    } else if (lead_ones && !e.is_row[i]) {
       continue;
-    } else if (d == ydims && !is_row[i]) {
+    } else if (d == ydims && !e.is_row[i]) {
       in_stride[i] = {true, n, in_stride[i].elem_size};
     } else {
       blockable = false;
@@ -141,17 +102,17 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
     s.accumulate = has_bias;  // block = bias rows + A B
     blk.mm = std::make_shared<cpu::DnnlMatMul>(s);
     std::vector<int64_t> domain = ydims;
-    std::vector<std::vector<int64_t>> bd = dims;
+    std::vector<std::vector<int64_t>> bd = e.dims;
     if (rows != m || blockable) {
       domain = {rows, n};
       bd[0] = domain;
       for (int i = 1; i < p.num_inputs; ++i)
-        if (in_stride[i].advances) bd[i] = in_stride[i].row_elems == n ? std::vector<int64_t>{rows, n} : std::vector<int64_t>{rows, 1};
+        if (in_stride[i].advances) bd[i] = in_stride[i].step == n ? std::vector<int64_t>{rows, n} : std::vector<int64_t>{rows, 1};
     }
     try {
-      blk.fk = std::make_shared<cpu::FusedKernel>(p, domain, bd, types, ThreadCount());
-    } catch (const std::invalid_argument& e) {
-      ctx.Fail(e.what());
+      blk.fk = std::make_shared<cpu::FusedKernel>(p, domain, bd, e.types, ThreadCount());
+    } catch (const std::invalid_argument& err) {
+      ctx.Fail(err.what());
     }
     return blk;
   };
@@ -159,29 +120,23 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
   const int64_t rest = m % rows_per_block;
   const Block tail = rest ? make_block(rest) : main;
 
-  const size_t ybytes = AlignUp(static_cast<size_t>(rows_per_block * n) * SizeOf(t));
-  const size_t mm_ws = AlignUp(std::max(main.mm->workspace_bytes(), tail.mm->workspace_bytes()));
-  const size_t fk_ws = AlignUp(std::max(main.fk->workspace_bytes(), tail.fk->workspace_bytes()));
+  const size_t ybytes = AlignUp64(static_cast<size_t>(rows_per_block * n) * SizeOf(t));
+  const size_t mm_ws = AlignUp64(std::max(main.mm->workspace_bytes(), tail.mm->workspace_bytes()));
+  const size_t fk_ws = AlignUp64(std::max(main.fk->workspace_bytes(), tail.fk->workspace_bytes()));
   const size_t elem = SizeOf(t);
-  const int num_inputs = p.num_inputs;
   KernelInfo info;
   info.workspace_bytes = ybytes + mm_ws + fk_ws;
   info.heap_bytes = cpu::DnnlCallHeapBytes(4);
   info.exclusive = true;
   info.fn = [=](const KernelIO& io) {
-    std::unique_ptr<void, void (*)(void*)> own(nullptr, std::free);
-    uint8_t* ws = static_cast<uint8_t*>(io.workspace);
-    if (!ws) {  // outside a plan (tests, folding): scratch of its own
-      own.reset(std::aligned_alloc(kAlign, ybytes + mm_ws + fk_ws));
-      if (!own) throw Error("out of host memory for a MatMulEpilogue's " + std::to_string(ybytes + mm_ws + fk_ws) + " bytes");
-      ws = static_cast<uint8_t*>(own.get());
-    }
+    OwnedScratch own(nullptr, std::free);
+    uint8_t* ws = EpilogueScratch(io, ybytes + mm_ws + fk_ws, "MatMulEpilogue", own);
     uint8_t* ybuf = ws;
     void* mmws = mm_ws ? ws + ybytes : nullptr;
     void* fkws = fk_ws ? ws + ybytes + mm_ws : nullptr;
     const auto* a_ptr = static_cast<const uint8_t*>(io.in[0]);
-    std::vector<const void*> ins(static_cast<size_t>(num_inputs));
-    std::vector<void*> outs(out_stride.size());
+    std::vector<const void*> ins;
+    std::vector<void*> outs;
     for (int64_t r0 = 0; r0 < m; r0 += rows_per_block) {
       const int64_t rows = std::min(rows_per_block, m - r0);
       const Block& blk = rows == rows_per_block ? main : tail;
@@ -193,13 +148,7 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
         });
       }
       blk.mm->Run(a_ptr + static_cast<size_t>(r0 * k) * elem, io.in[1], ybuf, mmws);
-      ins[0] = ybuf;
-      for (int i = 1; i < num_inputs; ++i) {
-        const auto* base = static_cast<const uint8_t*>(io.in[i + 2]);
-        ins[static_cast<size_t>(i)] = in_stride[i].advances ? base + static_cast<size_t>(r0 * in_stride[i].row_elems) * in_stride[i].elem_size : base;
-      }
-      for (size_t o = 0; o < outs.size(); ++o)
-        outs[o] = static_cast<uint8_t*>(io.out[o]) + static_cast<size_t>(r0 * out_stride[o].row_elems) * out_stride[o].elem_size;
+      BlockPointers(io, ybuf, in_stride, out_stride, r0, ins, outs);
       blk.fk->Run(ins.data(), outs.data(), fkws);
     }
   };

@@ -5,16 +5,12 @@
 // and that advance with the images, row reductions, weights given per call, and bfloat16.
 #include <gtest/gtest.h>
 
-#include <map>
-#include <memory>
-#include <random>
 #include <string>
+#include <vector>
 
-#include "executor/executor.h"
 #include "executor/fusion.h"
-#include "graph/grad_context.h"
 #include "executor/threads.h"
-#include "graph/verifier.h"
+#include "graph/grad_context.h"
 #include "tests/executor/fusion_test_util.h"
 #include "tests/test_util.h"
 
@@ -28,23 +24,6 @@ using test::Input;
 using test::Make;
 using test::Weight;
 
-FusionReport Fuse(Graph& g, const std::string& mode) {
-  FuseOptions o;
-  o.mode = mode;
-  std::map<std::string, TensorDesc> descs;
-  for (const Value* v : g.RealInputs()) descs[v->name] = TensorDesc{v->dtype, v->shape.StaticDims(), true};
-  FusionReport r = FuseForShapes(g, o, descs, {});
-  VerifyGraph(g);
-  g.TopologicalOrder();  // throws on a cycle
-  return r;
-}
-
-bool Refused(const FusionReport& r, const std::string& text) {
-  for (const RefusedMerge& m : r.refused)
-    if (m.reason.find(text) != std::string::npos) return true;
-  return false;
-}
-
 // One thread for the whole test: the blocks hold about 1 MiB of Y per thread, and the block counts below are those of
 // one thread (restored to the default after).
 struct OneThread {
@@ -52,18 +31,9 @@ struct OneThread {
   ~OneThread() { SetThreadCount(0); }
 };
 
-// The fused graph against the unfused one on the same fresh inputs; every output element compared.
 void ExpectSameOutputs(const test::GraphBuildFn& build, double rtol = 1e-5, double atol = 1e-5) {
   OneThread one;
-  const uint64_t seed = std::random_device{}();
-  auto plain = Make(build, seed), fused = Make(build, seed);
-  Fuse(*fused, "full");
-  ASSERT_EQ(Count(*fused, "ConvEpilogue"), 1);
-  const std::map<std::string, Tensor> feeds = test::Feeds(*plain, seed + 1);
-  Executor a(*plain), b(*fused);
-  const std::vector<Tensor> want = a.Run(feeds), got = b.Run(feeds);
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) test::ExpectClose(got[i], want[i], rtol, atol);
+  test::ExpectFusedMatches(build, "full", "ConvEpilogue", rtol, atol);
 }
 
 Value* Conv(Graph& g, Value* x, Value* w, Value* b) {
@@ -82,7 +52,7 @@ void ConvRelu(Graph& g, DataType t) {
 
 TEST(ConvEpilogue, FullFoldsTheReluAfterAConvolution) {
   auto g = Make([](Graph& g) { ConvRelu(g, DataType::kFloat32); });
-  FusionReport r = Fuse(*g, "full");
+  FusionReport r = test::FuseStatic(*g, "full");
   ASSERT_EQ(Count(*g, "ConvEpilogue"), 1) << FormatFusionReport(r);
   EXPECT_EQ(Count(*g, "Conv") + Count(*g, "Relu"), 0);
   const Node* e = Find(*g, "ConvEpilogue");
@@ -117,7 +87,7 @@ void ResidualTail(Graph& g) {
 
 TEST(ConvEpilogue, OperandsThatStayAndAdvanceWithTheImages) {
   auto g = Make(ResidualTail);
-  FusionReport r = Fuse(*g, "full");
+  FusionReport r = test::FuseStatic(*g, "full");
   ASSERT_EQ(Count(*g, "ConvEpilogue"), 1) << FormatFusionReport(r);
   const Node* e = Find(*g, "ConvEpilogue");
   EXPECT_FALSE(e->inputs[2]);        // no bias
@@ -138,7 +108,7 @@ void RowSoftmax(Graph& g) {
 
 TEST(ConvEpilogue, RowReductionsFoldAndKeepTheirRowOutputs) {
   auto g = Make(RowSoftmax);
-  FusionReport r = Fuse(*g, "full");
+  FusionReport r = test::FuseStatic(*g, "full");
   ASSERT_EQ(Count(*g, "ConvEpilogue"), 1) << FormatFusionReport(r);
   EXPECT_EQ(Count(*g, "FusedElementwise") + Count(*g, "Conv"), 0);
   EXPECT_EQ(Find(*g, "ConvEpilogue")->outputs.size(), 2u);
@@ -148,7 +118,7 @@ TEST(ConvEpilogue, RowReductionsFoldAndKeepTheirRowOutputs) {
 // Negative twins: the graph keeps the convolution.
 TEST(ConvEpilogue, NoFoldWhenLite) {
   auto g = Make([](Graph& g) { ConvRelu(g, DataType::kFloat32); });
-  Fuse(*g, "lite");
+  test::FuseStatic(*g, "lite");
   EXPECT_EQ(Count(*g, "ConvEpilogue"), 0);
   EXPECT_EQ(Count(*g, "Conv"), 1);
   EXPECT_EQ(Count(*g, "Relu"), 1);
@@ -159,10 +129,10 @@ TEST(ConvEpilogue, NoFoldWhenYIsBroadcastIntoALargerDomain) {
     Value* y = Conv(g, Input(g, "x", {1, 3, 8, 8}), Weight(g, {4, 3, 3, 3}), nullptr);
     g.outputs.push_back(Emit(g, "Add", {y, Input(g, "z", {6, 4, 8, 8})}));
   });
-  FusionReport r = Fuse(*g, "full");
+  FusionReport r = test::FuseStatic(*g, "full");
   EXPECT_EQ(Count(*g, "ConvEpilogue"), 0);
   EXPECT_EQ(Count(*g, "Conv"), 1);
-  EXPECT_TRUE(Refused(r, "is not Y's shape")) << FormatFusionReport(r);
+  EXPECT_TRUE(test::RefusedWith(r, "is not Y's shape")) << FormatFusionReport(r);
 }
 
 TEST(ConvEpilogue, NoFoldForFloat64OrConvTranspose) {
@@ -174,7 +144,7 @@ TEST(ConvEpilogue, NoFoldForFloat64OrConvTranspose) {
                     {{"kernel_shape", Attribute::Ints({3, 3})}});
     g.outputs.push_back(Emit(g, "Relu", {t}));
   });
-  Fuse(*g, "full");
+  test::FuseStatic(*g, "full");
   EXPECT_EQ(Count(*g, "ConvEpilogue"), 0);
   EXPECT_EQ(Count(*g, "Conv") + Count(*g, "ConvTranspose"), 2);
   EXPECT_EQ(Count(*g, "Relu"), 2);

@@ -39,35 +39,9 @@ using test::Input;
 using test::Make;
 using test::Weight;
 
-FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0) {
-  FuseOptions o;
-  o.mode = mode;
-  o.memory_budget = budget;
-  std::map<std::string, TensorDesc> descs;
-  for (const Value* v : g.RealInputs()) descs[v->name] = TensorDesc{v->dtype, v->shape.StaticDims(), true};
-  FusionReport r = FuseForShapes(g, o, descs, {});
-  VerifyGraph(g);
-  g.TopologicalOrder();  // throws on a cycle
-  return r;
-}
-
-bool Refused(const FusionReport& r, const std::string& text) {
-  for (const RefusedMerge& m : r.refused)
-    if (m.reason.find(text) != std::string::npos) return true;
-  return false;
-}
-
-// The fused graph against the unfused one on the same fresh inputs; every output element compared.
+// The fused graph (full) against the unfused one on the same fresh inputs; every output element compared.
 void ExpectSameOutputs(const BuildFn& build, double rtol = 1e-5, double atol = 1e-6) {
-  const uint64_t seed = std::random_device{}();
-  auto plain = Make(build, seed), fused = Make(build, seed);
-  Fuse(*fused, "full");
-  ASSERT_GE(Count(*fused, "MatMulEpilogue"), 1);
-  const std::map<std::string, Tensor> feeds = test::Feeds(*plain, seed + 1);
-  Executor a(*plain), b(*fused);
-  const std::vector<Tensor> want = a.Run(feeds), got = b.Run(feeds);
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) test::ExpectClose(got[i], want[i], rtol, atol);
+  test::ExpectFusedMatches(build, "full", "MatMulEpilogue", rtol, atol);
 }
 
 // The MLP layer of a transformer: h = MatMulBias(x, W, b) read by Gelu and by a Mul (as GeluGrad reads it in a
@@ -82,7 +56,7 @@ void LayerWithGelu(Graph& g, DataType t) {
 
 TEST(GemmEpilogue, FullFoldsTheClusterAfterAGemmAndStoresYWhereItIsRead) {
   auto g = Make([](Graph& g) { LayerWithGelu(g, DataType::kFloat32); });
-  FusionReport r = Fuse(*g, "full");
+  FusionReport r = test::FuseStatic(*g, "full");
   // The Gelu and the Mul are two one-op clusters reading h (lite/full make nothing of one op), the first folds.
   ASSERT_EQ(Count(*g, "MatMulEpilogue"), 1) << FormatFusionReport(r);
   EXPECT_EQ(Count(*g, "MatMulBias"), 0);
@@ -108,7 +82,7 @@ TEST(GemmEpilogue, Bfloat16LayerMatchesTheUnfusedOne) {
 
 TEST(GemmEpilogue, NoFoldWhenLite) {
   auto g = Make([](Graph& g) { LayerWithGelu(g, DataType::kFloat32); });
-  Fuse(*g, "lite");
+  test::FuseStatic(*g, "lite");
   EXPECT_EQ(Count(*g, "MatMulEpilogue"), 0);
   EXPECT_EQ(Count(*g, "MatMulBias"), 1);
   EXPECT_EQ(Count(*g, "Gelu"), 1);
@@ -127,7 +101,7 @@ void RowSoftmax(Graph& g) {
 
 TEST(GemmEpilogue, RowReductionsFoldAndKeepTheirRowOutputs) {
   auto g = Make(RowSoftmax);
-  FusionReport r = Fuse(*g, "full");
+  FusionReport r = test::FuseStatic(*g, "full");
   ASSERT_EQ(Count(*g, "MatMulEpilogue"), 1) << FormatFusionReport(r);
   EXPECT_EQ(Count(*g, "FusedElementwise") + Count(*g, "MatMul"), 0);
   EXPECT_EQ(Find(*g, "MatMulEpilogue")->outputs.size(), 2u);
@@ -140,10 +114,10 @@ TEST(GemmEpilogue, NoFoldWhenBIsBatched) {
     Value* y = Emit(g, "MatMul", {Input(g, "x", {2, 8, 16}), Input(g, "w", {2, 16, 8})});
     g.outputs.push_back(Emit(g, "Relu", {y}));
   });
-  FusionReport r = Fuse(*g, "full");
+  FusionReport r = test::FuseStatic(*g, "full");
   EXPECT_EQ(Count(*g, "MatMulEpilogue"), 0);
   EXPECT_EQ(Count(*g, "MatMul"), 1);
-  EXPECT_TRUE(Refused(r, "batched")) << FormatFusionReport(r);
+  EXPECT_TRUE(test::RefusedWith(r, "batched")) << FormatFusionReport(r);
 }
 
 TEST(GemmEpilogue, NoFoldWhenYIsBroadcastIntoALargerDomain) {
@@ -151,9 +125,9 @@ TEST(GemmEpilogue, NoFoldWhenYIsBroadcastIntoALargerDomain) {
     Value* y = Emit(g, "MatMul", {Input(g, "x", {1, 16}), Weight(g, {16, 8})});
     g.outputs.push_back(Emit(g, "Add", {y, Input(g, "z", {32, 8})}));
   });
-  FusionReport r = Fuse(*g, "full");
+  FusionReport r = test::FuseStatic(*g, "full");
   EXPECT_EQ(Count(*g, "MatMulEpilogue"), 0);
-  EXPECT_TRUE(Refused(r, "is not Y's shape")) << FormatFusionReport(r);
+  EXPECT_TRUE(test::RefusedWith(r, "is not Y's shape")) << FormatFusionReport(r);
 }
 
 // y = MatMul(x, W); the Add reads y and MatMul(y, W2): folding the Add into the first GEMM would make the fused node
@@ -163,8 +137,8 @@ TEST(GemmEpilogue, NoFoldWhenAnotherReaderOfYLeadsToTheCluster) {
     Value* y = Emit(g, "MatMul", {Input(g, "x", {8, 8}), Weight(g, {8, 8})});
     g.outputs.push_back(Emit(g, "Add", {y, Emit(g, "MatMul", {y, Weight(g, {8, 8})})}));
   });
-  FusionReport r = Fuse(*g, "full");
-  EXPECT_TRUE(Refused(r, "leads to the cluster")) << FormatFusionReport(r);
+  FusionReport r = test::FuseStatic(*g, "full");
+  EXPECT_TRUE(test::RefusedWith(r, "leads to the cluster")) << FormatFusionReport(r);
   // The second GEMM may take the Add as its own epilogue (its other operand, y, exists before it runs).
   EXPECT_EQ(Count(*g, "MatMul") + Count(*g, "MatMulEpilogue"), 2);
 }
@@ -181,14 +155,14 @@ void TwoGemmsIntoAnAdd(Graph& g) {
 
 TEST(GemmEpilogue, MemoryBudgetRefusesAFoldThatKeepsTheGemmInputsAlive) {
   auto tight = Make(TwoGemmsIntoAnAdd);
-  FusionReport r = Fuse(*tight, "full", 1);
-  EXPECT_TRUE(Refused(r, "memory budget")) << FormatFusionReport(r);
+  FusionReport r = test::FuseStatic(*tight, "full", 1);
+  EXPECT_TRUE(test::RefusedWith(r, "memory budget")) << FormatFusionReport(r);
   ASSERT_EQ(Count(*tight, "MatMul"), 1);
   EXPECT_EQ(Find(*tight, "MatMul")->inputs[0]->name, Find(*tight, "Relu")->outputs[0]->name);
   EXPECT_EQ(Count(*tight, "MatMulEpilogue"), 1);
   auto free = Make(TwoGemmsIntoAnAdd);
-  FusionReport f = Fuse(*free, "full");
-  EXPECT_FALSE(Refused(f, "memory budget"));
+  FusionReport f = test::FuseStatic(*free, "full");
+  EXPECT_FALSE(test::RefusedWith(f, "memory budget"));
   ASSERT_EQ(Count(*free, "MatMul"), 1);
   EXPECT_EQ(Find(*free, "MatMul")->inputs[0]->name, "z");  // the first GEMM took the Add
   ExpectSameOutputs(TwoGemmsIntoAnAdd);

@@ -25,15 +25,7 @@ using test::Emit;
 using test::Input;
 using test::Make;
 
-FusionReport Fuse(Graph& g, const std::string& mode) {
-  FuseOptions o;
-  o.mode = mode;
-  std::map<std::string, TensorDesc> descs;
-  for (const Value* v : g.RealInputs()) descs[v->name] = TensorDesc{v->dtype, v->shape.StaticDims(), true};
-  FusionReport r = FuseForShapes(g, o, descs, {});
-  VerifyGraph(g);
-  return r;
-}
+FusionReport Fuse(Graph& g, const std::string& mode) { return test::FuseStatic(g, mode); }
 
 // The fused graph's outputs equal the unfused graph's bit for bit on the same fresh inputs (NaN where NaN).
 void ExpectSameBits(const test::GraphBuildFn& build, const std::string& mode = "lite") {
