@@ -178,6 +178,25 @@ std::string DnnlMatMul::impl_name() const {
 }
 
 size_t DnnlMatMul::workspace_bytes() const { return impl_->ws_bytes; }
+
+size_t DnnlMatMul::heap_bytes() const {
+  const Impl& im = *impl_;
+  size_t bytes = DnnlCallHeapBytes(4);
+  if (im.impl.rfind("gemm:", 0) == 0) {
+    // oneDNN's gemm driver (chosen where brgemm cannot take the operands: a row block of a transposed A) mallocs its
+    // packing buffers in every call. Measured per one-thread call on AVX512-BF16, k = 2048: f32 ~78 KB whatever m
+    // and n; bf16 ~68 KB + 0.76 k (m + n) bytes (m 32..128 rows, n 64..256). Declared: 80 KB, plus k (m + n) bytes
+    // for a half type, per call that can run at once (the row blocks on TBB's threads, or the OpenMP team).
+    const int calls = std::max(im.parts, im.team);
+    const size_t m = static_cast<size_t>(im.parts > 1 ? im.block_rows : spec_.m);
+    size_t per_call = size_t{80} << 10;
+    if (spec_.type != DnnType::kF32 && !im.convert)
+      per_call += static_cast<size_t>(spec_.k) * (m + static_cast<size_t>(spec_.n));
+    bytes += static_cast<size_t>(calls) * per_call;
+  }
+  return bytes;
+}
+
 int DnnlMatMul::row_blocks() const { return impl_->parts; }
 
 DnnlMatMul::~DnnlMatMul() = default;

@@ -126,7 +126,7 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
   const size_t elem = SizeOf(t);
   KernelInfo info;
   info.workspace_bytes = ybytes + mm_ws + fk_ws;
-  info.heap_bytes = cpu::DnnlCallHeapBytes(4);
+  info.heap_bytes = std::max(main.mm->heap_bytes(), tail.mm->heap_bytes());
   info.exclusive = true;
   info.fn = [=](const KernelIO& io) {
     OwnedScratch own(nullptr, std::free);
