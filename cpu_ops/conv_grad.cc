@@ -30,10 +30,12 @@ struct DnnlConvBackward::Impl {
   std::shared_ptr<std::vector<uint8_t>> scratch;
   bool empty = false;
   int64_t out_elems = 0;
-  // Backward data over a large batch with relayouts: blocks of `block_n` images (and the rest), as the forward
-  // (cpu_ops/conv.cc): each image's dX depends on its own dY only, and the reorders then work in cache.
+  // A large batch with relayouts runs in blocks of `block_n` images (and the rest), as the forward
+  // (cpu_ops/conv.cc), so the reorders work in cache. Data: each image's dX depends on its own dY only. Weights: each
+  // block's dW goes to `partial` and is added to the first block's, block by block in order (deterministic).
   int64_t block_n = 0, x_image = 0, y_image = 0;
   std::shared_ptr<DnnlConvBackward> block, tail;
+  mutable std::vector<float> partial;  // the executor never runs one kernel twice at once
 };
 
 
@@ -119,6 +121,21 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     im.px_md = pd.src_desc();
     im.py_md = pd.diff_dst_desc();
     im.pw_md = pd.diff_weights_desc();
+    const bool relayout = im.px_md != im.x_md || im.py_md != im.y_md;
+    if (relayout) im.block_n = ConvImagesPerBlock(spec.n, x_elems, y_elems, y_elems / spec.n);
+    if (im.block_n) {
+      im.x_image = x_elems / spec.n;
+      im.y_image = y_elems / spec.n;
+      im.partial.resize(static_cast<size_t>(w_elems));
+      ConvSpec b = spec;
+      b.n = im.block_n;
+      im.block = std::make_shared<DnnlConvBackward>(b, kind);
+      if (spec.n % im.block_n) {
+        b.n = spec.n % im.block_n;
+        im.tail = std::make_shared<DnnlConvBackward>(b, kind);
+      }
+      return;
+    }
     make(im.x_md, im.px_md, im.x_in, im.px, im.px_md.get_size());
     make(im.y_md, im.py_md, im.y_in, im.py, im.py_md.get_size());
     make(im.pw_md, im.w_md, im.w_out, im.pw, im.pw_md.get_size());
@@ -137,9 +154,18 @@ void DnnlConvBackward::Run(const void* dy, const void* a, void* out) const {
     return;
   }
   if (im.block) {
+    auto* o = static_cast<float*>(out);
     for (int64_t i = 0; i < spec_.n; i += im.block_n) {
       const DnnlConvBackward& c = spec_.n - i >= im.block_n ? *im.block : *im.tail;
-      c.Run(static_cast<const float*>(dy) + i * im.y_image, a, static_cast<float*>(out) + i * im.x_image);
+      const float* block_dy = static_cast<const float*>(dy) + i * im.y_image;
+      if (kind_ == Kind::kData) {
+        c.Run(block_dy, a, o + i * im.x_image);
+      } else if (i == 0) {
+        c.Run(block_dy, static_cast<const float*>(a), o);
+      } else {
+        c.Run(block_dy, static_cast<const float*>(a) + i * im.x_image, im.partial.data());
+        for (int64_t k = 0; k < im.out_elems; ++k) o[k] += im.partial[static_cast<size_t>(k)];
+      }
     }
     return;
   }

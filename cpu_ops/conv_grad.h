@@ -18,8 +18,9 @@ class DnnlConvBackward {
   ~DnnlConvBackward();
   // kData: a = W, out = dX. kWeights: a = X, out = dW. f32 buffers.
   void Run(const void* dy, const void* a, void* out) const;
-  // kData over a large batch in oneDNN's own layouts runs in blocks of this many images, ~1 MiB of dX per thread,
-  // so the reorders work in cache (as DnnlConv); 0: the batch in one call.
+  // A large batch in oneDNN's own layouts runs in blocks of this many images (~1 MiB of dX, or of dY for kWeights,
+  // per thread), so the reorders work in cache (as DnnlConv); kWeights adds the blocks' dW in order. 0: the batch in
+  // one call.
   int64_t block_images() const;
 
  private:

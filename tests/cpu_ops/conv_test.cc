@@ -198,5 +198,22 @@ TEST(ConvKernel, LargeBatchBackwardDataRunsInBlocksOfImages) {
   for (int64_t i = 0; i < nx; ++i) ASSERT_NEAR(dx[i], ref[i], 1e-4 + 1e-4 * std::abs(ref[i])) << "element " << i;
 }
 
+// Backward weights of a large batch: 11 images of dY [32, 64, 64] (512 KiB each) at one thread as five blocks of 2
+// and one of 1, whose dW are added in order, against the double loops; dW starts as NaN.
+TEST(ConvKernel, LargeBatchBackwardWeightsSumsBlocksOfImages) {
+  OneOmpThread one;
+  ConvSpec s = Make(false, 11, 16, 32, 1, {64, 64}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1});
+  const int64_t nx = 11 * 16 * 64 * 64, nw = 32 * 16 * 9, ny = 11 * 32 * 64 * 64;
+  auto dy = Rand(ny, 41), x = Rand(nx, 42);
+  std::vector<double> dyd(dy.begin(), dy.end()), xd(x.begin(), x.end()), ref(nw);
+  NaiveConvGradWeight<double>(s, dyd.data(), xd.data(), ref.data());
+  DnnlConvBackward grad(s, DnnlConvBackward::Kind::kWeights);
+  EXPECT_EQ(grad.block_images(), 2);
+  std::vector<float> dw(nw, std::numeric_limits<float>::quiet_NaN());
+  grad.Run(dy.data(), x.data(), dw.data());
+  // Each dW element sums 11 x 4096 products of magnitude <= 1 (~190 in size): float rounding allows ~1e-3.
+  for (int64_t i = 0; i < nw; ++i) ASSERT_NEAR(dw[i], ref[i], 2e-3 + 1e-4 * std::abs(ref[i])) << "element " << i;
+}
+
 }  // namespace
 }  // namespace ot::cpu
