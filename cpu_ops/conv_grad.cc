@@ -88,6 +88,23 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     r = dnnl::reorder(rpd);
     buf = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(bytes, 64));
   };
+  // With the primitive's layouts known: a large batch with relayouts runs as block primitives instead (sized by
+  // `out_image` elements of the blocked output per image); true when it does.
+  auto in_blocks = [&](int64_t out_image) {
+    const bool relayout = im.px_md != im.x_md || im.py_md != im.y_md;
+    if (relayout) im.block_n = ConvImagesPerBlock(spec.n, x_elems, y_elems, out_image);
+    if (!im.block_n) return false;
+    im.x_image = x_elems / spec.n;
+    im.y_image = y_elems / spec.n;
+    ConvSpec b = spec;
+    b.n = im.block_n;
+    im.block = std::make_shared<DnnlConvBackward>(b, kind);
+    if (spec.n % im.block_n) {
+      b.n = spec.n % im.block_n;
+      im.tail = std::make_shared<DnnlConvBackward>(b, kind);
+    }
+    return true;
+  };
   if (kind == Kind::kData) {
     dnnl::convolution_backward_data::desc d(alg, xa, wa, ya, strides, dil, pl, pr);
     dnnl::convolution_backward_data::primitive_desc pd(d, attr, DnnlEngine(), hinta);
@@ -96,20 +113,7 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     im.px_md = pd.diff_src_desc();
     im.py_md = pd.diff_dst_desc();
     im.pw_md = pd.weights_desc();
-    const bool relayout = im.px_md != im.x_md || im.py_md != im.y_md;
-    if (relayout) im.block_n = ConvImagesPerBlock(spec.n, x_elems, y_elems, x_elems / spec.n);
-    if (im.block_n) {
-      im.x_image = x_elems / spec.n;
-      im.y_image = y_elems / spec.n;
-      ConvSpec b = spec;
-      b.n = im.block_n;
-      im.block = std::make_shared<DnnlConvBackward>(b, kind);
-      if (spec.n % im.block_n) {
-        b.n = spec.n % im.block_n;
-        im.tail = std::make_shared<DnnlConvBackward>(b, kind);
-      }
-      return;
-    }
+    if (in_blocks(x_elems / spec.n)) return;
     make(im.y_md, im.py_md, im.y_in, im.py, im.py_md.get_size());
     make(im.w_md, im.pw_md, im.w_in, im.pw, im.pw_md.get_size());
     make(im.px_md, im.x_md, im.x_out, im.px, im.px_md.get_size());
@@ -121,19 +125,8 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     im.px_md = pd.src_desc();
     im.py_md = pd.diff_dst_desc();
     im.pw_md = pd.diff_weights_desc();
-    const bool relayout = im.px_md != im.x_md || im.py_md != im.y_md;
-    if (relayout) im.block_n = ConvImagesPerBlock(spec.n, x_elems, y_elems, y_elems / spec.n);
-    if (im.block_n) {
-      im.x_image = x_elems / spec.n;
-      im.y_image = y_elems / spec.n;
+    if (in_blocks(y_elems / spec.n)) {
       im.partial.resize(static_cast<size_t>(w_elems));
-      ConvSpec b = spec;
-      b.n = im.block_n;
-      im.block = std::make_shared<DnnlConvBackward>(b, kind);
-      if (spec.n % im.block_n) {
-        b.n = spec.n % im.block_n;
-        im.tail = std::make_shared<DnnlConvBackward>(b, kind);
-      }
       return;
     }
     make(im.x_md, im.px_md, im.x_in, im.px, im.px_md.get_size());
