@@ -38,7 +38,6 @@ struct DnnlConvBackward::Impl {
   mutable std::vector<float> partial;  // the executor never runs one kernel twice at once
 };
 
-
 DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     : spec_(spec), kind_(kind), impl_(std::make_shared<Impl>()) {
   Impl& im = *impl_;

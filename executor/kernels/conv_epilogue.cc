@@ -26,7 +26,6 @@
 #include "graph/infer_util.h"
 #include "graph/tensor.h"
 #include "kernel_common/cluster_program.h"
-#include "passes/cluster_program_builder.h"
 
 namespace ot {
 

@@ -24,7 +24,6 @@
 #include "graph/infer_util.h"
 #include "graph/tensor.h"
 #include "kernel_common/cluster_program.h"
-#include "passes/cluster_program_builder.h"
 #include "kernel_common/half.h"
 
 namespace ot {
