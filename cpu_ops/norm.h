@@ -20,18 +20,26 @@ template <typename T>
 void ChannelMoments(int64_t n, int64_t c, int64_t spatial, const T* x, double* mean, double* var);
 
 // y[n,c,s] = (x - mean[c]) * scale[c] / sqrt(var[c] + eps) + bias[c]; per-channel params given in double.
+// relu: y = Relu(that) (a BatchNormalization followed by Relu, passes/fuse_batch_norm.h); the same values as the
+// two ops (float, double: the same bits; half types: +0 where Relu of a negative rounded to -0 keeps -0).
 template <typename T>
 void BatchNormApply(int64_t n, int64_t c, int64_t spatial, const T* x, const double* scale, const double* bias,
-                    const double* mean, const double* var, double eps, T* y);
+                    const double* mean, const double* var, double eps, T* y, bool relu = false);
 
 // Backward of BatchNormalization over x, dy [n, c, spatial] (T = float or double): with mean == nullptr the
 // batch statistics (biased variance) are recomputed from x and dx = k (dy - mean(dy) - xhat mean(dy xhat)),
 // otherwise (inference) mean/var are given and dx = k dy; k = scale / sqrt(var + eps), xhat = (x - mean) /
 // sqrt(var + eps). dscale[c] = sum(dy xhat), dbias[c] = sum(dy) (either may be null). One task per channel,
 // planes in order, sums in double: independent of the thread count.
+// Folded neighbours (passes/fuse_batch_norm.h), each the same bits as the separate op:
+//   relu_out (may be null): dy is the gradient of a Relu's output relu_out, masked as ReluGrad does (dy where
+//            relu_out > 0, else 0), in both passes;
+//   dx_sum (may be null): per channel, the sum of dx over n and spatial as ReduceSum sums it (SumRun of each
+//            plane, planes in order): a convolution's bias gradient when the convolution feeds the norm.
 template <typename T>
 void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* x, const double* scale,
-                   const double* mean, const double* var, double eps, T* dx, double* dscale, double* dbias);
+                   const double* mean, const double* var, double eps, T* dx, double* dscale, double* dbias,
+                   const T* relu_out = nullptr, double* dx_sum = nullptr);
 
 // LayerNormalization over rows of `cols`: y = (x - mean) * invstd * scale[idx[j]] + bias[idx[j]], where
 // idx maps a column to its (broadcast) parameter element; empty idx = identity. bias may be null.

@@ -170,6 +170,17 @@ double SumContiguous(const T* __restrict p, int64_t n) {
   return s;
 }
 
+}  // namespace
+
+template <typename T>
+double SumRun(const T* p, int64_t n) {
+  return SumContiguous<ReduceKind::kSum>(p, n);
+}
+template double SumRun<float>(const float*, int64_t);
+template double SumRun<double>(const double*, int64_t);
+
+namespace {
+
 // Sum-like reductions of float/double whose last reduced run is contiguous and the output has no inner run
 // (e.g. a conv bias gradient, ReduceSum over (0, 2, 3) of NCHW): one task per output, each contiguous run summed
 // by SumContiguous and the runs added in row-major order. (The generic path below carried one accumulator

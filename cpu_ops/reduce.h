@@ -54,6 +54,12 @@ void ForEachReducedRun(const ReduceGeometry& g, F&& f) {
   }
 }
 
+// The sum, in double, of n contiguous elements (T float or double) as ReduceSum's kernel sums each contiguous run
+// of the reduced elements (eight lanes, a fixed fold, the tail in order); a fused kernel that sums its own output
+// run by run in the same order gives ReduceSum's bits (cpu_ops/norm.h BatchNormGrad's dx_sum).
+template <typename T>
+double SumRun(const T* p, int64_t n);
+
 // y has g.out_numel() elements. T: float, double, float16, bfloat16, int32_t, int64_t.
 template <typename T>
 void Reduce(ReduceKind kind, const ReduceGeometry& g, const T* x, T* y);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "executor/plan.h"
+#include "passes/fuse_batch_norm.h"
 #include "passes/fuse_epilogue.h"
 #include "passes/rematerialize.h"
 #include "graph/error.h"
@@ -47,11 +48,26 @@ FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std
     return pass.report();
   }
   std::unique_ptr<Plan> plan = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true);
+  // Batch-norm folds first (they take Relu and ReluGrad, which clusters would otherwise claim), then the clusters
+  // are sized on the plan of the folded step.
+  FusionReport folds;
+  bool folded = false;
+  const int64_t unfused_peak = plan->memory_plan().peak_live_bytes;
+  if (opts.norm_folds) {
+    const FusionSizes sizes0 = SizesFromPlan(g, *plan);
+    folded = BatchNormFoldPass(opts, sizes0, unfused_peak, &folds).Run(g);
+    if (folded) plan = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true);
+  }
   const FusionSizes sizes = SizesFromPlan(g, *plan);
   plan.reset();
   ClusterFusionPass fuse(opts, sizes);
   fuse.Run(g);
   FusionReport report = fuse.report();
+  report.clusters.insert(report.clusters.begin(), folds.clusters.begin(), folds.clusters.end());
+  report.refused.insert(report.refused.end(), folds.refused.begin(), folds.refused.end());
+  report.saved_bytes += folds.saved_bytes;
+  report.fused_nodes += folds.fused_nodes;
+  if (folded) report.peak_before = unfused_peak;
   // Under a budget the fused step does not meet, recompute cheap saved values (before the epilogues take the
   // elementwise ops they would copy into GEMMs).
   if (opts.memory_budget > 0 && report.peak_after > opts.memory_budget)
@@ -59,7 +75,7 @@ FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std
   if (ParseFuseMode(opts.mode) == "full" && opts.epilogues) EpiloguePass(opts, sizes, &report).Run(g);
   // The passes price with a model of the plan (conservative where epilogues hold inputs longer); the peak reported
   // is the plan the executor will make of the result.
-  if (report.clusters.size() + report.rematerialized.size() > 0 || opts.memory_budget > 0) {
+  if (report.clusters.size() + report.rematerialized.size() > 0 || opts.memory_budget > 0 || folded) {
     report.peak_after = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true)->memory_plan().peak_live_bytes;
     if (opts.memory_budget > 0) report.budget_unreachable = report.peak_after > opts.memory_budget;
   }

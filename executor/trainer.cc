@@ -183,10 +183,14 @@ void Trainer::FuseFor(const Arrays& batch) {
     if (needed.count(v)) known[v->name] = &it->second;
   }
   // The executor has compiled nothing yet (plans are made on the first run), so the fused graph is what it runs.
-  // The epilogue folds make CPU kernels (MatMulEpilogue, ConvEpilogue) that a device has none of: there the GEMMs
-  // and convolutions stay as they are (cuBLASLt's own epilogues come from MatMulBias's activation).
+  // The epilogue and batch-norm folds make CPU kernels (MatMulEpilogue, ConvEpilogue, BatchNormRelu) that a device
+  // has none of: there the GEMMs, convolutions and norms stay as they are (cuBLASLt's own epilogues come from
+  // MatMulBias's activation).
   FuseOptions fo = opts_.fuse;
-  if (opts_.device) fo.epilogues = false;
+  if (opts_.device) {
+    fo.epilogues = false;
+    fo.norm_folds = false;
+  }
   fusion_ = FuseForShapes(*graph_, fo, descs, known);
 }
 

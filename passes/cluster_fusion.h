@@ -45,6 +45,7 @@ struct FuseOptions {
   } limits;
   double margin = 0.1;          // a merge may touch this much more than its parts
   bool epilogues = true;        // full: also fold clusters into GEMM and conv epilogues (passes/fuse_epilogue.h)
+  bool norm_folds = true;       // lite, full: fold Relu and bias sums into batch norm (passes/fuse_batch_norm.h)
 };
 
 // Parses "off"/"lite"/"full"; throws Error naming the value otherwise.

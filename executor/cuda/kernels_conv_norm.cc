@@ -93,6 +93,9 @@ KernelInfo BatchNormKernel(const KernelContext& ctx) {
 KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
   const bool training = n.attr_int("training", 1) != 0;
+  // The folds of passes/fuse_batch_norm.h are CPU kernels (the Trainer leaves them out on a device).
+  if (n.attr_int("relu", 0) != 0 || ctx.has_output(3))
+    ctx.Unsupported("BatchNormGrad with a folded Relu or dX sum (CPU fusion) on the GPU");
   const auto& dims = ctx.in(1).dims;
   if (dims.size() < 2) ctx.Fail("X must have rank >= 2 (N, C, ...)");
   if (ctx.in(0).dims != dims) ctx.Fail("dY and X shapes differ");

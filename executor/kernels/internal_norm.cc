@@ -353,11 +353,18 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   return k;
 }
 
-// ---- BatchNormGrad(dY, X, scale[, mean, var]) -> dX, dScale, dB ----------------------------------------------
+// ---- BatchNormGrad(dY, X, scale[, mean, var][, R]) {relu} -> dX, dScale, dB[, dX_sum] -------------------------
+// Folds of passes/fuse_batch_norm.h: relu = 1: dY is the gradient of R = Relu(BN(X)) (input 5), masked as ReluGrad
+// does; output 3: dX summed per channel (a convolution's bias gradient), as ReduceSum sums it.
 
 KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
   const bool training = n.attr_int("training", 1) != 0;
+  const bool relu = n.attr_int("relu", 0) != 0;
+  if (relu && !ctx.has_input(5)) ctx.Fail("relu = 1 needs Relu's output R as input 5");
+  if (relu && (ctx.in(5).dims != ctx.in(1).dims || ctx.in(5).dtype != ctx.in(0).dtype))
+    ctx.Fail("R (input 5) must have dY's dtype and X's shape");
+  const bool o3 = ctx.has_output(3);
   for (int i = 0; i < (training ? 3 : 5); ++i) RequireFloat(ctx, i);
   RequireSameDType(ctx, 0, 1, "dY");
   RequireXTypeOrFloat32(ctx, 2, "scale");
@@ -377,6 +384,9 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
   const bool o1 = ctx.has_output(1), o2 = ctx.has_output(2);
   const DataType t0 = ctx.out(0).dtype, t1 = o1 ? ctx.out(1).dtype : ts, t2 = o2 ? ctx.out(2).dtype : ts;
   const bool fast = tdy == tx && t0 == tx && (tx == DataType::kFloat32 || tx == DataType::kFloat64);
+  if (o3 && !fast) ctx.Fail("the dX-sum output (3) needs float32 or float64 dY, X and dX");
+  if (o3 && ctx.out(3).numel() != C) ctx.Fail("the dX-sum output (3) must have C elements");
+  const DataType t3 = o3 ? ctx.out(3).dtype : tx;
   KernelInfo k;
   // Parallel over channels (each channel's statistics and gradients come from one task, in a fixed order:
   // deterministic); a channel's N x S values are gathered into double, as the other kernels here do.
@@ -388,7 +398,8 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
       mu_in = LoadAll(io.in[3], tm, C);
       var_in = LoadAll(io.in[4], tv, C);
     }
-    std::vector<double> db(static_cast<size_t>(C), 0.0), ds(static_cast<size_t>(C), 0.0);
+    std::vector<double> db(static_cast<size_t>(C), 0.0), ds(static_cast<size_t>(C), 0.0), dsum;
+    if (o3) dsum.assign(static_cast<size_t>(C), 0.0);
     if (fast) {
       // float/float64 dY, X and dX: cpu::BatchNormGrad reads the planes in place (vectorized sums, per channel).
       const bool done = DispatchFloat(tx, [&](auto tag) {
@@ -396,21 +407,27 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
         if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
           cpu::BatchNormGrad<T>(N, C, S, static_cast<const T*>(io.in[0]), static_cast<const T*>(io.in[1]), s.data(),
                                 training ? nullptr : mu_in.data(), training ? nullptr : var_in.data(), eps,
-                                static_cast<T*>(io.out[0]), ds.data(), db.data());
+                                static_cast<T*>(io.out[0]), ds.data(), db.data(),
+                                relu ? static_cast<const T*>(io.in[5]) : nullptr, o3 ? dsum.data() : nullptr);
       });
       (void)done;
       if (o1) Store(io.out[1], t1, 0, C, ds.data());
       if (o2) Store(io.out[2], t2, 0, C, db.data());
+      if (o3) Store(io.out[3], t3, 0, C, dsum.data());
       return;
     }
     // Half precision: a channel's N x S values gathered into double.
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, C, 1), [&](const tbb::blocked_range<int64_t>& range) {
-      std::vector<double> x(static_cast<size_t>(N * S)), dy(static_cast<size_t>(N * S));
+      std::vector<double> x(static_cast<size_t>(N * S)), dy(static_cast<size_t>(N * S)), r;
+      if (relu) r.resize(static_cast<size_t>(N * S));
       for (int64_t c = range.begin(); c != range.end(); ++c) {
         for (int64_t b = 0; b < N; ++b) {
           Load(io.in[1], tx, (b * C + c) * S, S, x.data() + b * S);
           Load(io.in[0], tdy, (b * C + c) * S, S, dy.data() + b * S);
+          if (relu) Load(io.in[5], tdy, (b * C + c) * S, S, r.data() + b * S);
         }
+        if (relu)  // ReluGrad's select: dY where R > 0, else 0 (a NaN dY there too)
+          for (size_t j = 0; j < dy.size(); ++j) dy[j] = r[j] > 0 ? dy[j] : 0.0;
         double mu, r;
         if (training) {
           double sum = 0;

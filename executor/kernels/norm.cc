@@ -11,6 +11,7 @@
 #include "cpu_ops/softmax.h"
 #include "cpu_ops/half_convert.h"
 #include "executor/kernel_registry.h"
+#include "graph/grad_context.h"
 #include "graph/infer_util.h"
 
 namespace ot {
@@ -93,8 +94,13 @@ KernelInfo MakeBatchNorm(const KernelContext& ctx) {
   if (dims.size() < 2) ctx.Fail("X must have rank >= 2 (N, C, ...)");
   const double eps = n.attr_float("epsilon", 1e-5f);
   const double momentum = n.attr_float("momentum", 0.9f);
+  // ai.onnxtrain.BatchNormRelu (passes/fuse_batch_norm.h): Relu(BatchNormalization) in one pass, its mode in
+  // training_mode whatever the opset.
+  const bool relu = n.domain == kInternalDomain && n.op_type == "BatchNormRelu";
   bool training;
-  if (n.opset >= 14) {
+  if (relu) {
+    training = n.attr_int("training_mode", 0) != 0;
+  } else if (n.opset >= 14) {
     training = n.attr_int("training_mode", 0) != 0;
   } else if (n.opset >= 7) {
     training = ctx.has_output(1) || ctx.has_output(2) || ctx.has_output(3) || ctx.has_output(4);
@@ -103,10 +109,10 @@ KernelInfo MakeBatchNorm(const KernelContext& ctx) {
   }
   if (ctx.has_output(3) || ctx.has_output(4))
     ctx.Unsupported("the saved_mean/saved_var outputs of BatchNormalization before opset 14");
-  if (n.opset >= 14 && !training && (ctx.has_output(1) || ctx.has_output(2)))
+  if ((n.opset >= 14 || relu) && !training && (ctx.has_output(1) || ctx.has_output(2)))
     ctx.Fail("running_mean/running_var outputs require training_mode = 1");
   // spatial = 0 (opsets 6-8): one statistic per (c, d1, ...): fold the spatial dims into the channels.
-  const bool spatial = n.opset >= 9 || n.attr_int("spatial", 1) != 0;
+  const bool spatial = n.opset >= 9 || relu || n.attr_int("spatial", 1) != 0;
   const int64_t N = dims[0];
   int64_t C = dims[1], S = Prod(dims, 2, dims.size());
   if (!spatial) {
@@ -130,12 +136,12 @@ KernelInfo MakeBatchNorm(const KernelContext& ctx) {
     DispatchFloat(dt, [&](auto tag) {
       using T = decltype(tag);
       if (!training) {
-        cpu::BatchNormApply<T>(N, C, S, io.In<T>(0), scale, bias, rmean, rvar, eps, io.Out<T>(0));
+        cpu::BatchNormApply<T>(N, C, S, io.In<T>(0), scale, bias, rmean, rvar, eps, io.Out<T>(0), relu);
         return;
       }
       std::vector<double> bm(C), bv(C);
       cpu::ChannelMoments<T>(N, C, S, io.In<T>(0), bm.data(), bv.data());
-      cpu::BatchNormApply<T>(N, C, S, io.In<T>(0), scale, bias, bm.data(), bv.data(), eps, io.Out<T>(0));
+      cpu::BatchNormApply<T>(N, C, S, io.In<T>(0), scale, bias, bm.data(), bv.data(), eps, io.Out<T>(0), relu);
       // Running statistics: momentum * running + (1 - momentum) * batch (the batch variance is biased, as in
       // the ONNX reference).
       std::vector<double> o(C);
@@ -325,6 +331,7 @@ void RegisterNormKernels(CpuKernelRegistry& r) {
   r.Register("LogSoftmax", MakeSoftmax);
   r.Register("Hardmax", MakeSoftmax);
   r.Register("BatchNormalization", MakeBatchNorm);
+  r.Register("BatchNormRelu", MakeBatchNorm, kInternalDomain);
   r.Register("LayerNormalization", MakeLayerNorm);
   r.Register("InstanceNormalization", MakeInstanceNorm);
   r.Register("MeanVarianceNormalization", MakeMvn);

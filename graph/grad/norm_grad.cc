@@ -11,8 +11,11 @@
 //     g = dLoss[n, d...] (none), dLoss (sum), dLoss / sum of the weights of non-ignored targets (mean).
 //   LayerNormGrad(dY, X, Scale) {axis, epsilon} -> dX, dScale, dB   (statistics recomputed from X; Scale may be
 //     broadcast to the normalized shape X.shape[axis:], dScale and dB have that shape)
-//   BatchNormGrad(dY, X, scale[, mean, var]) {epsilon, training} -> dX, dScale, dB
-//     training = 1: through the batch statistics; training = 0: mean/var are constants.
+//   BatchNormGrad(dY, X, scale[, mean, var][, R]) {epsilon, training, relu, sum_keepdims} -> dX, dScale, dB[, dXsum]
+//     training = 1: through the batch statistics; training = 0: mean/var are constants. The rule emits the first
+//     three inputs (five in inference) and outputs; passes/fuse_batch_norm.cc folds neighbours in: relu = 1 (dY is
+//     the gradient of R = Relu(Y), input 5, masked as ReluGrad does), dXsum (dX summed over all axes but 1, with
+//     them as 1s when sum_keepdims = 1: the bias gradient of a convolution feeding the norm).
 //   GeluGrad(dY, X) {approximate} -> dX   (dX = dY * Gelu'(X), the formulas above the Gelu rule; dY and X share
 //     one dtype and shape; kernel: executor/kernels/gelu_grad.cc, fp32 math inside for the half types). One fused
 //     op instead of the Erf/Exp (or Tanh) expression so that under AMP (an infer op) the backward of GELU stays in
@@ -89,7 +92,21 @@ void RegisterSchemas(OpRegistry& r) {
   OpSchema bn;
   bn.op_type = "BatchNormGrad";
   bn.domain = kInternalDomain;
-  bn.infer = three;
+  bn.infer = [three](InferContext& ctx) {
+    three(ctx);
+    if (!ctx.has_output(3)) return;
+    const Shape& x = ctx.input_shape(1);
+    Shape s;
+    if (x.known_rank() && x.rank() >= 2) {
+      std::vector<Dim> d{x[1]};
+      if (ctx.node.attr_int("sum_keepdims", 0) != 0) {
+        d.assign(static_cast<size_t>(x.rank()), Dim(1));
+        d[1] = x[1];
+      }
+      s = Shape(d);
+    }
+    ctx.set_output(3, ctx.input_type(1), s);
+  };
   r.Register(bn);
 
   // ai.onnxtrain.Gelu and ai.onnxtrain.LayerNormalization: the ONNX ops (same inference, kernels and gradient

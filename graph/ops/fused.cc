@@ -11,6 +11,9 @@
 // ai.onnxtrain.ConvEpilogue(X, W, B or absent, operands...) -> outputs...: a Conv (its attributes: auto_pad,
 // dilations, group, kernel_shape, pads, strides) with a cluster folded into its epilogue (the same pass): program
 // input 0 is Y = Conv(X, W, B), input i >= 1 the node's input i + 2.
+// ai.onnxtrain.BatchNormRelu(X, scale, B, input_mean, input_var) {epsilon, momentum, training_mode} -> Y,
+// running_mean, running_var: Relu(BatchNormalization(...)) in one pass (passes/fuse_batch_norm.cc, --fuse=lite and
+// full); inputs, outputs and inference as BatchNormalization's (opset >= 14 semantics).
 // Shapes: the domain D is the broadcast of the full inputs' shapes (input instructions without `row`); a full
 // output has D's shape, a row output D's with the last reduce_axes dims 1 or dropped. Output dtypes are those of
 // the stored instructions.
@@ -140,6 +143,13 @@ void RegisterFusedOps(OpRegistry& r) {
   c.domain = kInternalDomain;
   c.infer = InferConvEpilogue;
   r.Register(c);
+  if (const OpSchema* bn = r.Find("", "BatchNormalization")) {
+    OpSchema br = *bn;
+    br.op_type = "BatchNormRelu";
+    br.domain = kInternalDomain;
+    br.min_opset = 1;
+    r.Register(br);
+  }
 }
 
 }  // namespace ot

@@ -1,0 +1,41 @@
+// Batch-norm folds (--fuse=lite and full, before cluster fusion; DESIGN.md "cluster fusion"). XLA reaches the same
+// by expanding batch norm into reductions and elementwise ops and clustering those with their neighbours; here the
+// norm kernels take their elementwise neighbour in, so the value between them is never stored.
+//
+// Rewrites, each giving the separate ops' numbers bit for bit (float types; half Y: see cpu_ops/norm.h):
+//   relu      BatchNormalization(X, ...) -> Y -> Relu -> R, where Relu is Y's only reader and Y is no graph output,
+//             becomes ai.onnxtrain.BatchNormRelu(X, ...) -> R (the statistics outputs stay): Y is neither written
+//             nor read again (2 x Y's bytes of traffic, and its buffer, saved).
+//   relu grad ReluGrad(dR, R) -> dY -> BatchNormGrad(dY, X, ...), dY read by nothing else, becomes BatchNormGrad {relu
+//             = 1}(dR, X, ..., R as input 5): the kernel masks dR itself. R now lives until BatchNormGrad runs; when
+//             ReluGrad was its last reader that holds R's bytes longer, and the fold is refused where the planned
+//             peak plus those bytes would pass memory_budget.
+//   bias sum  ReduceSum(dX, axes = every axis but 1) of BatchNormGrad's dX (a convolution's bias gradient, when the
+//             convolution feeds the norm) becomes BatchNormGrad's output 3 {sum_keepdims}: each plane of dX summed
+//             while in cache, as ReduceSum's kernel sums it (cpu_ops/reduce.h SumRun). Only where that kernel sums
+//             plane by plane: float32/float64, more than one channel, at least 16 elements a plane.
+// The folds are CPU kernels (the Trainer leaves them out on a device, as the epilogues). Each is recorded in the
+// report as a cluster named after the norm node; refusals with their reason.
+#pragma once
+#include "passes/cluster_fusion.h"
+#include "passes/pass.h"
+
+namespace ot {
+
+class BatchNormFoldPass : public Pass {
+ public:
+  // `sizes`: the step's facts for the shapes it will run (executor/fusion.h); `peak`: its planned peak (bytes), the
+  // base of the budget check; `report`: receives the folds (clusters), refusals, saved bytes and fused node count.
+  BatchNormFoldPass(FuseOptions opts, const FusionSizes& sizes, int64_t peak, FusionReport* report)
+      : opts_(std::move(opts)), sizes_(sizes), peak_(peak), report_(report) {}
+  std::string name() const override { return "fuse_batch_norm"; }
+  bool Run(Graph& g) override;
+
+ private:
+  FuseOptions opts_;
+  const FusionSizes& sizes_;
+  int64_t peak_;
+  FusionReport* report_;
+};
+
+}  // namespace ot
