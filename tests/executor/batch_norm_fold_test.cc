@@ -110,16 +110,48 @@ TEST(BatchNormFold, LiteFoldsReluReluGradAndTheBiasSum) {
 
 TEST(BatchNormFold, FullFoldsTheSame) { ExpectSameBits(Shape4{}, "full"); }
 
-TEST(BatchNormFold, Bfloat16FoldsTheReluButNotTheSum) {
+TEST(BatchNormFold, Bfloat16FoldsOnlyTheForwardRelu) {
   Shape4 s;
   s.t = DataType::kBFloat16;
   auto g = Make([&](Graph& g) { Block(g, s); });
   FusionReport r = test::FuseStatic(*g, "lite");
   EXPECT_EQ(Count(*g, "BatchNormRelu"), 1);
-  EXPECT_EQ(Find(*g, "BatchNormGrad")->attr_int("relu", 0), 1);
+  EXPECT_EQ(Find(*g, "BatchNormGrad")->attr_int("relu", 0), 0);
+  EXPECT_EQ(Count(*g, "ReluGrad"), 1);
   EXPECT_EQ(Count(*g, "ReduceSum"), 1);
   EXPECT_TRUE(test::RefusedWith(r, "float32/float64")) << FormatFusionReport(r);
+  EXPECT_TRUE(test::RefusedWith(r, "half dY")) << FormatFusionReport(r);
   ExpectSameBits(s);
+}
+
+// The half kernel's mask (the pass leaves half ReluGrads alone, so the graph is folded by hand): BatchNormGrad {relu}
+// (dR, X, scale, -, -, R) against ReluGrad + BatchNormGrad, the same bits.
+TEST(BatchNormFold, HalfKernelMasksAsReluGrad) {
+  for (DataType t : {DataType::kBFloat16, DataType::kFloat16}) {
+    auto build = [t](bool folded) {
+      return [t, folded](Graph& g) {
+        Value* x = Input(g, "x", {3, 4, 5, 7}, t);
+        Value* dr = Input(g, "dr", {3, 4, 5, 7}, t);
+        Value* r = Emit(g, "Relu", {Input(g, "y", {3, 4, 5, 7}, t)});
+        Value* scale = Weight(g, {4});
+        test::Attrs a{{"epsilon", Attribute::Float(1e-5f)}, {"training", Attribute::Int(1)}};
+        std::vector<Value*> grads;
+        if (folded) {
+          a["relu"] = Attribute::Int(1);
+          grads = Internal(g, "BatchNormGrad", {dr, x, scale, nullptr, nullptr, r}, 3, a);
+        } else {
+          grads = Internal(g, "BatchNormGrad", {Internal(g, "ReluGrad", {dr, r}, 1, {})[0], x, scale}, 3, a);
+        }
+        for (Value* v : grads) g.outputs.push_back(v);
+      };
+    };
+    auto plain = Make(build(false), 3), fused = Make(build(true), 3);
+    const std::map<std::string, Tensor> feeds = test::Feeds(*plain, 4);
+    Executor a(*plain), b(*fused);
+    const std::vector<Tensor> want = a.Run(feeds), got = b.Run(feeds);
+    ASSERT_EQ(want.size(), 3u);
+    for (size_t i = 0; i < want.size(); ++i) test::ExpectClose(got[i], want[i], 0.0, 0.0);
+  }
 }
 
 TEST(BatchNormFold, NoFoldWhenYOrDYIsReadElsewhere) {
