@@ -181,9 +181,9 @@ bool BatchNormFoldPass::Run(Graph& g) {
     if (!sum) continue;
     const DataType t = fx->dims.dtype;
     const int64_t spatial = rank >= 3 ? NumElements(std::vector<int64_t>(d.begin() + 2, d.end())) : 0;
-    const FusionSizes::Facts* fs = facts(sum->outputs[0]);
-    if ((t != DataType::kFloat32 && t != DataType::kFloat64) || fin->dims.dtype != t ||
-        facts(bg->inputs[0])->dims.dtype != t || !fs || fs->dims.dtype != t) {
+    const FusionSizes::Facts *fs = facts(sum->outputs[0]), *fg = facts(bg->inputs[0]);
+    if ((t != DataType::kFloat32 && t != DataType::kFloat64) || fin->dims.dtype != t || !fg || fg->dims.dtype != t ||
+        !fs || fs->dims.dtype != t) {
       refuse(bg, sum, "the channel sum folds for float32/float64 dY, X and dX only");
       continue;
     }
