@@ -7,6 +7,7 @@
 
 #include "graph/infer_util.h"
 #include "graph/grad_context.h"
+#include "passes/fold_report.h"
 #include "passes/fuse_util.h"
 
 namespace ot {
@@ -14,7 +15,6 @@ namespace ot {
 namespace {
 
 bool IsInternal(const Node* n, const char* op) { return n && n->domain == kInternalDomain && n->op_type == op; }
-std::string Label(const Node* n) { return n->op_type + " " + n->name; }
 
 // BatchNormalization's mode as its kernel reads it (executor/kernels/norm.cc), for opsets 9 and later.
 bool Training(const Node* bn) {
@@ -45,47 +45,7 @@ std::optional<std::set<int64_t>> ReduceAxes(const Node* r, int rank) {
 }  // namespace
 
 bool BatchNormFoldPass::Run(Graph& g) {
-  auto facts = [&](const Value* v) -> const FusionSizes::Facts* {
-    auto it = v ? sizes_.values.find(v) : sizes_.values.end();
-    return it == sizes_.values.end() ? nullptr : &it->second;
-  };
-  auto bytes = [&](const Value* v) -> int64_t {
-    const FusionSizes::Facts* f = facts(v);
-    return f ? NumElements(f->dims.dims) * static_cast<int64_t>(SizeOf(f->dims.dtype)) : 0;
-  };
-  auto kernel = [&](const Node* n) { return n && sizes_.kernels.count(n) > 0; };
-  // fused_nodes counts the nodes replaced: both for a node's first fold, one for each later fold into it.
-  auto record = [&](const Node* at, std::vector<std::string> ops, int64_t saved) {
-    FusedCluster fc;
-    fc.name = at->name;
-    fc.ops = std::move(ops);
-    for (const Value* v : at->inputs)
-      if (v) {
-        ++fc.inputs;
-        fc.input_bytes += bytes(v);
-      }
-    for (const Value* v : at->outputs)
-      if (v) {
-        ++fc.outputs;
-        fc.output_bytes += bytes(v);
-      }
-    fc.saved_bytes = saved;
-    report_->saved_bytes += saved;
-    // One entry per norm node: a later fold into the same node extends it.
-    for (FusedCluster& c : report_->clusters)
-      if (c.name == fc.name) {
-        c.ops.insert(c.ops.end(), fc.ops.begin() + 1, fc.ops.end());
-        c.inputs = fc.inputs, c.outputs = fc.outputs, c.input_bytes = fc.input_bytes, c.output_bytes = fc.output_bytes;
-        c.saved_bytes += saved;
-        report_->fused_nodes += 1;
-        return;
-      }
-    report_->fused_nodes += 2;
-    report_->clusters.push_back(std::move(fc));
-  };
-  auto refuse = [&](const Node* a, const Node* b, const std::string& why) {
-    report_->refused.push_back({a->name, b->name, "batch norm: " + why});
-  };
+  FoldReport rep(sizes_, report_, "batch norm");
   std::unordered_map<const Node*, size_t> pos;
   for (const auto& n : g.nodes()) pos.emplace(n.get(), pos.size());
 
@@ -94,16 +54,16 @@ bool BatchNormFoldPass::Run(Graph& g) {
   for (const auto& n : g.nodes()) nodes.push_back(n.get());
   for (Node* bn : nodes) {
     // relu: BatchNormalization -> Relu.
-    if (!fuse::IsOp(bn, "BatchNormalization") || !kernel(bn) || bn->opset < 9 || bn->has_output(3) ||
+    if (!fuse::IsOp(bn, "BatchNormalization") || !rep.kernel(bn) || bn->opset < 9 || bn->has_output(3) ||
         bn->has_output(4))
       continue;
     Value* y = bn->outputs[0];
     if (!fuse::Private(g, y)) continue;
     Node* relu = y->uses[0].node;
-    if (!fuse::IsOp(relu, "Relu") || !kernel(relu)) continue;
+    if (!fuse::IsOp(relu, "Relu") || !rep.kernel(relu)) continue;
     Value* r = relu->outputs[0];
     const bool training = Training(bn);
-    const std::string relu_label = Label(relu);
+    const std::string relu_label = FoldReport::Label(relu);
     g.RemoveNode(relu);
     bn->op_type = "BatchNormRelu";
     bn->domain = kInternalDomain;
@@ -115,23 +75,23 @@ bool BatchNormFoldPass::Run(Graph& g) {
     r->producer_output = 0;
     y->producer = nullptr;
     if (!g.opset_imports.count(kInternalDomain)) g.opset_imports[kInternalDomain] = 1;
-    record(bn, {"BatchNormalization " + bn->name, relu_label}, 2 * bytes(y));
+    rep.Record(bn, {"BatchNormalization " + bn->name, relu_label}, 2 * rep.bytes(y));
     changed = true;
   }
 
   for (Node* bg : nodes) {
-    if (!IsInternal(bg, "BatchNormGrad") || !kernel(bg) || bg->attr_int("relu", 0) != 0) continue;
+    if (!IsInternal(bg, "BatchNormGrad") || !rep.kernel(bg) || bg->attr_int("relu", 0) != 0) continue;
     const bool training = bg->attr_int("training", 1) != 0;
     // relu grad: ReluGrad -> BatchNormGrad's dY.
     Value* dy = bg->inputs[0];
     Node* rg = dy ? dy->producer : nullptr;
-    if (IsInternal(rg, "ReluGrad") && kernel(rg) && fuse::Private(g, dy)) {
+    if (IsInternal(rg, "ReluGrad") && rep.kernel(rg) && fuse::Private(g, dy)) {
       Value *dr = rg->inputs[0], *r = rg->inputs[1];
-      const FusionSizes::Facts *fd = facts(dy), *fdr = facts(dr), *fr = facts(r);
+      const FusionSizes::Facts *fd = rep.facts(dy), *fdr = rep.facts(dr), *fr = rep.facts(r);
       const bool half = fd && fd->dims.dtype != DataType::kFloat32 && fd->dims.dtype != DataType::kFloat64;
       if (half) {
-        refuse(rg, bg, "half dY: BatchNormGrad's half kernel widens its planes element by element, and a third "
-                       "one (R) costs more than ReluGrad's pass (bf16 CNN step 0.99x)");
+        rep.Refuse(rg, bg, "half dY: BatchNormGrad's half kernel widens its planes element by element, and a third "
+                           "one (R) costs more than ReluGrad's pass (bf16 CNN step 0.99x)");
       } else if (fd && fdr && fr && fdr->dims.dims == fd->dims.dims && fr->dims.dims == fd->dims.dims &&
                  fdr->dims.dtype == fd->dims.dtype && fr->dims.dtype == fd->dims.dtype) {
         // R held from its last reader until BatchNormGrad (dR takes dY's place over that interval).
@@ -140,14 +100,14 @@ bool BatchNormFoldPass::Run(Graph& g) {
           bool later = false;
           for (const Use& u : r->uses)
             if (u.node != rg && pos[u.node] > pos[bg]) later = true;
-          if (!later) extended = bytes(r);
+          if (!later) extended = rep.bytes(r);
         }
         if (opts_.memory_budget > 0 && extended > 0 && peak_ + extended > opts_.memory_budget) {
-          refuse(rg, bg, "keeping Relu's output alive until BatchNormGrad (+" + std::to_string(extended) +
-                             " bytes) would pass the memory budget");
+          rep.Refuse(rg, bg, "keeping Relu's output alive until BatchNormGrad (+" + std::to_string(extended) +
+                                 " bytes) would pass the memory budget");
         } else {
           peak_ += extended;
-          const std::string rg_label = Label(rg);
+          const std::string rg_label = FoldReport::Label(rg);
           g.RemoveNode(rg);
           g.SetInput(bg, 0, dr);
           if (training) {  // inputs 3, 4 (the given statistics of inference) stay absent
@@ -157,7 +117,7 @@ bool BatchNormFoldPass::Run(Graph& g) {
           g.SetInput(bg, 5, r);
           bg->attrs["relu"] = Attribute::Int(1);
           dy->producer = nullptr;
-          record(bg, {"BatchNormGrad " + bg->name, rg_label}, 2 * bytes(dy));
+          rep.Record(bg, {"BatchNormGrad " + bg->name, rg_label}, 2 * rep.bytes(dy));
           changed = true;
         }
       }
@@ -165,13 +125,13 @@ bool BatchNormFoldPass::Run(Graph& g) {
 
     // bias sum: ReduceSum of dX over every axis but the channels.
     Value* dx = bg->outputs[0];
-    const FusionSizes::Facts *fx = facts(dx), *fin = facts(bg->inputs[1]);
+    const FusionSizes::Facts *fx = rep.facts(dx), *fin = rep.facts(bg->inputs[1]);
     if (!fx || !fin || bg->has_output(3)) continue;
     const std::vector<int64_t>& d = fx->dims.dims;
     const int rank = static_cast<int>(d.size());
     Node* sum = nullptr;
     for (const Use& u : dx->uses)
-      if (fuse::IsOp(u.node, "ReduceSum") && u.input_index == 0 && kernel(u.node) && !sum) {
+      if (fuse::IsOp(u.node, "ReduceSum") && u.input_index == 0 && rep.kernel(u.node) && !sum) {
         std::optional<std::set<int64_t>> axes = ReduceAxes(u.node, rank);
         std::set<int64_t> want;
         for (int a = 0; a < rank; ++a)
@@ -181,27 +141,27 @@ bool BatchNormFoldPass::Run(Graph& g) {
     if (!sum) continue;
     const DataType t = fx->dims.dtype;
     const int64_t spatial = rank >= 3 ? NumElements(std::vector<int64_t>(d.begin() + 2, d.end())) : 0;
-    const FusionSizes::Facts *fs = facts(sum->outputs[0]), *fg = facts(bg->inputs[0]);
+    const FusionSizes::Facts *fs = rep.facts(sum->outputs[0]), *fg = rep.facts(bg->inputs[0]);
     if ((t != DataType::kFloat32 && t != DataType::kFloat64) || fin->dims.dtype != t || !fg || fg->dims.dtype != t ||
         !fs || fs->dims.dtype != t) {
-      refuse(bg, sum, "the channel sum folds for float32/float64 dY, X and dX only");
+      rep.Refuse(bg, sum, "the channel sum folds for float32/float64 dY, X and dX only");
       continue;
     }
     if (d[1] < 2 || spatial < 16) {
-      refuse(bg, sum, "ReduceSum sums " + DimsToString(d) +
-                          " in another order than plane by plane (one channel, or planes under 16 elements)");
+      rep.Refuse(bg, sum, "ReduceSum sums " + DimsToString(d) +
+                              " in another order than plane by plane (one channel, or planes under 16 elements)");
       continue;
     }
     Value* out = sum->outputs[0];
     const bool keepdims = sum->attr_int("keepdims", 1) != 0;
-    const std::string sum_label = Label(sum);
+    const std::string sum_label = FoldReport::Label(sum);
     g.RemoveNode(sum);
     if (bg->outputs.size() < 4) bg->outputs.resize(4, nullptr);
     bg->outputs[3] = out;
     out->producer = bg;
     out->producer_output = 3;
     bg->attrs["sum_keepdims"] = Attribute::Int(keepdims ? 1 : 0);
-    record(bg, {"BatchNormGrad " + bg->name, sum_label}, bytes(dx));
+    rep.Record(bg, {"BatchNormGrad " + bg->name, sum_label}, rep.bytes(dx));
     changed = true;
   }
   return changed;
