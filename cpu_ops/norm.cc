@@ -137,6 +137,11 @@ OT_VEC_CLONES void LayerNormRowsF32(int64_t r0, int64_t r1, int64_t cols, const 
   }
 }
 
+// s = a + b in float (Add's kernel: the same bits); s may alias a or b.
+OT_VEC_CLONES void AddF32(const float* a, const float* b, float* s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) s[i] = a[i] + b[i];
+}
+
 // One pass over a plane of x and g (as LaneShiftedMoments: eight lanes, a fixed fold, the tail in order), d = x -
 // shift: m[0] += sum d, m[1] += sum d^2, m[2] += sum g, m[3] += sum g d. kMask: g is a Relu's dY, masked by its
 // output r (g where r > 0, else 0: ReluGrad's select), so the masked gradient is never stored.
@@ -323,10 +328,12 @@ void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* 
 // LayerNorm of float rows, or of half rows of up to kHalfRowChunk: the parameters widened to double once in the
 // normalized order, the rows by LayerNormRowsF32; half rows in chunks widened to float on the stack (exact), y
 // rounded once to T.
+// residual (float only, or null): the rows normalized are x + residual, written to sum_out first (Add's float add)
+// one block of rows at a time, so the block is normalized while in cache.
 template <typename T>
 void LayerNormFloatRows(int64_t rows, int64_t cols, const T* x, const T* scale, const T* bias,
                         const std::vector<int64_t>& scale_idx, const std::vector<int64_t>& bias_idx, double eps, T* y,
-                        float* mean_out, float* invstd_out) {
+                        float* mean_out, float* invstd_out, const T* residual = nullptr, T* sum_out = nullptr) {
   std::vector<double> sd(static_cast<size_t>(cols)), bd(static_cast<size_t>(cols), 0.0);
   for (int64_t j = 0; j < cols; ++j) {
     sd[j] = static_cast<double>(static_cast<float>(scale[scale_idx.empty() ? j : scale_idx[j]]));
@@ -338,7 +345,13 @@ void LayerNormFloatRows(int64_t rows, int64_t cols, const T* x, const T* scale, 
       tbb::blocked_range<int64_t>(0, rows, Grain(cols)),
       [&](const tbb::blocked_range<int64_t>& br) {
         if constexpr (std::is_same_v<T, float>) {
-          LayerNormRowsF32(br.begin(), br.end(), cols, x, sd.data(), bs, eps, y, mean_out, invstd_out);
+          const float* rows_in = x;
+          if (residual) {
+            const int64_t o = br.begin() * cols;
+            AddF32(x + o, residual + o, sum_out + o, (br.end() - br.begin()) * cols);
+            rows_in = sum_out;
+          }
+          LayerNormRowsF32(br.begin(), br.end(), cols, rows_in, sd.data(), bs, eps, y, mean_out, invstd_out);
         } else {
           const int64_t chunk = std::max<int64_t>(1, kHalfRowChunk / cols);
           for (int64_t c0 = br.begin(); c0 < br.end(); c0 += chunk) {
@@ -385,6 +398,13 @@ void LayerNorm(int64_t rows, int64_t cols, const T* x, const T* scale, const T* 
     if (mean_out) mean_out[r] = static_cast<float>(m);
     if (invstd_out) invstd_out[r] = static_cast<float>(inv);
   });
+}
+
+void ResidualLayerNormF32(int64_t rows, int64_t cols, const float* x, const float* residual, const float* scale,
+                          const float* bias, const std::vector<int64_t>& scale_idx,
+                          const std::vector<int64_t>& bias_idx, double eps, float* sum, float* y, float* mean_out,
+                          float* invstd_out) {
+  LayerNormFloatRows(rows, cols, x, scale, bias, scale_idx, bias_idx, eps, y, mean_out, invstd_out, residual, sum);
 }
 
 template <typename T>

@@ -50,6 +50,14 @@ void LayerNorm(int64_t rows, int64_t cols, const T* x, const T* scale, const T* 
                const std::vector<int64_t>& scale_idx, const std::vector<int64_t>& bias_idx, double eps, T* y,
                float* mean_out, float* invstd_out);
 
+// The residual fold of passes/fuse_residual_norm.h: sum = x + residual (float adds, as Add), then y = LayerNorm of
+// sum, as LayerNorm<float> gives it, one block of rows at a time while the block is in cache. sum may alias x or
+// residual; y may not alias any input.
+void ResidualLayerNormF32(int64_t rows, int64_t cols, const float* x, const float* residual, const float* scale,
+                          const float* bias, const std::vector<int64_t>& scale_idx,
+                          const std::vector<int64_t>& bias_idx, double eps, float* sum, float* y, float* mean_out,
+                          float* invstd_out);
+
 // InstanceNormalization of x [n, c, spatial] with scale[c], bias[c].
 template <typename T>
 void InstanceNorm(int64_t n, int64_t c, int64_t spatial, const T* x, const T* scale, const T* bias, double eps,

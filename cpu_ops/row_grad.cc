@@ -31,7 +31,7 @@ using row_stats::Fold8;
 // no serial chain through one accumulator, and x, dy are read once where four passes read them before).
 OT_VEC_CLONES void LayerNormGradRow(int64_t cols, const float* dy, const float* x, const double* __restrict s, double mu,
                                     double r, float* dx, double* __restrict xh, double* __restrict g,
-                                    double* __restrict ds, double* __restrict db) {
+                                    double* __restrict ds, double* __restrict db, const float* add) {
   // Eight lanes as two explicit vectors of four doubles (GCC's SLP does not vectorize this loop body by itself);
   // lane l takes the elements j = l mod 8, folded by Fold8 -- one fixed order in every clone.
   using row_stats::D4;
@@ -72,7 +72,13 @@ OT_VEC_CLONES void LayerNormGradRow(int64_t cols, const float* dy, const float* 
   }
   const double inv = 1.0 / static_cast<double>(cols);
   const double mg = tg * inv, mgx = tgx * inv;
-  for (j = 0; j < cols; ++j) dx[j] = static_cast<float>(r * (g[j] - mg - xh[j] * mgx));
+  if (add) {
+    // Sum's float add of the rounded dx and the addend (a + b == b + a in IEEE): the unfused bits. add[j] is read
+    // at the element it writes, so dx may alias add.
+    for (j = 0; j < cols; ++j) dx[j] = static_cast<float>(r * (g[j] - mg - xh[j] * mgx)) + add[j];
+  } else {
+    for (j = 0; j < cols; ++j) dx[j] = static_cast<float>(r * (g[j] - mg - xh[j] * mgx));
+  }
 }
 
 // The rows' statistics (cpu_ops/row_stats.h: the forward's own), in this file's clones.
@@ -221,7 +227,7 @@ struct FloatChunk {
 // rounded once to T (cols <= kHalfChunkFloats).
 template <typename T>
 void LayerNormGradT(int64_t rows, int64_t cols, const T* dy, const T* x, const double* scale, const float* mean,
-                    const float* invstd, double eps, T* dx, double* dscale, double* dbias) {
+                    const float* invstd, double eps, T* dx, double* dscale, double* dbias, const float* addend) {
   constexpr bool kHalf = !std::is_same_v<T, float>;
   std::fill(dscale, dscale + cols, 0.0);
   std::fill(dbias, dbias + cols, 0.0);
@@ -255,7 +261,7 @@ void LayerNormGradT(int64_t rows, int64_t cols, const T* dy, const T* x, const d
             }
             for (int64_t r = 0; r < r1 - r0; ++r)
               LayerNormGradRow(cols, dys + r * cols, xs + r * cols, scale, mus[r], ris[r], dxs + r * cols, xh.data(),
-                               g.data(), ds, db);
+                               g.data(), ds, db, addend ? addend + (r0 + r) * cols : nullptr);
             c.Store(dx + r0 * cols, n);
           }
         }
@@ -301,14 +307,15 @@ void SoftmaxGradT(int64_t rows, int64_t len, const T* dy, const T* y, T* dx) {
 }  // namespace
 
 void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* x, const double* scale,
-                      const float* mean, const float* invstd, double eps, float* dx, double* dscale, double* dbias) {
-  LayerNormGradT(rows, cols, dy, x, scale, mean, invstd, eps, dx, dscale, dbias);
+                      const float* mean, const float* invstd, double eps, float* dx, double* dscale, double* dbias,
+                      const float* addend) {
+  LayerNormGradT(rows, cols, dy, x, scale, mean, invstd, eps, dx, dscale, dbias, addend);
 }
 
 template <typename T>
 void LayerNormGradHalf(int64_t rows, int64_t cols, const T* dy, const T* x, const double* scale, const float* mean,
                        const float* invstd, double eps, T* dx, double* dscale, double* dbias) {
-  LayerNormGradT(rows, cols, dy, x, scale, mean, invstd, eps, dx, dscale, dbias);
+  LayerNormGradT(rows, cols, dy, x, scale, mean, invstd, eps, dx, dscale, dbias, nullptr);
 }
 template void LayerNormGradHalf(int64_t, int64_t, const float16*, const float16*, const double*, const float*,
                                 const float*, double, float16*, double*, double*);

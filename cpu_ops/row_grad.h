@@ -19,9 +19,11 @@ namespace ot::cpu {
 //   dx = r (g - mean(g) - xhat mean(g xhat)),  dscale[j] = sum over rows of dy xhat,  dbias[j] = sum of dy.
 // `scale` has cols elements (its broadcast already resolved). mean/invstd: the forward's per-row statistics, or
 // both null to compute them from x (mean, biased variance, r = 1 / sqrt(var + eps)). dscale/dbias (cols doubles
-// each) are written. dx may alias dy or x.
+// each) are written. dx may alias dy or x. addend (rows x cols, or null): dx = float(that dx) + addend, the float
+// add of a Sum taking the gradient in (the residual fold, passes/fuse_residual_norm.h); dx may alias it.
 void LayerNormGradF32(int64_t rows, int64_t cols, const float* dy, const float* x, const double* scale,
-                      const float* mean, const float* invstd, double eps, float* dx, double* dscale, double* dbias);
+                      const float* mean, const float* invstd, double eps, float* dx, double* dscale, double* dbias,
+                      const float* addend = nullptr);
 
 // Softmax backward along contiguous rows of `len`: dx = y (dy - sum(dy y)) in float (above). dx may alias dy or y.
 void SoftmaxGradF32(int64_t rows, int64_t len, const float* dy, const float* y, float* dx);

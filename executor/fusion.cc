@@ -8,6 +8,7 @@
 #include "executor/plan.h"
 #include "passes/fuse_batch_norm.h"
 #include "passes/fuse_epilogue.h"
+#include "passes/fuse_residual_norm.h"
 #include "passes/rematerialize.h"
 #include "graph/error.h"
 
@@ -48,14 +49,16 @@ FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std
     return pass.report();
   }
   std::unique_ptr<Plan> plan = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true);
-  // Batch-norm folds first (they take Relu and ReluGrad, which clusters would otherwise claim), then the clusters
-  // are sized on the plan of the folded step.
+  // Norm folds first (they take Relu, ReluGrad and the residual sums, which clusters would otherwise claim), then
+  // the clusters are sized on the plan of the folded step.
   FusionReport folds;
   bool folded = false;
   const int64_t unfused_peak = plan->memory_plan().peak_live_bytes;
   if (opts.norm_folds) {
     const FusionSizes sizes0 = SizesFromPlan(g, *plan);
-    folded = BatchNormFoldPass(opts, sizes0, unfused_peak, &folds).Run(g);
+    BatchNormFoldPass bn(opts, sizes0, unfused_peak, &folds);
+    folded = bn.Run(g);
+    folded = ResidualNormFoldPass(opts, sizes0, bn.peak(), &folds).Run(g) || folded;
     if (folded) plan = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true);
   }
   const FusionSizes sizes = SizesFromPlan(g, *plan);

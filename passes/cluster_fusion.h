@@ -45,7 +45,9 @@ struct FuseOptions {
   } limits;
   double margin = 0.1;          // a merge may touch this much more than its parts
   bool epilogues = true;        // full: also fold clusters into GEMM and conv epilogues (passes/fuse_epilogue.h)
-  bool norm_folds = true;       // lite, full: fold Relu and bias sums into batch norm (passes/fuse_batch_norm.h)
+  // lite, full: fold Relu and bias sums into batch norm, residual sums into layer norm (passes/fuse_batch_norm.h,
+  // passes/fuse_residual_norm.h)
+  bool norm_folds = true;
 };
 
 // Parses "off"/"lite"/"full"; throws Error naming the value otherwise.
@@ -71,6 +73,9 @@ struct FusionSizes {
 };
 
 struct FusedCluster {
+  // "cluster": a FusedElementwise node (or, under full, an epilogue); "fold": ops taken into a norm kernel
+  // (passes/fold_report.h), named after the norm node, its outputs those of the norm.
+  std::string kind = "cluster";
   std::string name;                  // the FusedElementwise node
   std::vector<std::string> ops;      // "Op node-name" of each member
   int inputs = 0, outputs = 0;

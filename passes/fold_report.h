@@ -32,6 +32,7 @@ class FoldReport {
   // replaced: both for a node's first fold, one for each later fold into it.
   void Record(const Node* at, std::vector<std::string> ops, int64_t saved) {
     FusedCluster fc;
+    fc.kind = "fold";
     fc.name = at->name;
     fc.ops = std::move(ops);
     for (const Value* v : at->inputs)

@@ -46,8 +46,9 @@ std::optional<std::set<int64_t>> ReduceAxes(const Node* r, int rank) {
 
 bool BatchNormFoldPass::Run(Graph& g) {
   FoldReport rep(sizes_, report_, "batch norm");
+  // Positions in the executor's order (the node list need not be one: pattern fusion appends its nodes).
   std::unordered_map<const Node*, size_t> pos;
-  for (const auto& n : g.nodes()) pos.emplace(n.get(), pos.size());
+  for (const Node* n : g.TopologicalOrder()) pos.emplace(n, pos.size());
 
   bool changed = false;
   std::vector<Node*> nodes;

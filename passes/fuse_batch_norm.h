@@ -31,6 +31,7 @@ class BatchNormFoldPass : public Pass {
       : opts_(std::move(opts)), sizes_(sizes), peak_(peak), report_(report) {}
   std::string name() const override { return "fuse_batch_norm"; }
   bool Run(Graph& g) override;
+  int64_t peak() const { return peak_; }  // the base plus the bytes the folds made live longer
 
  private:
   FuseOptions opts_;

@@ -53,6 +53,8 @@ KernelInfo LayerNormKernel(const KernelContext& ctx) {
 KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
   const FloatType xt = DeviceFloatType(ctx, ctx.in(1).dtype, "LayerNormGrad");
+  // The residual fold (passes/fuse_residual_norm.h) is a CPU kernel; the Trainer leaves it out on a device.
+  if (ctx.has_input(5)) ctx.Unsupported("an addend G (input 5: the CPU residual fold)");
   if (ctx.in(0).dtype != ctx.in(1).dtype || ctx.out(0).dtype != ctx.in(1).dtype)
     ctx.Unsupported("dY/dX of a dtype other than X's");
   const FloatType pt = DeviceFloatType(ctx, ctx.in(2).dtype, "LayerNormGrad scale");

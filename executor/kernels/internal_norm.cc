@@ -232,9 +232,10 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
 // For each group (a set of `cnt` elements with statistics mu, r = 1/sqrt(var + eps)), xhat = (x - mu) r,
 // g = dy * s: dx = r (g - mean(g) - xhat mean(g xhat)).
 
-// ---- LayerNormGrad(dY, X, Scale[, Mean, InvStdDev]) -> dX, dScale, dB ----------------------------------------
+// ---- LayerNormGrad(dY, X, Scale[, Mean, InvStdDev][, G]) -> dX, dScale, dB --------------------------------------
 // With the forward's saved Mean and InvStdDev (float32, one per row: LayerNormalization's outputs 1 and 2) the
-// statistics are read instead of recomputed from X.
+// statistics are read instead of recomputed from X. G (input 5, float32 only): the residual fold of
+// passes/fuse_residual_norm.h, dX = (the gradient, rounded) + G, as Sum adds them.
 
 KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
@@ -258,6 +259,7 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
                  " elements, expected " + std::to_string(rows) + " (one per normalized row)");
     }
   }
+  const bool addend = ctx.has_input(5);
   const DataType tmean = saved ? ctx.in(3).dtype : DataType::kFloat32, tinv = saved ? ctx.in(4).dtype : tmean;
   // sidx[j]: the Scale element of normalized element j (Scale broadcast, numpy-style, to X.shape[axis:]).
   const std::vector<int64_t> nd(dims.begin() + axis, dims.end()), pd = ctx.in(2).dims;
@@ -288,6 +290,8 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   const DataType t0 = ctx.out(0).dtype, t1 = o1 ? ctx.out(1).dtype : ts, t2 = o2 ? ctx.out(2).dtype : ts;
   const bool stats32 = !saved || (tmean == DataType::kFloat32 && tinv == DataType::kFloat32);
   const bool fast = tdy == DataType::kFloat32 && tx == DataType::kFloat32 && t0 == DataType::kFloat32 && stats32;
+  if (addend && (!fast || ctx.in(5).dtype != DataType::kFloat32 || ctx.in(5).dims != dims))
+    ctx.Fail("G (input 5) needs float32 dY, X, dX and statistics, and G of X's shape");
   // Half rows (AMP): the float rows on widened blocks, dX rounded once (cpu_ops/row_grad.h).
   const bool half = tdy == tx && tx == t0 && (t0 == DataType::kFloat16 || t0 == DataType::kBFloat16) && stats32 &&
                     cols <= cpu::kHalfRowChunk;
@@ -300,7 +304,7 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
       // float32 rows: cpu_ops/row_grad's parallel, vectorized form of the loop below.
       cpu::LayerNormGradF32(rows, cols, io.In<float>(0), io.In<float>(1), s.data(),
                             saved ? io.In<float>(3) : nullptr, saved ? io.In<float>(4) : nullptr, eps,
-                            io.Out<float>(0), ds.data(), db.data());
+                            io.Out<float>(0), ds.data(), db.data(), addend ? io.In<float>(5) : nullptr);
       if (o1) Store(io.out[1], t1, 0, cols, ds.data());
       if (o2) Store(io.out[2], t2, 0, cols, db.data());
       return;
@@ -350,6 +354,7 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
     if (o1) Store(io.out[1], t1, 0, cols, ds.data());
     if (o2) Store(io.out[2], t2, 0, cols, db.data());
   };
+  if (addend) AllowInPlace(k, ctx, 0, 5);  // each row's G[j] is read where its dX[j] is written
   return k;
 }
 

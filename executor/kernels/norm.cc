@@ -206,6 +206,21 @@ KernelInfo MakeLayerNorm(const KernelContext& ctx) {
   const std::vector<int64_t> bidx = ctx.has_input(2) ? ParamIndex(ctx, nd, ctx.in(2).dims) : std::vector<int64_t>{};
   const bool has_b = ctx.has_input(2), om = ctx.has_output(1), oi = ctx.has_output(2);
   const double eps = n.attr_float("epsilon", 1e-5f);
+  if (n.domain == kInternalDomain && n.op_type == "ResidualLayerNorm") {
+    // The residual fold (passes/fuse_residual_norm.h): S = X + R, Y = LayerNorm(S), float32 only.
+    if (dt != DataType::kFloat32) ctx.Unsupported("ResidualLayerNorm of " + DataTypeName(dt) + " (float32 only)");
+    if (!ctx.has_input(3) || ctx.in(3).dtype != dt || ctx.in(3).dims != dims)
+      ctx.Fail("R (input 3) must have X's dtype and shape");
+    if (!ctx.has_output(3)) ctx.Fail("S (output 3, X + R) must be present");
+    KernelInfo k{[=](const KernelIO& io) {
+      cpu::ResidualLayerNormF32(rows, cols, io.In<float>(0), io.In<float>(3), io.In<float>(1),
+                                has_b ? io.In<float>(2) : nullptr, sidx, bidx, eps, io.Out<float>(3),
+                                io.Out<float>(0), om ? io.Out<float>(1) : nullptr, oi ? io.Out<float>(2) : nullptr);
+    }};
+    AllowInPlace(k, ctx, 3, 0);  // S[i] = X[i] + R[i]: each read before its element is written
+    AllowInPlace(k, ctx, 3, 3);
+    return k;
+  }
   return {[=](const KernelIO& io) {
     DispatchFloat(dt, [&](auto tag) {
       using T = decltype(tag);
@@ -332,6 +347,7 @@ void RegisterNormKernels(CpuKernelRegistry& r) {
   r.Register("Hardmax", MakeSoftmax);
   r.Register("BatchNormalization", MakeBatchNorm);
   r.Register("BatchNormRelu", MakeBatchNorm, kInternalDomain);
+  r.Register("ResidualLayerNorm", MakeLayerNorm, kInternalDomain);
   r.Register("LayerNormalization", MakeLayerNorm);
   r.Register("InstanceNormalization", MakeInstanceNorm);
   r.Register("MeanVarianceNormalization", MakeMvn);

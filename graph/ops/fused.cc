@@ -14,6 +14,9 @@
 // ai.onnxtrain.BatchNormRelu(X, scale, B, input_mean, input_var) {epsilon, momentum, training_mode} -> Y,
 // running_mean, running_var: Relu(BatchNormalization(...)) in one pass (passes/fuse_batch_norm.cc, --fuse=lite and
 // full); inputs, outputs and inference as BatchNormalization's (opset >= 14 semantics).
+// ai.onnxtrain.ResidualLayerNorm(X, Scale, B, R) {axis, epsilon, stash_type} -> Y, Mean, InvStdDev, S: S = X + R
+// (the residual Add), Y = LayerNormalization(S, Scale, B) in one pass over each block of rows
+// (passes/fuse_residual_norm.cc, --fuse=lite and full); outputs 0-2 as LayerNormalization's, S like X.
 // Shapes: the domain D is the broadcast of the full inputs' shapes (input instructions without `row`); a full
 // output has D's shape, a row output D's with the last reduce_axes dims 1 or dropped. Output dtypes are those of
 // the stored instructions.
@@ -143,6 +146,22 @@ void RegisterFusedOps(OpRegistry& r) {
   c.domain = kInternalDomain;
   c.infer = InferConvEpilogue;
   r.Register(c);
+  if (const OpSchema* ln = r.Find("", "LayerNormalization")) {
+    OpSchema rl = *ln;
+    rl.op_type = "ResidualLayerNorm";
+    rl.domain = kInternalDomain;
+    rl.min_opset = 1;
+    rl.recompute_cheap = false;  // a copy computing Y alone would need S (rematerialize.h)
+    rl.trailing_outputs_optional = false;
+    rl.grad = nullptr;  // made after autodiff
+    rl.fusible = FusibleKind::kOpaque;
+    rl.lower = nullptr;
+    rl.infer = [base = ln->infer](InferContext& ctx) {
+      base(ctx);
+      if (ctx.has_output(3)) ctx.set_output(3, ctx.input_type(0), ctx.input_shape(0));
+    };
+    r.Register(rl);
+  }
   if (const OpSchema* bn = r.Find("", "BatchNormalization")) {
     OpSchema br = *bn;
     br.op_type = "BatchNormRelu";

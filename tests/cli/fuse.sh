@@ -36,7 +36,15 @@ for m in ["lite", "full"]:
         check(set(c) >= {"name", "ops", "inputs", "outputs", "input_bytes", "output_bytes", "saved_bytes"}, f"{m}: keys {set(c)}")
         check(len(c["ops"]) >= 2 and c["inputs"] + c["outputs"] <= 64, f"{m}: cluster {c['name']} size")
         check(c["saved_bytes"] > 0, f"{m}: cluster {c['name']} saved nothing")
-        if m == "lite": check(c["outputs"] == 1, f"lite cluster with {c['outputs']} outputs")
+        check(c.get("kind") in ("cluster", "fold"), f"{m}: cluster {c['name']} kind {c.get('kind')}")
+        if m == "lite" and c.get("kind") == "cluster":
+            check(c["outputs"] == 1, f"lite cluster with {c['outputs']} outputs")
+    # The residual folds (passes/fuse_residual_norm.h): each block's two norms, forward and backward.
+    folds = [c["ops"] for c in f["clusters"] if c.get("kind") == "fold"]
+    check(sum(1 for o in folds if o[0].startswith("LayerNormalization ") and o[1].startswith("Add ")) == 4,
+          f"{m}: residual Add folds {folds}")
+    check(sum(1 for o in folds if o[0].startswith("LayerNormGrad ") and o[1].startswith("Sum ")) == 4,
+          f"{m}: residual Sum folds {folds}")
     check(f["saved_bytes"] == sum(c["saved_bytes"] for c in f["clusters"]), f"{m}: saved_bytes is not the clusters' sum")
     check(all(x["reason"] for x in f["refused"]), f"{m}: a refusal without a reason")
     check(f["fused_ops"] == sum(len(c["ops"]) for c in f["clusters"]), f"{m}: fused_ops")

@@ -37,7 +37,8 @@ TEST_P(FusionExamples, LiteAndFullMatchOffAtEveryStep) {
   for (const char* mode : {"lite", "full"}) {
     SCOPED_TRACE(ex.dir + " --fuse=" + mode);
     const ExampleRun fused = Train(ex.dir, ex.optimizer, mode, ex.steps, DataType::kUndefined);
-    // The transformer has elementwise work outside its fused ops (attention scaling and masking, residual sums);
+    // The transformer has elementwise work outside its fused ops (attention scaling and masking, residual sums,
+    // which its layer norms take in: passes/fuse_residual_norm.h);
     // in the MLP every elementwise op left after pattern fusion is a Relu whose output the backward's ReluGrad
     // reads, so fusing the two would put the layers between them on a cycle: nothing to fuse there. In the CNN the
     // batch norms take them in (passes/fuse_batch_norm.h): each Relu, each ReluGrad and the conv bias sums.
@@ -64,6 +65,16 @@ TEST_P(FusionExamples, LiteAndFullMatchOffAtEveryStep) {
         }
       EXPECT_EQ(forward, 2) << FormatFusionReport(fused.fusion);
       EXPECT_EQ(backward, 2) << FormatFusionReport(fused.fusion);
+      // The residual stream: Add -> LayerNormalization at every norm but the first (whose Add broadcasts the
+      // positions), and LayerNormGrad -> Sum at the four in the blocks (the final norm's dX has other readers).
+      int adds = 0, sums = 0;
+      for (const FusedCluster& c : fused.fusion.clusters) {
+        if (c.kind != "fold" || c.ops.size() != 2) continue;
+        adds += c.ops[0].rfind("LayerNormalization ", 0) == 0 && c.ops[1].rfind("Add ", 0) == 0;
+        sums += c.ops[0].rfind("LayerNormGrad ", 0) == 0 && c.ops[1].rfind("Sum ", 0) == 0;
+      }
+      EXPECT_EQ(adds, 4) << FormatFusionReport(fused.fusion);
+      EXPECT_EQ(sums, 4) << FormatFusionReport(fused.fusion);
     } else EXPECT_FALSE(fused.fusion.refused.empty()) << FormatFusionReport(fused.fusion);
     ASSERT_EQ(fused.losses.size(), off.losses.size());
     for (size_t k = 0; k < off.losses.size(); ++k)
