@@ -1,6 +1,7 @@
-// What the norm folds (passes/fuse_batch_norm.h, passes/fuse_residual_norm.h) ask of the step's facts, and how
-// they enter the fusion report: each fold as a cluster named after the norm node it went into (a later fold into
-// the same node extends that entry), each refusal with its reason.
+// What the norm folds (passes/fuse_batch_norm.h, passes/fuse_residual_norm.h) share: their inputs (NormFoldPass),
+// what they ask of the step's facts, and how they enter the fusion report (FoldReport): each fold as a cluster named
+// after the norm node it went into (a later fold into the same node extends that entry), each refusal with its
+// reason.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -8,8 +9,24 @@
 #include <vector>
 
 #include "passes/cluster_fusion.h"
+#include "passes/pass.h"
 
 namespace ot {
+
+class NormFoldPass : public Pass {
+ public:
+  // `sizes`: the step's facts for the shapes it will run (executor/fusion.h); `peak`: its planned peak (bytes), the
+  // base of the budget check; `report`: receives the folds (clusters), refusals, saved bytes and fused node count.
+  NormFoldPass(FuseOptions opts, const FusionSizes& sizes, int64_t peak, FusionReport* report)
+      : opts_(std::move(opts)), sizes_(sizes), peak_(peak), report_(report) {}
+  int64_t peak() const { return peak_; }  // the base plus the bytes the folds made live longer
+
+ protected:
+  FuseOptions opts_;
+  const FusionSizes& sizes_;
+  int64_t peak_;
+  FusionReport* report_;
+};
 
 class FoldReport {
  public:

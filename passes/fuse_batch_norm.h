@@ -18,26 +18,15 @@
 // The folds are CPU kernels (the Trainer leaves them out on a device, as the epilogues). Each is recorded in the
 // report as a cluster named after the norm node; refusals with their reason.
 #pragma once
-#include "passes/cluster_fusion.h"
-#include "passes/pass.h"
+#include "passes/fold_report.h"
 
 namespace ot {
 
-class BatchNormFoldPass : public Pass {
+class BatchNormFoldPass : public NormFoldPass {
  public:
-  // `sizes`: the step's facts for the shapes it will run (executor/fusion.h); `peak`: its planned peak (bytes), the
-  // base of the budget check; `report`: receives the folds (clusters), refusals, saved bytes and fused node count.
-  BatchNormFoldPass(FuseOptions opts, const FusionSizes& sizes, int64_t peak, FusionReport* report)
-      : opts_(std::move(opts)), sizes_(sizes), peak_(peak), report_(report) {}
+  using NormFoldPass::NormFoldPass;
   std::string name() const override { return "fuse_batch_norm"; }
   bool Run(Graph& g) override;
-  int64_t peak() const { return peak_; }  // the base plus the bytes the folds made live longer
-
- private:
-  FuseOptions opts_;
-  const FusionSizes& sizes_;
-  int64_t peak_;
-  FusionReport* report_;
 };
 
 }  // namespace ot
