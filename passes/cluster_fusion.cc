@@ -537,9 +537,9 @@ std::string FormatFusionReport(const FusionReport& r, int max_refused) {
     out += "  the budget is below the unfused step's planned peak: met by fusion and recomputing saved values\n";
   for (const std::string& v : r.rematerialized) out += "  recomputed: " + v + "\n";
   for (const FusedCluster& c : r.clusters) {
-    out += "  " + c.name + (c.kind == "fold" ? " (fold)" : "") + ": " + std::to_string(c.ops.size()) + " ops, " + std::to_string(c.inputs) + " in (" +
-           mb(c.input_bytes) + "), " + std::to_string(c.outputs) + " out (" + mb(c.output_bytes) + "), saves " +
-           mb(c.saved_bytes) + ":";
+    out += "  " + c.name + (c.kind == "fold" ? " (fold)" : "") + ": " + std::to_string(c.ops.size()) + " ops, " +
+           std::to_string(c.inputs) + " in (" + mb(c.input_bytes) + "), " + std::to_string(c.outputs) + " out (" +
+           mb(c.output_bytes) + "), saves " + mb(c.saved_bytes) + ":";
     for (const std::string& op : c.ops) out += " " + op.substr(0, op.find(' '));
     out += "\n";
   }

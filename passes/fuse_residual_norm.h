@@ -8,12 +8,13 @@
 //   add       Add(X, R) -> S -> LayerNormalization(S, Scale, B) (ai.onnx or ai.onnxtrain), X, R and S of one shape,
 //             becomes ai.onnxtrain.ResidualLayerNorm(X, Scale, B, R) -> Y, Mean, InvStdDev, S: S is written as Add
 //             writes it and normalized while in cache (cpu_ops/norm.h ResidualLayerNormF32). S keeps its other
-//             readers; those that run as kernels must come after the norm in the node order (else refused: the
-//             executor's order would change; a Shape of S is folded when the plan is made). X and R now live until the norm; where that holds bytes longer than before and the planned
-//             peak plus them would pass memory_budget, the fold is refused.
+//             readers; those that run as kernels must come after the norm in the executor's (topological) order
+//             (else refused: that order would change; a Shape of S is folded when the plan is made). X and R now
+//             live until the norm; where that holds bytes longer than before and the planned peak plus them would
+//             pass memory_budget, the fold is refused.
 //   grad      LayerNormGrad(dY, X, Scale, ...) -> dX -> Sum(dX, G) (two inputs, one shape; dX read by nothing else)
 //             becomes LayerNormGrad(dY, X, Scale, ..., G as input 5) -> the Sum's output: dX rounded to float, then
-//             G added, Sum's float add. G must be computed before the LayerNormGrad in the node order (else
+//             G added, Sum's float add. G must be computed before the LayerNormGrad in the executor's order (else
 //             refused); it was live until the Sum anyway, so the peak does not grow.
 // CPU kernels (the Trainer leaves the folds out on a device, as the epilogues); each fold is recorded in the report
 // as a cluster named after the norm node (passes/fold_report.h), each refusal with its reason.

@@ -148,8 +148,8 @@ void PrintJson(const PlanOptions& o, const Setting& set, const MemoryReport& r, 
   fj["fused_ops"] = f.fused_nodes;
   nlohmann::json clusters = nlohmann::json::array();
   for (const FusedCluster& c : f.clusters)
-    clusters.push_back({{"kind", c.kind}, {"name", c.name}, {"ops", c.ops}, {"inputs", c.inputs}, {"outputs", c.outputs},
-                        {"input_bytes", c.input_bytes}, {"output_bytes", c.output_bytes},
+    clusters.push_back({{"kind", c.kind}, {"name", c.name}, {"ops", c.ops}, {"inputs", c.inputs},
+                        {"outputs", c.outputs}, {"input_bytes", c.input_bytes}, {"output_bytes", c.output_bytes},
                         {"saved_bytes", c.saved_bytes}});
   fj["clusters"] = clusters;
   nlohmann::json refused = nlohmann::json::array();
