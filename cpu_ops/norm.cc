@@ -128,7 +128,8 @@ OT_VEC_CLONES void LayerNormRowsF32(int64_t r0, int64_t r1, int64_t cols, const 
       float* yr = y + (g + q) * cols;
       const double m = mu[q], inv = ri[q];
       if (bs)
-        for (int64_t j = 0; j < cols; ++j) yr[j] = static_cast<float>((static_cast<double>(xr[j]) - m) * inv * sc[j] + bs[j]);
+        for (int64_t j = 0; j < cols; ++j)
+          yr[j] = static_cast<float>((static_cast<double>(xr[j]) - m) * inv * sc[j] + bs[j]);
       else
         for (int64_t j = 0; j < cols; ++j) yr[j] = static_cast<float>((static_cast<double>(xr[j]) - m) * inv * sc[j]);
       if (mean_out) mean_out[g + q] = static_cast<float>(m);
@@ -193,29 +194,30 @@ OT_VEC_CLONES void BatchNormApplyRow(const T* __restrict p, T* __restrict q, int
   }
 }
 
-// dX of one plane: k0 dy (inference statistics), else k0 (dy - mb) - (x - mu) q; in double, rounded once. kMask: dy
-// is gp where rp > 0, else 0 (as LaneMoments).
-template <typename T, bool kMask>
-OT_VEC_CLONES void BatchNormGradRow(const T* __restrict xp, const T* __restrict gp, const T* __restrict rp,
-                                    T* __restrict op, int64_t n, bool inference, double k0, double mb, double mu,
+// dX of one plane: k0 dy (inference statistics), else k0 (dy - mb) - (x - mu) q; in double, rounded once to O (P for
+// float and double planes; double for widened half planes, which the caller rounds once to the half type). kMask:
+// dy is gp where rp > 0, else 0 (as LaneMoments).
+template <typename P, typename O, bool kMask>
+OT_VEC_CLONES void BatchNormGradRow(const P* __restrict xp, const P* __restrict gp, const P* __restrict rp,
+                                    O* __restrict op, int64_t n, bool inference, double k0, double mb, double mu,
                                     double q) {
   // The mask as a bitwise and on the stored bits: GCC turned a ?: here into a branch per element (6x slower).
-  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  using U = std::conditional_t<sizeof(P) == 4, uint32_t, uint64_t>;
   auto dy = [&](int64_t j) {
     if constexpr (kMask) {
       U bits;
       __builtin_memcpy(&bits, gp + j, sizeof bits);
       bits &= U{0} - static_cast<U>(rp[j] > 0);
-      T v;
+      P v;
       __builtin_memcpy(&v, &bits, sizeof v);
       return static_cast<double>(v);
     }
     return static_cast<double>(gp[j]);
   };
   if (inference)
-    for (int64_t j = 0; j < n; ++j) op[j] = static_cast<T>(k0 * dy(j));
+    for (int64_t j = 0; j < n; ++j) op[j] = static_cast<O>(k0 * dy(j));
   else
-    for (int64_t j = 0; j < n; ++j) op[j] = static_cast<T>(k0 * (dy(j) - mb) - (static_cast<double>(xp[j]) - mu) * q);
+    for (int64_t j = 0; j < n; ++j) op[j] = static_cast<O>(k0 * (dy(j) - mb) - (static_cast<double>(xp[j]) - mu) * q);
 }
 
 }  // namespace
@@ -286,20 +288,28 @@ template <typename T>
 void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* x, const double* scale,
                    const double* mean, const double* var, double eps, T* dx, double* dscale, double* dbias,
                    const T* relu_out, double* dx_sum) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  constexpr bool kHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+  static_assert(kHalf || std::is_same_v<T, float> || std::is_same_v<T, double>);
+  using P = std::conditional_t<kHalf, float, T>;  // the planes as the loops read them
   const int64_t count = n * spatial;
   const double cnt = static_cast<double>(count);
   ParallelItems(c, count, [&](int64_t ch) {
     auto plane = [&](const T* base, int64_t i) { return base + (i * c + ch) * spatial; };
+    // Half planes are widened to float in buffers of the task (exact, vectorized) and run through the float code:
+    // the same sums in the same order; dX is computed in double and rounded once to T (a round-to-odd float, then
+    // the vectorized narrowing).
+    std::vector<float> wx, wg, wr, wo;
+    std::vector<double> od;
     // One pass for all the sums, each plane in LaneMoments' fixed order, planes in order, shifted by a value
     // of the channel (its first element; the given mean in inference) so that sum(d^2) - n mean(d)^2 does not
     // cancel: d = x - shift is of the order of the standard deviation. Reading X and dY once for the statistics
     // and once for dX (instead of three times) is what the kernel's time is.
-    const double shift = mean ? mean[ch] : (count ? static_cast<double>(x[ch * spatial]) : 0.0);
+    const double shift = mean ? mean[ch] : (count ? Load(x[ch * spatial]) : 0.0);
     double m[4] = {0, 0, 0, 0};
     for (int64_t i = 0; i < n; ++i) {
-      if (relu_out) LaneMoments<T, true>(plane(x, i), plane(dy, i), plane(relu_out, i), spatial, shift, m);
-      else LaneMoments<T, false>(plane(x, i), plane(dy, i), nullptr, spatial, shift, m);
+      const P *xp = Widen(plane(x, i), spatial, wx), *gp = Widen(plane(dy, i), spatial, wg);
+      if (relu_out) LaneMoments<P, true>(xp, gp, Widen(plane(relu_out, i), spatial, wr), spatial, shift, m);
+      else LaneMoments<P, false>(xp, gp, nullptr, spatial, shift, m);
     }
     const double md = count ? m[0] / cnt : 0.0;  // mean(x) - shift
     const double mu = mean ? mean[ch] : shift + md;
@@ -315,11 +325,23 @@ void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* 
     double sum = 0;
     for (int64_t i = 0; i < n; ++i) {
       T* o = dx + (i * c + ch) * spatial;
-      const T *xp = plane(x, i), *gp = plane(dy, i);
-      if (relu_out) BatchNormGradRow<T, true>(xp, gp, plane(relu_out, i), o, spatial, !!mean, k0, mb, mu, q);
-      else BatchNormGradRow<T, false>(xp, gp, nullptr, o, spatial, !!mean, k0, mb, mu, q);
-      // The plane just written, summed while in cache as ReduceSum's kernel sums it (cpu_ops/reduce.h SumRun).
-      if (dx_sum) sum += SumRun(o, spatial);
+      const P *xp = Widen(plane(x, i), spatial, wx), *gp = Widen(plane(dy, i), spatial, wg);
+      if constexpr (kHalf) {
+        od.resize(static_cast<size_t>(spatial));
+        wo.resize(static_cast<size_t>(spatial));
+        if (relu_out)
+          BatchNormGradRow<P, double, true>(xp, gp, Widen(plane(relu_out, i), spatial, wr), od.data(), spatial,
+                                            !!mean, k0, mb, mu, q);
+        else
+          BatchNormGradRow<P, double, false>(xp, gp, nullptr, od.data(), spatial, !!mean, k0, mb, mu, q);
+        DoublesToFloatsRoundOdd(od.data(), wo.data(), spatial);
+        StoreFloats(wo.data(), o, spatial);
+      } else {
+        if (relu_out) BatchNormGradRow<T, T, true>(xp, gp, plane(relu_out, i), o, spatial, !!mean, k0, mb, mu, q);
+        else BatchNormGradRow<T, T, false>(xp, gp, nullptr, o, spatial, !!mean, k0, mb, mu, q);
+        // The plane just written, summed while in cache as ReduceSum's kernel sums it (cpu_ops/reduce.h SumRun).
+        if (dx_sum) sum += SumRun(o, spatial);
+      }
     }
     if (dx_sum) dx_sum[ch] = sum;
   });
@@ -504,5 +526,11 @@ template void BatchNormGrad<float>(int64_t, int64_t, int64_t, const float*, cons
 template void BatchNormGrad<double>(int64_t, int64_t, int64_t, const double*, const double*, const double*,
                                     const double*, const double*, double, double*, double*, double*, const double*,
                                     double*);
+template void BatchNormGrad<float16>(int64_t, int64_t, int64_t, const float16*, const float16*, const double*,
+                                     const double*, const double*, double, float16*, double*, double*,
+                                     const float16*, double*);
+template void BatchNormGrad<bfloat16>(int64_t, int64_t, int64_t, const bfloat16*, const bfloat16*, const double*,
+                                      const double*, const double*, double, bfloat16*, double*, double*,
+                                      const bfloat16*, double*);
 
 }  // namespace ot::cpu

@@ -26,16 +26,18 @@ template <typename T>
 void BatchNormApply(int64_t n, int64_t c, int64_t spatial, const T* x, const double* scale, const double* bias,
                     const double* mean, const double* var, double eps, T* y, bool relu = false);
 
-// Backward of BatchNormalization over x, dy [n, c, spatial] (T = float or double): with mean == nullptr the
-// batch statistics (biased variance) are recomputed from x and dx = k (dy - mean(dy) - xhat mean(dy xhat)),
-// otherwise (inference) mean/var are given and dx = k dy; k = scale / sqrt(var + eps), xhat = (x - mean) /
-// sqrt(var + eps). dscale[c] = sum(dy xhat), dbias[c] = sum(dy) (either may be null). One task per channel,
-// planes in order, sums in double: independent of the thread count.
+// Backward of BatchNormalization over x, dy [n, c, spatial] (T = float, double, float16, bfloat16): with
+// mean == nullptr the batch statistics (biased variance) are recomputed from x and dx = k (dy - mean(dy) - xhat
+// mean(dy xhat)), otherwise (inference) mean/var are given and dx = k dy; k = scale / sqrt(var + eps), xhat =
+// (x - mean) / sqrt(var + eps). dscale[c] = sum(dy xhat), dbias[c] = sum(dy) (either may be null). One task per
+// channel, planes in order, sums in double: independent of the thread count. Half planes are widened to float
+// (exact) and summed as float planes are; their dx is rounded once from the double.
 // Folded neighbours (passes/fuse_batch_norm.h), each the same bits as the separate op:
 //   relu_out (may be null): dy is the gradient of a Relu's output relu_out, masked as ReluGrad does (dy where
 //            relu_out > 0, else 0), in both passes;
 //   dx_sum (may be null): per channel, the sum of dx over n and spatial as ReduceSum sums it (SumRun of each
-//            plane, planes in order): a convolution's bias gradient when the convolution feeds the norm.
+//            plane, planes in order): a convolution's bias gradient when the convolution feeds the norm. Float and
+//            double only: null for the half types.
 template <typename T>
 void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* x, const double* scale,
                    const double* mean, const double* var, double eps, T* dx, double* dscale, double* dbias,

@@ -89,12 +89,8 @@ bool BatchNormFoldPass::Run(Graph& g) {
     if (IsInternal(rg, "ReluGrad") && rep.kernel(rg) && fuse::Private(g, dy)) {
       Value *dr = rg->inputs[0], *r = rg->inputs[1];
       const FusionSizes::Facts *fd = rep.facts(dy), *fdr = rep.facts(dr), *fr = rep.facts(r);
-      const bool half = fd && fd->dims.dtype != DataType::kFloat32 && fd->dims.dtype != DataType::kFloat64;
-      if (half) {
-        rep.Refuse(rg, bg, "half dY: BatchNormGrad's half kernel widens its planes element by element, and a third "
-                           "one (R) costs more than ReluGrad's pass (bf16 CNN step 0.99x)");
-      } else if (fd && fdr && fr && fdr->dims.dims == fd->dims.dims && fr->dims.dims == fd->dims.dims &&
-                 fdr->dims.dtype == fd->dims.dtype && fr->dims.dtype == fd->dims.dtype) {
+      if (fd && fdr && fr && fdr->dims.dims == fd->dims.dims && fr->dims.dims == fd->dims.dims &&
+          fdr->dims.dtype == fd->dims.dtype && fr->dims.dtype == fd->dims.dtype) {
         // R held from its last reader until BatchNormGrad (dR takes dY's place over that interval).
         int64_t extended = 0;
         if (!fr->resident && !fr->output) {

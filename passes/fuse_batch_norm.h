@@ -9,8 +9,8 @@
 //   relu grad ReluGrad(dR, R) -> dY -> BatchNormGrad(dY, X, ...), dY read by nothing else, becomes BatchNormGrad {relu
 //             = 1}(dR, X, ..., R as input 5): the kernel masks dR itself. R now lives until BatchNormGrad runs; when
 //             ReluGrad was its last reader that holds R's bytes longer, and the fold is refused where the planned
-//             peak plus those bytes would pass memory_budget. Float32/float64 only: the half kernel gathers its
-//             planes element by element, and reading R too cost more than ReluGrad's pass saved.
+//             peak plus those bytes would pass memory_budget. Every float type: half planes (R among them) are
+//             widened to float by the kernel, and R > 0 is the same test on the widened value.
 //   bias sum  ReduceSum(dX, axes = every axis but 1) of BatchNormGrad's dX (a convolution's bias gradient, when the
 //             convolution feeds the norm) becomes BatchNormGrad's output 3 {sum_keepdims}: each plane of dX summed
 //             while in cache, as ReduceSum's kernel sums it (cpu_ops/reduce.h SumRun). Only where that kernel sums

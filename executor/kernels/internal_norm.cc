@@ -384,19 +384,19 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
   for (int i = 2; i < (training ? 3 : 5); ++i)
     if (ctx.in(i).numel() != C) ctx.Fail("input " + std::to_string(i) + " must have C elements");
   const double eps = n.attr_float("epsilon", 1e-5f);
-  const DataType tdy = ctx.in(0).dtype, tx = ctx.in(1).dtype, ts = ctx.in(2).dtype;
+  const DataType tx = ctx.in(1).dtype, ts = ctx.in(2).dtype;
   const DataType tm = training ? ts : ctx.in(3).dtype, tv = training ? ts : ctx.in(4).dtype;
   const bool o1 = ctx.has_output(1), o2 = ctx.has_output(2);
   const DataType t0 = ctx.out(0).dtype, t1 = o1 ? ctx.out(1).dtype : ts, t2 = o2 ? ctx.out(2).dtype : ts;
-  const bool fast = tdy == tx && t0 == tx && (tx == DataType::kFloat32 || tx == DataType::kFloat64);
-  if (o3 && !fast) ctx.Fail("the dX-sum output (3) needs float32 or float64 dY, X and dX");
+  if (t0 != tx) ctx.Fail("dX has dtype " + DataTypeName(t0) + ", expected X's (" + DataTypeName(tx) + ")");
+  const bool half = tx == DataType::kFloat16 || tx == DataType::kBFloat16;
+  if (o3 && half) ctx.Fail("the dX-sum output (3) needs float32 or float64 dY, X and dX");
   if (o3 && ctx.out(3).numel() != C) ctx.Fail("the dX-sum output (3) must have C elements");
   const DataType t3 = o3 ? ctx.out(3).dtype : tx;
   KernelInfo k;
-  // Parallel over channels (each channel's statistics and gradients come from one task, in a fixed order:
-  // deterministic); a channel's N x S values are gathered into double, as the other kernels here do.
+  // cpu::BatchNormGrad reads the planes in place (half planes widened to float), one task per channel in a fixed
+  // order: deterministic. The per-channel parameters and results pass through double.
   k.fn = [=](const KernelIO& io) {
-    const double cnt = static_cast<double>(N * S);
     const std::vector<double> s = LoadAll(io.in[2], ts, C);
     std::vector<double> mu_in, var_in;
     if (!training) {
@@ -405,61 +405,16 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
     }
     std::vector<double> db(static_cast<size_t>(C), 0.0), ds(static_cast<size_t>(C), 0.0), dsum;
     if (o3) dsum.assign(static_cast<size_t>(C), 0.0);
-    if (fast) {
-      // float/float64 dY, X and dX: cpu::BatchNormGrad reads the planes in place (vectorized sums, per channel).
-      const bool done = DispatchFloat(tx, [&](auto tag) {
-        using T = decltype(tag);
-        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-          cpu::BatchNormGrad<T>(N, C, S, static_cast<const T*>(io.in[0]), static_cast<const T*>(io.in[1]), s.data(),
-                                training ? nullptr : mu_in.data(), training ? nullptr : var_in.data(), eps,
-                                static_cast<T*>(io.out[0]), ds.data(), db.data(),
-                                relu ? static_cast<const T*>(io.in[5]) : nullptr, o3 ? dsum.data() : nullptr);
-      });
-      (void)done;
-      if (o1) Store(io.out[1], t1, 0, C, ds.data());
-      if (o2) Store(io.out[2], t2, 0, C, db.data());
-      if (o3) Store(io.out[3], t3, 0, C, dsum.data());
-      return;
-    }
-    // Half precision: a channel's N x S values gathered into double.
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, C, 1), [&](const tbb::blocked_range<int64_t>& range) {
-      std::vector<double> x(static_cast<size_t>(N * S)), dy(static_cast<size_t>(N * S)), r;
-      if (relu) r.resize(static_cast<size_t>(N * S));
-      for (int64_t c = range.begin(); c != range.end(); ++c) {
-        for (int64_t b = 0; b < N; ++b) {
-          Load(io.in[1], tx, (b * C + c) * S, S, x.data() + b * S);
-          Load(io.in[0], tdy, (b * C + c) * S, S, dy.data() + b * S);
-          if (relu) Load(io.in[5], tdy, (b * C + c) * S, S, r.data() + b * S);
-        }
-        if (relu)  // ReluGrad's select: dY where R > 0, else 0 (a NaN dY there too)
-          for (size_t j = 0; j < dy.size(); ++j) dy[j] = r[j] > 0 ? dy[j] : 0.0;
-        double mu, r;
-        if (training) {
-          double sum = 0;
-          for (double v : x) sum += v;
-          mu = sum / cnt;
-          double var = 0;
-          for (double v : x) var += (v - mu) * (v - mu);
-          r = 1.0 / std::sqrt(var / cnt + eps);
-        } else {
-          mu = mu_in[c];
-          r = 1.0 / std::sqrt(var_in[c] + eps);
-        }
-        double sb = 0, ss = 0;
-        for (int64_t j = 0; j < N * S; ++j) {
-          x[j] = (x[j] - mu) * r;  // xhat
-          sb += dy[j];
-          ss += dy[j] * x[j];
-        }
-        db[c] = sb;
-        ds[c] = ss;
-        const double k0 = s[c] * r, mb = sb / cnt, ms = ss / cnt;
-        for (int64_t j = 0; j < N * S; ++j) dy[j] = training ? k0 * (dy[j] - mb - x[j] * ms) : k0 * dy[j];
-        for (int64_t b = 0; b < N; ++b) Store(io.out[0], t0, (b * C + c) * S, S, dy.data() + b * S);
-      }
+    DispatchFloat(tx, [&](auto tag) {
+      using T = decltype(tag);
+      cpu::BatchNormGrad<T>(N, C, S, static_cast<const T*>(io.in[0]), static_cast<const T*>(io.in[1]), s.data(),
+                            training ? nullptr : mu_in.data(), training ? nullptr : var_in.data(), eps,
+                            static_cast<T*>(io.out[0]), ds.data(), db.data(),
+                            relu ? static_cast<const T*>(io.in[5]) : nullptr, o3 ? dsum.data() : nullptr);
     });
     if (o1) Store(io.out[1], t1, 0, C, ds.data());
     if (o2) Store(io.out[2], t2, 0, C, db.data());
+    if (o3) Store(io.out[3], t3, 0, C, dsum.data());
   };
   return k;
 }

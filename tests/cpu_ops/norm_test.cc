@@ -7,10 +7,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "kernel_common/half.h"
 
 namespace ot::cpu {
 namespace {
@@ -125,6 +129,96 @@ TEST(CpuNorm, BatchNormGradMatchesFloat64ReferenceAndThreadCount) {
       EXPECT_EQ(db, db1);
     }
   }
+}
+
+// Half planes (float16, bfloat16): BatchNormGrad against a float64 reference on the same half values, training and
+// inference, with and without the folded Relu mask (a NaN dY where R <= 0 must give what ReluGrad's 0 gives), odd
+// plane sizes (vector tails). dX is rounded once from the double: within half an ulp of the reference (plus the
+// double's own error), every element written (a NaN sentinel), and the same bits with one thread.
+template <typename T>
+void CheckHalfBatchNormGrad() {
+  constexpr int kBits = std::is_same_v<T, bfloat16> ? 7 : 10;  // explicit mantissa bits
+  auto half = [](const std::vector<float>& v) {
+    std::vector<T> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = T(v[i]);
+    return h;
+  };
+  for (const auto& [N, C, S] : {std::tuple<int64_t, int64_t, int64_t>{3, 5, 37}, {2, 3, 1}, {4, 2, 129}, {1, 7, 8}}) {
+    std::vector<float> xf = Rand(N * C * S, 300 + S, -1.5, 3.5);
+    for (size_t i = 0; i < xf.size(); ++i) xf[i] += 4.f * static_cast<float>((i / S) % C);  // offset channels
+    const std::vector<T> x = half(xf), dy0 = half(Rand(N * C * S, 400 + S)), r = half(Rand(N * C * S, 500 + S));
+    std::vector<double> scale(C), rmean(C), rvar(C);
+    for (int64_t c = 0; c < C; ++c)
+      scale[c] = 0.5 + 0.25 * c, rmean[c] = 4.0 * c + 0.1, rvar[c] = 0.5 + 0.3 * c;
+    for (bool masked : {false, true}) {
+      std::vector<T> dy = dy0;
+      if (masked)  // dY is NaN where the mask drops it
+        for (size_t i = 0; i < dy.size(); ++i)
+          if (!(static_cast<float>(r[i]) > 0)) dy[i] = T(std::numeric_limits<float>::quiet_NaN());
+      for (bool training : {true, false}) {
+        const double eps = 1e-5, cnt = static_cast<double>(N * S);
+        std::vector<T> dx(x.size(), T(std::numeric_limits<float>::quiet_NaN()));
+        std::vector<double> ds(C, -777), db(C, -777);
+        auto run = [&](std::vector<T>& out, std::vector<double>& dsc, std::vector<double>& dbi) {
+          BatchNormGrad<T>(N, C, S, dy.data(), x.data(), scale.data(), training ? nullptr : rmean.data(),
+                           training ? nullptr : rvar.data(), eps, out.data(), dsc.data(), dbi.data(),
+                           masked ? r.data() : nullptr);
+        };
+        run(dx, ds, db);
+        auto g = [&](size_t i) {
+          return masked && !(static_cast<float>(r[i]) > 0) ? 0.0 : static_cast<double>(static_cast<float>(dy[i]));
+        };
+        for (int64_t c = 0; c < C; ++c) {
+          auto at = [&](int64_t n, int64_t j) { return static_cast<size_t>((n * C + c) * S + j); };
+          auto xv = [&](int64_t n, int64_t j) { return static_cast<double>(static_cast<float>(x[at(n, j)])); };
+          double mu = rmean[c], var = rvar[c];
+          if (training) {
+            mu = 0, var = 0;
+            for (int64_t n = 0; n < N; ++n)
+              for (int64_t j = 0; j < S; ++j) mu += xv(n, j);
+            mu /= cnt;
+            for (int64_t n = 0; n < N; ++n)
+              for (int64_t j = 0; j < S; ++j) var += (xv(n, j) - mu) * (xv(n, j) - mu);
+            var /= cnt;
+          }
+          const double rs = 1 / std::sqrt(var + eps);
+          double sb = 0, ss = 0;
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t j = 0; j < S; ++j) {
+              sb += g(at(n, j));
+              ss += g(at(n, j)) * (xv(n, j) - mu) * rs;
+            }
+          EXPECT_NEAR(db[c], sb, 1e-10 * (1 + std::fabs(sb)));
+          EXPECT_NEAR(ds[c], ss, 1e-10 * (1 + std::fabs(ss)));
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t j = 0; j < S; ++j) {
+              const double xh = (xv(n, j) - mu) * rs, gv = g(at(n, j));
+              const double e = training ? scale[c] * rs * (gv - sb / cnt - xh * ss / cnt) : scale[c] * rs * gv;
+              int ex = 0;
+              std::frexp(e, &ex);
+              const double ulp = std::ldexp(1.0, std::max(ex - 1 - kBits, kBits == 10 ? -24 : -133));
+              const double got = static_cast<float>(dx[at(n, j)]);
+              ASSERT_LE(std::fabs(got - e), 0.5 * ulp * (1 + 1e-6))
+                  << "c " << c << " n " << n << " j " << j << " training " << training << " masked " << masked;
+            }
+        }
+        std::vector<T> dx1(x.size(), T(0.f));
+        std::vector<double> ds1(C), db1(C);
+        {
+          tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+          run(dx1, ds1, db1);
+        }
+        EXPECT_EQ(std::memcmp(dx.data(), dx1.data(), dx.size() * sizeof(T)), 0);
+        EXPECT_EQ(ds, ds1);
+        EXPECT_EQ(db, db1);
+      }
+    }
+  }
+}
+
+TEST(CpuNorm, HalfBatchNormGradMatchesFloat64Reference) {
+  CheckHalfBatchNormGrad<bfloat16>();
+  CheckHalfBatchNormGrad<float16>();
 }
 
 TEST(CpuNorm, LayerNormWithBroadcastScaleAndStatistics) {
