@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -194,10 +195,10 @@ OT_VEC_CLONES void BatchNormApplyRow(const T* __restrict p, T* __restrict q, int
   }
 }
 
-// dX of one plane: k0 dy (inference statistics), else k0 (dy - mb) - (x - mu) q; in double, rounded once to O (P for
-// float and double planes; double for widened half planes, which the caller rounds once to the half type). kMask:
-// dy is gp where rp > 0, else 0 (as LaneMoments).
-template <typename P, typename O, bool kMask>
+// dX of one plane (or piece of one): k0 dy (inference statistics), else k0 (dy - mb) - (x - mu) q; in double,
+// rounded once to O (kOdd: to a round-to-odd float, which the caller narrows to a half type: rounded once in all).
+// kMask: dy is gp where rp > 0, else 0 (as LaneMoments).
+template <typename P, typename O, bool kMask, bool kOdd = false>
 OT_VEC_CLONES void BatchNormGradRow(const P* __restrict xp, const P* __restrict gp, const P* __restrict rp,
                                     O* __restrict op, int64_t n, bool inference, double k0, double mb, double mu,
                                     double q) {
@@ -214,10 +215,23 @@ OT_VEC_CLONES void BatchNormGradRow(const P* __restrict xp, const P* __restrict 
     }
     return static_cast<double>(gp[j]);
   };
+  auto out = [](double v) {
+    if constexpr (kOdd) return RoundToOddFloat(v);
+    else return static_cast<O>(v);
+  };
   if (inference)
-    for (int64_t j = 0; j < n; ++j) op[j] = static_cast<O>(k0 * dy(j));
+    for (int64_t j = 0; j < n; ++j) op[j] = out(k0 * dy(j));
   else
-    for (int64_t j = 0; j < n; ++j) op[j] = static_cast<O>(k0 * (dy(j) - mb) - (static_cast<double>(xp[j]) - mu) * q);
+    for (int64_t j = 0; j < n; ++j) op[j] = out(k0 * (dy(j) - mb) - (static_cast<double>(xp[j]) - mu) * q);
+}
+
+// out[j] = g[j] where r[j] > 0, else +0, on the half bits (0 < r's bits <= +infinity's: positive, NaN excluded):
+// ReluGrad's select for a half piece of a folded Relu's gradient, before it is widened.
+template <typename T>
+OT_VEC_CLONES void MaskHalf(const T* __restrict g, const T* __restrict r, T* __restrict out, int64_t n) {
+  constexpr uint16_t kInf = std::is_same_v<T, bfloat16> ? 0x7f80 : 0x7c00;
+  for (int64_t j = 0; j < n; ++j)
+    out[j].bits = g[j].bits & static_cast<uint16_t>(0u - (static_cast<uint16_t>(r[j].bits - 1u) < kInf));
 }
 
 }  // namespace
@@ -291,26 +305,51 @@ void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* 
   constexpr bool kHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
   static_assert(kHalf || std::is_same_v<T, float> || std::is_same_v<T, double>);
   using P = std::conditional_t<kHalf, float, T>;  // the planes as the loops read them
+  using Buf = std::array<float, kHalf ? kHalfTile : 1>;
+  using HalfBuf = std::array<std::conditional_t<kHalf, T, float>, kHalf ? kHalfTile : 1>;
   const int64_t count = n * spatial;
   const double cnt = static_cast<double>(count);
+  // Planes are read in pieces: a float or double plane whole, in place; a half plane kHalfTile elements at a time,
+  // widened to float on the stack (exact, in L1), so its sums and its dX run on float pieces. A folded Relu's mask
+  // is applied inside the float loops, and to half dY pieces before they are widened (R is never widened).
+  const int64_t tile = kHalf ? kHalfTile : std::max<int64_t>(spatial, 1);
+  const bool mask_in_loops = !kHalf && relu_out;
   ParallelItems(c, count, [&](int64_t ch) {
-    auto plane = [&](const T* base, int64_t i) { return base + (i * c + ch) * spatial; };
-    // Half planes are widened to float in buffers of the task (exact, vectorized) and run through the float code:
-    // the same sums in the same order; dX is computed in double and rounded once to T (a round-to-odd float, then
-    // the vectorized narrowing).
-    std::vector<float> wx, wg, wr, wo;
-    std::vector<double> od;
-    // One pass for all the sums, each plane in LaneMoments' fixed order, planes in order, shifted by a value
+    Buf wx, wg, wr, wo;
+    HalfBuf wm;
+    auto piece = [&](const T* base, int64_t i, int64_t j, int64_t len, Buf& buf) -> const P* {
+      const T* p = base + (i * c + ch) * spatial + j;
+      if constexpr (kHalf) {
+        LoadFloats(p, buf.data(), len);
+        return buf.data();
+      } else {
+        return p;
+      }
+    };
+    auto dy_piece = [&](int64_t i, int64_t j, int64_t len) -> const P* {
+      if constexpr (kHalf) {
+        if (relu_out) {
+          const int64_t at = (i * c + ch) * spatial + j;
+          MaskHalf(dy + at, relu_out + at, wm.data(), len);
+          LoadFloats(wm.data(), wg.data(), len);
+          return wg.data();
+        }
+      }
+      return piece(dy, i, j, len, wg);
+    };
+    // One pass for all the sums, each piece in LaneMoments' fixed order, pieces in order, shifted by a value
     // of the channel (its first element; the given mean in inference) so that sum(d^2) - n mean(d)^2 does not
     // cancel: d = x - shift is of the order of the standard deviation. Reading X and dY once for the statistics
     // and once for dX (instead of three times) is what the kernel's time is.
     const double shift = mean ? mean[ch] : (count ? Load(x[ch * spatial]) : 0.0);
     double m[4] = {0, 0, 0, 0};
-    for (int64_t i = 0; i < n; ++i) {
-      const P *xp = Widen(plane(x, i), spatial, wx), *gp = Widen(plane(dy, i), spatial, wg);
-      if (relu_out) LaneMoments<P, true>(xp, gp, Widen(plane(relu_out, i), spatial, wr), spatial, shift, m);
-      else LaneMoments<P, false>(xp, gp, nullptr, spatial, shift, m);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < spatial; j += tile) {
+        const int64_t len = std::min(tile, spatial - j);
+        const P *xp = piece(x, i, j, len, wx), *gp = dy_piece(i, j, len);
+        if (mask_in_loops) LaneMoments<P, true>(xp, gp, piece(relu_out, i, j, len, wr), len, shift, m);
+        else LaneMoments<P, false>(xp, gp, nullptr, len, shift, m);
+      }
     const double md = count ? m[0] / cnt : 0.0;  // mean(x) - shift
     const double mu = mean ? mean[ch] : shift + md;
     const double sb = m[2], sgx = mean ? m[3] : m[3] - md * m[2];  // sum(dy), sum(dy (x - mu))
@@ -324,24 +363,23 @@ void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* 
     const double mb = mean ? 0.0 : sb / cnt, q = mean ? 0.0 : k0 * r * (ss / cnt);
     double sum = 0;
     for (int64_t i = 0; i < n; ++i) {
-      T* o = dx + (i * c + ch) * spatial;
-      const P *xp = Widen(plane(x, i), spatial, wx), *gp = Widen(plane(dy, i), spatial, wg);
-      if constexpr (kHalf) {
-        od.resize(static_cast<size_t>(spatial));
-        wo.resize(static_cast<size_t>(spatial));
-        if (relu_out)
-          BatchNormGradRow<P, double, true>(xp, gp, Widen(plane(relu_out, i), spatial, wr), od.data(), spatial,
-                                            !!mean, k0, mb, mu, q);
-        else
-          BatchNormGradRow<P, double, false>(xp, gp, nullptr, od.data(), spatial, !!mean, k0, mb, mu, q);
-        DoublesToFloatsRoundOdd(od.data(), wo.data(), spatial);
-        StoreFloats(wo.data(), o, spatial);
-      } else {
-        if (relu_out) BatchNormGradRow<T, T, true>(xp, gp, plane(relu_out, i), o, spatial, !!mean, k0, mb, mu, q);
-        else BatchNormGradRow<T, T, false>(xp, gp, nullptr, o, spatial, !!mean, k0, mb, mu, q);
-        // The plane just written, summed while in cache as ReduceSum's kernel sums it (cpu_ops/reduce.h SumRun).
-        if (dx_sum) sum += SumRun(o, spatial);
+      for (int64_t j = 0; j < spatial; j += tile) {
+        const int64_t len = std::min(tile, spatial - j);
+        T* o = dx + (i * c + ch) * spatial + j;
+        const P *xp = piece(x, i, j, len, wx), *gp = dy_piece(i, j, len);
+        if constexpr (kHalf) {
+          BatchNormGradRow<P, float, false, true>(xp, gp, nullptr, wo.data(), len, !!mean, k0, mb, mu, q);
+          StoreFloats(wo.data(), o, len);
+        } else {
+          const P* rp = relu_out ? piece(relu_out, i, j, len, wr) : nullptr;
+          if (relu_out) BatchNormGradRow<T, T, true>(xp, gp, rp, o, len, !!mean, k0, mb, mu, q);
+          else BatchNormGradRow<T, T, false>(xp, gp, nullptr, o, len, !!mean, k0, mb, mu, q);
+        }
       }
+      // The plane just written (one piece: float or double), summed while in cache as ReduceSum's kernel sums it
+      // (cpu_ops/reduce.h SumRun).
+      if constexpr (!kHalf)
+        if (dx_sum) sum += SumRun(dx + (i * c + ch) * spatial, spatial);
     }
     if (dx_sum) dx_sum[ch] = sum;
   });

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <tuple>
@@ -146,7 +147,12 @@ void CheckHalfBatchNormGrad() {
   for (const auto& [N, C, S] : {std::tuple<int64_t, int64_t, int64_t>{3, 5, 37}, {2, 3, 1}, {4, 2, 129}, {1, 7, 8}}) {
     std::vector<float> xf = Rand(N * C * S, 300 + S, -1.5, 3.5);
     for (size_t i = 0; i < xf.size(); ++i) xf[i] += 4.f * static_cast<float>((i / S) % C);  // offset channels
-    const std::vector<T> x = half(xf), dy0 = half(Rand(N * C * S, 400 + S)), r = half(Rand(N * C * S, 500 + S));
+    const std::vector<T> x = half(xf), dy0 = half(Rand(N * C * S, 400 + S));
+    std::vector<T> r = half(Rand(N * C * S, 500 + S));
+    const float inf = std::numeric_limits<float>::infinity();
+    const float edges[] = {0.f, -0.f, std::numeric_limits<float>::quiet_NaN(), inf, -inf, 1e-30f};  // mask edges
+    for (size_t i = 0; i < std::size(edges) && 3 * i < r.size(); ++i) r[3 * i] = T(edges[i]);
+    if (r.size() > 20) r[20] = T::FromBits(std::is_same_v<T, bfloat16> ? 0x7f81 : 0x7c01);  // the smallest NaN
     std::vector<double> scale(C), rmean(C), rvar(C);
     for (int64_t c = 0; c < C; ++c)
       scale[c] = 0.5 + 0.25 * c, rmean[c] = 4.0 * c + 0.1, rvar[c] = 0.5 + 0.3 * c;
