@@ -62,8 +62,8 @@ void ForEachWindow(const PoolSpec& spec, T* dx, F&& f) {
 // x86-64-v3 clone, SSE halves in the baseline): each band row's two loads split into even and odd taps by shuffles,
 // the argmax as a tap code in the scalar scan's order (rows, then columns; TakesMax as compares and blends), then
 // each band row of dX written once, interleaved back: dY where the tap is the argmax, else 0. Returns the windows
-// done (a multiple of L); the caller's scalar loops take the rest.
-template <typename T>
+// done (a multiple of L); the caller's scalar loops take the rest. kRelu: dY only where the maximum is > 0.
+template <typename T, bool kRelu>
 OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict dy, T* __restrict dx, int64_t W,
                                       int64_t rows, int64_t n) {
   constexpr int L = 32 / sizeof(T);
@@ -97,6 +97,7 @@ OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict
     V g;
     __builtin_memcpy(&g, dy + ow, sizeof(V));
     g = zero + g;  // 0 + dY, as the accumulation into a zeroed dX gives (-0 becomes +0)
+    if constexpr (kRelu) g = b > zero ? g : zero;
     for (int64_t r = 0; r < rows; ++r) {
       const V ge = code == static_cast<I>(2 * r) ? g : zero, go = code == static_cast<I>(2 * r + 1) ? g : zero;
       V d0, d1;  // ge and go interleaved (ge0 go0 ge1 go1 ...)
@@ -114,8 +115,9 @@ OT_VEC_CLONES int64_t MaxPoolGradRow2(const T* __restrict x, const T* __restrict
 // select over whole output rows (vectorizes: strided loads, no closure pointers); then each input row of the
 // window band is written once, dY where the tap is the argmax and 0 elsewhere (so no separate zeroing where the
 // windows tile the input). Windows clipped at the right edge (ceil_mode) take the scalar scan. K2/S2 > 0 fix
-// the column kernel/stride at compile time (0: the runtime values).
-template <typename T, int K2, int S2>
+// the column kernel/stride at compile time (0: the runtime values). kRelu: a window's dY is routed only where its
+// maximum is > 0 (0 elsewhere).
+template <typename T, int K2, int S2, bool kRelu>
 void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t k1_, int64_t k2_,
                         int64_t s1_, int64_t s2_, const T* dy, const T* x, T* dx) {
   using Code = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;  // same width as T: a plain vector select
@@ -143,7 +145,7 @@ void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
         // 2-wide windows at stride 2 in float or double: the vector routine, from window ow0 on the loops below.
         int64_t ow0 = 0;
         if constexpr (K2 == 2 && S2 == 2 && (std::is_same_v<T, float> || std::is_same_v<T, double>))
-          ow0 = MaxPoolGradRow2<T>(xp + ih0 * W, yr, dp + ih0 * W, W, ih1 - ih0, ow_full);
+          ow0 = MaxPoolGradRow2<T, kRelu>(xp + ih0 * W, yr, dp + ih0 * W, W, ih1 - ih0, ow_full);
         // Argmax of the full windows of this output row.
         {
           const T* __restrict xr = xp + ih0 * W;
@@ -173,14 +175,14 @@ void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
             // The taps of a window row stored together (a full interleaved group: vectorizes; one strided store
             // per tap does not).
             for (int64_t ow = ow0; ow < ow_full; ++ow) {
-              const T g = T(0) + yr[ow];
+              const T g = !kRelu || bv[ow] > T(0) ? T(0) + yr[ow] : T(0);
               const Code cc = bc[ow];
               for (int kw = 0; kw < K2; ++kw) dr[ow * K2 + kw] = cc == c0 + kw ? g : T(0);
             }
           } else {
             for (int64_t kw = 0; kw < k2; ++kw)
               for (int64_t ow = ow0; ow < ow_full; ++ow) {
-                const T g = T(0) + yr[ow];
+                const T g = !kRelu || bv[ow] > T(0) ? T(0) + yr[ow] : T(0);
                 dr[ow * s2 + kw] = bc[ow] == static_cast<Code>(c0 + kw) ? g : T(0);
               }
           }
@@ -193,7 +195,7 @@ void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
               const int64_t off = ih * W + iw;
               if (best < 0 || pool_vec::TakesMax(xp[off], xp[best])) best = off;
             }
-          if (best >= 0) dp[best] += yr[ow];
+          if (best >= 0 && (!kRelu || xp[best] > T(0))) dp[best] += yr[ow];
         }
       }
     }
@@ -203,17 +205,20 @@ void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
 // MaxPoolGrad without pads or dilations, windows that may overlap or 3-D: the same windows in the same order as
 // ForEachWindow (clipped at the input's end, as with ceil_mode), scanned in place instead of gathered into a
 // vector per window (which took ~50 ns a window). Overlapping windows accumulate in window order.
-template <typename T>
+template <typename T, bool kRelu>
 void MaxPoolGradDense(const PoolSpec& spec, const T* dy, const T* x, T* dx) {
   const auto in = Pad3(spec.in_spatial, 1), out = Pad3(spec.out_spatial, 1), k = Pad3(spec.kernel, 1);
   const auto st = Pad3(spec.strides, 1);
   if (in[0] == 1 && out[0] == 1 && st[1] >= k[1] && st[2] >= k[2]) {
     const int64_t planes = spec.n * spec.c;
     if (k[2] == 2 && st[2] == 2)
-      return MaxPoolGrad2DTiled<T, 2, 2>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy, x, dx);
+      return MaxPoolGrad2DTiled<T, 2, 2, kRelu>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy,
+                                                x, dx);
     if (k[2] == 3 && st[2] == 3)
-      return MaxPoolGrad2DTiled<T, 3, 3>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy, x, dx);
-    return MaxPoolGrad2DTiled<T, 0, 0>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy, x, dx);
+      return MaxPoolGrad2DTiled<T, 3, 3, kRelu>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy,
+                                                x, dx);
+    return MaxPoolGrad2DTiled<T, 0, 0, kRelu>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy,
+                                              x, dx);
   }
   const int64_t in_sz = in[0] * in[1] * in[2], out_sz = out[0] * out[1] * out[2];
   tbb::parallel_for(int64_t{0}, spec.n * spec.c, [&](int64_t plane) {
@@ -231,7 +236,7 @@ void MaxPoolGradDense(const PoolSpec& spec, const T* dy, const T* x, T* dx) {
                 const int64_t off = (id * in[1] + ih) * in[2] + iw;
                 if (best < 0 || pool_vec::TakesMax(xp[off], xp[best])) best = off;
               }
-          if (best >= 0) dp[best] += yp[(od * out[1] + oh) * out[2] + ow];
+          if (best >= 0 && (!kRelu || xp[best] > T(0))) dp[best] += yp[(od * out[1] + oh) * out[2] + ow];
         }
   });
 }
@@ -239,12 +244,12 @@ void MaxPoolGradDense(const PoolSpec& spec, const T* dy, const T* x, T* dx) {
 }  // namespace
 
 template <typename T>
-void MaxPoolGrad(const PoolSpec& spec, const T* dy, const T* x, T* dx) {
+void MaxPoolGrad(const PoolSpec& spec, const T* dy, const T* x, T* dx, bool relu) {
   bool dense = true;
   for (size_t i = 0; i < spec.kernel.size(); ++i)
     dense = dense && spec.pad_begin[i] == 0 && spec.pad_end[i] == 0 &&
             (spec.dilations.empty() || spec.dilations[i] == 1);
-  if (dense) return MaxPoolGradDense(spec, dy, x, dx);
+  if (dense) return relu ? MaxPoolGradDense<T, true>(spec, dy, x, dx) : MaxPoolGradDense<T, false>(spec, dy, x, dx);
   ForEachWindow(spec, dx, [&](int64_t, int64_t yo, int64_t xbase, const std::vector<int64_t>& win, int64_t, T* dp) {
     const T* xp = x + xbase;
     int64_t best = -1;
@@ -253,7 +258,7 @@ void MaxPoolGrad(const PoolSpec& spec, const T* dy, const T* x, T* dx) {
       // The first maximum wins; a NaN, once met, stays (as the forward picks it).
       if (best < 0 || v > xp[best] || (v != v && !(xp[best] != xp[best]))) best = off;
     }
-    if (best >= 0) dp[best] += dy[yo];
+    if (best >= 0 && (!relu || xp[best] > T(0))) dp[best] += dy[yo];
   });
 }
 
@@ -268,8 +273,8 @@ void AvgPoolGrad(const PoolSpec& spec, const T* dy, T* dx) {
   });
 }
 
-template void MaxPoolGrad<float>(const PoolSpec&, const float*, const float*, float*);
-template void MaxPoolGrad<double>(const PoolSpec&, const double*, const double*, double*);
+template void MaxPoolGrad<float>(const PoolSpec&, const float*, const float*, float*, bool);
+template void MaxPoolGrad<double>(const PoolSpec&, const double*, const double*, double*, bool);
 template void AvgPoolGrad<float>(const PoolSpec&, const float*, float*);
 template void AvgPoolGrad<double>(const PoolSpec&, const double*, double*);
 

@@ -8,8 +8,10 @@
 
 namespace ot::cpu {
 
+// relu: x is a Relu's output R and dx the gradient of the Relu's input (ReluGrad folded in, passes/fuse_pool_relu.h):
+// a window's dY goes to its argmax only where x there is > 0 -- the same bits as ReluGrad(MaxPoolGrad(dy, x), x).
 template <typename T>
-void MaxPoolGrad(const PoolSpec& spec, const T* dy, const T* x, T* dx);
+void MaxPoolGrad(const PoolSpec& spec, const T* dy, const T* x, T* dx, bool relu = false);
 template <typename T>
 void AvgPoolGrad(const PoolSpec& spec, const T* dy, T* dx);
 

@@ -7,6 +7,7 @@
 
 #include "executor/plan.h"
 #include "passes/fuse_batch_norm.h"
+#include "passes/fuse_pool_relu.h"
 #include "passes/fuse_epilogue.h"
 #include "passes/fuse_residual_norm.h"
 #include "passes/rematerialize.h"
@@ -49,15 +50,18 @@ FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std
     return pass.report();
   }
   std::unique_ptr<Plan> plan = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true);
-  // Norm folds first (they take Relu, ReluGrad and the residual sums, which clusters would otherwise claim), then
-  // the clusters are sized on the plan of the folded step.
+  // Kernel folds first (they take Relu, ReluGrad and the residual sums, which clusters would otherwise claim; the
+  // pool fold before the batch-norm folds, which would also take a ReluGrad), then the clusters are sized on the plan
+  // of the folded step.
   FusionReport folds;
   bool folded = false;
   const int64_t unfused_peak = plan->memory_plan().peak_live_bytes;
-  if (opts.norm_folds) {
+  if (opts.kernel_folds) {
     const FusionSizes sizes0 = SizesFromPlan(g, *plan);
-    BatchNormFoldPass bn(opts, sizes0, unfused_peak, &folds);
-    folded = bn.Run(g);
+    PoolReluFoldPass pool(opts, sizes0, unfused_peak, &folds);
+    folded = pool.Run(g);
+    BatchNormFoldPass bn(opts, sizes0, pool.peak(), &folds);
+    folded = bn.Run(g) || folded;
     folded = ResidualNormFoldPass(opts, sizes0, bn.peak(), &folds).Run(g) || folded;
     if (folded) plan = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true);
   }

@@ -189,7 +189,7 @@ void Trainer::FuseFor(const Arrays& batch) {
   FuseOptions fo = opts_.fuse;
   if (opts_.device) {
     fo.epilogues = false;
-    fo.norm_folds = false;
+    fo.kernel_folds = false;
   }
   fusion_ = FuseForShapes(*graph_, fo, descs, known);
 }

@@ -45,9 +45,9 @@ struct FuseOptions {
   } limits;
   double margin = 0.1;          // a merge may touch this much more than its parts
   bool epilogues = true;        // full: also fold clusters into GEMM and conv epilogues (passes/fuse_epilogue.h)
-  // lite, full: fold Relu and bias sums into batch norm, residual sums into layer norm (passes/fuse_batch_norm.h,
-  // passes/fuse_residual_norm.h)
-  bool norm_folds = true;
+  // lite, full: fold ReluGrad into max pooling's gradient, Relu and bias sums into batch norm, residual sums into
+  // layer norm (passes/fuse_pool_relu.h, passes/fuse_batch_norm.h, passes/fuse_residual_norm.h): CPU kernels
+  bool kernel_folds = true;
 };
 
 // Parses "off"/"lite"/"full"; throws Error naming the value otherwise.

@@ -1,7 +1,7 @@
-// What the norm folds (passes/fuse_batch_norm.h, passes/fuse_residual_norm.h) share: their inputs (NormFoldPass),
-// what they ask of the step's facts, and how they enter the fusion report (FoldReport): each fold as a cluster named
-// after the norm node it went into (a later fold into the same node extends that entry), each refusal with its
-// reason.
+// What the kernel folds (passes/fuse_pool_relu.h, passes/fuse_batch_norm.h, passes/fuse_residual_norm.h) share:
+// their inputs (FoldPass), what they ask of the step's facts, and how they enter the fusion report (FoldReport): each
+// fold as a cluster named after the node it went into (a later fold into the same node extends that entry), each
+// refusal with its reason.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,11 +13,11 @@
 
 namespace ot {
 
-class NormFoldPass : public Pass {
+class FoldPass : public Pass {
  public:
   // `sizes`: the step's facts for the shapes it will run (executor/fusion.h); `peak`: its planned peak (bytes), the
   // base of the budget check; `report`: receives the folds (clusters), refusals, saved bytes and fused node count.
-  NormFoldPass(FuseOptions opts, const FusionSizes& sizes, int64_t peak, FusionReport* report)
+  FoldPass(FuseOptions opts, const FusionSizes& sizes, int64_t peak, FusionReport* report)
       : opts_(std::move(opts)), sizes_(sizes), peak_(peak), report_(report) {}
   int64_t peak() const { return peak_; }  // the base plus the bytes the folds made live longer
 
@@ -45,7 +45,7 @@ class FoldReport {
   bool kernel(const Node* n) const { return n && sizes_.kernels.count(n) > 0; }
   static std::string Label(const Node* n) { return n->op_type + " " + n->name; }
 
-  // `ops`: the norm node first ("BatchNormGrad name"), then what went into it. fused_nodes counts the nodes
+  // `ops`: the receiving node first ("BatchNormGrad name"), then what went into it. fused_nodes counts the nodes
   // replaced: both for a node's first fold, one for each later fold into it.
   void Record(const Node* at, std::vector<std::string> ops, int64_t saved) {
     FusedCluster fc;

@@ -22,9 +22,9 @@
 
 namespace ot {
 
-class BatchNormFoldPass : public NormFoldPass {
+class BatchNormFoldPass : public FoldPass {
  public:
-  using NormFoldPass::NormFoldPass;
+  using FoldPass::FoldPass;
   std::string name() const override { return "fuse_batch_norm"; }
   bool Run(Graph& g) override;
 };

@@ -23,9 +23,9 @@
 
 namespace ot {
 
-class ResidualNormFoldPass : public NormFoldPass {
+class ResidualNormFoldPass : public FoldPass {
  public:
-  using NormFoldPass::NormFoldPass;
+  using FoldPass::FoldPass;
   std::string name() const override { return "fuse_residual_norm"; }
   bool Run(Graph& g) override;
 };

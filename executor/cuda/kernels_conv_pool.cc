@@ -89,6 +89,7 @@ KernelInfo PoolKernel(const KernelContext& ctx) {
 
 // MaxPoolGrad(dY, X) -> dX and AveragePoolGrad(dY, shape(X)) -> dX (the forward's attributes, copied).
 KernelInfo PoolGradKernel(const KernelContext& ctx, bool max) {
+  if (ctx.node.attr_int("relu", 0) != 0) ctx.Unsupported("relu = 1 (the CPU's folded ReluGrad)");
   const DataType t = ctx.in(0).dtype;
   if (ctx.out(0).dtype != t || (max && ctx.in(1).dtype != t)) ctx.Fail("dY, X and dX must share a dtype");
   const auto& x = ctx.out(0).dims;

@@ -135,26 +135,29 @@ cpu::PoolSpec GradPoolSpec(const KernelContext& ctx, cpu::PoolKind kind) {
   return PoolGeometry(ctx, kind, x, y, /*global=*/false);
 }
 
-// MaxPoolGrad(dY, X) -> dX. Half: dY and X widened (exact, so each window picks the same argmax), dX summed in
-// float where windows overlap and rounded once.
+// MaxPoolGrad(dY, X) {relu} -> dX. Half: dY and X widened (exact, so each window picks the same argmax), dX summed in
+// float where windows overlap and rounded once. relu = 1 (passes/fuse_pool_relu.h): X is a Relu's output and dX the
+// gradient of the Relu's input, dY routed only to argmaxes > 0 (a widened half X > 0 exactly where X > 0).
 KernelInfo MaxPoolGradKernel(const KernelContext& ctx) {
   RequireFloatOrHalf(ctx, {1});
   const cpu::PoolSpec spec = GradPoolSpec(ctx, cpu::PoolKind::kMax);
+  const bool relu = ctx.node.attr_int("relu", 0) != 0;
   KernelInfo info;
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
     const int64_t ny = ctx.in(0).numel(), nx = ctx.in(1).numel();
     info.fn = [=](const KernelIO& io) {
-      RunWidened(t, io.in[0], ny, io.in[1], nx, io.out[0], nx,
-                 [&](const float* dy, const float* x, float* dx) { cpu::MaxPoolGrad<float>(spec, dy, x, dx); });
+      RunWidened(t, io.in[0], ny, io.in[1], nx, io.out[0], nx, [&](const float* dy, const float* x, float* dx) {
+        cpu::MaxPoolGrad<float>(spec, dy, x, dx, relu);
+      });
     };
   } else if (ctx.in(0).dtype == DataType::kFloat64)
-    info.fn = [spec](const KernelIO& io) {
-      cpu::MaxPoolGrad<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
+    info.fn = [spec, relu](const KernelIO& io) {
+      cpu::MaxPoolGrad<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0), relu);
     };
   else
-    info.fn = [spec](const KernelIO& io) {
-      cpu::MaxPoolGrad<float>(spec, io.In<float>(0), io.In<float>(1), io.Out<float>(0));
+    info.fn = [spec, relu](const KernelIO& io) {
+      cpu::MaxPoolGrad<float>(spec, io.In<float>(0), io.In<float>(1), io.Out<float>(0), relu);
     };
   return info;
 }

@@ -223,7 +223,8 @@ TEST(PoolKernel, MaxUint8) {
 // MaxPoolGrad against a brute-force reference: each window (row-major, windows in output order) routes its dY
 // to its first maximum (a NaN, once met, stays), accumulated in float in window order into a zeroed dX -- the
 // exact rule, so the comparison is bit for bit (a -0 dY lands as +0). X holds few distinct values (many ties)
-// and some NaNs; dX starts as a sentinel, so an element left unwritten fails.
+// and some NaNs; dX starts as a sentinel, so an element left unwritten fails. The relu form against the reference
+// masked as ReluGrad masks it.
 template <typename T>
 void CheckMaxPoolGradT(const PoolSpec& s, uint64_t seed) {
   const int r = static_cast<int>(s.in_spatial.size());
@@ -261,6 +262,13 @@ void CheckMaxPoolGradT(const PoolSpec& s, uint64_t seed) {
   MaxPoolGrad<T>(s, dy.data(), x.data(), dx.data());
   for (size_t i = 0; i < dx.size(); ++i) {
     ASSERT_EQ(0, std::memcmp(&dx[i], &ref[i], sizeof(T))) << "element " << i << ": " << dx[i] << " vs " << ref[i];
+  }
+  // relu: ReluGrad(dX, X) folded in -- dX where X > 0, else +0 (X <= 0 and NaN), the same bits.
+  std::vector<T> dxr(x.size(), T(-777));
+  MaxPoolGrad<T>(s, dy.data(), x.data(), dxr.data(), /*relu=*/true);
+  for (size_t i = 0; i < dxr.size(); ++i) {
+    const T want = x[i] > T(0) ? ref[i] : T(0);
+    ASSERT_EQ(0, std::memcmp(&dxr[i], &want, sizeof(T))) << "relu, element " << i << ": " << dxr[i] << " vs " << want;
   }
 }
 
