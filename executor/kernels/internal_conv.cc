@@ -92,6 +92,40 @@ void RunWidened(cpu::DnnType t, const void* in0, int64_t n0, const void* in1, in
   cpu::FromFloat(t, o.get(), out, n_out);
 }
 
+// A pooling gradient's (n, c) planes are independent: on half operands, `f32(spec_b, dy, x, dx)` (a float32 pooling
+// gradient) runs on blocks of whole planes widened into buffers of about 256 KiB per operand, reused block after
+// block -- the same bits as one call on the whole widened tensors, without new pages for three float copies of them
+// every step. x may be absent (null). The buffers' bytes: PlaneBlockHeapBytes.
+constexpr int64_t kPlaneBlockFloats = int64_t{1} << 16;
+int64_t PlaneBlock(const cpu::PoolSpec& spec) {
+  return std::clamp<int64_t>(kPlaneBlockFloats / std::max<int64_t>(NumElements(spec.in_spatial), 1), 1,
+                             std::max<int64_t>(spec.n * spec.c, 1));
+}
+size_t PlaneBlockHeapBytes(const cpu::PoolSpec& spec, bool with_x) {
+  const int64_t b = PlaneBlock(spec);
+  const int64_t per_plane = (with_x ? 2 : 1) * NumElements(spec.in_spatial) + NumElements(spec.out_spatial);
+  return static_cast<size_t>(b * per_plane) * sizeof(float);
+}
+template <typename F>
+void RunWidenedPlanes(cpu::DnnType t, const cpu::PoolSpec& spec, const void* dy, const void* x, void* dx,
+                      const F& f32) {
+  const int64_t planes = spec.n * spec.c, in_sz = NumElements(spec.in_spatial), out_sz = NumElements(spec.out_spatial);
+  const int64_t block = PlaneBlock(spec);
+  auto fy = cpu::NewFloats(block * out_sz), fx = cpu::NewFloats(x ? block * in_sz : 0);
+  auto fo = cpu::NewFloats(block * in_sz);
+  auto at = [](const void* p, int64_t elems) { return static_cast<const char*>(p) + elems * 2; };  // 2-byte halves
+  for (int64_t p0 = 0; p0 < planes; p0 += block) {
+    const int64_t nb = std::min(block, planes - p0);
+    cpu::PoolSpec sb = spec;
+    sb.n = 1;
+    sb.c = nb;
+    cpu::ToFloat(t, at(dy, p0 * out_sz), fy.get(), nb * out_sz);
+    if (x) cpu::ToFloat(t, at(x, p0 * in_sz), fx.get(), nb * in_sz);
+    f32(sb, fy.get(), fx.get(), fo.get());
+    cpu::FromFloat(t, fo.get(), static_cast<char*>(dx) + p0 * in_sz * 2, nb * in_sz);
+  }
+}
+
 // ConvGradData(dY, W, shape(X)) -> dX and ConvGradWeight(dY, X, shape(W)) -> dW: one oneDNN backward primitive
 // of `kind` over (dY, input 1) -> output 0. Half dY: oneDNN's half backward kernels need AVX512 (reference kernels
 // elsewhere), so the f32 primitive runs on widened copies and the result is rounded once. float64: the naive loops.
@@ -145,11 +179,12 @@ KernelInfo MaxPoolGradKernel(const KernelContext& ctx) {
   KernelInfo info;
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
-    const int64_t ny = ctx.in(0).numel(), nx = ctx.in(1).numel();
+    info.heap_bytes = PlaneBlockHeapBytes(spec, true);
     info.fn = [=](const KernelIO& io) {
-      RunWidened(t, io.in[0], ny, io.in[1], nx, io.out[0], nx, [&](const float* dy, const float* x, float* dx) {
-        cpu::MaxPoolGrad<float>(spec, dy, x, dx, relu);
-      });
+      RunWidenedPlanes(t, spec, io.in[0], io.in[1], io.out[0],
+                       [&](const cpu::PoolSpec& sb, const float* dy, const float* x, float* dx) {
+                         cpu::MaxPoolGrad<float>(sb, dy, x, dx, relu);
+                       });
     };
   } else if (ctx.in(0).dtype == DataType::kFloat64)
     info.fn = [spec, relu](const KernelIO& io) {
@@ -169,10 +204,12 @@ KernelInfo AveragePoolGradKernel(const KernelContext& ctx) {
   KernelInfo info;
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
-    const int64_t ny = ctx.in(0).numel(), nx = ctx.out(0).numel();
+    info.heap_bytes = PlaneBlockHeapBytes(spec, false);
     info.fn = [=](const KernelIO& io) {
-      RunWidened(t, io.in[0], ny, nullptr, 0, io.out[0], nx,
-                 [&](const float* dy, const float*, float* dx) { cpu::AvgPoolGrad<float>(spec, dy, dx); });
+      RunWidenedPlanes(t, spec, io.in[0], nullptr, io.out[0],
+                       [&](const cpu::PoolSpec& sb, const float* dy, const float*, float* dx) {
+                         cpu::AvgPoolGrad<float>(sb, dy, dx);
+                       });
     };
   } else if (ctx.in(0).dtype == DataType::kFloat64)
     info.fn = [spec](const KernelIO& io) { cpu::AvgPoolGrad<double>(spec, io.In<double>(0), io.Out<double>(0)); };

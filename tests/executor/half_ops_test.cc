@@ -420,6 +420,13 @@ TEST_P(HalfOps, PoolGrads) {
   auto inc = geo;
   inc["count_include_pad"] = I(1);
   Check(h(), {"AveragePoolGrad", inc, 1, 17, kInternalDomain}, {H({2, 3, 5, 5}), Ints({2, 3, 9, 9})}, {4});
+  // 21 planes of 100 x 100: widened in blocks of 6 planes (the last one of 3); the relu fold's mask on X.
+  const std::map<std::string, Attribute> two = {{"kernel_shape", Is({2, 2})}, {"strides", Is({2, 2})}};
+  auto relu = two;
+  relu["relu"] = I(1);
+  Check(h(), {"MaxPoolGrad", two, 1, 17, kInternalDomain}, {H({3, 7, 50, 50}), H({3, 7, 100, 100})});
+  Check(h(), {"MaxPoolGrad", relu, 1, 17, kInternalDomain}, {H({3, 7, 50, 50}), H({3, 7, 100, 100})});
+  Check(h(), {"AveragePoolGrad", two, 1, 17, kInternalDomain}, {H({3, 7, 50, 50}), Ints({3, 7, 100, 100})}, {4});
 }
 
 TEST_P(HalfOps, SoftmaxGrad) {
