@@ -2,6 +2,11 @@
 // float32 convolution backward runs through oneDNN (exclusive kernels); float64 and the pooling/gather
 // backward use plain loops; float16/bfloat16 convolution and pooling backward run the float32 kernels on
 // widened operands and round the result once (cpu_ops/conv_grad.h, pool_grad.h, scatter_add.h).
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+
+#include <algorithm>
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -11,6 +16,7 @@
 #include "cpu_ops/pool_grad.h"
 #include "cpu_ops/scatter_add.h"
 #include "executor/kernel_registry.h"
+#include "executor/threads.h"
 #include "executor/kernels/conv_geometry.h"
 #include "executor/kernels/pool_geometry.h"
 #include "graph/grad_context.h"
@@ -93,37 +99,58 @@ void RunWidened(cpu::DnnType t, const void* in0, int64_t n0, const void* in1, in
 }
 
 // A pooling gradient's (n, c) planes are independent: on half operands, `f32(spec_b, dy, x, dx)` (a float32 pooling
-// gradient) runs on blocks of whole planes widened into buffers of about 256 KiB per operand, reused block after
-// block -- the same bits as one call on the whole widened tensors, without new pages for three float copies of them
-// every step. x may be absent (null). The buffers' bytes: PlaneBlockHeapBytes.
-constexpr int64_t kPlaneBlockFloats = int64_t{1} << 16;
-int64_t PlaneBlock(const cpu::PoolSpec& spec) {
-  return std::clamp<int64_t>(kPlaneBlockFloats / std::max<int64_t>(NumElements(spec.in_spatial), 1), 1,
-                             std::max<int64_t>(spec.n * spec.c, 1));
-}
-size_t PlaneBlockHeapBytes(const cpu::PoolSpec& spec, bool with_x) {
-  const int64_t b = PlaneBlock(spec);
-  const int64_t per_plane = (with_x ? 2 : 1) * NumElements(spec.in_spatial) + NumElements(spec.out_spatial);
-  return static_cast<size_t>(b * per_plane) * sizeof(float);
+// gradient) runs on blocks of whole planes widened into buffers of about 256 KiB per operand -- the same bits as one
+// call on the whole widened tensors, without three float copies of them. The blocks are split into `slots`
+// contiguous runs, one task each (in parallel), each with its buffers in the kernel's planned workspace
+// (PlaneWorkspace: no allocation during the step; its own buffers when called without one). x may be absent (null).
+struct PlaneBlocks {
+  int64_t planes = 0, in_sz = 0, out_sz = 0, block = 1, slots = 1;
+  bool with_x = false;
+  int64_t slot_floats() const { return block * ((with_x ? 2 : 1) * in_sz + out_sz); }
+  size_t workspace_bytes() const { return static_cast<size_t>(slots * slot_floats()) * sizeof(float); }
+};
+PlaneBlocks PlaneWorkspace(const cpu::PoolSpec& spec, bool with_x) {
+  constexpr int64_t kBlockFloats = int64_t{1} << 16;
+  PlaneBlocks b;
+  b.planes = spec.n * spec.c;
+  b.in_sz = NumElements(spec.in_spatial);
+  b.out_sz = NumElements(spec.out_spatial);
+  b.block = std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(b.in_sz, 1), 1, std::max<int64_t>(b.planes, 1));
+  b.slots = std::clamp<int64_t>((b.planes + b.block - 1) / b.block, 1, std::max(ThreadCount(), 1));
+  b.with_x = with_x;
+  return b;
 }
 template <typename F>
-void RunWidenedPlanes(cpu::DnnType t, const cpu::PoolSpec& spec, const void* dy, const void* x, void* dx,
-                      const F& f32) {
-  const int64_t planes = spec.n * spec.c, in_sz = NumElements(spec.in_spatial), out_sz = NumElements(spec.out_spatial);
-  const int64_t block = PlaneBlock(spec);
-  auto fy = cpu::NewFloats(block * out_sz), fx = cpu::NewFloats(x ? block * in_sz : 0);
-  auto fo = cpu::NewFloats(block * in_sz);
-  auto at = [](const void* p, int64_t elems) { return static_cast<const char*>(p) + elems * 2; };  // 2-byte halves
-  for (int64_t p0 = 0; p0 < planes; p0 += block) {
-    const int64_t nb = std::min(block, planes - p0);
-    cpu::PoolSpec sb = spec;
-    sb.n = 1;
-    sb.c = nb;
-    cpu::ToFloat(t, at(dy, p0 * out_sz), fy.get(), nb * out_sz);
-    if (x) cpu::ToFloat(t, at(x, p0 * in_sz), fx.get(), nb * in_sz);
-    f32(sb, fy.get(), fx.get(), fo.get());
-    cpu::FromFloat(t, fo.get(), static_cast<char*>(dx) + p0 * in_sz * 2, nb * in_sz);
+void RunWidenedPlanes(cpu::DnnType t, const cpu::PoolSpec& spec, const PlaneBlocks& pb, const void* dy, const void* x,
+                      void* dx, void* workspace, const F& f32) {
+  std::unique_ptr<float[]> own;  // called outside a plan (KernelIO::workspace null): its own buffers
+  if (!workspace) {
+    own = cpu::NewFloats(pb.slots * pb.slot_floats());
+    workspace = own.get();
   }
+  const int64_t nblocks = (pb.planes + pb.block - 1) / pb.block;
+  const int64_t per_slot = (nblocks + pb.slots - 1) / pb.slots;
+  auto at = [](const void* p, int64_t elems) { return static_cast<const char*>(p) + elems * 2; };  // 2-byte halves
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, pb.slots, 1),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t slot = r.begin(); slot < r.end(); ++slot) {
+          float* fy = static_cast<float*>(workspace) + slot * pb.slot_floats();
+          float* fo = fy + pb.block * pb.out_sz;
+          float* fx = fo + pb.block * pb.in_sz;
+          for (int64_t k = slot * per_slot; k < std::min(nblocks, (slot + 1) * per_slot); ++k) {
+            const int64_t p0 = k * pb.block, nb = std::min(pb.block, pb.planes - p0);
+            cpu::PoolSpec sb = spec;
+            sb.n = 1;
+            sb.c = nb;
+            cpu::ToFloat(t, at(dy, p0 * pb.out_sz), fy, nb * pb.out_sz);
+            if (x) cpu::ToFloat(t, at(x, p0 * pb.in_sz), fx, nb * pb.in_sz);
+            f32(sb, fy, x ? fx : nullptr, fo);
+            cpu::FromFloat(t, fo, static_cast<char*>(dx) + p0 * pb.in_sz * 2, nb * pb.in_sz);
+          }
+        }
+      },
+      tbb::simple_partitioner());
 }
 
 // ConvGradData(dY, W, shape(X)) -> dX and ConvGradWeight(dY, X, shape(W)) -> dW: one oneDNN backward primitive
@@ -179,9 +206,10 @@ KernelInfo MaxPoolGradKernel(const KernelContext& ctx) {
   KernelInfo info;
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
-    info.heap_bytes = PlaneBlockHeapBytes(spec, true);
+    const PlaneBlocks pb = PlaneWorkspace(spec, true);
+    info.workspace_bytes = pb.workspace_bytes();
     info.fn = [=](const KernelIO& io) {
-      RunWidenedPlanes(t, spec, io.in[0], io.in[1], io.out[0],
+      RunWidenedPlanes(t, spec, pb, io.in[0], io.in[1], io.out[0], io.workspace,
                        [&](const cpu::PoolSpec& sb, const float* dy, const float* x, float* dx) {
                          cpu::MaxPoolGrad<float>(sb, dy, x, dx, relu);
                        });
@@ -204,9 +232,10 @@ KernelInfo AveragePoolGradKernel(const KernelContext& ctx) {
   KernelInfo info;
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
-    info.heap_bytes = PlaneBlockHeapBytes(spec, false);
+    const PlaneBlocks pb = PlaneWorkspace(spec, false);
+    info.workspace_bytes = pb.workspace_bytes();
     info.fn = [=](const KernelIO& io) {
-      RunWidenedPlanes(t, spec, io.in[0], nullptr, io.out[0],
+      RunWidenedPlanes(t, spec, pb, io.in[0], nullptr, io.out[0], io.workspace,
                        [&](const cpu::PoolSpec& sb, const float* dy, const float*, float* dx) {
                          cpu::AvgPoolGrad<float>(sb, dy, dx);
                        });
