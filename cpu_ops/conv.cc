@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -132,22 +133,33 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
       im.prim = dnnl::deconvolution_forward(pd);
     }
   };
-  if (spec.type == DnnType::kF32 && !spec.transpose) {
-    // Let oneDNN choose the layouts; worth it when they are blocked: with plain NCHW oneDNN 2.x runs its im2col
-    // gemm implementation, 3-4x slower than the blocked jit direct kernels even after the reorders in and out.
+  // Let oneDNN choose the layouts (f32, and bf16 where it has a native kernel); worth it when they are blocked: with
+  // plain NCHW oneDNN 2.x runs its im2col gemm implementation, 3-4x slower than the blocked jit direct kernels even
+  // after the reorders in and out. Returns false (nothing set) where a half type has no native blocked kernel.
+  auto try_blocked = [&](dt t) -> bool {
     const auto any = dnnl::memory::format_tag::any;
-    dnnl::memory::desc xa(xd, dt::f32, any), ya(yd, dt::f32, any), wa(wd, dt::f32, any);
-    im.x_md = dnnl::memory::desc(xd, dt::f32, Contiguous(xd));
-    im.y_md = dnnl::memory::desc(yd, dt::f32, Contiguous(yd));
-    im.w_md = dnnl::memory::desc(wd, dt::f32, ws);
-    im.b_md = spec.has_bias ? dnnl::memory::desc({spec.c_out}, dt::f32, dims_t{1}) : dnnl::memory::desc();
+    dnnl::memory::desc xa(xd, t, any), ya(yd, t, any), wa(wd, t, any);
     const auto pk = dnnl::prop_kind::forward_inference;
-    auto d = spec.has_bias ? dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa,
-                                                             im.b_md, ya, strides, dil, pl, pr)
+    const dnnl::memory::desc bmd = spec.has_bias ? dnnl::memory::desc({spec.c_out}, t, dims_t{1}) : dnnl::memory::desc();
+    auto d = spec.has_bias ? dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa, bmd,
+                                                             ya, strides, dil, pl, pr)
                            : dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa, ya,
                                                              strides, dil, pl, pr);
-    dnnl::convolution_forward::primitive_desc pd(d, attr, DnnlEngine());
+    std::optional<dnnl::convolution_forward::primitive_desc> opd;
+    try {
+      opd.emplace(d, attr, DnnlEngine());
+    } catch (const dnnl::error&) {
+      if (t == dt::f32) throw;
+      return false;
+    }
+    dnnl::convolution_forward::primitive_desc& pd = *opd;
+    if (t != dt::f32 && IsReferenceImpl(pd.impl_info_str())) return false;
+    im.x_md = dnnl::memory::desc(xd, t, Contiguous(xd));
+    im.y_md = dnnl::memory::desc(yd, t, Contiguous(yd));
+    im.w_md = dnnl::memory::desc(wd, t, ws);
+    im.b_md = bmd;
     const bool relayout = pd.src_desc() != im.x_md || pd.weights_desc() != im.w_md || pd.dst_desc() != im.y_md;
+    if (t != dt::f32 && !relayout) return false;  // the plain-layout path below
     if (relayout) im.block_n = ConvImagesPerBlock(spec.n, im.x_elems, im.y_elems, im.y_elems / spec.n);
     if (im.block_n) {
       ConvSpec b = spec;
@@ -158,7 +170,7 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
         im.tail = std::make_shared<DnnlConv>(b, constant_weights);
       }
       im.impl = im.block->impl_name() + " (blocks of " + std::to_string(im.block_n) + " images)";
-      return;
+      return true;
     }
     if (relayout) {
       im.blocked = true;
@@ -185,6 +197,15 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
       im.x_to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.x_md, eng, im.xb_md));
       im.y_to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.yb_md, eng, im.y_md));
     }
+    return true;
+  };
+  if (!spec.transpose) {
+    if (spec.type == DnnType::kF32) {
+      try_blocked(dt::f32);
+    } else if (spec.type == DnnType::kBF16 && GetHalfGemmMode() != HalfGemmMode::kF32) {
+      try_blocked(dt::bf16);
+    }
+    if (im.block) return;
   }
   if (im.blocked) {
     // primitive already made
@@ -222,8 +243,8 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
   const Impl& im = *impl_;
   if (im.empty) return;
   if (im.block) {
-    const size_t xs = static_cast<size_t>(im.x_elems / spec_.n) * sizeof(float);
-    const size_t ys = static_cast<size_t>(im.y_elems / spec_.n) * sizeof(float);
+    const size_t xs = static_cast<size_t>(im.x_elems / spec_.n) * DnnTypeSize(spec_.type);
+    const size_t ys = static_cast<size_t>(im.y_elems / spec_.n) * DnnTypeSize(spec_.type);
     for (int64_t i = 0; i < spec_.n; i += im.block_n) {
       const DnnlConv& c = spec_.n - i >= im.block_n ? *im.block : *im.tail;
       c.Run(static_cast<const uint8_t*>(x) + i * xs, w, bias, static_cast<uint8_t*>(y) + i * ys);

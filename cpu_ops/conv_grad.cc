@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <unordered_map>
@@ -29,6 +30,7 @@ struct DnnlConvBackward::Impl {
   // User-managed scratchpad owned by this object (oneDNN's library-managed one is tied to the creating thread).
   std::shared_ptr<std::vector<uint8_t>> scratch;
   bool empty = false;
+  bool native = false;  // a primitive of spec.type was made (always for f32)
   int64_t out_elems = 0;
   // A large batch with relayouts runs in blocks of `block_n` images (and the rest), as the forward
   // (cpu_ops/conv.cc), so the reorders work in cache. Data: each image's dX depends on its own dY only. Weights: each
@@ -62,9 +64,14 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   dims_t dil(spec.dilations.size());
   for (size_t i = 0; i < dil.size(); ++i) dil[i] = spec.dilations[i] - 1;
   dims_t pl(spec.pad_begin.begin(), spec.pad_begin.end()), pr(spec.pad_end.begin(), spec.pad_end.end());
-  im.x_md = dnnl::memory::desc(xd, dt::f32, Contiguous(xd));
-  im.y_md = dnnl::memory::desc(yd, dt::f32, Contiguous(yd));
-  im.w_md = dnnl::memory::desc(wd, dt::f32, Contiguous(wd));
+  // bf16 runs natively (oneDNN's bf16 kernels: f32 accumulation, dW kept in f32 by the primitive and rounded once
+  // when reordered into the plain bf16 output) where oneDNN has a jit kernel for it; else (and for f16) the caller
+  // runs an f32 object on widened operands (native() false).
+  const dt t = spec.type == DnnType::kBF16 ? dt::bf16 : dt::f32;
+  if (spec.type == DnnType::kF16 || (t == dt::bf16 && GetHalfGemmMode() == HalfGemmMode::kF32)) return;
+  im.x_md = dnnl::memory::desc(xd, t, Contiguous(xd));
+  im.y_md = dnnl::memory::desc(yd, t, Contiguous(yd));
+  im.w_md = dnnl::memory::desc(wd, t, Contiguous(wd));
   const auto alg = dnnl::algorithm::convolution_direct;
   PrepareDnnlCall();  // before creating the primitive too: oneDNN sizes it for this team (dnnl_util.h)
   dnnl::primitive_attr attr;
@@ -74,9 +81,16 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   // batch 64) takes ~250 ms where the blocked jit one takes ~1 ms, and for backward data is ~3x slower than the
   // blocked kernels with the reorders in and out.
   const auto any = dnnl::memory::format_tag::any;
-  const dnnl::memory::desc xa(xd, dt::f32, any), ya(yd, dt::f32, any), wa(wd, dt::f32, any);
+  const dnnl::memory::desc xa(xd, t, any), ya(yd, t, any), wa(wd, t, any), dwa(wd, dt::f32, any);
   dnnl::convolution_forward::desc fda(dnnl::prop_kind::forward_training, alg, xa, wa, ya, strides, dil, pl, pr);
-  dnnl::convolution_forward::primitive_desc hinta(fda, DnnlEngine());
+  std::optional<dnnl::convolution_forward::primitive_desc> ohint;
+  try {
+    ohint.emplace(fda, DnnlEngine());
+  } catch (const dnnl::error&) {
+    if (t == dt::f32) throw;
+    return;  // no bf16 kernel: native() false
+  }
+  const dnnl::convolution_forward::primitive_desc& hinta = *ohint;
   dnnl::primitive_attr rattr;
   rattr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // simple reorders need none; checked below
   auto make = [&](const dnnl::memory::desc& from, const dnnl::memory::desc& to, std::optional<dnnl::reorder>& r,
@@ -91,6 +105,7 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   // `out_image` elements of the blocked output per image); true when it does.
   auto in_blocks = [&](int64_t out_image) {
     const bool relayout = im.px_md != im.x_md || im.py_md != im.y_md;
+    if (t != dt::f32) return false;  // the blocks' pointer steps and dW sums are written for f32
     if (relayout) im.block_n = ConvImagesPerBlock(spec.n, x_elems, y_elems, out_image);
     if (!im.block_n) return false;
     im.x_image = x_elems / spec.n;
@@ -104,9 +119,20 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     }
     return true;
   };
+  // A bf16 primitive that is a reference one is no better than the f32 path on widened operands.
+  auto native = [&](const char* impl) { return t == dt::f32 || !IsReferenceImpl(impl); };
   if (kind == Kind::kData) {
     dnnl::convolution_backward_data::desc d(alg, xa, wa, ya, strides, dil, pl, pr);
-    dnnl::convolution_backward_data::primitive_desc pd(d, attr, DnnlEngine(), hinta);
+    std::optional<dnnl::convolution_backward_data::primitive_desc> opd;
+    try {
+      opd.emplace(d, attr, DnnlEngine(), hinta);
+    } catch (const dnnl::error&) {
+      if (t == dt::f32) throw;
+      return;
+    }
+    const auto& pd = *opd;
+    if (!native(pd.impl_info_str())) return;
+    im.native = true;
     im.scratch_md = pd.scratchpad_desc();
     im.prim = dnnl::convolution_backward_data(pd);
     im.px_md = pd.diff_src_desc();
@@ -117,8 +143,17 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     make(im.w_md, im.pw_md, im.w_in, im.pw, im.pw_md.get_size());
     make(im.px_md, im.x_md, im.x_out, im.px, im.px_md.get_size());
   } else {
-    dnnl::convolution_backward_weights::desc d(alg, xa, wa, ya, strides, dil, pl, pr);
-    dnnl::convolution_backward_weights::primitive_desc pd(d, attr, DnnlEngine(), hinta);
+    dnnl::convolution_backward_weights::desc d(alg, xa, dwa, ya, strides, dil, pl, pr);
+    std::optional<dnnl::convolution_backward_weights::primitive_desc> opd;
+    try {
+      opd.emplace(d, attr, DnnlEngine(), hinta);
+    } catch (const dnnl::error&) {
+      if (t == dt::f32) throw;
+      return;
+    }
+    const auto& pd = *opd;
+    if (!native(pd.impl_info_str())) return;
+    im.native = true;
     im.scratch_md = pd.scratchpad_desc();
     im.prim = dnnl::convolution_backward_weights(pd);
     im.px_md = pd.src_desc();
@@ -135,6 +170,8 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
 }
 
+bool DnnlConvBackward::native() const { return impl_->native || impl_->empty; }
+
 DnnlConvBackward::~DnnlConvBackward() = default;
 
 int64_t DnnlConvBackward::block_images() const { return impl_->block_n; }
@@ -142,7 +179,7 @@ int64_t DnnlConvBackward::block_images() const { return impl_->block_n; }
 void DnnlConvBackward::Run(const void* dy, const void* a, void* out) const {
   const Impl& im = *impl_;
   if (im.empty) {
-    std::fill_n(static_cast<float*>(out), im.out_elems, 0.0f);
+    std::memset(out, 0, static_cast<size_t>(im.out_elems) * DnnTypeSize(spec_.type));
     return;
   }
   if (im.block) {

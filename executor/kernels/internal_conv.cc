@@ -154,8 +154,9 @@ void RunWidenedPlanes(cpu::DnnType t, const cpu::PoolSpec& spec, const PlaneBloc
 }
 
 // ConvGradData(dY, W, shape(X)) -> dX and ConvGradWeight(dY, X, shape(W)) -> dW: one oneDNN backward primitive
-// of `kind` over (dY, input 1) -> output 0. Half dY: oneDNN's half backward kernels need AVX512 (reference kernels
-// elsewhere), so the f32 primitive runs on widened copies and the result is rounded once. float64: the naive loops.
+// of `kind` over (dY, input 1) -> output 0. Half dY: bf16 runs oneDNN's native kernel where it has a jit one (AVX512;
+// f32 accumulation, rounded once); otherwise (f16, or reference kernels only) the f32 primitive runs on widened copies
+// and the result is rounded once. float64: the naive loops.
 KernelInfo ConvBackwardKernel(const KernelContext& ctx, cpu::DnnlConvBackward::Kind kind) {
   RequireFloatOrHalf(ctx, {1});
   const bool data = kind == cpu::DnnlConvBackward::Kind::kData;
@@ -169,9 +170,19 @@ KernelInfo ConvBackwardKernel(const KernelContext& ctx, cpu::DnnlConvBackward::K
     };
     return info;
   }
-  auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, kind);
   info.exclusive = true;
   info.heap_bytes = cpu::DnnlCallHeapBytes(4);
+  if (IsHalf(ctx.in(0).dtype)) {
+    const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
+    cpu::ConvSpec hs = spec;
+    hs.type = t;
+    auto native = std::make_shared<cpu::DnnlConvBackward>(hs, kind);
+    if (native->native()) {  // bf16 with a jit kernel: no widened copies
+      info.fn = [native](const KernelIO& io) { native->Run(io.in[0], io.in[1], io.out[0]); };
+      return info;
+    }
+  }
+  auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, kind);
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
     const int64_t ny = ctx.in(0).numel(), n1 = ctx.in(1).numel(), nout = ctx.out(0).numel();
