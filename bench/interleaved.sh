@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Training step of one model, onnx-train (--fuse=off and lite, fp32) and PyTorch (bench/torch_train_peer.py, fp32,
-# OpenBLAS), interleaved round by round so that a noisy VM slows all three alike: R rounds of (PyTorch, off, lite),
-# each the median step_ms after 3 warm-up steps of 20 timed ones; then the median of each column and the ratios
-# PyTorch / onnx-train (above 1: onnx-train faster) and off / lite (above 1: lite faster).
-# Usage: bench/interleaved.sh BUILD_DIR [tiny_lm|cnn] [THREADS] [ROUNDS]
+# Training step of one model, onnx-train (--fuse=off and lite) and PyTorch (bench/torch_train_peer.py, OpenBLAS), in
+# fp32 or bf16 (onnx-train --amp=bf16, PyTorch's CPU autocast to bfloat16), interleaved round by round so that a noisy
+# VM slows all three alike: R rounds of (PyTorch, off, lite), each the median step_ms after 3 warm-up steps of 20
+# timed ones; then the median of each column and the ratios PyTorch / onnx-train (above 1: onnx-train faster) and
+# off / lite (above 1: lite faster).
+# Usage: bench/interleaved.sh BUILD_DIR [tiny_lm|cnn] [THREADS] [ROUNDS] [fp32|bf16]
 set -euo pipefail
 build=$1
 model_name=${2:-tiny_lm}
 threads=${3:-1}
 rounds=${4:-7}
+precision=${5:-fp32}
+amp=(); [ "$precision" = bf16 ] && amp=(--amp=bf16)
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 models=$build/bench-models
@@ -28,15 +31,15 @@ median_step() {
   python3 -c "import json,statistics,sys;t=[json.loads(l)['step_ms'] for l in open(sys.argv[1]) if '\"eval\"' not in l][3:];print('%.2f'%statistics.median(t))" "$1"
 }
 rows=$(mktemp)
-echo "$model_name, $threads thread(s), $rounds rounds: PyTorch ms | onnx-train off ms | lite ms"
+echo "$model_name, $precision, $threads thread(s), $rounds rounds: PyTorch ms | onnx-train off ms | lite ms"
 for ((r = 1; r <= rounds; r++)); do
-  pt=$(/usr/bin/python3 "$here/torch_train_peer.py" "$model_name" "$data" "$threads" 20 fp32 32 | cut -d' ' -f1)
+  pt=$(/usr/bin/python3 "$here/torch_train_peer.py" "$model_name" "$data" "$threads" 20 "$precision" 32 | cut -d' ' -f1)
   row="$pt"
   for fuse in off lite; do
     log=$(mktemp)
     "$build/onnx-train" train "$model" --data "$data" --loss cross_entropy --logits logits --labels y \
       --optimizer adam --lr 0.001 --batch 32 --steps 23 --no-shuffle --threads "$threads" --quiet --fuse=$fuse \
-      --log-json "$log" >/dev/null
+      "${amp[@]}" --log-json "$log" >/dev/null
     row="$row $(median_step "$log")"
     rm -f "$log"
   done
