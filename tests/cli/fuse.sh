@@ -57,6 +57,21 @@ if errors:
     print("\n".join(errors)); sys.exit(1)
 PY
 
+# The CNN in bf16 (the kernel folds take half types): each Relu that feeds a MaxPool has its ReluGrad folded into the
+# pool's gradient, each BatchNormalization its Relu (passes/fuse_pool_relu.h, passes/fuse_batch_norm.h).
+"$tool" plan "$ex/fashion_cnn/model.onnx" --loss cross_entropy --logits logits --labels y --batch 32 --amp=bf16 \
+  --fuse=lite --json >"$tmp/cnn.json" 2>"$tmp/err" && ok ||
+  { bad "plan fashion_cnn --amp=bf16 exited non-zero"; cat "$tmp/err"; }
+if python3 - "$tmp/cnn.json" <<'PY'; then ok; else bad "fashion_cnn bf16 folds"; fi
+import json, sys
+folds = [[o.split(" ")[0] for o in c["ops"]] for c in json.load(open(sys.argv[1]))["fusion"]["clusters"]
+         if c.get("kind") == "fold"]
+want = {("MaxPoolGrad", "ReluGrad"): 2, ("BatchNormalization", "Relu"): 2}
+got = {k: sum(1 for f in folds if tuple(f) == k) for k in want}
+if got != want:
+    print(f"folds {folds}"); sys.exit(1)
+PY
+
 # Training with full fusion, and the node tests with fusion (every result as without it).
 "$tool" train "$ex/digits_mlp/model.onnx" --data "$ex/digits_mlp/train.npz" --loss cross_entropy --logits logits \
   --labels y --batch 50 --steps 3 --fuse=full --threads 2 >"$tmp/out" 2>"$tmp/err" && ok ||
