@@ -17,6 +17,19 @@ namespace {
 using dt = dnnl::memory::data_type;
 using dims_t = dnnl::memory::dims;
 
+// The backward primitive descriptor of `d` for type t, or nullopt where a bf16 one cannot be made (f32 rethrows:
+// oneDNN always has one).
+template <typename PD, typename D>
+std::optional<PD> Backward(const D& d, const dnnl::primitive_attr& attr,
+                           const dnnl::convolution_forward::primitive_desc& hint, dt t) {
+  try {
+    return PD(d, attr, DnnlEngine(), hint);
+  } catch (const dnnl::error&) {
+    if (t == dt::f32) throw;
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 struct DnnlConvBackward::Impl {
@@ -123,15 +136,9 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   auto native = [&](const char* impl) { return t == dt::f32 || !IsReferenceImpl(impl); };
   if (kind == Kind::kData) {
     dnnl::convolution_backward_data::desc d(alg, xa, wa, ya, strides, dil, pl, pr);
-    std::optional<dnnl::convolution_backward_data::primitive_desc> opd;
-    try {
-      opd.emplace(d, attr, DnnlEngine(), hinta);
-    } catch (const dnnl::error&) {
-      if (t == dt::f32) throw;
-      return;
-    }
+    const std::optional<dnnl::convolution_backward_data::primitive_desc> opd = Backward<dnnl::convolution_backward_data::primitive_desc>(d, attr, hinta, t);
+    if (!opd || !native(opd->impl_info_str())) return;
     const auto& pd = *opd;
-    if (!native(pd.impl_info_str())) return;
     im.native = true;
     im.scratch_md = pd.scratchpad_desc();
     im.prim = dnnl::convolution_backward_data(pd);
@@ -144,15 +151,9 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     make(im.px_md, im.x_md, im.x_out, im.px, im.px_md.get_size());
   } else {
     dnnl::convolution_backward_weights::desc d(alg, xa, dwa, ya, strides, dil, pl, pr);
-    std::optional<dnnl::convolution_backward_weights::primitive_desc> opd;
-    try {
-      opd.emplace(d, attr, DnnlEngine(), hinta);
-    } catch (const dnnl::error&) {
-      if (t == dt::f32) throw;
-      return;
-    }
+    const std::optional<dnnl::convolution_backward_weights::primitive_desc> opd = Backward<dnnl::convolution_backward_weights::primitive_desc>(d, attr, hinta, t);
+    if (!opd || !native(opd->impl_info_str())) return;
     const auto& pd = *opd;
-    if (!native(pd.impl_info_str())) return;
     im.native = true;
     im.scratch_md = pd.scratchpad_desc();
     im.prim = dnnl::convolution_backward_weights(pd);
