@@ -135,12 +135,14 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
   };
   // Let oneDNN choose the layouts (f32, and bf16 where it has a native kernel); worth it when they are blocked: with
   // plain NCHW oneDNN 2.x runs its im2col gemm implementation, 3-4x slower than the blocked jit direct kernels even
-  // after the reorders in and out. Returns false (nothing set) where a half type has no native blocked kernel.
+  // after the reorders in and out. Returns false where a half type has no native blocked kernel (the plain-layout
+  // paths below then set up everything).
   auto try_blocked = [&](dt t) -> bool {
     const auto any = dnnl::memory::format_tag::any;
     dnnl::memory::desc xa(xd, t, any), ya(yd, t, any), wa(wd, t, any);
     const auto pk = dnnl::prop_kind::forward_inference;
-    const dnnl::memory::desc bmd = spec.has_bias ? dnnl::memory::desc({spec.c_out}, t, dims_t{1}) : dnnl::memory::desc();
+    const dnnl::memory::desc bmd =
+        spec.has_bias ? dnnl::memory::desc({spec.c_out}, t, dims_t{1}) : dnnl::memory::desc();
     auto d = spec.has_bias ? dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa, bmd,
                                                              ya, strides, dil, pl, pr)
                            : dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa, ya,

@@ -27,8 +27,9 @@ class DnnlConv {
  public:
   // A forward f32 convolution runs in oneDNN's preferred (blocked) layouts where they differ from the plain ones:
   // X and Y are reordered around each call, and W once here when `constant_weights` gives its data for the
-  // primitive's lifetime (an initializer), else per call (training: W changes every step). Transposed and native
-  // half-type convolutions use the plain ONNX layouts (a half type without a native kernel runs the f32 path).
+  // primitive's lifetime (an initializer), else per call (training: W changes every step). bf16 does the same where
+  // oneDNN has a native kernel for it; transposed and other native half-type convolutions use the plain ONNX
+  // layouts (a half type without a native kernel runs the f32 path).
   // A batch whose reordered copies would pass 8 MiB runs as blocks of images of about 1 MiB of Y per oneDNN thread,
   // so the reorders work in cache (impl_name() then ends "(blocks of N images)").
   explicit DnnlConv(const ConvSpec& spec, const void* constant_weights = nullptr);

@@ -136,7 +136,7 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   auto native = [&](const char* impl) { return t == dt::f32 || !IsReferenceImpl(impl); };
   if (kind == Kind::kData) {
     dnnl::convolution_backward_data::desc d(alg, xa, wa, ya, strides, dil, pl, pr);
-    const std::optional<dnnl::convolution_backward_data::primitive_desc> opd = Backward<dnnl::convolution_backward_data::primitive_desc>(d, attr, hinta, t);
+    const auto opd = Backward<dnnl::convolution_backward_data::primitive_desc>(d, attr, hinta, t);
     if (!opd || !native(opd->impl_info_str())) return;
     const auto& pd = *opd;
     im.native = true;
@@ -151,7 +151,7 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     make(im.px_md, im.x_md, im.x_out, im.px, im.px_md.get_size());
   } else {
     dnnl::convolution_backward_weights::desc d(alg, xa, dwa, ya, strides, dil, pl, pr);
-    const std::optional<dnnl::convolution_backward_weights::primitive_desc> opd = Backward<dnnl::convolution_backward_weights::primitive_desc>(d, attr, hinta, t);
+    const auto opd = Backward<dnnl::convolution_backward_weights::primitive_desc>(d, attr, hinta, t);
     if (!opd || !native(opd->impl_info_str())) return;
     const auto& pd = *opd;
     im.native = true;

@@ -1,7 +1,8 @@
 // CPU kernels of the conv/pool/gather backward internal ops (graph/grad/conv_grad.cc, graph/grad/data_grad.cc).
 // float32 convolution backward runs through oneDNN (exclusive kernels); float64 and the pooling/gather
-// backward use plain loops; float16/bfloat16 convolution and pooling backward run the float32 kernels on
-// widened operands and round the result once (cpu_ops/conv_grad.h, pool_grad.h, scatter_add.h).
+// backward use plain loops; bfloat16 convolution backward runs oneDNN's native kernels where it has them, float16
+// (and bfloat16 elsewhere) and the pooling backward run the float32 kernels on widened operands and round the
+// result once (cpu_ops/conv_grad.h, pool_grad.h, scatter_add.h).
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
