@@ -7,6 +7,7 @@
 
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
+#include "passes/fuse_util.h"
 
 namespace ot {
 
@@ -15,8 +16,6 @@ namespace {
 bool IsStd(const Node* n, const char* op) {
   return n && n->op_type == op && (n->domain.empty() || n->domain == "ai.onnx");
 }
-bool IsInternal(const Node* n, const char* op) { return n && n->op_type == op && n->domain == kInternalDomain; }
-
 // A value the step hands out or keeps (graph output, state or the next value of state): its producer stays.
 bool Pinned(const Graph& g, const Value* v) {
   if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return true;
@@ -124,7 +123,7 @@ bool FoldOperands(Graph& g, Node* n) {
     MakeProduct(g, n, sa ? sa : n->inputs[0], sb ? sb : n->inputs[1], sa != nullptr, sb != nullptr, 1.0f);
     return true;
   }
-  if (IsInternal(n, "MatMulTrans")) {
+  if (fuse::IsInternalOp(n, "MatMulTrans")) {
     bool changed = false;
     for (int i = 0; i < 2; ++i) {
       Value* s = SwappedSource(n->inputs[static_cast<size_t>(i)]);
@@ -148,7 +147,7 @@ bool FoldOperands(Graph& g, Node* n) {
     }
     return changed;
   }
-  if (IsInternal(n, "MatMulBias") && n->has_input(1)) {
+  if (fuse::IsInternalOp(n, "MatMulBias") && n->has_input(1)) {
     Value* s = SwappedSource(n->inputs[1]);
     if (!s || RankOf(s) != 2) return false;
     n->attrs["trans_b"] = Attribute::Int(Flag(n, "trans_b") ? 0 : 1);
@@ -169,7 +168,7 @@ bool FoldResult(Graph& g, Node* t) {
   float alpha = 1.0f;
   if (IsStd(p, "MatMul") && p->inputs.size() == 2 && RankOf(p->inputs[0]) >= 2 && RankOf(p->inputs[1]) >= 2) {
     a = p->inputs[0], b = p->inputs[1];
-  } else if (IsInternal(p, "MatMulTrans")) {
+  } else if (fuse::IsInternalOp(p, "MatMulTrans")) {
     a = p->inputs[0], b = p->inputs[1];
     ta = Flag(p, "trans_a"), tb = Flag(p, "trans_b");
   } else if (IsStd(p, "Gemm") && !p->has_input(2)) {

@@ -14,8 +14,6 @@ namespace ot {
 
 namespace {
 
-bool IsInternal(const Node* n, const char* op) { return n && n->domain == kInternalDomain && n->op_type == op; }
-
 // BatchNormalization's mode as its kernel reads it (executor/kernels/norm.cc), for opsets 9 and later.
 bool Training(const Node* bn) {
   if (bn->opset >= 14) return bn->attr_int("training_mode", 0) != 0;
@@ -81,12 +79,12 @@ bool BatchNormFoldPass::Run(Graph& g) {
   }
 
   for (Node* bg : nodes) {
-    if (!IsInternal(bg, "BatchNormGrad") || !rep.kernel(bg) || bg->attr_int("relu", 0) != 0) continue;
+    if (!fuse::IsInternalOp(bg, "BatchNormGrad") || !rep.kernel(bg) || bg->attr_int("relu", 0) != 0) continue;
     const bool training = bg->attr_int("training", 1) != 0;
     // relu grad: ReluGrad -> BatchNormGrad's dY.
     Value* dy = bg->inputs[0];
     Node* rg = dy ? dy->producer : nullptr;
-    if (IsInternal(rg, "ReluGrad") && rep.kernel(rg) && fuse::Private(g, dy)) {
+    if (fuse::IsInternalOp(rg, "ReluGrad") && rep.kernel(rg) && fuse::Private(g, dy)) {
       Value *dr = rg->inputs[0], *r = rg->inputs[1];
       const FusionSizes::Facts *fd = rep.facts(dy), *fdr = rep.facts(dr), *fr = rep.facts(r);
       if (fd && fdr && fr && fdr->dims.dims == fd->dims.dims && fr->dims.dims == fd->dims.dims &&

@@ -8,22 +8,16 @@
 
 namespace ot {
 
-namespace {
-
-bool IsInternal(const Node* n, const char* op) { return n && n->domain == kInternalDomain && n->op_type == op; }
-
-}  // namespace
-
 bool PoolReluFoldPass::Run(Graph& g) {
   FoldReport rep(sizes_, report_, "pool relu");
   bool changed = false;
   std::vector<Node*> nodes;
   for (const auto& n : g.nodes()) nodes.push_back(n.get());
   for (Node* rg : nodes) {
-    if (!IsInternal(rg, "ReluGrad") || !rep.kernel(rg) || rg->inputs.size() != 2) continue;
+    if (!fuse::IsInternalOp(rg, "ReluGrad") || !rep.kernel(rg) || rg->inputs.size() != 2) continue;
     Value *dr = rg->inputs[0], *r = rg->inputs[1];
     Node* pool = dr ? dr->producer : nullptr;
-    if (!IsInternal(pool, "MaxPoolGrad") || !rep.kernel(pool) || pool->attr_int("relu", 0) != 0) continue;
+    if (!fuse::IsInternalOp(pool, "MaxPoolGrad") || !rep.kernel(pool) || pool->attr_int("relu", 0) != 0) continue;
     if (pool->inputs.size() < 2 || pool->inputs[1] != r) {
       rep.Refuse(pool, rg, "MaxPoolGrad's X is not the Relu output ReluGrad masks with");
       continue;

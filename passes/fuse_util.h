@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/grad_context.h"
 #include "graph/graph.h"
 
 namespace ot::fuse {
@@ -46,6 +47,11 @@ inline bool Near(std::optional<double> got, double want) {
 
 inline bool IsOp(const Node* n, const char* op) {
   return n && n->op_type == op && (n->domain.empty() || n->domain == "ai.onnx");
+}
+
+// n is the internal op `op` (ai.onnxtrain); false for null.
+inline bool IsInternalOp(const Node* n, const char* op) {
+  return n && n->op_type == op && n->domain == kInternalDomain;
 }
 
 // True when v has exactly one consumer and is neither a graph output nor the next value of training state: the

@@ -5,13 +5,18 @@
 
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
+#include "passes/fuse_util.h"
 #include "passes/memory_plan.h"
 
 namespace ot {
 
 namespace {
 
-bool IsInternal(const Node* n, const char* op) { return n->domain == kInternalDomain && n->op_type == op; }
+// The kernels cluster fusion makes (they were not in the unfused plan's facts).
+bool IsFusedKernel(const Node* n) {
+  return fuse::IsInternalOp(n, "FusedElementwise") || fuse::IsInternalOp(n, "MatMulEpilogue") ||
+         fuse::IsInternalOp(n, "ConvEpilogue");
+}
 
 // The output of n that a recomputation may repeat (nullptr: none): n is one pass over its operands, no GEMM, and
 // either has one output or computes output 0 alone when the others are omitted (OpSchema::trailing_outputs_optional).
@@ -21,7 +26,7 @@ Value* CheapOutput(const Node* n) {
   for (Value* v : n->outputs)
     if (v) ++outs, only = v;
   if (outs == 0) return nullptr;
-  if (IsInternal(n, "FusedElementwise")) return outs == 1 ? only : nullptr;
+  if (fuse::IsInternalOp(n, "FusedElementwise")) return outs == 1 ? only : nullptr;
   const OpSchema* s = OpRegistry::Global().Find(n->domain, n->op_type);
   if (!s || !s->recompute_cheap) return nullptr;
   if (outs == 1) return only;
@@ -48,8 +53,7 @@ int64_t RematerializePass::Peak(const Graph& g, int* peak_step) const {
     return it == node_alias_.end() ? n : it->second;
   };
   auto is_kernel = [&](const Node* n) {
-    return sizes_.kernels.count(orig_n(n)) > 0 || IsInternal(n, "FusedElementwise") ||
-           IsInternal(n, "MatMulEpilogue") || IsInternal(n, "ConvEpilogue");
+    return sizes_.kernels.count(orig_n(n)) > 0 || IsFusedKernel(n);
   };
   Model m;
   for (Node* n : g.TopologicalOrder())
@@ -125,8 +129,7 @@ bool RematerializePass::Run(Graph& g) {
     std::vector<Node*> order;
     for (Node* n : g.TopologicalOrder()) {
       const Node* o = node_alias.count(n) ? node_alias[n] : n;
-      if (sizes_.kernels.count(o) || IsInternal(n, "FusedElementwise") || IsInternal(n, "MatMulEpilogue") ||
-          IsInternal(n, "ConvEpilogue")) {
+      if (sizes_.kernels.count(o) || IsFusedKernel(n)) {
         step[n] = static_cast<int>(order.size());
         order.push_back(n);
       }

@@ -139,10 +139,10 @@ void RunWidenedPlanes(cpu::DnnType t, const cpu::PoolSpec& spec, const PlaneBloc
           float* fy = static_cast<float*>(workspace) + slot * pb.slot_floats();
           float* fo = fy + pb.block * pb.out_sz;
           float* fx = fo + pb.block * pb.in_sz;
+          cpu::PoolSpec sb = spec;  // a block's planes: one image of nb channels
+          sb.n = 1;
           for (int64_t k = slot * per_slot; k < std::min(nblocks, (slot + 1) * per_slot); ++k) {
             const int64_t p0 = k * pb.block, nb = std::min(pb.block, pb.planes - p0);
-            cpu::PoolSpec sb = spec;
-            sb.n = 1;
             sb.c = nb;
             cpu::ToFloat(t, at(dy, p0 * pb.out_sz), fy, nb * pb.out_sz);
             if (x) cpu::ToFloat(t, at(x, p0 * pb.in_sz), fx, nb * pb.in_sz);

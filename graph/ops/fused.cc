@@ -130,27 +130,32 @@ void InferConvEpilogue(InferContext& ctx) {
 
 }  // namespace
 
-void RegisterFusedOps(OpRegistry& r) {
+namespace {
+
+// The internal op `name` (ai.onnxtrain): a blank schema with `infer`, or a copy of `base` (its facts, opset 1 on).
+OpSchema InternalSchema(const std::string& name, InferFn infer) {
   OpSchema s;
-  s.op_type = "FusedElementwise";
+  s.op_type = name;
   s.domain = kInternalDomain;
-  s.infer = InferFused;
-  r.Register(s);
-  OpSchema e;
-  e.op_type = "MatMulEpilogue";
-  e.domain = kInternalDomain;
-  e.infer = InferMatMulEpilogue;
-  r.Register(e);
-  OpSchema c;
-  c.op_type = "ConvEpilogue";
-  c.domain = kInternalDomain;
-  c.infer = InferConvEpilogue;
-  r.Register(c);
+  s.infer = std::move(infer);
+  return s;
+}
+OpSchema InternalCopy(const std::string& name, const OpSchema& base) {
+  OpSchema s = base;
+  s.op_type = name;
+  s.domain = kInternalDomain;
+  s.min_opset = 1;
+  return s;
+}
+
+}  // namespace
+
+void RegisterFusedOps(OpRegistry& r) {
+  r.Register(InternalSchema("FusedElementwise", InferFused));
+  r.Register(InternalSchema("MatMulEpilogue", InferMatMulEpilogue));
+  r.Register(InternalSchema("ConvEpilogue", InferConvEpilogue));
   if (const OpSchema* ln = r.Find("", "LayerNormalization")) {
-    OpSchema rl = *ln;
-    rl.op_type = "ResidualLayerNorm";
-    rl.domain = kInternalDomain;
-    rl.min_opset = 1;
+    OpSchema rl = InternalCopy("ResidualLayerNorm", *ln);
     rl.recompute_cheap = false;  // a copy computing Y alone would need S (rematerialize.h)
     rl.trailing_outputs_optional = false;
     rl.grad = nullptr;  // made after autodiff
@@ -162,13 +167,7 @@ void RegisterFusedOps(OpRegistry& r) {
     };
     r.Register(rl);
   }
-  if (const OpSchema* bn = r.Find("", "BatchNormalization")) {
-    OpSchema br = *bn;
-    br.op_type = "BatchNormRelu";
-    br.domain = kInternalDomain;
-    br.min_opset = 1;
-    r.Register(br);
-  }
+  if (const OpSchema* bn = r.Find("", "BatchNormalization")) r.Register(InternalCopy("BatchNormRelu", *bn));
 }
 
 }  // namespace ot

@@ -24,20 +24,12 @@ namespace {
 
 using test::Count;
 using test::Emit;
+using test::EmitInternal;
 using test::EmitN;
 using test::Find;
 using test::Input;
 using test::Make;
 using test::Weight;
-
-std::vector<Value*> Internal(Graph& g, const std::string& op, std::vector<Value*> ins, int nout, test::Attrs attrs) {
-  std::vector<Value*> outs = EmitN(g, op, std::move(ins), nout, std::move(attrs));
-  Node* n = outs[0]->producer;
-  n->domain = kInternalDomain;
-  n->opset = 1;
-  g.opset_imports[kInternalDomain] = 1;
-  return outs;
-}
 
 struct Shape4 {
   int64_t n = 3, c = 5, h = 6, w = 7;  // planes of 42: five vectors of eight and a tail of two
@@ -65,9 +57,9 @@ void Block(Graph& g, const Shape4& s) {
   g.outputs.push_back(bn[1]);
   g.outputs.push_back(bn[2]);
   if (s.y_out) g.outputs.push_back(bn[0]);
-  Value* dy = Internal(g, "ReluGrad", {dr, r}, 1, {})[0];
+  Value* dy = EmitInternal(g, "ReluGrad", {dr, r}, 1, {})[0];
   if (s.dy_out) g.outputs.push_back(dy);
-  auto grads = Internal(g, "BatchNormGrad", {dy, x, scale}, 3,
+  auto grads = EmitInternal(g, "BatchNormGrad", {dy, x, scale}, 3,
                         {{"epsilon", Attribute::Float(1e-5f)}, {"training", Attribute::Int(1)}});
   for (Value* v : grads) g.outputs.push_back(v);
   Value* axes = g.AddInitializer(g.UniqueName("axes"), Tensor::FromInt64(s.sum_axes, {int64_t(s.sum_axes.size())}));
@@ -141,9 +133,9 @@ TEST(BatchNormFold, HalfKernelMasksAsReluGrad) {
         std::vector<Value*> grads;
         if (folded) {
           a["relu"] = Attribute::Int(1);
-          grads = Internal(g, "BatchNormGrad", {dr, x, scale, nullptr, nullptr, r}, 3, a);
+          grads = EmitInternal(g, "BatchNormGrad", {dr, x, scale, nullptr, nullptr, r}, 3, a);
         } else {
-          grads = Internal(g, "BatchNormGrad", {Internal(g, "ReluGrad", {dr, r}, 1, {})[0], x, scale}, 3, a);
+          grads = EmitInternal(g, "BatchNormGrad", {EmitInternal(g, "ReluGrad", {dr, r}, 1, {})[0], x, scale}, 3, a);
         }
         for (Value* v : grads) g.outputs.push_back(v);
       };

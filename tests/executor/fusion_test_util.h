@@ -13,6 +13,7 @@
 
 #include "executor/executor.h"
 #include "executor/fusion.h"
+#include "graph/grad_context.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "tests/passes/grad_check.h"
@@ -50,6 +51,22 @@ inline std::map<std::string, Tensor> Feeds(const Graph& g, uint64_t seed) {
   std::map<std::string, Tensor> f;
   for (const Value* v : g.RealInputs()) f[v->name] = RandomTensor(v->dtype, v->shape.StaticDims(), -2, 2);
   return f;
+}
+
+// Puts node n in the internal domain (ai.onnxtrain, opset 1), as the passes that make internal ops do; returns n.
+inline Node* MakeInternal(Graph& g, Node* n) {
+  n->domain = kInternalDomain;
+  n->opset = 1;
+  g.opset_imports[kInternalDomain] = 1;
+  return n;
+}
+
+// EmitN of an internal op.
+inline std::vector<Value*> EmitInternal(Graph& g, const std::string& op, std::vector<Value*> ins, int nout = 1,
+                                        Attrs attrs = {}) {
+  std::vector<Value*> outs = EmitN(g, op, std::move(ins), nout, std::move(attrs));
+  MakeInternal(g, outs[0]->producer);
+  return outs;
 }
 
 inline int Count(const Graph& g, const std::string& op) {

@@ -25,11 +25,7 @@ namespace {
 using test::Emit;
 
 Value* MatMulBias(Graph& g, Value* a, Value* b, Value* bias) {
-  Value* y = Emit(g, "MatMulBias", {a, b, bias}, {{"activation", Attribute::String("none")}});
-  y->producer->domain = kInternalDomain;
-  y->producer->opset = 1;
-  g.opset_imports[kInternalDomain] = 1;
-  return y;
+  return test::EmitInternal(g, "MatMulBias", {a, b, bias}, 1, {{"activation", Attribute::String("none")}})[0];
 }
 
 using BuildFn = test::GraphBuildFn;

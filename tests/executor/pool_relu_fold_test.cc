@@ -53,15 +53,9 @@ void Block(Graph& g, const Pool& p) {
   test::Attrs a{{"kernel_shape", Attribute::Ints(p.kernel)}, {"strides", Attribute::Ints(p.strides)}};
   if (!p.pads.empty()) a["pads"] = Attribute::Ints(p.pads);
   if (p.ceil) a["ceil_mode"] = Attribute::Int(1);
-  Value* dr = Emit(g, "MaxPoolGrad", {dp, rx}, a);
-  dr->producer->domain = kInternalDomain;
-  dr->producer->opset = 1;
-  g.opset_imports[kInternalDomain] = 1;
+  Value* dr = test::EmitInternal(g, "MaxPoolGrad", {dp, rx}, 1, a)[0];
   if (p.dr_out) g.outputs.push_back(dr);
-  Value* dy = Emit(g, "ReluGrad", {dr, r});
-  dy->producer->domain = kInternalDomain;
-  dy->producer->opset = 1;
-  g.outputs.push_back(dy);
+  g.outputs.push_back(test::EmitInternal(g, "ReluGrad", {dr, r})[0]);
 }
 
 void ExpectSameBits(const Pool& p, const std::string& mode = "lite") {

@@ -21,7 +21,6 @@ namespace {
 
 using test::Count;
 using test::Emit;
-using test::EmitN;
 using test::Find;
 using test::Input;
 using test::Make;
@@ -57,18 +56,10 @@ void Build(Graph& g, const Block& b) {
   Value* s = Emit(g, "Add", {x, r});
   Value* y = Emit(g, "LayerNormalization", {s, scale, bias}, {{"axis", Attribute::Int(-1)},
                                                                 {"epsilon", Attribute::Float(1e-5f)}});
-  if (b.internal_ln) {
-    y->producer->domain = kInternalDomain;
-    y->producer->opset = 1;
-    g.opset_imports[kInternalDomain] = 1;
-  }
+  if (b.internal_ln) test::MakeInternal(g, y->producer);
   g.outputs.push_back(Emit(g, "Add", {s, y}));
-  auto grads = EmitN(g, "LayerNormGrad", {dy, s, scale}, 3,
-                     {{"axis", Attribute::Int(-1)}, {"epsilon", Attribute::Float(1e-5f)}});
-  Node* lg = grads[0]->producer;
-  lg->domain = kInternalDomain;
-  lg->opset = 1;
-  g.opset_imports[kInternalDomain] = 1;
+  auto grads = test::EmitInternal(g, "LayerNormGrad", {dy, s, scale}, 3,
+                                  {{"axis", Attribute::Int(-1)}, {"epsilon", Attribute::Float(1e-5f)}});
   g.outputs.push_back(grads[1]);
   g.outputs.push_back(grads[2]);
   if (b.dx_out) g.outputs.push_back(grads[0]);
