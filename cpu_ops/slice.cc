@@ -224,4 +224,88 @@ void Slice(const void* in, void* out, size_t esz, const std::vector<int64_t>& in
   StridedCopy(in, base, out, esz, out_dims, std::move(strides));
 }
 
+void SliceBackward(const void* in, void* out, size_t esz, const std::vector<int64_t>& in_dims,
+                   const std::vector<int64_t>& starts, const std::vector<int64_t>& steps,
+                   const std::vector<int64_t>& out_dims) {
+  const int64_t eszi = static_cast<int64_t>(esz);
+  const int64_t out_n = NumElementsOf(out_dims), in_n = NumElementsOf(in_dims);
+  auto* dst = static_cast<uint8_t*>(out);
+  if (in_n == out_n && std::all_of(steps.begin(), steps.end(), [](int64_t st) { return st == 1; })) {
+    // Every element taken in order (a full slice with steps of 1).
+    CopyBytes(dst, in, static_cast<size_t>(in_n * eszi));
+    return;
+  }
+  // Zeros first (the whole output: the taken elements are overwritten below), in parallel chunks when large.
+  const size_t zero_bytes = static_cast<size_t>(out_n * eszi);
+  if (zero_bytes < kParallelBytes) {
+    std::memset(dst, 0, zero_bytes);
+  } else {
+    const size_t chunks = (zero_bytes + kChunkBytes - 1) / kChunkBytes;
+    tbb::parallel_for(
+        tbb::blocked_range<size_t>(0, chunks, 1),
+        [&](const tbb::blocked_range<size_t>& r) {
+          for (size_t c = r.begin(); c != r.end(); ++c)
+            std::memset(dst + c * kChunkBytes, 0, std::min(kChunkBytes, zero_bytes - c * kChunkBytes));
+        },
+        tbb::simple_partitioner());
+  }
+  if (in_n == 0) return;
+  // The taken elements: in's row-major order, out's strides (a step multiplies its axis' stride).
+  std::vector<int64_t> cs = ContiguousStrides(out_dims);
+  std::vector<int64_t> dims = in_dims, os(in_dims.size());
+  int64_t base = 0;
+  for (size_t k = 0; k < in_dims.size(); ++k) {
+    os[k] = cs[k] * steps[k];
+    base += starts[k] * cs[k];
+  }
+  if (dims.empty()) {
+    std::memcpy(dst + base * eszi, in, esz);
+    return;
+  }
+  std::vector<std::vector<int64_t>> strides{std::move(os), ContiguousStrides(dims)};
+  CoalesceDims(dims, strides);
+  const std::vector<int64_t>& ost = strides[0];
+  const int rank = static_cast<int>(dims.size());
+  const int64_t n = dims[rank - 1], s = ost[rank - 1];
+  int64_t rows = 1;
+  for (int k = 0; k + 1 < rank; ++k) rows *= dims[k];
+  const auto* src = static_cast<const uint8_t*>(in);
+  auto do_rows = [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> idx(rank, 0);
+    int64_t off = base, rem = r0;
+    for (int k = rank - 2; k >= 0; --k) {
+      idx[k] = rem % dims[k];
+      rem /= dims[k];
+      off += idx[k] * ost[k];
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* sp = src + r * n * eszi;
+      uint8_t* dp = dst + off * eszi;
+      if (s == 1) {
+        std::memcpy(dp, sp, static_cast<size_t>(n * eszi));
+      } else {
+        for (int64_t i = 0; i < n; ++i) std::memcpy(dp + i * s * eszi, sp + i * eszi, esz);
+      }
+      for (int k = rank - 2; k >= 0; --k) {
+        off += ost[k];
+        if (++idx[k] < dims[k]) break;
+        off -= idx[k] * ost[k];
+        idx[k] = 0;
+      }
+    }
+  };
+  if (static_cast<size_t>(in_n * eszi) < kParallelBytes || rows == 1) {
+    do_rows(0, rows);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes) / std::max<int64_t>(1, n * eszi));
+  const int64_t tasks = (rows + grain - 1) / grain;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, tasks, 1),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t t = r.begin(); t != r.end(); ++t) do_rows(t * grain, std::min(rows, (t + 1) * grain));
+      },
+      tbb::simple_partitioner());
+}
+
 }  // namespace ot::cpu

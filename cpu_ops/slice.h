@@ -25,6 +25,13 @@ void Slice(const void* in, void* out, size_t esz, const std::vector<int64_t>& in
            const std::vector<int64_t>& starts, const std::vector<int64_t>& steps,
            const std::vector<int64_t>& out_dims);
 
+// The gradient of Slice: out (row-major over `out_dims`, every element written) is zero except where the forward
+// Slice read it, which takes the matching element of `in` (row-major over `in_dims`, the Slice's output dims).
+// starts/steps as for Slice (starts valid where in_dims[k] > 0); the taken elements are distinct, so nothing sums.
+void SliceBackward(const void* in, void* out, size_t esz, const std::vector<int64_t>& in_dims,
+                   const std::vector<int64_t>& starts, const std::vector<int64_t>& steps,
+                   const std::vector<int64_t>& out_dims);
+
 // Row-major element strides of dims.
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& dims);
 // Product of dims (1 for none).

@@ -18,6 +18,7 @@
 #include "executor/plan.h"
 #include "graph/error.h"
 #include "graph/grad_context.h"
+#include "graph/op_registry.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "passes/master_weights.h"
@@ -85,6 +86,7 @@ void WriteFileSynced(const std::string& path, const std::function<void(const std
 }  // namespace
 
 Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std::move(opts)), graph_(std::move(model)) {
+  RequireSupportedOps(*graph_, "the model");  // each unsupported node named before any pass can fail on it
   // The inference copies come from the model as given, before the step graph rewrites it.
   const std::string bytes = SerializeModel(*graph_);
   inference_ = ParseModel(bytes, "", "the model");

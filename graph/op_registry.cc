@@ -129,6 +129,27 @@ std::string UnsupportedReason(const OpRegistry& reg, const Node& n) {
   return "";
 }
 
+std::vector<std::string> UnsupportedNodes(const Graph& g) {
+  const OpRegistry& reg = OpRegistry::Global();
+  std::vector<std::string> lines;
+  for (const auto& n : g.nodes()) {
+    const OpSchema* s = reg.Find(n->domain, n->op_type);
+    if (s && n->opset >= s->min_opset) continue;
+    std::string line = "node '" + n->name + "': op " + n->op_type + " (" +
+                       (n->domain.empty() ? std::string("ai.onnx") : n->domain) + ", opset " +
+                       std::to_string(n->opset) + ") is not supported";
+    if (s) line += " (from opset " + std::to_string(s->min_opset) + ")";
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+void RequireSupportedOps(const Graph& g, const std::string& where) {
+  std::string msg;
+  for (const std::string& line : UnsupportedNodes(g)) msg += (msg.empty() ? "" : "\n") + where + ": " + line;
+  if (!msg.empty()) throw UnsupportedError(msg);
+}
+
 void InferNode(Node& node) {
   Node* n = &node;
   const OpRegistry& reg = OpRegistry::Global();

@@ -186,6 +186,12 @@ class OpRegistry {
 // Why a node cannot run here ("" when supported as far as the registry knows): unknown op, domain, or an
 // opset older than the registry's entry implements.
 std::string UnsupportedReason(const OpRegistry& reg, const Node& n);
+// Every node of `g` that cannot run here, one line each in graph order: "node 'N': op X (domain, opset V) is not
+// supported" (with the first supported opset where only the version is too old). Empty when all are supported.
+std::vector<std::string> UnsupportedNodes(const Graph& g);
+// Throws UnsupportedError with those lines, each prefixed with `where` (the model's file), when there are any: a
+// model is checked before anything else reads it, so the unsupported op is what the user is told.
+void RequireSupportedOps(const Graph& g, const std::string& where);
 
 // Runs the registry's inference over the graph in topological order, filling every node output's dtype and
 // shape. Initializer and Constant values are known values. Nodes whose op is not registered get unknown

@@ -51,6 +51,13 @@ bool AutodiffPass::Run(Graph& g) {
       depends.insert(v.get());
       candidates.push_back(v.get());
     }
+  for (const std::string& name : opts_.inputs) {
+    Value* v = g.FindValue(name);
+    if (!v || std::find(g.inputs.begin(), g.inputs.end(), v) == g.inputs.end() || !IsFloat(v->dtype))
+      throw Error("autodiff: '" + name + "' is not a float input of the graph");
+    depends.insert(v);
+    candidates.push_back(v);
+  }
   const std::vector<Node*> order = g.TopologicalOrder();
   for (Node* n : order) {
     const OpSchema* s = reg.Find(n->domain, n->op_type);

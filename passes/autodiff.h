@@ -18,6 +18,9 @@ namespace ot {
 struct AutodiffOptions {
   std::string loss;    // name of the scalar loss value
   std::string freeze;  // parameters whose names match are not trained
+  // Float graph inputs differentiated as well, after the parameters (gradients "<input>_grad"): gradient checks of
+  // graphs whose dims are symbolic, where the differentiated tensors must be fed.
+  std::vector<std::string> inputs = {};
 };
 
 class AutodiffPass : public Pass {

@@ -97,7 +97,8 @@ KernelInfo PoolGradKernel(const KernelContext& ctx, bool max) {
   RequireRank(ctx, x);
   if (y.size() != x.size()) ctx.Fail("X and dY must have the same rank");
   if (max && ctx.in(1).dims != x) ctx.Fail("X and dX shapes differ");
-  const cpu::PoolSpec s = PoolGeometry(ctx, max ? cpu::PoolKind::kMax : cpu::PoolKind::kAvg, x, y, false);
+  const cpu::PoolSpec s =
+      PoolGeometry(ctx, max ? cpu::PoolKind::kMax : cpu::PoolKind::kAvg, x, y, ctx.node.attr_int("global", 0) != 0);
   if (ctx.out(0).numel() == 0) return MakeInfo([](const KernelIO&) {});
   if (Empty(y)) ctx.Unsupported("a pooling gradient with an empty dY on the GPU");
   const cuda::PoolDesc d = DescOf(ctx, s, t);

@@ -198,14 +198,15 @@ KernelInfo ConvBackwardKernel(const KernelContext& ctx, cpu::DnnlConvBackward::K
   return info;
 }
 
-// Pooling geometry of a MaxPoolGrad/AveragePoolGrad node: X's dims are dX's, Y's are dY's.
+// Pooling geometry of a MaxPoolGrad/AveragePoolGrad node: X's dims are dX's, Y's are dY's; `global` = 1 (the
+// gradient of GlobalMaxPool): one window over X's spatial dims, whatever they are when the plan is made.
 cpu::PoolSpec GradPoolSpec(const KernelContext& ctx, cpu::PoolKind kind) {
   const auto& x = ctx.out(0).dims;
   const auto& y = ctx.in(0).dims;
   const int r = static_cast<int>(x.size()) - 2;
   if (r < 1 || y.size() != x.size()) ctx.Fail("X and dY must have the same rank >= 3");
   if (r > 3) ctx.Unsupported(std::to_string(r) + "-D pooling is not supported (1-D to 3-D are)");
-  return PoolGeometry(ctx, kind, x, y, /*global=*/false);
+  return PoolGeometry(ctx, kind, x, y, ctx.node.attr_int("global", 0) != 0);
 }
 
 // MaxPoolGrad(dY, X) {relu} -> dX. Half: dY and X widened (exact, so each window picks the same argmax), dX summed in

@@ -1,6 +1,7 @@
 // CPU kernel factories of the shape family, part 1: copies and rearrangements (Reshape, Flatten, Squeeze,
 // Unsqueeze, Transpose, Concat, Split, Slice, Expand, Tile, Pad, DepthToSpace, SpaceToDepth). Everything moves
 // elements as opaque bytes, so every storable dtype is handled. Part 2 is shape_index.cc.
+#include <algorithm>
 #include <cstring>
 
 #include "cpu_ops/concat.h"
@@ -10,6 +11,7 @@
 #include "cpu_ops/transpose.h"
 #include "executor/kernel_registry.h"
 #include "executor/kernels/shape_internal.h"
+#include "graph/grad_context.h"
 #include "graph/infer_util.h"
 
 namespace ot {
@@ -103,6 +105,28 @@ KernelInfo SliceKernel(const KernelContext& ctx) {
   return {[=](const KernelIO& io) { cpu::Slice(io.in[0], io.out[0], esz, id, starts, steps, od); }};
 }
 
+// SliceGrad(dY, shape(X), starts, ends[, axes[, steps]]) -> dX: zeros, with dY where the forward Slice took it.
+KernelInfo SliceGradKernel(const KernelContext& ctx) {
+  const size_t esz = ElemSize(ctx, ctx.in(0).dtype);
+  const std::vector<int64_t> yd = ctx.in(0).dims, xd = ctx.out(0).dims;
+  const int r = static_cast<int>(xd.size());
+  if (static_cast<int>(yd.size()) != r) ctx.Fail("dY's rank differs from X's");
+  std::optional<shape_ops::SliceArgs> a = shape_ops::ReadSliceInputs(ctx.node, KernelValues(ctx), r, 2);
+  if (!a) ctx.Fail("slice arguments are unknown");
+  std::vector<int64_t> starts(r, 0), steps(r, 1);
+  for (int k = 0; k < r; ++k)
+    if (yd[k] != xd[k] && std::find(a->axes.begin(), a->axes.end(), k) == a->axes.end())
+      ctx.Fail("dY and X differ along axis " + std::to_string(k) + ", which the slice does not take from");
+  for (size_t i = 0; i < a->axes.size(); ++i) {
+    const int ax = static_cast<int>(a->axes[i]);
+    shape_ops::SliceAxis s = shape_ops::NormalizeSlice(xd[ax], a->starts[i], a->ends[i], a->steps[i]);
+    if (s.count != yd[ax]) ctx.Fail("dY's length along axis " + std::to_string(ax) + " disagrees with the slice");
+    starts[ax] = s.start;
+    steps[ax] = s.step;
+  }
+  return {[=](const KernelIO& io) { cpu::SliceBackward(io.in[0], io.out[0], esz, yd, starts, steps, xd); }};
+}
+
 KernelInfo ExpandKernel(const KernelContext& ctx) {
   const size_t esz = ElemSize(ctx, ctx.in(0).dtype);
   const std::vector<int64_t> id = ctx.in(0).dims, od = ctx.out(0).dims;
@@ -180,6 +204,7 @@ void RegisterShapeKernels(CpuKernelRegistry& r) {
   r.Register("Concat", ConcatKernel);
   r.Register("Split", SplitKernel);
   r.Register("Slice", SliceKernel);
+  r.Register("SliceGrad", SliceGradKernel, kInternalDomain);
   r.Register("Expand", ExpandKernel);
   r.Register("Tile", TileKernel);
   r.Register("Pad", PadKernel);

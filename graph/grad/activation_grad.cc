@@ -41,33 +41,9 @@ double AttrF(const GradContext& c, const char* name, double def) {
   return c.node().attr_float(name, static_cast<float>(def));
 }
 
-// Axes reduced by a Reduce* node other than ReduceSum (normalised): from the attribute before opset 18, the constant
-// axes input from 18; all axes when none are given, unless noop_with_empty_axes (then {}).
-std::vector<int64_t> ReducedAxes(GradContext& c, int rank) {
-  const Node& n = c.node();
-  std::vector<int64_t> axes;
-  const bool axes_input = n.opset >= 18;
-  if (axes_input) {
-    if (n.has_input(1)) {
-      auto a = grad::ConstInts(n.inputs[1]);
-      if (!a) c.Fail("axes must be a constant");
-      axes = *a;
-    }
-  } else {
-    axes = n.attr_ints("axes");
-  }
-  if (axes.empty()) {
-    if (axes_input && n.attr_int("noop_with_empty_axes", 0)) return {};
-    for (int i = 0; i < rank; ++i) axes.push_back(i);
-  }
-  for (int64_t& a : axes) a = NormalizeAxis(a, rank, n.Describe());
-  return axes;
-}
-
 void ReduceExtremumGrad(GradContext& c) {
-  const int rank = grad::Rank(c, c.X(0), "X");
-  const std::vector<int64_t> axes = ReducedAxes(c, rank);
-  if (axes.empty()) {
+  const grad::ReduceAxes axes = grad::ReducedAxesOf(c, grad::Rank(c, c.X(0), "X"));
+  if (!axes.v && axes.k.empty()) {
     c.SetGrad(0, c.dY(0));
     return;
   }
@@ -83,9 +59,8 @@ void ReduceExtremumGrad(GradContext& c) {
 // ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSumExp, ReduceLogSum: dX = f(X, Y') * dY' with Y' and dY' the
 // result and its gradient with the reduced axes kept (size 1), broadcast over X.
 void ReduceSmoothGrad(GradContext& c) {
-  const int rank = grad::Rank(c, c.X(0), "X");
-  const std::vector<int64_t> axes = ReducedAxes(c, rank);
-  if (axes.empty()) c.Fail("noop_with_empty_axes with no axes has no gradient rule");
+  const grad::ReduceAxes axes = grad::ReducedAxesOf(c, grad::Rank(c, c.X(0), "X"));
+  if (!axes.v && axes.k.empty()) c.Fail("noop_with_empty_axes with no axes has no gradient rule");
   const bool keep = c.node().attr_int("keepdims", 1) != 0;
   Value* y = keep ? c.Y(0) : grad::UnsqueezeAxes(c, c.Y(0), axes);
   Value* dy = keep ? c.dY(0) : grad::UnsqueezeAxes(c, c.dY(0), axes);
@@ -111,9 +86,8 @@ void ReduceSmoothGrad(GradContext& c) {
 // ReduceProd: dX_i = dY * (product of the others), zero-safe: with no zero in the reduced group that is Y / X_i;
 // with one zero, the product of the non-zeros at the zero and 0 elsewhere; with two or more, 0 everywhere.
 void ReduceProdGrad(GradContext& c) {
-  const int rank = grad::Rank(c, c.X(0), "X");
-  const std::vector<int64_t> axes = ReducedAxes(c, rank);
-  if (axes.empty()) c.Fail("noop_with_empty_axes with no axes has no gradient rule");
+  const grad::ReduceAxes axes = grad::ReducedAxesOf(c, grad::Rank(c, c.X(0), "X"));
+  if (!axes.v && axes.k.empty()) c.Fail("noop_with_empty_axes with no axes has no gradient rule");
   const bool keep = c.node().attr_int("keepdims", 1) != 0;
   Value* dy = keep ? c.dY(0) : grad::UnsqueezeAxes(c, c.dY(0), axes);
   Value* x = c.X(0);
@@ -121,8 +95,8 @@ void ReduceProdGrad(GradContext& c) {
   Value* zero = c.Scalar(0.0, x);
   Value* is_zero = c.Op("Equal", {x, zero});
   Value* nz = c.Op("Where", {is_zero, one, x});
-  Value* prod_nz = c.node().opset >= 18 ? c.Op("ReduceProd", {nz, c.Ints(axes)})
-                                        : c.Op("ReduceProd", {nz}, {{"axes", Attribute::Ints(axes)}});
+  Value* prod_nz = c.node().opset >= 18 ? c.Op("ReduceProd", {nz, grad::AxesValue(c, axes)})
+                                        : c.Op("ReduceProd", {nz}, {{"axes", Attribute::Ints(axes.k)}});
   Value* zeros = grad::ReduceSumAxes(c, CastLike(c, is_zero, x), axes, /*keepdims=*/true);
   Value* one_zero_here = c.Op("Where", {c.Op("And", {c.Op("Equal", {zeros, one}), is_zero}), prod_nz, zero});
   Value* others = c.Op("Where", {c.Op("Equal", {zeros, zero}), c.Op("Div", {prod_nz, nz}), one_zero_here});

@@ -3,15 +3,15 @@
 //   Concat      each input's part of dY, sliced back out
 //   Split       the outputs' gradients concatenated (zeros for outputs that get none)
 //   Slice       (graph/grad/index_grad.cc: any steps)
-//   Pad         dY sliced (constant mode, non-negative pads)
+//   Pad         dY padded by the negated pads (constant mode; crops where the forward padded)
 //   Expand      dY reduced to X's shape
 //   Tile        dY summed over the tiles
 //   Where       dY to X where cond, to Y elsewhere, each reduced to its shape
 //   Dropout     dY * mask / (1 - ratio) in training mode; dY in inference mode
 //   Cast        dY cast back to X's dtype
 //   Max, Min    dY to each input equal to the result (ties: each tied input gets all of dY)
-// Rules that need sizes (Concat, Slice, Pad, Tile, Split's zeros) need them static and the index inputs
-// constant, which they are after the exporter's shape arithmetic is folded.
+// Sizes a rule needs (Concat's offsets, Tile's view, Split's zeros) are constants where static and read in the step
+// graph (Shape of the forward input) where not; index inputs are the forward's own. The plan folds both.
 #include <algorithm>
 #include <optional>
 
@@ -27,7 +27,6 @@ namespace {
 
 using grad::ConstDouble;
 using grad::ConstInts;
-using grad::StaticDims;
 
 // Slice(v, starts, ends, axes) in the form of the graph's opset.
 Value* SliceOp(GradContext& c, Value* v, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
@@ -44,18 +43,28 @@ void GatherGradRule(GradContext& c) {
                     {{"axis", Attribute::Int(c.node().attr_int("axis", 0))}}, kInternalDomain));
 }
 
+// Each input's part of dY sliced back out, at offsets that are constants where the sizes along the axis are static
+// and sums of Shape reads where they are not (the class token before a batch of patches).
 void ConcatGrad(GradContext& c) {
   const Node& n = c.node();
-  const Shape& y = c.Y(0)->shape;
-  if (!y.known_rank()) c.Fail("output rank must be known");
-  const int axis = NormalizeAxis(n.attr_int("axis", 0), y.rank(), n.Describe());
-  int64_t off = 0;
+  const int rank = grad::Rank(c, c.Y(0), "the output");
+  const int axis = NormalizeAxis(n.attr_int("axis", 0), rank, n.Describe());
+  grad::SizeElem off{0, nullptr};
   for (size_t i = 0; i < n.inputs.size(); ++i) {
-    const Shape& s = n.inputs[i]->shape;
-    if (!s.known_rank() || !s[axis].is_static()) c.Fail("input sizes along the axis must be static");
-    const int64_t len = s[axis].value;
-    if (c.needs_grad(static_cast<int>(i))) c.SetGrad(static_cast<int>(i), SliceOp(c, c.dY(0), {off}, {off + len}, {axis}));
-    off += len;
+    grad::Rank(c, n.inputs[i], "input " + std::to_string(i));
+    const grad::SizeElem len = grad::DimOf(c, n.inputs[i], axis);
+    const grad::SizeElem end = grad::Arith(c, "Add", off, len);
+    if (c.needs_grad(static_cast<int>(i))) {
+      Value* part;
+      if (off.k && end.k) {
+        part = SliceOp(c, c.dY(0), {*off.k}, {*end.k}, {axis});
+      } else {
+        if (n.opset < 10) c.Fail("input sizes along the axis must be static before opset 10 (Slice takes no inputs)");
+        part = c.Op("Slice", {c.dY(0), grad::ValueOf(c, off), grad::ValueOf(c, end), c.Ints({axis})});
+      }
+      c.SetGrad(static_cast<int>(i), part);
+    }
+    off = end;
   }
 }
 
@@ -72,55 +81,47 @@ void SplitGrad(GradContext& c) {
   c.SetGrad(0, parts.size() == 1 ? parts[0] : c.Op("Concat", parts, {{"axis", Attribute::Int(axis)}}));
 }
 
+// Y = Pad(X, pads) in constant mode: dX = Pad(dY, -pads) with zeros -- where the forward added a border the
+// backward crops it, where it cropped (a negative pad) the backward puts zeros back. pads from the forward's own
+// input, negated in the step graph where they are not constants.
 void PadGrad(GradContext& c) {
   const Node& n = c.node();
   if (n.attr_string("mode", "constant") != "constant") c.Fail("only constant-mode Pad has a gradient");
-  const std::vector<int64_t> x = StaticDims(c, c.X(0), "X");
-  const int rank = static_cast<int>(x.size());
-  std::vector<int64_t> pads;
-  std::vector<int64_t> axes;
-  if (n.opset >= 11) {
-    auto p = ConstInts(n.inputs[1]);
-    if (!p) c.Fail("pads must be a constant");
-    pads = *p;
-    if (n.has_input(3)) {
-      auto a = ConstInts(n.inputs[3]);
-      if (!a) c.Fail("axes must be a constant");
-      axes = *a;
-    }
+  grad::Rank(c, c.X(0), "X");
+  if (n.opset < 11) {
+    std::vector<int64_t> pads = n.attr_ints(n.opset < 2 ? "paddings" : "pads");
+    for (int64_t& p : pads) p = -p;
+    c.SetGrad(0, c.Op("Pad", {c.dY(0)}, {{"pads", Attribute::Ints(pads)}}));
+    return;
+  }
+  Value* neg;
+  if (auto p = ConstInts(n.inputs[1])) {
+    for (int64_t& v : *p) v = -v;
+    neg = c.Ints(*p);
   } else {
-    pads = n.attr_ints("pads");
+    neg = c.Op("Neg", {n.inputs[1]});
   }
-  if (axes.empty())
-    for (int i = 0; i < rank; ++i) axes.push_back(i);
-  const size_t na = axes.size();
-  if (pads.size() != 2 * na) c.Fail("pads must have two values per axis");
-  std::vector<int64_t> starts, ends, sl_axes;
-  for (size_t i = 0; i < na; ++i) {
-    if (pads[i] < 0 || pads[na + i] < 0) c.Fail("negative pads are not supported");
-    const int a = NormalizeAxis(axes[i], rank, n.Describe());
-    starts.push_back(pads[i]);
-    ends.push_back(pads[i] + x[a]);
-    sl_axes.push_back(a);
-  }
-  c.SetGrad(0, SliceOp(c, c.dY(0), starts, ends, sl_axes));
+  std::vector<Value*> in{c.dY(0), neg};
+  if (n.has_input(3)) in.insert(in.end(), {nullptr, n.inputs[3]});
+  c.SetGrad(0, c.Op("Pad", in));
 }
 
+// dY viewed as [r0, x0, r1, x1, ...] (repeats and X's dims, read in the step graph where not known), summed over
+// the r axes.
 void TileGrad(GradContext& c) {
-  const std::vector<int64_t> x = StaticDims(c, c.X(0), "X");
+  const int rank = grad::Rank(c, c.X(0), "X");
   auto reps = ConstInts(c.X(1));
-  if (!reps || reps->size() != x.size()) c.Fail("repeats must be a constant with one value per dim");
-  // dY viewed as [r0, x0, r1, x1, ...], summed over the r axes.
-  std::vector<int64_t> view, axes;
-  for (size_t i = 0; i < x.size(); ++i) {
+  if (reps && static_cast<int>(reps->size()) != rank) c.Fail("repeats must have one value per dim");
+  std::vector<grad::SizeElem> view;
+  std::vector<int64_t> axes;
+  for (int i = 0; i < rank; ++i) {
     axes.push_back(static_cast<int64_t>(view.size()));
-    view.push_back((*reps)[i]);
-    view.push_back(x[i]);
+    view.push_back(reps ? grad::SizeElem{(*reps)[i], nullptr}
+                        : grad::SizeElem{std::nullopt, c.Op("Gather", {c.X(1), c.Ints({i})})});
+    view.push_back(grad::DimOf(c, c.X(0), i));
   }
-  Value* v = c.Op("Reshape", {c.dY(0), c.Ints(view)});
-  Value* s = c.node().opset >= 13 ? c.Op("ReduceSum", {v, c.Ints(axes)}, {{"keepdims", Attribute::Int(0)}})
-                                  : c.Op("ReduceSum", {v}, {{"axes", Attribute::Ints(axes)}, {"keepdims", Attribute::Int(0)}});
-  c.SetGrad(0, s);
+  Value* v = c.Op("Reshape", {c.dY(0), grad::SizesValue(c, view)});
+  c.SetGrad(0, grad::ReduceSumAxes(c, v, axes, /*keepdims=*/false));
 }
 
 void WhereGrad(GradContext& c) {
@@ -188,8 +189,8 @@ void RegisterDataGrads(OpRegistry& r) {
   gg.domain = kInternalDomain;
   gg.value_inputs = {2};
   gg.infer = [](InferContext& ctx) {
-    if (auto v = InputInts(ctx, 2)) {
-      ctx.set_output(0, ctx.input_type(0), Shape::Static(*v));
+    if (std::optional<DimsValue> target = ctx.input_dims_value(2)) {  // known, or named through a Shape of X
+      ctx.set_output(0, ctx.input_type(0), Shape(SizesOf(ctx, *target, "X's shape")));
       return;
     }
     const Shape& s = ctx.input_shape(2);

@@ -2,6 +2,7 @@
 // conv_transpose_grad.cc: constant inputs as integers, static dims, and ops emitted in the form of the forward
 // node's opset (axes/pads/starts as inputs from the opset that made them inputs, attributes before).
 #pragma once
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +70,93 @@ inline Value* PadZeros(GradContext& c, Value* v, const std::vector<int64_t>& pad
   if (c.node().opset >= 11) return c.Op("Pad", {v, c.Ints(pads)});
   return c.Op("Pad", {v}, {{"pads", Attribute::Ints(pads)}});
 }
+
+// One element of a size vector a rule builds: known now (k), or computed in the step graph (v, int64 of shape [1]:
+// a Shape of the forward input and arithmetic on it, which the plan folds for each concrete shape).
+struct SizeElem {
+  std::optional<int64_t> k;
+  Value* v = nullptr;
+};
+
+// Dim `axis` of x: static, else Gather(Shape(x), [axis]).
+inline SizeElem DimOf(GradContext& c, Value* x, int axis) {
+  if (x->shape.known_rank() && x->shape[axis].is_static()) return {x->shape[axis].value, nullptr};
+  return {std::nullopt, c.Op("Gather", {c.Op("Shape", {x}), c.Ints({axis})})};
+}
+
+inline Value* ValueOf(GradContext& c, const SizeElem& e) { return e.k ? c.Ints({*e.k}) : e.v; }
+
+// a op b for op Add, Sub, Mul, Div (non-negative sizes: truncation is floor) or Max.
+inline SizeElem Arith(GradContext& c, const char* op, const SizeElem& a, const SizeElem& b) {
+  if (a.k && b.k) {
+    const std::string o = op;
+    return {o == "Add"   ? *a.k + *b.k
+            : o == "Sub" ? *a.k - *b.k
+            : o == "Mul" ? *a.k * *b.k
+            : o == "Max" ? std::max(*a.k, *b.k)
+                         : *a.k / *b.k,
+            nullptr};
+  }
+  return {std::nullopt, c.Op(op, {ValueOf(c, a), ValueOf(c, b)})};
+}
+
+// The elements as one 1-D int64 value: a constant when all are known, else their Concat.
+inline Value* SizesValue(GradContext& c, const std::vector<SizeElem>& elems) {
+  std::vector<int64_t> known;
+  for (const SizeElem& e : elems)
+    if (e.k) known.push_back(*e.k);
+  if (known.size() == elems.size()) return c.Ints(known);
+  std::vector<Value*> parts;
+  for (const SizeElem& e : elems) parts.push_back(ValueOf(c, e));
+  return c.Op("Concat", parts, {{"axis", Attribute::Int(0)}});
+}
+
+// The axes a Reduce* node reduces: constants (`k`, normalised; all axes when none are given; empty for
+// noop_with_empty_axes with none), or the node's own axes input (`v`) where it is computed in the step graph.
+// Axes are an input of ReduceSum from opset 13 and of the other Reduce* ops from opset 18.
+struct ReduceAxes {
+  std::vector<int64_t> k;
+  Value* v = nullptr;
+};
+
+inline ReduceAxes ReducedAxesOf(GradContext& c, int rank) {
+  const Node& n = c.node();
+  ReduceAxes r;
+  const bool axes_input = n.opset >= (n.op_type == "ReduceSum" ? 13 : 18);
+  if (axes_input) {
+    if (n.has_input(1)) {
+      auto a = ConstInts(n.inputs[1]);
+      if (!a) {
+        if (n.attr_int("noop_with_empty_axes", 0))
+          c.Fail("axes computed in the graph with noop_with_empty_axes = 1 (empty axes would make it the identity)");
+        r.v = n.inputs[1];
+        return r;
+      }
+      r.k = *a;
+    }
+  } else {
+    r.k = n.attr_ints("axes");
+  }
+  if (r.k.empty()) {
+    if (axes_input && n.attr_int("noop_with_empty_axes", 0)) return r;
+    for (int i = 0; i < rank; ++i) r.k.push_back(i);
+  }
+  for (int64_t& a : r.k) a = NormalizeAxis(a, rank, n.Describe());
+  return r;
+}
+
+// Unsqueeze(v) at the reduced axes (Reduce* with keepdims = 0 undone).
+inline Value* UnsqueezeAxes(GradContext& c, Value* v, const ReduceAxes& a) {
+  return a.v ? c.Op("Unsqueeze", {v, a.v}) : UnsqueezeAxes(c, v, a.k);
+}
+
+inline Value* ReduceSumAxes(GradContext& c, Value* v, const ReduceAxes& a, bool keepdims) {
+  if (!a.v) return ReduceSumAxes(c, v, a.k, keepdims);
+  return c.Op("ReduceSum", {v, a.v}, {{"keepdims", Attribute::Int(keepdims ? 1 : 0)}});
+}
+
+// An axes input of the ReduceProd/ReduceMax... emitted by a rule of an opset-18 node.
+inline Value* AxesValue(GradContext& c, const ReduceAxes& a) { return a.v ? a.v : c.Ints(a.k); }
 
 // Zeros of `like`'s shape and dtype.
 inline Value* ZerosLike(GradContext& c, const Value* like) {

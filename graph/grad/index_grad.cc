@@ -1,10 +1,7 @@
 // Gradient rules of Slice (any steps), the element-indexed ops, Trilu, TopK, CumSum and DepthToSpace/
 // SpaceToDepth, with standard ops only:
-//   Slice            dY put back where the slice took it, zeros elsewhere. Per sliced axis with step s and n
-//                    elements taken: a negative step is undone by reversing dY along the axis (Slice with step
-//                    -1); |s| > 1 spreads the n elements |s| apart ([n] -> [n, 1] -> Pad to [n, |s|] -> [n |s|]
-//                    -> the first (n - 1)|s| + 1); one Pad at the end then offsets every axis to the first
-//                    element taken. Starts/ends are clamped as the forward clamps them (ONNX Slice rules).
+//   Slice            ai.onnxtrain.SliceGrad(dY, Shape(X), starts, ends, axes, steps): dY put back where the slice
+//                    took it, zeros elsewhere (any steps; indices and dims read when the step runs)
 //   GatherElements   dData = ScatterElements(zeros, indices, dY) {reduction = add}: repeated indices accumulate,
 //                    in index order (the CPU kernel is sequential, so the sum is deterministic)
 //   GatherND         dData = ScatterND(zeros, indices, dY) {reduction = add} (batch_dims 0 only)
@@ -18,111 +15,34 @@
 //   CumSum           CumSum of dY with `reverse` flipped
 //   DepthToSpace, SpaceToDepth  the forward's Reshape/Transpose/Reshape undone (both modes)
 // The reduction attribute of ScatterElements/ScatterND is ONNX opset 16; our executor accepts it at every opset
-// it runs these ops at (11+). Rules need static X dims (Slice) and constant starts/ends/axes/steps, which they
-// are after the exporter's shape arithmetic is folded.
-#include <algorithm>
-#include <limits>
+// it runs these ops at (11+). No rule needs a static dim or a constant index input: sizes are read in the step
+// graph (Shape of the forward input) and folded by the plan for each concrete shape.
 
 #include "graph/grad/grad_rules.h"
 #include "graph/grad/grad_util.h"
 #include "graph/op_registry.h"
+#include "graph/ops/shape_util.h"
 
 namespace ot {
 
 namespace {
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Slice with inputs (opset >= 10; the only opsets whose Slice has steps).
-Value* SliceSteps(GradContext& c, Value* v, int64_t start, int64_t end, int64_t axis, int64_t step) {
-  return c.Op("Slice", {v, c.Ints({start}), c.Ints({end}), c.Ints({axis}), c.Ints({step})});
-}
-
-void SliceGrad(GradContext& c) {
+// Slice: SliceGrad(dY, Shape(X), starts, ends, axes, steps) -- the forward's own index inputs (attributes before
+// opset 10 become constants), so X's dims and the indices may be known only when the step runs (a positional table
+// sliced by the input's length); the plan folds them for each concrete shape.
+void SliceGradRule(GradContext& c) {
   const Node& n = c.node();
-  const std::vector<int64_t> x = grad::StaticDims(c, c.X(0), "X");
-  const int rank = static_cast<int>(x.size());
-  std::optional<std::vector<int64_t>> starts, ends, axes, steps;
+  grad::Rank(c, c.X(0), "X");
+  std::vector<Value*> in{c.dY(0), c.Op("Shape", {c.X(0)})};
   if (n.opset >= 10) {
-    starts = grad::ConstInts(n.inputs[1]);
-    ends = grad::ConstInts(n.inputs[2]);
-    if (n.has_input(3)) axes = grad::ConstInts(n.inputs[3]);
-    if (n.has_input(4)) steps = grad::ConstInts(n.inputs[4]);
-    if (!starts || !ends || (n.has_input(3) && !axes) || (n.has_input(4) && !steps))
-      c.Fail("starts, ends, axes and steps must be constants");
+    for (int i = 1; i <= 4; ++i) in.push_back(n.has_input(i) ? n.inputs[i] : nullptr);
+    while (in.back() == nullptr) in.pop_back();
   } else {
-    starts = n.attr_ints("starts");
-    ends = n.attr_ints("ends");
-    if (n.attr("axes")) axes = n.attr_ints("axes");
+    in.push_back(c.Ints(n.attr_ints("starts")));
+    in.push_back(c.Ints(n.attr_ints("ends")));
+    if (n.has_attr("axes")) in.push_back(c.Ints(n.attr_ints("axes")));
   }
-  if (!axes) {
-    axes.emplace();
-    for (size_t i = 0; i < starts->size(); ++i) axes->push_back(static_cast<int64_t>(i));
-  }
-  if (ends->size() != starts->size() || axes->size() != starts->size() || (steps && steps->size() != starts->size()))
-    c.Fail("starts, ends, axes and steps must have the same length");
-
-  struct Taken {
-    int axis;
-    int64_t first;  // index in X of the first element taken
-    int64_t count;  // elements taken
-    int64_t step;
-  };
-  std::vector<Taken> taken;
-  std::vector<int64_t> cur = x;  // dims of the gradient being built; starts as Y's
-  for (size_t i = 0; i < axes->size(); ++i) {
-    const int a = NormalizeAxis((*axes)[i], rank, n.Describe());
-    const int64_t d = x[a];
-    const int64_t step = steps ? (*steps)[i] : 1;
-    if (step == 0) c.Fail("a step of 0 is invalid");
-    int64_t s = (*starts)[i], e = (*ends)[i];
-    // Clamp as ONNX Slice does (saturating: starts/ends may be INT64_MIN/MAX).
-    if (s < 0) s = s < -d ? -1 - d : s + d;
-    if (e < 0) e = e < -d ? -1 - d : e + d;
-    int64_t count = 0;
-    if (d == 0) {
-      // nothing taken
-    } else if (step > 0) {
-      s = std::clamp<int64_t>(s, 0, d);
-      e = std::clamp<int64_t>(e, 0, d);
-      count = e > s ? CeilDiv(e - s, step) : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, d - 1);
-      e = std::clamp<int64_t>(e, -1, d - 1);
-      count = s > e ? CeilDiv(s - e, -step) : 0;
-    }
-    cur[a] = count;
-    taken.push_back({a, count > 0 ? std::min(s, s + (count - 1) * step) : 0, count, step});
-  }
-
-  Value* g = c.dY(0);
-  std::vector<int64_t> pads(2 * rank, 0);
-  for (const Taken& t : taken) {
-    const int a = t.axis;
-    const int64_t gap = t.step < 0 ? -t.step : t.step;
-    int64_t len = 0;
-    if (t.count > 0) {
-      if (t.step < 0 && t.count > 1) g = SliceSteps(c, g, -1, std::numeric_limits<int64_t>::min(), a, -1);
-      len = (t.count - 1) * gap + 1;
-      if (gap > 1 && t.count > 1) {
-        std::vector<int64_t> view(cur.begin(), cur.end());
-        view.insert(view.begin() + a + 1, 1);
-        g = c.Op("Reshape", {g, c.Ints(view)});
-        std::vector<int64_t> spread(2 * (rank + 1), 0);
-        spread[(rank + 1) + a + 1] = gap - 1;  // zeros after each element
-        g = grad::PadZeros(c, g, spread);
-        std::vector<int64_t> merged = cur;
-        merged[a] = t.count * gap;
-        g = c.Op("Reshape", {g, c.Ints(merged)});
-        g = SliceSteps(c, g, 0, len, a, 1);
-      }
-    }
-    cur[a] = len;
-    pads[a] = t.first;
-    pads[rank + a] = x[a] - t.first - len;
-  }
-  if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; })) g = grad::PadZeros(c, g, pads);
-  c.SetGrad(0, g);
+  c.SetGrad(0, c.Op("SliceGrad", in, {}, kInternalDomain));
 }
 
 void GatherElementsGrad(GradContext& c) {
@@ -188,24 +108,25 @@ void CumSumGrad(GradContext& c) {
 void SpaceDepthGrad(GradContext& c, bool to_space) {
   const Node& n = c.node();
   if (grad::Rank(c, c.X(0), "X") != 4) c.Fail("X must have rank 4");
-  const Shape& xs = c.X(0)->shape;
-  for (int i = 1; i < 4; ++i)
-    if (!xs[i].is_static()) c.Fail("X's channel and spatial dims must be static");
-  const int64_t b = n.attr_int("blocksize", 0), ch = xs[1].value, h = xs[2].value, w = xs[3].value;
+  const int64_t b = n.attr_int("blocksize", 0);
   if (b <= 0) c.Fail("blocksize must be positive");
-  std::vector<int64_t> mid, inv;
+  // X's C, H, W: static, or read in the step graph.
+  const grad::SizeElem zero{0, nullptr}, bk{b, nullptr}, ch = grad::DimOf(c, c.X(0), 1), h = grad::DimOf(c, c.X(0), 2),
+                       w = grad::DimOf(c, c.X(0), 3);
+  std::vector<grad::SizeElem> mid;
+  std::vector<int64_t> inv;
   if (to_space) {
     // DCR: [N, b, b, C/b^2, H, W] -perm [0,3,4,1,5,2]-> [N, C/b^2, H, b, W, b]; CRD: [N, C/b^2, b, b, H, W]
     // -perm [0,1,4,2,5,3]-> the same.
-    mid = {0, ch / (b * b), h, b, w, b};
+    mid = {zero, grad::Arith(c, "Div", ch, {b * b, nullptr}), h, bk, w, bk};
     inv = n.attr_string("mode", "DCR") == "CRD" ? std::vector<int64_t>{0, 1, 3, 5, 2, 4}
                                                 : std::vector<int64_t>{0, 3, 5, 1, 2, 4};
   } else {
     // [N, C, H/b, b, W/b, b] -perm [0,3,5,1,2,4]-> [N, b, b, C, H/b, W/b].
-    mid = {0, b, b, ch, h / b, w / b};
+    mid = {zero, bk, bk, ch, grad::Arith(c, "Div", h, bk), grad::Arith(c, "Div", w, bk)};
     inv = {0, 3, 4, 1, 5, 2};
   }
-  Value* g = c.Op("Reshape", {c.dY(0), c.Ints(mid)});
+  Value* g = c.Op("Reshape", {c.dY(0), grad::SizesValue(c, mid)});
   g = c.Op("Transpose", {g}, {{"perm", Attribute::Ints(inv)}});
   c.SetGrad(0, c.Op("Reshape", {g, c.Op("Shape", {c.X(0)})}));
 }
@@ -213,8 +134,41 @@ void SpaceDepthGrad(GradContext& c, bool to_space) {
 }  // namespace
 
 void RegisterIndexGrads(OpRegistry& r) {
+  // SliceGrad(dY, shape, starts, ends[, axes[, steps]]) -> dX of `shape`: zeros, with dY where Slice took it.
+  OpSchema sg;
+  sg.op_type = "SliceGrad";
+  sg.domain = kInternalDomain;
+  sg.value_inputs = {1, 2, 3, 4, 5};
+  sg.infer = [](InferContext& ctx) {
+    const DataType t = ctx.input_type(0);
+    std::optional<DimsValue> target = ctx.input_dims_value(1);
+    if (!target) {
+      const Shape& s = ctx.input_shape(1);
+      ctx.set_output(0, t, s.known_rank() && s.rank() == 1 && s[0].is_static() ? UnknownDims(static_cast<int>(s[0].value))
+                                                                               : Shape());
+      return;
+    }
+    const std::vector<Dim> out = SizesOf(ctx, *target, "X's shape");
+    const Shape& dy = ctx.input_shape(0);
+    const int rank = static_cast<int>(out.size());
+    if (dy.known_rank() && dy.rank() != rank) ctx.Fail("dY's rank differs from X's");
+    // Where everything is known (always in a plan), dY must be what the slice takes.
+    std::optional<shape_ops::SliceArgs> a = shape_ops::ReadSliceInputs(ctx.node, shape_ops::ValuesOf(ctx), rank, 2);
+    if (a && dy.known_rank())
+      for (size_t i = 0; i < a->axes.size(); ++i) {
+        const int ax = static_cast<int>(a->axes[i]);
+        if (!out[ax].is_static() || !dy[ax].is_static()) continue;
+        const int64_t n = shape_ops::NormalizeSlice(out[ax].value, a->starts[i], a->ends[i], a->steps[i]).count;
+        if (n != dy[ax].value)
+          ctx.Fail("dY has " + std::to_string(dy[ax].value) + " elements along axis " + std::to_string(ax) +
+                   " where the slice takes " + std::to_string(n));
+      }
+    ctx.set_output(0, t, Shape(out));
+  };
+  r.Register(sg);
+
   // Replaces data_grad.cc's steps-of-1 Slice rule (registered before this one).
-  r.SetGrad("", "Slice", SliceGrad, {1, 2, 3, 4});
+  r.SetGrad("", "Slice", SliceGradRule, {1, 2, 3, 4});
   r.SetGrad("", "GatherElements", GatherElementsGrad, {1});
   r.SetGrad("", "GatherND", GatherNDGrad, {1});
   r.SetGrad("", "ScatterElements", ScatterElementsGrad, {1});

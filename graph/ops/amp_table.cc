@@ -58,6 +58,7 @@ void RegisterAmpClasses(OpRegistry& r) {
        "ScatterElements", "Scatter", "Trilu", "TopK", "ArgMax", "ArgMin", "Equal", "Less", "Greater", "LessOrEqual",
        "GreaterOrEqual", "IsNaN", "IsInf", "Shape", "Size"},
       AmpClass::kClear);
+  set({"SliceGrad"}, AmpClass::kClear, kInternalDomain);
 }
 
 }  // namespace ot

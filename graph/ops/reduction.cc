@@ -30,10 +30,13 @@ void InferReduce(InferContext& ctx) {
       if (as.known_rank() && as.rank() > 1) ctx.Fail("axes must be 1-D, got shape " + as.ToString());
       auto v = InputInts(ctx, 1);
       if (!v) {
-        // Axes unknown: the rank survives only with keepdims.
-        if (!in.known_rank()) ctx.set_output(0, ctx.input_type(0), Shape());
-        else if (keepdims) ctx.set_output(0, ctx.input_type(0), UnknownDims(in.rank()));
-        else ctx.set_output(0, ctx.input_type(0), Shape());
+        // Axes unknown: the rank survives with keepdims, and without it when their count is known (distinct axes).
+        Shape out;
+        if (in.known_rank() && keepdims) out = UnknownDims(in.rank());
+        else if (in.known_rank() && as.known_rank() && as.rank() == 1 && as[0].is_static() && as[0].value > 0 &&
+                 as[0].value <= in.rank())
+          out = UnknownDims(in.rank() - static_cast<int>(as[0].value));
+        ctx.set_output(0, ctx.input_type(0), out);
         return;
       }
       axes = *v;
@@ -45,8 +48,8 @@ void InferReduce(InferContext& ctx) {
     PropagateInput0(ctx);
     return;
   }
-  if (!in.known_rank()) {
-    ctx.set_output(0, ctx.input_type(0), Shape());
+  if (!in.known_rank()) {  // all axes reduced without keepdims: a scalar whatever the rank
+    ctx.set_output(0, ctx.input_type(0), axes.empty() && !keepdims ? Shape::Scalar() : Shape());
     return;
   }
   const int rank = in.rank();

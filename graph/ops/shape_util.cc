@@ -122,27 +122,10 @@ SliceAxis NormalizeSlice(int64_t dim, int64_t start, int64_t end, int64_t step) 
   return s;
 }
 
-std::optional<SliceArgs> ReadSliceArgs(const Node& n, const ValueOf& val, int rank) {
-  SliceArgs a;
-  std::vector<int64_t> axes;
-  bool has_axes = false;
-  if (n.opset < 10) {
-    a.starts = n.attr_ints("starts");
-    a.ends = n.attr_ints("ends");
-    has_axes = n.has_attr("axes");
-    axes = n.attr_ints("axes");
-  } else {
-    if (!n.has_input(1) || !n.has_input(2)) throw Error(n.Describe() + ": starts and ends inputs are required");
-    for (int i = 1; i <= 4; ++i)
-      if (n.has_input(i) && !val(i)) return std::nullopt;
-    a.starts = val(1)->ToInt64Vector();
-    a.ends = val(2)->ToInt64Vector();
-    if (n.has_input(3)) {
-      has_axes = true;
-      axes = val(3)->ToInt64Vector();
-    }
-    if (n.has_input(4)) a.steps = val(4)->ToInt64Vector();
-  }
+namespace {
+// starts/ends/axes/steps given (attributes or inputs); normalises axes and checks lengths.
+std::optional<SliceArgs> FinishSliceArgs(const Node& n, SliceArgs a, bool has_axes, std::vector<int64_t> axes,
+                                         int rank) {
   const size_t k = a.starts.size();
   if (a.ends.size() != k) throw Error(n.Describe() + ": starts and ends have different lengths");
   if (!has_axes) {
@@ -161,6 +144,30 @@ std::optional<SliceArgs> ReadSliceArgs(const Node& n, const ValueOf& val, int ra
     if (a.steps[i] == 0) throw Error(n.Describe() + ": slice step is 0");
   }
   return a;
+}
+}  // namespace
+
+std::optional<SliceArgs> ReadSliceArgs(const Node& n, const ValueOf& val, int rank) {
+  if (n.opset >= 10) return ReadSliceInputs(n, val, rank, 1);
+  SliceArgs a;
+  a.starts = n.attr_ints("starts");
+  a.ends = n.attr_ints("ends");
+  return FinishSliceArgs(n, std::move(a), n.has_attr("axes"), n.attr_ints("axes"), rank);
+}
+
+std::optional<SliceArgs> ReadSliceInputs(const Node& n, const ValueOf& val, int rank, int first) {
+  if (!n.has_input(first) || !n.has_input(first + 1))
+    throw Error(n.Describe() + ": starts and ends inputs are required");
+  for (int i = first; i <= first + 3; ++i)
+    if (n.has_input(i) && !val(i)) return std::nullopt;
+  SliceArgs a;
+  a.starts = val(first)->ToInt64Vector();
+  a.ends = val(first + 1)->ToInt64Vector();
+  std::vector<int64_t> axes;
+  const bool has_axes = n.has_input(first + 2);
+  if (has_axes) axes = val(first + 2)->ToInt64Vector();
+  if (n.has_input(first + 3)) a.steps = val(first + 3)->ToInt64Vector();
+  return FinishSliceArgs(n, std::move(a), has_axes, std::move(axes), rank);
 }
 
 std::optional<PadArgs> ReadPadArgs(const Node& n, const ValueOf& val, int rank) {

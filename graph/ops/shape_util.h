@@ -44,6 +44,9 @@ struct SliceArgs {
   std::vector<int64_t> starts, ends, axes, steps;
 };
 std::optional<SliceArgs> ReadSliceArgs(const Node& n, const ValueOf& val, int rank);
+// The same from inputs first..first+3 (starts, ends, optional axes and steps) whatever the node's opset: Slice's from
+// opset 10 (first = 1) and the internal SliceGrad's (first = 2).
+std::optional<SliceArgs> ReadSliceInputs(const Node& n, const ValueOf& val, int rank, int first);
 
 // Pad's per-dim begin/end pads (full rank, from attributes before opset 11, inputs 1 and 3 from it);
 // nullopt when unknown. Throws Error on bad arguments.

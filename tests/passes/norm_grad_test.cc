@@ -61,12 +61,17 @@ Value* Weights(Graph& g) {
   return g.AddInitializer(g.UniqueName("k_w"), Doubles({0.5, 2.0, 1.5}, {3}));
 }
 
-// Scores (N=2, C=3, D=2), labels (2, 2) with one ignored (-1) element where ignore_index is set.
+// Scores (N=2, C=3, D=2), labels (2, 2) with one ignored (-1) element where ignore_index is set. The labels are the
+// leading [N, D] of a larger table, sliced by the scores' own shape (as a model sliced by its input's length), so
+// the symbolic check's second size takes more of them.
 void CheckLoss(const std::string& op, const std::string& red, bool weights, bool ignore) {
   SCOPED_TRACE(op + " " + red + (weights ? " weights" : "") + (ignore ? " ignore_index" : ""));
   std::vector<int64_t> out = red == "none" ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{};
   CheckGradients({{2, 3, 2}}, out, [=](Graph& g, const std::vector<Value*>& p) {
-    std::vector<Value*> ins = {p[0], Labels(g, {2, ignore ? -1 : 0, 1, 2}, {2, 2})};
+    Value* table = Labels(g, {2, ignore ? -1 : 0, 1, 1, 2, 0, 0, 2, 2, 1, 0, 1}, {4, 3});
+    Value* nd = Emit(g, "Gather", {Emit(g, "Shape", {p[0]}), Labels(g, {0, 2}, {2})});
+    Value* labels = Emit(g, "Slice", {table, Labels(g, {0, 0}, {2}), nd});
+    std::vector<Value*> ins = {p[0], labels};
     if (weights) ins.push_back(Weights(g));
     std::map<std::string, Attribute> a = {{"reduction", S(red)}};
     if (ignore) a["ignore_index"] = I(-1);
