@@ -1,10 +1,17 @@
 // The onnx-train subcommands. Each returns the process exit code; errors a user can cause throw ot::Error and
 // are printed by main as one line.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "graph/graph.h"
+
 namespace ot::tools {
+
+// LoadModel, then every node whose op cannot run here named, one line each ("FILE: node 'N': op X (domain, opset V)
+// is not supported"), as one UnsupportedError before anything else can fail (tools/load.cc).
+std::unique_ptr<Graph> LoadCheckedModel(const std::string& path);
 
 struct CheckOptions {
   std::vector<std::string> dirs;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <new>
+#include <string>
 
 #include "executor/executor.h"
 #include "graph/error.h"
@@ -99,7 +100,14 @@ int main(int argc, char** argv) {
     if (*info_cmd) return ot::tools::Info(info_model);
     if (*ops_cmd) return ot::tools::Ops(markdown);
   } catch (const ot::Error& e) {
-    std::fprintf(stderr, "onnx-train: error: %s\n", e.what());
+    // One line per line of the message (an unsupported model names each node on its own line).
+    std::string msg = e.what();
+    for (size_t start = 0;;) {
+      const size_t end = msg.find('\n', start);
+      std::fprintf(stderr, "onnx-train: error: %s\n", msg.substr(start, end - start).c_str());
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "onnx-train: error: out of memory\n");

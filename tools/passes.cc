@@ -15,6 +15,7 @@
 #include "onnx_import/training_info.h"
 #include "passes/step_graph.h"
 #include "passes/training_mode.h"
+#include "tools/commands.h"
 #include "tools/train_cli.h"
 
 namespace ot::tools {
@@ -41,7 +42,7 @@ int Passes(const PassesOptions& o) {
     throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, pattern_fusion, loss, autodiff, optimizer, amp, fp16_range, "
                 "master_weights, loss_scaling, fold_transpose, fuse_bias_grad, fusion, step, all)");
   if (o.dump_after == "fusion" && !o.fuse_given) throw Error("--dump-after fusion: give --fuse lite|full (and --batch)");
-  std::unique_ptr<Graph> model = LoadModel(t.model);
+  std::unique_ptr<Graph> model = LoadCheckedModel(t.model);
   if (!model->training_info.empty())
     throw Error(t.model + ": the model already holds a training step (training_info); train it with onnx-train train");
   std::unique_ptr<Graph> step = LoadModel(t.model);

@@ -164,7 +164,7 @@ void PrintJson(const PlanOptions& o, const Setting& set, const MemoryReport& r, 
 
 int PlanMemoryReport(const PlanOptions& o) {
   const TrainOptions& t = o.train;
-  std::unique_ptr<Graph> model = LoadModel(t.model), step;
+  std::unique_ptr<Graph> model = LoadCheckedModel(t.model), step;
   std::string loss;
   Setting set;
   if (!model->training_info.empty()) {

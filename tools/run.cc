@@ -45,7 +45,7 @@ void PrintOpProfile(const Executor& ex, double runs) {
 }
 
 int Run(const RunOptions& o) {
-  std::unique_ptr<Graph> g = LoadModel(o.model);
+  std::unique_ptr<Graph> g = LoadCheckedModel(o.model);
   ExpandGradientOps(*g);  // ai.onnx.preview.training Gradient nodes -> the backward in standard ops
   std::map<std::string, Tensor> feeds;
   for (NamedTensor& nt : ReadNpz(o.data)) {

@@ -123,7 +123,7 @@ int Train(const TrainOptions& o) {
   ParseLrSchedule(o.lr_schedule);  // a bad choice fails before the data is read
 
   // The step's inputs decide which arrays to read; the schedule's length needs the sample count first.
-  std::unique_ptr<Graph> model = LoadModel(o.model);
+  std::unique_ptr<Graph> model = LoadCheckedModel(o.model);
   const bool stored = !model->training_info.empty();  // an ONNX training model (`passes -o`): its step as stored
   auto trainer = stored ? StoredStepTrainer(std::move(model), o)
                         : std::make_unique<Trainer>(LoadModel(o.model), MakeTrainerOptions(o, 0));

@@ -12,7 +12,18 @@ expect_error "random.onnx: not a valid ONNX model" run random.onnx --data good.n
 expect_error "node 'add1' (Add): input 'nope' is not defined" run missing_input.onnx --data good.npz
 expect_error "node 'add1' (Add, opset 17): shapes do not broadcast" run shape_mismatch.onnx --data shape_mismatch.npz
 expect_error "input 'y' has shape [5] but the model declares [3]" run good.onnx --data wrong_shape.npz
-expect_error "node 'add1' (Resize, opset 17): op Resize is not supported" run unsupported_op.onnx --data good.npz
+expect_error "unsupported_op.onnx: node 'add1': op Resize (ai.onnx, opset 17) is not supported" run unsupported_op.onnx --data good.npz
+# Every unsupported node is named, one line each, before anything else fails on its outputs (a custom-domain op and
+# an If between the weight and the output), by every command that reads the model.
+for cmd in "run unsupported_two.onnx --data unsupported_two.npz" \
+           "train unsupported_two.onnx --data unsupported_two.npz --loss mse --logits z --labels z" \
+           "plan unsupported_two.onnx --batch 2 --loss mse --logits z --labels z" \
+           "passes unsupported_two.onnx --loss mse --logits z --labels z"; do
+  # shellcheck disable=SC2086
+  MAX_ERR_LINES=2 expect_error "unsupported_two.onnx: node 'custom1': op Foo (com.example, opset 1) is not supported" $cmd
+  grep -qF "unsupported_two.onnx: node 'if1': op If (ai.onnx, opset 17) is not supported" "$tmp/err" && ok ||
+    bad "$cmd: the If node is not named"
+done
 expect_error "external data location '../outside.bin' refused" run external_escape.onnx --data good.npz
 expect_error "external data location '/etc/hostname' refused" run external_absolute.onnx --data good.npz
 expect_error "tensor 'w': declared [3,4] float32 = 48 bytes but raw_data has 40" run size_mismatch.onnx --data good.npz

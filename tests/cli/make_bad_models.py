@@ -38,6 +38,29 @@ save(add_model(inputs=("x", "nope")), "missing_input.onnx")
 save(add_model(y_dims=(4,)), "shape_mismatch.onnx")
 save(add_model(op="Resize"), "unsupported_op.onnx")
 
+# Two ops that stay unsupported -- a custom-domain op and an If -- between a trainable weight and the output: every
+# command names both, one line each, before anything else can fail on their unknown outputs.
+def unsupported_two():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, None)
+    w = numpy_helper.from_array(np.ones((3, 3), np.float32), "w")
+    branch = lambda name: helper.make_graph(
+        [helper.make_node("Identity", ["c"], [name + "_out"])], name, [],
+        [helper.make_tensor_value_info(name + "_out", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Foo", ["x"], ["c"], name="custom1", domain="com.example"),
+             helper.make_node("ReduceSum", ["c"], ["s"], name="sum1", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["cond"], name="cmp1"),
+             helper.make_node("If", ["cond"], ["b"], name="if1", then_branch=branch("then"),
+                              else_branch=branch("else")),
+             helper.make_node("MatMul", ["b", "w"], ["z"], name="mm1")]
+    zero = numpy_helper.from_array(np.zeros((), np.float32), "zero")
+    g = helper.make_graph(nodes, "g", [x], [z], initializer=[w, zero])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)],
+                             producer_name="bad-models")
+
+
+save(unsupported_two(), "unsupported_two.onnx")
+
 # Initializers whose data lives outside the model's folder, or whose declared size disagrees with the bytes.
 def with_init(t, name):
     m = add_model(inputs=("x", "w"), inits=[t])
@@ -57,6 +80,7 @@ np.savez(os.path.join(here, "good.npz"), x=x, y=np.ones(3, np.float32))
 np.savez(os.path.join(here, "wrong_shape.npz"), x=x, y=np.ones(5, np.float32))
 np.savez(os.path.join(here, "shape_mismatch.npz"), x=x, y=np.ones(4, np.float32))
 np.savez(os.path.join(here, "wrong_name.npz"), x=x, why=np.ones(3, np.float32))
+np.savez(os.path.join(here, "unsupported_two.npz"), x=x, z=np.ones((2, 3), np.float32))
 with open(os.path.join(here, "good.npz"), "rb") as f:
     data = f.read()
 with open(os.path.join(here, "truncated.npz"), "wb") as f:
