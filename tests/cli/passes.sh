@@ -32,6 +32,34 @@ sys.exit(0 if len(a) == 6 and len(a) == len(b) and all(abs(x - y) <= 1e-6 * abs(
 PY
 done
 
+# A model exported with dynamic batch and sequence axes (pos_lm: a positional table sliced by the input's length):
+# the stored step keeps the symbolic dims and trains at any batch size and length; its first loss at 16 x 16 is
+# PyTorch's (examples/pos_lm/trajectory_variable_batch.json).
+pos=$(dirname "$ex")/pos_lm
+"$tool" passes "$pos/model.onnx" --optimizer adamw --lr 0.003 -o "$tmp/pos_step.onnx" >"$tmp/out" 2>&1 && ok ||
+  { bad "passes pos_lm exited non-zero"; cat "$tmp/out"; }
+if [ -n "$py" ] && "$py" -c "import onnx" 2>/dev/null; then
+  "$py" - "$tmp/pos_step.onnx" <<'PY' && ok || bad "pos_lm step: symbolic dims not kept"
+import sys, onnx
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m)
+dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in m.graph.input}
+print(dims)
+sys.exit(0 if dims.get("x") == ["batch", "seq"] and dims.get("y") == ["batch", "seq"] else 1)
+PY
+fi
+for b in 16 5; do
+  "$tool" train "$tmp/pos_step.onnx" --data "$pos/data.npz" --batch $b --steps 2 --no-shuffle --threads 2 --quiet \
+    --log-json "$tmp/pos_$b.jsonl" >"$tmp/out" 2>&1 && ok || { bad "train pos_lm step at batch $b"; cat "$tmp/out"; }
+done
+python3 - "$tmp/pos_16.jsonl" "$pos/trajectory_variable_batch.json" <<'PY' && ok || bad "pos_lm step: first loss differs from PyTorch's"
+import json, sys
+first = json.loads(open(sys.argv[1]).readline())["loss"]
+want = json.load(open(sys.argv[2]))["losses"][0]
+print(first, want)
+sys.exit(0 if abs(first - want) <= 1e-5 * abs(want) else 1)
+PY
+
 # The exported step re-imports and exports byte-identically (onnx-train passes on it is refused: it is a step).
 "$tool" passes "$tmp/step_sgd.onnx" -o "$tmp/again.onnx" >"$tmp/out" 2>"$tmp/err" && bad "passes on a step model succeeded" || {
   grep -q "training_info" "$tmp/err" && ok || bad "passes on a step model: $(cat "$tmp/err")"; }
