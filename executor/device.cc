@@ -10,7 +10,24 @@ namespace ot {
 #ifdef OT_WITH_CUDA
 std::shared_ptr<DeviceBackend> OpenCudaDevice(int index);  // executor/cuda/cuda_backend.cc
 int CudaDeviceCountImpl();
+bool CudaHasKernelImpl(const std::string& domain, const std::string& op_type);
 #endif
+
+bool CudaBackendBuilt() {
+#ifdef OT_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool CudaHasKernel([[maybe_unused]] const std::string& domain, [[maybe_unused]] const std::string& op_type) {
+#ifdef OT_WITH_CUDA
+  return CudaHasKernelImpl(domain, op_type);
+#else
+  return false;
+#endif
+}
 
 void* DeviceBackend::AllocHost(size_t bytes) {
   void* p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);

@@ -102,5 +102,11 @@ class DeviceBackend {
 std::shared_ptr<DeviceBackend> OpenDevice(const std::string& spec, const DeviceOptions& options = {});
 // CUDA devices usable now (0 without a GPU, a driver or a CUDA build).
 int CudaDeviceCount();
+// Whether the CUDA backend has a kernel for (domain, op): one of its own, or NVRTC-generated code for an op with a
+// cluster lowering (which may still refuse an attribute or dtype when the plan is made). Answers without a GPU;
+// false when this build has no CUDA backend.
+bool CudaHasKernel(const std::string& domain, const std::string& op_type);
+// Whether this build has the CUDA backend (nvcc found at build time).
+bool CudaBackendBuilt();
 
 }  // namespace ot

@@ -54,6 +54,9 @@ std::string WriteProfileTrace(const std::string& path, const std::vector<KernelE
 namespace ot::tools {
 // `onnx-train ops [--markdown]`: every op with a schema and a CPU kernel, from the registries.
 int Ops(bool markdown);
+// `onnx-train ops --gpu`: "DOMAIN.OP: no GPU kernel yet" for every op with a CPU kernel and no CUDA one, except the
+// ones that always fold when a plan is made (a build without the CUDA backend says so first).
+int OpsWithoutGpuKernel();
 }  // namespace ot::tools
 
 namespace ot { struct TrainerOptions; }

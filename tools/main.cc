@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   bool markdown = false;
   auto* ops_cmd = app.add_subcommand("ops", "List the supported ops (schema and CPU kernel)");
   ops_cmd->add_flag("--markdown", markdown, "As a Markdown table (the README's)");
+  bool gpu = false;
+  ops_cmd->add_flag("--gpu", gpu,
+                    "The ops (internal ones included) that run on the CPU but have no GPU kernel yet, one per line");
 
   ot::tools::CheckOptions check;
   auto* check_cmd = app.add_subcommand("check", "Run ONNX backend-test directories against their reference outputs");
@@ -98,7 +101,7 @@ int main(int argc, char** argv) {
     if (*passes_cmd) return ot::tools::Passes(passes);
     if (*plan_cmd) return ot::tools::PlanMemoryReport(plan);
     if (*info_cmd) return ot::tools::Info(info_model);
-    if (*ops_cmd) return ot::tools::Ops(markdown);
+    if (*ops_cmd) return gpu ? ot::tools::OpsWithoutGpuKernel() : ot::tools::Ops(markdown);
   } catch (const ot::Error& e) {
     // One line per line of the message (an unsupported model names each node on its own line).
     std::string msg = e.what();

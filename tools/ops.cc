@@ -4,6 +4,7 @@
 #include <map>
 #include <vector>
 
+#include "executor/device.h"
 #include "executor/kernel_registry.h"
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
@@ -31,6 +32,18 @@ int Ops(bool markdown) {
       std::printf("%s (%zu ops):\n", domain.c_str(), ops.size());
       for (const std::string& op : ops) std::printf("  %s\n", op.c_str());
     }
+  }
+  return 0;
+}
+
+int OpsWithoutGpuKernel() {
+  if (!CudaBackendBuilt()) std::printf("this onnx-train was built without the CUDA backend\n");
+  const CpuKernelRegistry& kreg = CpuKernelRegistry::Global();
+  for (const OpSchema* s : OpRegistry::Global().All()) {
+    if (!kreg.Find(s->domain, s->op_type) || CudaHasKernel(s->domain, s->op_type)) continue;
+    // Shape, Size and Constant always fold when a plan is made (their values are known), on a device too.
+    if (!s->reads_input_data || (s->domain.empty() && s->op_type == "Constant")) continue;
+    std::printf("%s%s: no GPU kernel yet\n", s->domain.empty() ? "" : (s->domain + ".").c_str(), s->op_type.c_str());
   }
   return 0;
 }

@@ -23,6 +23,7 @@
 #include "executor/cuda/cuda_kernels.h"
 #include "executor/device.h"
 #include "graph/error.h"
+#include "graph/op_registry.h"
 
 namespace ot {
 
@@ -222,5 +223,11 @@ class CudaBackend final : public DeviceBackend {
 }  // namespace
 
 std::shared_ptr<DeviceBackend> OpenCudaDevice(int index) { return std::make_shared<CudaBackend>(index); }
+
+bool CudaHasKernelImpl(const std::string& domain, const std::string& op_type) {
+  if (CudaRegistry().Find(domain, op_type)) return true;
+  const OpSchema* s = OpRegistry::Global().Find(domain, op_type);
+  return s && s->lower != nullptr;  // GeneratedKernel: the op as a one-node cluster
+}
 
 }  // namespace ot

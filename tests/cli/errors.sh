@@ -39,6 +39,11 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi >/dev/null 2>&1; then
   expect_error "--device cuda: " check --device cuda .
 fi
 
+# ops --gpu names the ops without a GPU kernel (the internal SliceGrad has none yet; MatMul has cuBLASLt's; Shape
+# always folds), one per line.
+"$tool" ops --gpu >"$tmp/gpu" 2>&1 && grep -qx "ai.onnxtrain.SliceGrad: no GPU kernel yet" "$tmp/gpu" &&
+  ! grep -q "^MatMul:\|^Shape:" "$tmp/gpu" && ok || { bad "ops --gpu"; head -5 "$tmp/gpu"; }
+
 # The good model runs, and writes an .npz that reads back as data.
 "$tool" run good.onnx --data good.npz -o "$tmp/out.npz" >/dev/null 2>&1 && [ -s "$tmp/out.npz" ] &&
   "$tool" run good.onnx --data good.npz >"$tmp/sum" 2>&1 && grep -q "z: float32\[2,3\]" "$tmp/sum" &&

@@ -70,6 +70,24 @@ TEST(GradientCheck, Reshape) {
   });
 }
 
+TEST(GradientCheck, Flatten) {
+  for (int64_t axis : {1, 2, -1})
+    CheckGradients({{2, 3, 4}}, axis == 1 ? std::vector<int64_t>{2, 12} : std::vector<int64_t>{6, 4},
+                   [axis](Graph& g, const std::vector<Value*>& p) {
+                     return Emit(g, "Flatten", {p[0]}, {{"axis", Attribute::Int(axis)}});
+                   });
+}
+
+// Squeeze with axes as an input (opset 13) and as an attribute (opset 11).
+TEST(GradientCheck, Squeeze) {
+  CheckGradients({{2, 1, 3, 1}}, {2, 3, 1}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Squeeze", {p[0], g.AddInitializer("axes", Tensor::FromInt64({1}, {1}))});
+  }, 13, -1, 1, {{3, 1, 2, 1}});
+  CheckGradients({{2, 1, 3, 1}}, {2, 3}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Squeeze", {p[0]}, {{"axes", Attribute::Ints({1, -1})}});
+  }, 11);
+}
+
 TEST(GradientCheck, ReduceSumKeepAndDrop) {
   for (int keep = 0; keep < 2; ++keep)
     CheckGradients({{2, 3, 4}}, keep ? std::vector<int64_t>{2, 1, 4} : std::vector<int64_t>{2, 4},
