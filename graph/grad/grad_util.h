@@ -1,5 +1,5 @@
-// Small helpers shared by the gradient rules of activation_grad.cc, index_grad.cc, einsum_grad.cc and
-// conv_transpose_grad.cc: constant inputs as integers, static dims, and ops emitted in the form of the forward
+// Small helpers shared by the gradient rules: constant inputs as integers, sizes read in the step graph where they
+// are not static (SizeElem), the axes of Reduce* nodes, and ops emitted in the form of the forward
 // node's opset (axes/pads/starts as inputs from the opset that made them inputs, attributes before).
 #pragma once
 #include <algorithm>
@@ -34,13 +34,6 @@ inline std::optional<double> ConstDouble(const Value* v) {
     t = &v->producer->attr("value")->t;
   if (!t || t->numel() != 1) return std::nullopt;
   return t->GetDouble(0);
-}
-
-inline std::vector<int64_t> StaticDims(const GradContext& c, const Value* v, const std::string& what) {
-  if (!v->shape.known_rank() || !v->shape.is_static()) c.Fail(what + "'s shape must be static");
-  std::vector<int64_t> d;
-  for (int i = 0; i < v->shape.rank(); ++i) d.push_back(v->shape[i].value);
-  return d;
 }
 
 inline int Rank(const GradContext& c, const Value* v, const std::string& what) {
