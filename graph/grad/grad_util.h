@@ -58,6 +58,12 @@ inline Value* UnsqueezeAxes(GradContext& c, Value* v, const std::vector<int64_t>
   return c.Op("Unsqueeze", {v}, {{"axes", Attribute::Ints(axes)}});
 }
 
+// Squeeze(v, axes); axes as an input from opset 13.
+inline Value* SqueezeAxes(GradContext& c, Value* v, const std::vector<int64_t>& axes) {
+  if (c.node().opset >= 13) return c.Op("Squeeze", {v, c.Ints(axes)});
+  return c.Op("Squeeze", {v}, {{"axes", Attribute::Ints(axes)}});
+}
+
 // Pad(v, pads) with zeros; pads as an input from opset 11.
 inline Value* PadZeros(GradContext& c, Value* v, const std::vector<int64_t>& pads) {
   if (c.node().opset >= 11) return c.Op("Pad", {v, c.Ints(pads)});

@@ -1,6 +1,8 @@
 // Gradient rules of MatMul and Gemm, as GEMMs of the output gradient with the other operand.
-#include "graph/error.h"
+#include <algorithm>
+
 #include "graph/grad/grad_rules.h"
+#include "graph/grad/grad_util.h"
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
 
@@ -17,14 +19,33 @@ Value* SwapLast2(GradContext& c, Value* v, int rank) {
 }  // namespace
 
 void RegisterLinalgGrads(OpRegistry& r) {
-  // Y = A B (numpy batched): dA = dY B^T, dB = A^T dY, each reduced over the batch dims it was broadcast along.
+  // Y = A B (numpy batched): dA = dY B^T, dB = A^T dY, each reduced over the batch dims it was broadcast along. A 1-D
+  // operand is a matrix with a unit axis (A [K] -> [1, K], B [K] -> [K, 1]) whose axis Y lacks: dY gets it back, and
+  // the operand's gradient loses it again.
   r.SetGrad("", "MatMul", [](GradContext& c) {
-    const Shape& a = c.X(0)->shape;
-    const Shape& b = c.X(1)->shape;
-    if (!a.known_rank() || !b.known_rank()) c.Fail("operand ranks must be known");
-    if (a.rank() < 2 || b.rank() < 2) c.Fail("1-D MatMul operands are not supported yet");
-    if (c.needs_grad(0)) c.SetGrad(0, c.ReduceToShape(c.Op("MatMul", {c.dY(0), SwapLast2(c, c.X(1), b.rank())}), c.X(0)));
-    if (c.needs_grad(1)) c.SetGrad(1, c.ReduceToShape(c.Op("MatMul", {SwapLast2(c, c.X(0), a.rank()), c.dY(0)}), c.X(1)));
+    const Shape& as = c.X(0)->shape;
+    const Shape& bs = c.X(1)->shape;
+    if (!as.known_rank() || !bs.known_rank()) c.Fail("operand ranks must be known");
+    if (as.rank() < 1 || bs.rank() < 1) c.Fail("MatMul of a scalar");
+    const bool a1 = as.rank() == 1, b1 = bs.rank() == 1;
+    Value* a = a1 ? grad::UnsqueezeAxes(c, c.X(0), {0}) : c.X(0);
+    Value* b = b1 ? grad::UnsqueezeAxes(c, c.X(1), {1}) : c.X(1);
+    const int ar = a1 ? 2 : as.rank(), br = b1 ? 2 : bs.rank();
+    Value* dy = c.dY(0);
+    const int yr = std::max(ar, br);  // the rank of A B with both operands matrices
+    if (a1 && b1) dy = c.Op("Reshape", {dy, c.Ints({1, 1})});
+    else if (a1) dy = grad::UnsqueezeAxes(c, dy, {yr - 2});
+    else if (b1) dy = grad::UnsqueezeAxes(c, dy, {yr - 1});
+    if (c.needs_grad(0)) {
+      Value* da = c.Op("MatMul", {dy, SwapLast2(c, b, br)});
+      if (a1) da = grad::SqueezeAxes(c, da, {yr - 2});  // [..., K]: the batch dims are summed by ReduceToShape
+      c.SetGrad(0, c.ReduceToShape(da, c.X(0)));
+    }
+    if (c.needs_grad(1)) {
+      Value* db = c.Op("MatMul", {SwapLast2(c, a, ar), dy});
+      if (b1) db = grad::SqueezeAxes(c, db, {yr - 1});
+      c.SetGrad(1, c.ReduceToShape(db, c.X(1)));
+    }
   });
   // Y = alpha op(A) op(B) + beta C.
   r.SetGrad("", "Gemm", [](GradContext& c) {

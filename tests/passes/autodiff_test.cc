@@ -44,6 +44,15 @@ TEST(GradientCheck, Log) { CheckGradients({{5}}, {5}, Unary("Log"), 17, 0.5, 2.0
 TEST(GradientCheck, Sqrt) { CheckGradients({{5}}, {5}, Unary("Sqrt"), 17, 0.5, 2.0); }
 TEST(GradientCheck, MatMul) { CheckGradients({{3, 4}, {4, 2}}, {3, 2}, Binary("MatMul")); }
 TEST(GradientCheck, MatMulBatchedBroadcast) { CheckGradients({{2, 3, 4}, {4, 2}}, {2, 3, 2}, Binary("MatMul")); }
+// 1-D operands (numpy's matmul: a unit axis added, then removed from the result), at opsets 13 and 11.
+TEST(GradientCheck, MatMulVectors) {
+  for (int opset : {13, 11}) {
+    CheckGradients({{4}, {4, 3}}, {3}, Binary("MatMul"), opset);
+    CheckGradients({{2, 3, 4}, {4}}, {2, 3}, Binary("MatMul"), opset);
+    CheckGradients({{4}, {2, 4, 3}}, {2, 3}, Binary("MatMul"), opset);
+    CheckGradients({{4}, {4}}, {}, Binary("MatMul"), opset, -1, 1, {{5}, {5}});
+  }
+}
 
 TEST(GradientCheck, Gemm) {
   for (int ta = 0; ta < 2; ++ta)
