@@ -9,7 +9,7 @@ TESTDATA   := /usr/share/libonnx-testdata/data
 SHELL      := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: all bootstrap build build-asan demo test test-unit test-conformance test-asan fuzz test-full bench clean install venv
+.PHONY: all bootstrap build build-asan demo test test-unit test-conformance test-asan test-models fuzz test-full bench clean install venv models-venv
 
 all: build
 
@@ -73,7 +73,15 @@ venv:
 	scripts/onnx-newer-tests .venv
 	.venv/bin/python -c 'import onnxruntime' 2>/dev/null || .venv/bin/pip install -q onnxruntime
 
-test: build build-asan venv
+# The corpus's Python: Debian's PyTorch and torchvision, transformers and timm pinned (tests/models/requirements.txt).
+models-venv:
+	scripts/models-venv .venv-torch
+
+# The corpus of exported models alone (tests/models): exported, trained and checked against PyTorch.
+test-models: build models-venv
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L models
+
+test: build build-asan venv models-venv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) --no-print-directory test-asan
 
@@ -87,6 +95,7 @@ bench: build
 	bench/amp.sh $(BUILD)
 	bench/fusion.sh $(BUILD)
 	bench/fuse_ab.sh $(BUILD)
+	bench/models.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
