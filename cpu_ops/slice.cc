@@ -58,6 +58,25 @@ void CopyRow(const uint8_t* src, int64_t s, uint8_t* dst, int64_t n, size_t esz)
   }
 }
 
+// Runs do_rows(r0, r1) over [0, rows): on the calling thread when the copy moves fewer than kParallelBytes, else in
+// tasks of about kChunkBytes of rows of row_bytes each (a fixed split).
+template <typename F>
+void ForRows(int64_t rows, int64_t row_bytes, F&& do_rows) {
+  row_bytes = std::max<int64_t>(1, row_bytes);
+  if (static_cast<size_t>(rows * row_bytes) < kParallelBytes || rows == 1) {
+    do_rows(int64_t{0}, rows);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes) / row_bytes);
+  const int64_t tasks = (rows + grain - 1) / grain;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, tasks, 1),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t t = r.begin(); t != r.end(); ++t) do_rows(t * grain, std::min(rows, (t + 1) * grain));
+      },
+      tbb::simple_partitioner());
+}
+
 }  // namespace
 
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& dims) {
@@ -195,20 +214,7 @@ void StridedCopy(const void* in, int64_t base, void* out, size_t esz, std::vecto
       default: rows_of(std::integral_constant<size_t, 0>{}, r0, r1); break;
     }
   };
-  const size_t total = static_cast<size_t>(rows * n) * esz;
-  if (total < kParallelBytes || rows == 1) {
-    do_rows(0, rows);
-    return;
-  }
-  const int64_t row_bytes = std::max<int64_t>(1, n * eszi);
-  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes) / row_bytes);
-  const int64_t tasks = (rows + grain - 1) / grain;
-  tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, tasks, 1),
-      [&](const tbb::blocked_range<int64_t>& r) {
-        for (int64_t t = r.begin(); t != r.end(); ++t) do_rows(t * grain, std::min(rows, (t + 1) * grain));
-      },
-      tbb::simple_partitioner());
+  ForRows(rows, n * eszi, do_rows);
 }
 
 void Slice(const void* in, void* out, size_t esz, const std::vector<int64_t>& in_dims,
@@ -294,18 +300,7 @@ void SliceBackward(const void* in, void* out, size_t esz, const std::vector<int6
       }
     }
   };
-  if (static_cast<size_t>(in_n * eszi) < kParallelBytes || rows == 1) {
-    do_rows(0, rows);
-    return;
-  }
-  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes) / std::max<int64_t>(1, n * eszi));
-  const int64_t tasks = (rows + grain - 1) / grain;
-  tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, tasks, 1),
-      [&](const tbb::blocked_range<int64_t>& r) {
-        for (int64_t t = r.begin(); t != r.end(); ++t) do_rows(t * grain, std::min(rows, (t + 1) * grain));
-      },
-      tbb::simple_partitioner());
+  ForRows(rows, n * eszi, do_rows);
 }
 
 }  // namespace ot::cpu

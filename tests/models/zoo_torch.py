@@ -7,11 +7,11 @@ from common import Spec, counting_tokens
 
 
 class PosSliceLM(nn.Module):
-    def __init__(self, dropout: bool, vocab=64, d=48, max_len=32, layers=2):
+    def __init__(self, dropout: bool, vocab=64, d=48, max_len=32, layers=2, heads=4):
         super().__init__()
         self.emb = nn.Embedding(vocab, d)
         self.pos = nn.Parameter(0.02 * torch.randn(max_len, d))
-        layer = nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.1 if dropout else 0.0, batch_first=True,
+        layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.1 if dropout else 0.0, batch_first=True,
                                            norm_first=True)
         self.enc = nn.TransformerEncoder(layer, layers)
         self.head = nn.Linear(d, vocab)

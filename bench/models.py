@@ -1,0 +1,132 @@
+"""The corpus's families at their full-size configurations: onnx-train's training step against PyTorch's.
+
+    .venv-torch/bin/python bench/models.py ONNX_TRAIN OUT_DIR [--pairs P] [--steps S] [--threads T] [NAME ...]
+
+Each model is built at its published size (BERT-base, GPT-2 124M, ResNet-18 at 224x224, ...) with random weights,
+exported once (opset 17, dynamic batch) into OUT_DIR, and trained on random learnable data with Adam (lr 1e-4) for
+S steps by both sides, in P interleaved pairs (onnx-train, then PyTorch, then onnx-train...), in fp32 and in bf16
+(onnx-train --amp=bf16; PyTorch's CPU autocast to bfloat16), at T threads on both sides (torch.set_num_threads,
+onnx-train --threads). A side's time is the median step time over its pairs, each pair's steps after the first
+two (the plan, the caches). Prints one line per model and precision and a Markdown table at the end.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+sys.path.insert(0, os.path.join(here, "..", "tests", "models"))
+from models_full import FULL  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+def export(spec, path, data):
+    torch.manual_seed(0)
+    m = spec.make(False)
+    m.train()
+    example = tuple(torch.from_numpy(data[n][:2]) for n in spec.inputs)
+    dyn = {n: {0: "batch"} for n in spec.inputs}
+    outputs = ["loss"] if spec.loss == "inside" else ["logits"]
+    if spec.loss != "inside":
+        dyn["logits"] = {0: "batch"}
+    torch.onnx.export(m, example, path, input_names=spec.inputs, output_names=outputs, dynamic_axes=dyn,
+                      opset_version=17, do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
+    return m
+
+
+def onnx_train_ms(tool, spec, d, steps, threads, bf16):
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "log.jsonl")
+        args = [tool, "train", os.path.join(d, "model.onnx"), "--data", os.path.join(d, "data.npz"), "--batch",
+                str(spec.batch), "--steps", str(steps), "--no-shuffle", "--threads", str(threads), "--optimizer", "adam",
+                "--lr", "1e-4", "--log-json", log, "--quiet"]
+        args += ["--loss-output", "loss"] if spec.loss == "inside" else ["--loss", "cross_entropy", "--logits",
+                                                                          "logits", "--labels", "y"]
+        if bf16:
+            args.append("--amp=bf16")
+        p = subprocess.run(args, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "exit %d" % p.returncode)
+        ms = [json.loads(line)["step_ms"] for line in open(log) if line.strip()]
+        return ms[2:]
+
+
+def torch_ms(spec, m0, data, steps, threads, bf16):
+    torch.set_num_threads(threads)
+    m = m0
+    m.train()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-4)
+    ms = []
+    for k in range(steps):
+        b = {n: torch.from_numpy(a[:spec.batch]) for n, a in data.items()}
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = m(*[b[n] for n in spec.inputs])
+            loss = out if spec.loss == "inside" else F.cross_entropy(out, b["y"])
+        loss.backward()
+        opt.step()
+        ms.append((time.perf_counter() - t0) * 1e3)
+    return ms[2:]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tool")
+    ap.add_argument("out")
+    ap.add_argument("names", nargs="*")
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precisions", default="fp32,bf16")
+    a = ap.parse_intermixed_args()
+    rows = []
+    for spec in FULL:
+        if a.names and spec.name not in a.names:
+            continue
+        d = os.path.join(a.out, spec.name)
+        os.makedirs(d, exist_ok=True)
+        data = spec.data(np.random.default_rng(0), spec.batch)
+        np.savez(os.path.join(d, "data.npz"), **data)
+        m = export(spec, os.path.join(d, "model.onnx"), data)
+        params = sum(p.numel() for p in m.parameters())
+        for prec in a.precisions.split(","):
+            ours, theirs, err = [], [], ""
+            for _ in range(a.pairs):
+                try:
+                    ours += onnx_train_ms(a.tool, spec, d, a.steps, a.threads, prec == "bf16")
+                except RuntimeError as e:
+                    err = str(e)
+                    break
+                torch.manual_seed(0)
+                theirs += torch_ms(spec, spec.make(False), data, a.steps, a.threads, prec == "bf16")
+            if err:
+                print(f"{spec.name:18s} {prec}: onnx-train failed: {err}", flush=True)
+                rows.append((spec.name, params, prec, None, None, err))
+                continue
+            o, t = float(np.median(ours)), float(np.median(theirs))
+            print(f"{spec.name:18s} {prec}: onnx-train {o:9.1f} ms  PyTorch {t:9.1f} ms  PyTorch/onnx-train {t / o:.2f}",
+                  flush=True)
+            rows.append((spec.name, params, prec, o, t, ""))
+    print("\n| model | parameters | batch | precision | onnx-train ms | PyTorch ms | PyTorch / onnx-train |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    batch = {s.name: s.batch for s in FULL}
+    for name, params, prec, o, t, err in rows:
+        if o is None:
+            print(f"| {name} | {params / 1e6:.1f}M | {batch[name]} | {prec} | failed: {err[:80]} | | |")
+        else:
+            print(f"| {name} | {params / 1e6:.1f}M | {batch[name]} | {prec} | {o:.0f} | {t:.0f} | {t / o:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
