@@ -106,12 +106,16 @@ def main():
                 try:
                     ours += onnx_train_ms(a.tool, spec, d, a.steps, a.threads, prec == "bf16")
                 except RuntimeError as e:
-                    err = str(e)
+                    err = "onnx-train: " + str(e)
                     break
                 torch.manual_seed(0)
-                theirs += torch_ms(spec, spec.make(False), data, a.steps, a.threads, prec == "bf16")
+                try:
+                    theirs += torch_ms(spec, spec.make(False), data, a.steps, a.threads, prec == "bf16")
+                except RuntimeError as e:  # torch 1.13's CPU autocast refuses some models in bf16
+                    err = "PyTorch: " + str(e).splitlines()[0]
+                    break
             if err:
-                print(f"{spec.name:18s} {prec}: onnx-train failed: {err}", flush=True)
+                print(f"{spec.name:18s} {prec}: failed: {err}", flush=True)
                 rows.append((spec.name, params, prec, None, None, err))
                 continue
             o, t = float(np.median(ours)), float(np.median(theirs))
@@ -123,7 +127,7 @@ def main():
     batch = {s.name: s.batch for s in FULL}
     for name, params, prec, o, t, err in rows:
         if o is None:
-            print(f"| {name} | {params / 1e6:.1f}M | {batch[name]} | {prec} | failed: {err[:80]} | | |")
+            print(f"| {name} | {params / 1e6:.1f}M | {batch[name]} | {prec} | {err[:90]} | | |")
         else:
             print(f"| {name} | {params / 1e6:.1f}M | {batch[name]} | {prec} | {o:.0f} | {t:.0f} | {t / o:.2f} |")
 

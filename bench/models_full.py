@@ -4,6 +4,7 @@ dropout off, text of 128 tokens and images of 224x224 (32x32 for the CIFAR-sized
 224), batches sized for a 2-core machine. The data is random (the timing needs no learning)."""
 import numpy as np
 import timm
+from torch import nn
 import transformers as tf
 from torchvision import models as tv
 
@@ -33,6 +34,14 @@ def images(names=("x", "y"), classes=1000):
 def audio(rng, n):
     return {"input_values": rng.standard_normal((n, 16000)).astype(np.float32),
             "labels": rng.integers(0, 2, size=n).astype(np.int64)}
+
+
+def no_dropout(m):
+    """Every nn.Dropout of m at p = 0 (for constructors that take no dropout argument)."""
+    for mod in m.modules():
+        if isinstance(mod, nn.Dropout):
+            mod.p = 0.0
+    return m
 
 
 def hf(cls, cfg, names, drop_keys):
@@ -95,7 +104,7 @@ FULL = [
     vision("resnet18", "torchvision", tv.resnet18),
     vision("mobilenet_v2", "torchvision", lambda: tv.mobilenet_v2(dropout=0.0)),
     vision("mobilenet_v3", "torchvision", lambda: tv.mobilenet_v3_small(dropout=0.0)),
-    vision("efficientnet_b0", "torchvision", lambda: tv.efficientnet_b0(dropout=0.0, stochastic_depth_prob=0.0)),
+    vision("efficientnet_b0", "torchvision", lambda: no_dropout(tv.efficientnet_b0(stochastic_depth_prob=0.0))),
     vision("shufflenet_v2", "torchvision", tv.shufflenet_v2_x1_0),
     vision("squeezenet", "torchvision", lambda: tv.squeezenet1_1(dropout=0.0)),
     vision("densenet121", "torchvision", tv.densenet121),

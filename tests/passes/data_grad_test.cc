@@ -80,6 +80,20 @@ TEST(GradientCheck, PadConstant) {
   });
 }
 
+// Negative pads crop (the gradient puts zeros back there); pads only on the given axes (opset 18); the opset-2
+// attribute form.
+TEST(GradientCheck, PadNegativeAxesAndAttribute) {
+  CheckGradients({{4, 5}}, {5, 3}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Pad", {p[0], Ints(g, {2, -1, -1, -1})});
+  });
+  CheckGradients({{2, 3, 4}}, {2, 4, 6}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Pad", {p[0], Ints(g, {0, 1, 1, 1}), nullptr, Ints(g, {1, -1})});
+  }, 18);
+  CheckGradients({{2, 3}}, {3, 2}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Pad", {p[0]}, {{"pads", Attribute::Ints({1, -1, 0, 0})}});
+  }, 9);
+}
+
 TEST(GradientCheck, Expand) {
   CheckGradients({{3, 1}}, {2, 3, 4}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "Expand", {p[0], Ints(g, {2, 3, 4})});
