@@ -1,38 +1,12 @@
 #include "cpu_ops/concat.h"
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "cpu_ops/parallel_split.h"
 #include "cpu_ops/slice.h"
 
 namespace ot::cpu {
-namespace {
-
-constexpr int64_t kParallelBytes = 1 << 18;
-constexpr int64_t kChunkBytes = 1 << 16;
-
-// Runs body(o0, o1) over outer rows, in parallel with a fixed split when the copy is large.
-template <typename F>
-void ForRows(int64_t outer, int64_t total_row_bytes, F&& body) {
-  if (outer <= 1 || outer * total_row_bytes < kParallelBytes) {
-    body(0, outer);
-    return;
-  }
-  const int64_t grain = std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(1, total_row_bytes));
-  const int64_t tasks = (outer + grain - 1) / grain;
-  tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, tasks, 1),
-      [&](const tbb::blocked_range<int64_t>& r) {
-        for (int64_t t = r.begin(); t != r.end(); ++t) body(t * grain, std::min(outer, (t + 1) * grain));
-      },
-      tbb::simple_partitioner());
-}
-
-}  // namespace
 
 void Concat(const std::vector<const void*>& ins, const std::vector<int64_t>& row_bytes, void* out, int64_t outer) {
   int64_t total = 0;
@@ -45,7 +19,7 @@ void Concat(const std::vector<const void*>& ins, const std::vector<int64_t>& row
     }
     return;
   }
-  ForRows(outer, total, [&](int64_t o0, int64_t o1) {
+  ForRowChunks(outer, total, [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o) {
       uint8_t* d = static_cast<uint8_t*>(out) + o * total;
       for (size_t k = 0; k < ins.size(); ++k) {
@@ -68,7 +42,7 @@ void Split(const void* in, const std::vector<void*>& outs, const std::vector<int
     }
     return;
   }
-  ForRows(outer, total, [&](int64_t o0, int64_t o1) {
+  ForRowChunks(outer, total, [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o) {
       const uint8_t* s = static_cast<const uint8_t*>(in) + o * total;
       for (size_t k = 0; k < outs.size(); ++k) {

@@ -1,36 +1,14 @@
 #include "cpu_ops/gather.h"
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "cpu_ops/broadcast.h"
+#include "cpu_ops/parallel_split.h"
 #include "cpu_ops/slice.h"
 
 namespace ot::cpu {
 namespace {
-
-constexpr int64_t kParallelBytes = 1 << 18;
-constexpr int64_t kChunkBytes = 1 << 16;
-
-template <typename F>
-void ForRows(int64_t rows, int64_t row_bytes, F&& body) {
-  if (rows <= 1 || rows * row_bytes < kParallelBytes) {
-    body(0, rows);
-    return;
-  }
-  const int64_t grain = std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(1, row_bytes));
-  const int64_t tasks = (rows + grain - 1) / grain;
-  tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, tasks, 1),
-      [&](const tbb::blocked_range<int64_t>& r) {
-        for (int64_t t = r.begin(); t != r.end(); ++t) body(t * grain, std::min(rows, (t + 1) * grain));
-      },
-      tbb::simple_partitioner());
-}
 
 inline int64_t Wrap(int64_t i, int64_t dim) { return i < 0 ? i + dim : i; }
 
@@ -61,7 +39,7 @@ void Gather(const void* data, const I* idx, int64_t n, void* out, int64_t outer,
             int64_t inner_bytes) {
   const auto* src = static_cast<const uint8_t*>(data);
   auto* dst = static_cast<uint8_t*>(out);
-  ForRows(outer * n, inner_bytes, [&](int64_t r0, int64_t r1) {
+  ForRowChunks(outer * n, inner_bytes, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t o = r / n, j = r % n;
       int64_t i = Wrap(static_cast<int64_t>(idx[j]), axis_dim);
@@ -82,7 +60,7 @@ void GatherElements(const void* data, const std::vector<int64_t>& data_dims, con
   auto* dst = static_cast<uint8_t*>(out);
   const int64_t e = static_cast<int64_t>(esz);
   std::vector<std::vector<int64_t>> strides{ds};
-  ForRows(n, e, [&](int64_t i0, int64_t i1) {
+  ForRowChunks(n, e, [&](int64_t i0, int64_t i1) {
     ForEachBroadcast(idx_dims, strides, i0, i1, [&](int64_t i, const int64_t* off) {
       int64_t j = Wrap(static_cast<int64_t>(idx[i]), axis_dim);
       std::memcpy(dst + i * e, src + (off[0] + j * axis_stride) * e, esz);
@@ -104,7 +82,7 @@ void GatherND(const void* data, const std::vector<int64_t>& data_dims, const I* 
   const int64_t e = static_cast<int64_t>(esz), slice_bytes = slice * e;
   const auto* src = static_cast<const uint8_t*>(data);
   auto* dst = static_cast<uint8_t*>(out);
-  ForRows(batch * tuples, slice_bytes, [&](int64_t t0, int64_t t1) {
+  ForRowChunks(batch * tuples, slice_bytes, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       int64_t off = (t / tuples) * batch_stride;
       for (int64_t j = 0; j < k; ++j)

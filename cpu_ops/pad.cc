@@ -1,12 +1,9 @@
 #include "cpu_ops/pad.h"
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "cpu_ops/parallel_split.h"
 #include "cpu_ops/slice.h"
 
 namespace ot::cpu {
@@ -76,19 +73,7 @@ void Pad(const void* in, const std::vector<int64_t>& in_dims, void* out, const s
       }
     }
   };
-  const int64_t row_bytes = n_out * e;
-  if (total * e < (1 << 18)) {
-    do_rows(0, rows);
-    return;
-  }
-  const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, row_bytes));
-  const int64_t tasks = (rows + grain - 1) / grain;
-  tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, tasks, 1),
-      [&](const tbb::blocked_range<int64_t>& rg) {
-        for (int64_t t = rg.begin(); t != rg.end(); ++t) do_rows(t * grain, std::min(rows, (t + 1) * grain));
-      },
-      tbb::simple_partitioner());
+  ForRowChunks(rows, n_out * e, do_rows);
 }
 
 }  // namespace ot::cpu

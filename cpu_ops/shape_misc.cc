@@ -1,9 +1,5 @@
 #include "cpu_ops/shape_misc.h"
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu_ops/parallel_split.h"
 #include "cpu_ops/slice.h"
 #include "kernel_common/half.h"
 
@@ -106,14 +103,7 @@ void TopK(const T* in, int64_t outer, int64_t axis_dim, int64_t inner, int64_t k
     do_lines(0, lines);
     return;
   }
-  const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, axis_dim));
-  const int64_t tasks = (lines + grain - 1) / grain;
-  tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, tasks, 1),
-      [&](const tbb::blocked_range<int64_t>& r) {
-        for (int64_t t = r.begin(); t != r.end(); ++t) do_lines(t * grain, std::min(lines, (t + 1) * grain));
-      },
-      tbb::simple_partitioner());
+  ForFixedChunks(lines, (1 << 14) / std::max<int64_t>(1, axis_dim), do_lines);
 }
 
 #define OT_MISC_INSTANTIATE(T)                        \

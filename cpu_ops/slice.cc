@@ -1,20 +1,17 @@
 #include "cpu_ops/slice.h"
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
-
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
 #include "cpu_ops/broadcast.h"
+#include "cpu_ops/parallel_split.h"
 
 namespace ot::cpu {
 namespace {
 
-constexpr size_t kParallelBytes = 1 << 18;   // below this a copy runs on the calling thread
-constexpr size_t kChunkBytes = 1 << 16;      // bytes per task of a parallel copy
+constexpr size_t kParallelBytes = 1 << 18;  // below this a copy runs on the calling thread
+constexpr int64_t kChunkBytes = 1 << 16;    // bytes per task of a parallel copy
 
 template <typename T>
 void FillT(T* dst, int64_t n, T v) {
@@ -58,25 +55,6 @@ void CopyRow(const uint8_t* src, int64_t s, uint8_t* dst, int64_t n, size_t esz)
   }
 }
 
-// Runs do_rows(r0, r1) over [0, rows): on the calling thread when the copy moves fewer than kParallelBytes, else in
-// tasks of about kChunkBytes of rows of row_bytes each (a fixed split).
-template <typename F>
-void ForRows(int64_t rows, int64_t row_bytes, F&& do_rows) {
-  row_bytes = std::max<int64_t>(1, row_bytes);
-  if (static_cast<size_t>(rows * row_bytes) < kParallelBytes || rows == 1) {
-    do_rows(int64_t{0}, rows);
-    return;
-  }
-  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes) / row_bytes);
-  const int64_t tasks = (rows + grain - 1) / grain;
-  tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, tasks, 1),
-      [&](const tbb::blocked_range<int64_t>& r) {
-        for (int64_t t = r.begin(); t != r.end(); ++t) do_rows(t * grain, std::min(rows, (t + 1) * grain));
-      },
-      tbb::simple_partitioner());
-}
-
 }  // namespace
 
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& dims) {
@@ -97,17 +75,9 @@ void CopyBytes(void* dst, const void* src, size_t n) {
     std::memcpy(dst, src, n);
     return;
   }
-  const size_t chunks = (n + kChunkBytes - 1) / kChunkBytes;
-  tbb::parallel_for(
-      tbb::blocked_range<size_t>(0, chunks, 1),
-      [&](const tbb::blocked_range<size_t>& r) {
-        for (size_t c = r.begin(); c != r.end(); ++c) {
-          size_t off = c * kChunkBytes;
-          std::memcpy(static_cast<uint8_t*>(dst) + off, static_cast<const uint8_t*>(src) + off,
-                      std::min(kChunkBytes, n - off));
-        }
-      },
-      tbb::simple_partitioner());
+  ForFixedChunks(static_cast<int64_t>(n), kChunkBytes, [&](int64_t b, int64_t e) {
+    std::memcpy(static_cast<uint8_t*>(dst) + b, static_cast<const uint8_t*>(src) + b, static_cast<size_t>(e - b));
+  });
 }
 
 void FillElements(void* dst, int64_t n, const void* value, size_t esz) {
@@ -214,7 +184,7 @@ void StridedCopy(const void* in, int64_t base, void* out, size_t esz, std::vecto
       default: rows_of(std::integral_constant<size_t, 0>{}, r0, r1); break;
     }
   };
-  ForRows(rows, n * eszi, do_rows);
+  ForRowChunks(rows, n * eszi, do_rows);
 }
 
 void Slice(const void* in, void* out, size_t esz, const std::vector<int64_t>& in_dims,
@@ -246,14 +216,8 @@ void SliceBackward(const void* in, void* out, size_t esz, const std::vector<int6
   if (zero_bytes < kParallelBytes) {
     std::memset(dst, 0, zero_bytes);
   } else {
-    const size_t chunks = (zero_bytes + kChunkBytes - 1) / kChunkBytes;
-    tbb::parallel_for(
-        tbb::blocked_range<size_t>(0, chunks, 1),
-        [&](const tbb::blocked_range<size_t>& r) {
-          for (size_t c = r.begin(); c != r.end(); ++c)
-            std::memset(dst + c * kChunkBytes, 0, std::min(kChunkBytes, zero_bytes - c * kChunkBytes));
-        },
-        tbb::simple_partitioner());
+    ForFixedChunks(static_cast<int64_t>(zero_bytes), kChunkBytes,
+                   [&](int64_t b, int64_t e) { std::memset(dst + b, 0, static_cast<size_t>(e - b)); });
   }
   if (in_n == 0) return;
   // The taken elements: in's row-major order, out's strides (a step multiplies its axis' stride).
@@ -300,7 +264,7 @@ void SliceBackward(const void* in, void* out, size_t esz, const std::vector<int6
       }
     }
   };
-  ForRows(rows, n * eszi, do_rows);
+  ForRowChunks(rows, n * eszi, do_rows);
 }
 
 }  // namespace ot::cpu

@@ -1,13 +1,10 @@
 #include "cpu_ops/transpose.h"
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "cpu_ops/broadcast.h"
+#include "cpu_ops/parallel_split.h"
 #include "cpu_ops/slice.h"
 
 namespace ot::cpu {
@@ -86,14 +83,7 @@ void TiledTranspose(const T* in, T* out, const std::vector<int64_t>& dims, const
     run(0, tasks);
     return;
   }
-  const int64_t grain = std::max<int64_t>(1, 16384 / (kTile * kTile));
-  const int64_t chunks = (tasks + grain - 1) / grain;
-  tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, chunks, 1),
-      [&](const tbb::blocked_range<int64_t>& r) {
-        for (int64_t c = r.begin(); c != r.end(); ++c) run(c * grain, std::min(tasks, (c + 1) * grain));
-      },
-      tbb::simple_partitioner());
+  ForFixedChunks(tasks, 16384 / (kTile * kTile), run);
 }
 
 }  // namespace
