@@ -97,6 +97,16 @@ TEST(GradientCheck, Squeeze) {
   }, 11);
 }
 
+// Unsqueeze with axes as an input (opset 13, a negative axis among them) and as an attribute (opset 11).
+TEST(GradientCheck, Unsqueeze) {
+  CheckGradients({{2, 3}}, {2, 1, 3, 1}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Unsqueeze", {p[0], g.AddInitializer("axes", Tensor::FromInt64({1, -1}, {2}))});
+  }, 13);
+  CheckGradients({{2, 3}}, {1, 2, 3}, [](Graph& g, const std::vector<Value*>& p) {
+    return Emit(g, "Unsqueeze", {p[0]}, {{"axes", Attribute::Ints({0})}});
+  }, 11);
+}
+
 TEST(GradientCheck, ReduceSumKeepAndDrop) {
   for (int keep = 0; keep < 2; ++keep)
     CheckGradients({{2, 3, 4}}, keep ? std::vector<int64_t>{2, 1, 4} : std::vector<int64_t>{2, 4},
