@@ -40,9 +40,6 @@ StepOptions MakeStepOptions(const TrainerOptions& o) {
 
 namespace {
 
-constexpr const char* kMetaArray = "__trainer_meta__";
-constexpr const char* kRunCounter = "executor.run_counter";
-
 int OutputIndex(Graph& g, Value* v) {
   auto it = std::find(g.outputs.begin(), g.outputs.end(), v);
   if (it != g.outputs.end()) return static_cast<int>(it - g.outputs.begin());
@@ -71,16 +68,6 @@ Tensor Rows(const Tensor& t, int64_t b, int64_t e) {
   Tensor r(t.dtype(), dims);
   if (row) std::memcpy(r.raw(), static_cast<const uint8_t*>(t.raw()) + row * b, row * (e - b));
   return r;
-}
-
-void WriteFileSynced(const std::string& path, const std::function<void(const std::string&)>& write) {
-  write(path);
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw Error(path + ": cannot sync to disk: " + std::strerror(errno));
-  }
-  ::close(fd);
 }
 
 }  // namespace
@@ -306,90 +293,6 @@ EvalResult Trainer::Evaluate(const Arrays& data, int64_t batch) const {
 void Trainer::Save(const std::string& path) const {
   exec_->SyncStateToHost();
   SaveModel(*inference_, path);
-}
-
-void Trainer::SaveCheckpoint(const std::string& dir, const std::map<std::string, std::string>& meta) const {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error(dir + ": cannot create the checkpoint directory: " + ec.message());
-  exec_->SyncStateToHost();
-  std::vector<NamedTensor> arrays;
-  for (const auto& [state, idx] : state_outs_) arrays.push_back({state->name, *state->initializer});
-  if (info_.lr && info_.lr->initializer) arrays.push_back({info_.lr->name, *info_.lr->initializer});
-  std::string text;
-  for (const auto& [k, v] : meta) text += k + "=" + v + "\n";
-  text += std::string(kRunCounter) + "=" + std::to_string(exec_->run_counter()) + "\n";
-  Tensor m(DataType::kUint8, {static_cast<int64_t>(text.size())});
-  if (!text.empty()) std::memcpy(m.raw(), text.data(), text.size());
-  arrays.push_back({kMetaArray, m});
-  const std::string final_path = dir + "/checkpoint.npz", tmp = final_path + ".tmp";
-  WriteFileSynced(tmp, [&](const std::string& p) { WriteNpz(p, arrays, false); });
-  if (std::rename(tmp.c_str(), final_path.c_str()) != 0)
-    throw Error(final_path + ": cannot rename the new checkpoint into place: " + std::strerror(errno));
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
-std::map<std::string, std::string> Trainer::LoadCheckpoint(const std::string& dir) {
-  const std::string path = dir + "/checkpoint.npz";
-  if (!std::filesystem::exists(path)) throw Error(dir + ": no checkpoint.npz (not a checkpoint directory)");
-  std::map<std::string, Tensor> arrays;
-  for (NamedTensor& nt : ReadNpz(path)) arrays[nt.name] = std::move(nt.tensor);
-  std::vector<Value*> states;
-  for (const auto& [state, idx] : state_outs_) states.push_back(state);
-  if (info_.lr) states.push_back(info_.lr);
-  // Across precisions: an fp32 checkpoint has no half copies (recomputed from their masters below) and no loss
-  // scale (the run's initial scale is kept); an --amp checkpoint's extra arrays are ignored by an fp32 run.
-  std::map<const Value*, const Value*> half_of;  // half copy -> master
-  for (const auto& [master, half] : HalfCopies(*graph_)) half_of[half] = master;
-  std::set<const Value*> optional;
-  for (const auto& [half, master] : half_of) optional.insert(half);
-  for (const auto& b : graph_->update_bindings)
-    if (b.state->name.rfind("loss_scale", 0) == 0 && info_.loss_scale) optional.insert(b.state);
-  std::vector<const Value*> recompute;
-  // Check everything before changing anything.
-  for (Value* s : states) {
-    auto it = arrays.find(s->name);
-    if (it == arrays.end() && optional.count(s)) {
-      if (half_of.count(s)) recompute.push_back(s);
-      continue;
-    }
-    if (it == arrays.end())
-      throw Error(path + ": no array '" + s->name + "' (a checkpoint of another model, optimizer or option set?)");
-    if (it->second.dtype() != s->initializer->dtype() || it->second.dims() != s->initializer->dims())
-      throw Error(path + ": array '" + s->name + "' is " + DataTypeName(it->second.dtype()) +
-                  DimsToString(it->second.dims()) + ", the training state is " +
-                  DataTypeName(s->initializer->dtype()) + DimsToString(s->initializer->dims()));
-  }
-  for (Value* s : states)
-    if (arrays.count(s->name)) std::memcpy(s->initializer->raw(), arrays[s->name].raw(), s->initializer->nbytes());
-  for (const Value* h : recompute) {
-    const Tensor rounded = half_of[h]->initializer->CastTo(h->initializer->dtype());
-    std::memcpy(h->initializer->raw(), rounded.raw(), rounded.nbytes());
-  }
-  exec_->StateChangedOnHost();
-  std::map<std::string, std::string> meta;
-  auto it = arrays.find(kMetaArray);
-  if (it != arrays.end()) {
-    const std::string text(static_cast<const char*>(it->second.raw()), it->second.nbytes());
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t end = text.find('\n', pos);
-      if (end == std::string::npos) end = text.size();
-      const std::string line = text.substr(pos, end - pos);
-      const size_t eq = line.find('=');
-      if (eq != std::string::npos) meta[line.substr(0, eq)] = line.substr(eq + 1);
-      pos = end + 1;
-    }
-  }
-  if (auto rc = meta.find(kRunCounter); rc != meta.end()) {
-    exec_->set_run_counter(std::stoull(rc->second));
-    meta.erase(rc);
-  }
-  return meta;
 }
 
 std::string Trainer::FirstNonFiniteNode(const Arrays& micro_batch) {

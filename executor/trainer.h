@@ -102,13 +102,20 @@ class Trainer {
   // Writes the model in inference mode with the current weights and running statistics (an ordinary ONNX model).
   void Save(const std::string& path) const;
 
-  // Checkpoints: every state tensor of the step graph (parameters, optimizer moments and step, learning rate,
-  // BatchNorm statistics, gradient sums), the executor's run counter (random draws) and `meta` (the caller's
-  // position: samples consumed, seed...) in DIR/checkpoint.npz, written to a temporary file, fsynced and
-  // renamed over the previous one. LoadCheckpoint checks that every state is there with its dtype and shape
-  // (a checkpoint of another model or optimizer is an error naming the array) and returns `meta`.
+  // Checkpoints (executor/checkpoint.cc): every state tensor of the step graph (parameters, optimizer moments and
+  // step, learning rate, BatchNorm statistics, gradient sums), the executor's run counter (random draws), the
+  // optimizer's name and `meta` (the caller's KEY=VALUE pairs: position, seed...) in DIR/checkpoint.npz, written
+  // to a temporary file, fsynced and renamed over the previous one. LoadCheckpoint checks everything before it
+  // changes anything -- every state there with its dtype and shape, no array of another model or optimizer, every
+  // value finite, the step counter >= 0, the learning rate >= 0, the loss scale > 0, the same optimizer -- and
+  // returns `meta`. reset_optimizer: a checkpoint of another optimizer is accepted, and only the model's state
+  // (weights, running statistics, loss scale) is loaded; the optimizer starts afresh.
   void SaveCheckpoint(const std::string& dir, const std::map<std::string, std::string>& meta) const;
-  std::map<std::string, std::string> LoadCheckpoint(const std::string& dir);
+  std::map<std::string, std::string> LoadCheckpoint(const std::string& dir, bool reset_optimizer = false);
+  // The optimizer of the step (sgd, momentum, nesterov, adam, adamw, lamb).
+  std::string optimizer_name() const;
+  // Sets the base learning rate (the state the schedule scales), e.g. an --lr given when resuming.
+  void set_lr(double lr);
 
   // Runs the step on `micro_batch` again with every kernel's output checked, without changing any state, and
   // returns the first node that produced a NaN or infinity ("" when none did).

@@ -60,20 +60,38 @@ std::string ReadFile(const std::string& path) {
 }
 
 void WriteFile(const std::string& path, const std::string& bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A regular file (or a new one) is replaced only once the new bytes are all written: the bytes go to a temporary
+  // file beside it, renamed over it at the end, so a failed write leaves what was there. Anything else (a device,
+  // a pipe) is written in place.
+  struct stat st;
+  const bool in_place = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  if (!in_place && ::stat(path.c_str(), &st) == 0 && ::access(path.c_str(), W_OK) != 0)
+    throw Error(path + ": cannot write (" + Errno() + ")");
+  const std::string target = in_place ? path : path + ".tmp" + std::to_string(::getpid());
+  int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(path + ": cannot create (" + Errno() + ")");
+  auto fail = [&](const std::string& what) {
+    const std::string e = Errno();
+    ::close(fd);
+    if (!in_place) ::unlink(target.c_str());
+    throw Error(path + ": " + what + " (" + e + ")");
+  };
   size_t put = 0;
   while (put < bytes.size()) {
     ssize_t r = ::write(fd, bytes.data() + put, bytes.size() - put);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      std::string e = Errno();
-      ::close(fd);
-      throw Error(path + ": write failed (" + e + ")");
-    }
+    if (r <= 0) fail("write failed");
     put += static_cast<size_t>(r);
   }
-  if (::close(fd) != 0) throw Error(path + ": write failed (" + Errno() + ")");
+  if (::close(fd) != 0) {
+    if (!in_place) ::unlink(target.c_str());
+    throw Error(path + ": write failed (" + Errno() + ")");
+  }
+  if (!in_place && ::rename(target.c_str(), path.c_str()) != 0) {
+    const std::string e = Errno();
+    ::unlink(target.c_str());
+    throw Error(path + ": cannot replace (" + e + ")");
+  }
 }
 
 MappedFile::MappedFile(const std::string& path) {

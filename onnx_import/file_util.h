@@ -9,7 +9,8 @@ namespace ot::io {
 
 // Reads a regular file completely. Throws Error("<path>: cannot open (...)") and friends.
 std::string ReadFile(const std::string& path);
-// Writes `bytes` to `path` (truncating). Throws Error on failure.
+// Writes `bytes` to `path`: a regular file is replaced only when every byte is written (a temporary file renamed
+// over it), so a failed write leaves the old one. Throws Error naming the path on failure.
 void WriteFile(const std::string& path, const std::string& bytes);
 
 // A read-only view of a whole regular file (mmap'ed; an empty file has size 0 and data nullptr).

@@ -88,6 +88,8 @@ struct TrainOptions {
   bool cuda_graph = true;  // --no-cuda-graph clears it: replay the steady-state step as a CUDA graph (GPU)
   int streams = 2;         // --streams N: CUDA streams a step's kernels are spread over (GPU; 1: one stream)
   std::string checkpoint, resume;
+  bool reset_optimizer = false;   // --reset-optimizer: resume another optimizer's checkpoint, its state afresh
+  bool allow_other_data = false;  // --allow-other-data: resume on a data set other than the checkpoint's
   int64_t checkpoint_every = 0;  // 0: only at the end (and on SIGINT)
 };
 // The Trainer's options from the command line's (total_steps: the run's optimizer steps, for the LR schedule).

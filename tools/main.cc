@@ -12,6 +12,7 @@
 #include "executor/executor.h"
 #include "graph/error.h"
 #include "tools/commands.h"
+#include "tools/cli_checks.h"
 #include "tools/passes.h"
 #include "tools/train_cli.h"
 
@@ -27,16 +28,20 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int threads = 0;
   app.add_option("--threads", threads, "Threads for everything (TBB and oneDNN); 0 = all cores")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ot::tools::AtLeast(0));
 
   ot::tools::RunOptions run;
   auto* run_cmd = app.add_subcommand("run", "Inference: run MODEL on the arrays of an .npz file");
   run_cmd->add_option("model", run.model, "MODEL.onnx")->required();
-  run_cmd->add_option("--data", run.data, "IN.npz whose arrays are named after the model's inputs")->required();
-  run_cmd->add_option("-o,--output", run.output, "OUT.npz for the model's outputs (else a summary is printed)");
-  run_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
+  run_cmd->add_option("--data", run.data, "IN.npz whose arrays are named after the model's inputs")
+      ->required()
+      ->check(ot::tools::NonEmptyPath());
+  run_cmd->add_option("-o,--output", run.output, "OUT.npz for the model's outputs (else a summary is printed)")
+      ->check(ot::tools::NonEmptyPath());
+  run_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores")
+      ->check(ot::tools::AtLeast(0));
   run_cmd->add_option("--repeat", run.repeat, "Time this many runs after a warm-up (median and best ms)")
-      ->check(CLI::PositiveNumber);
+      ->check(ot::tools::AtLeast(1));
   run_cmd->add_flag("--profile-ops", run.profile, "Print the time spent per op type");
   run_cmd->add_option("--fuse", run.fuse, "off|lite|full: cluster fusion for the data's shapes (lite)");
   run_cmd->add_option("--disable-pass", run.disable_pass,
@@ -50,17 +55,20 @@ int main(int argc, char** argv) {
   ot::tools::TrainOptions train;
   auto* train_cmd = app.add_subcommand("train", "Train MODEL on the arrays of an .npz file (CPU)");
   ot::tools::AddTrainOptions(train_cmd, train);
-  train_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
+  train_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores")
+      ->check(ot::tools::AtLeast(0));
 
   ot::tools::PassesOptions passes;
   auto* passes_cmd = ot::tools::AddPassesCommand(app, passes);
-  passes_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
+  passes_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores")
+      ->check(ot::tools::AtLeast(0));
 
   ot::tools::PlanOptions plan;
   auto* plan_cmd = app.add_subcommand("plan", "The training step's planned peak memory and its split (nothing runs)");
   ot::tools::AddTrainOptions(plan_cmd, plan.train);
   plan_cmd->add_flag("--json", plan.json, "Print one JSON object (peak_bytes and each part)");
-  plan_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
+  plan_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores")
+      ->check(ot::tools::AtLeast(0));
 
   bool markdown = false;
   auto* ops_cmd = app.add_subcommand("ops", "List the supported ops (schema and CPU kernel)");
@@ -77,17 +85,21 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"off", "lite", "full"}));
   check_cmd->add_flag("!--no-fork", check.fork, "Run models in this process (no crash isolation)");
   check_cmd->add_flag("-q,--quiet", check.quiet, "Print only failures and the summary");
-  check_cmd->add_option("--timeout", check.timeout_s, "Seconds per model");
+  check_cmd->add_option("--timeout", check.timeout_s, "Seconds per model")->check(ot::tools::AtLeast(1));
   check_cmd->add_option("--passed-list", check.passed_list, "Write the names of passed tests to this file");
   check_cmd->add_option("--device", check.device,
                         "Where the models run: cpu (default), cuda[:N] or auto; a model with an op the device has no "
                         "kernel for is a skip");
-  check_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores");
+  check_cmd->add_option("--threads", threads, "Threads for everything; 0 = all cores")
+      ->check(ot::tools::AtLeast(0));
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // A bad option is a user error like any other: one line, exit status 1.
+    std::fprintf(stderr, "onnx-train: error: %s\n", e.what());
+    return 1;
   }
   try {
     if (*check_cmd) {

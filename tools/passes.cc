@@ -10,6 +10,7 @@
 #include "executor/trainer.h"
 #include "graph/error.h"
 #include "graph/printer.h"
+#include "tools/cli_checks.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "onnx_import/training_info.h"
@@ -23,7 +24,8 @@ namespace ot::tools {
 CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
   auto* cmd = app.add_subcommand("passes", "Build the training step graph of MODEL; write it as an ONNX training model");
   AddTrainOptions(cmd, o.train);
-  cmd->add_option("-o,--output", o.output, "STEP.onnx: the model with the step in its TrainingInfoProto");
+  cmd->add_option("-o,--output", o.output, "STEP.onnx: the model with the step in its TrainingInfoProto")
+      ->check(NonEmptyPath());
   cmd->add_option("--dump-after", o.dump_after,
                   "Print the graph after a pass: training_mode|pattern_fusion|loss|autodiff|optimizer|amp|fp16_range|"
                   "master_weights|loss_scaling|fold_transpose|fuse_bias_grad|fusion (with --fuse)|all, or step (the finished "
@@ -42,6 +44,7 @@ int Passes(const PassesOptions& o) {
     throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, pattern_fusion, loss, autodiff, optimizer, amp, fp16_range, "
                 "master_weights, loss_scaling, fold_transpose, fuse_bias_grad, fusion, step, all)");
   if (o.dump_after == "fusion" && !o.fuse_given) throw Error("--dump-after fusion: give --fuse lite|full (and --batch)");
+  if (!o.output.empty()) CheckOutputFile("-o", o.output);
   std::unique_ptr<Graph> model = LoadCheckedModel(t.model);
   if (!model->training_info.empty())
     throw Error(t.model + ": the model already holds a training step (training_info); train it with onnx-train train");

@@ -16,6 +16,7 @@
 #include "passes/fuse_matmul_bias.h"
 #include "passes/gradient_op.h"
 #include "passes/step_graph.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 
 namespace ot::tools {
@@ -45,6 +46,7 @@ void PrintOpProfile(const Executor& ex, double runs) {
 }
 
 int Run(const RunOptions& o) {
+  if (!o.output.empty()) CheckOutputFile("-o", o.output);
   std::unique_ptr<Graph> g = LoadCheckedModel(o.model);
   ExpandGradientOps(*g);  // ai.onnx.preview.training Gradient nodes -> the backward in standard ops
   std::map<std::string, Tensor> feeds;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -22,8 +23,10 @@
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 #include "tools/passes.h"
+#include "tools/resume.h"
 
 namespace ot::tools {
 
@@ -118,8 +121,16 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
 
 int Train(const TrainOptions& o) {
   if (o.data.empty()) throw Error("--data TRAIN.npz is required");
-  if (!o.profile_trace.empty() && !std::ofstream(o.profile_trace, std::ios::app))
-    throw Error("--profile: cannot write '" + o.profile_trace + "'");  // before any work, not after the first step
+  // Every output path is checked before any work: a run must not train for hours and then fail to save.
+  if (!o.profile_trace.empty()) CheckOutputFile("--profile", o.profile_trace);
+  if (!o.log_json.empty()) CheckOutputFile("--log-json", o.log_json);
+  if (!o.save.empty()) CheckOutputFile("--save", o.save);
+  if (!o.checkpoint.empty()) {
+    CheckOutputDir("--checkpoint", o.checkpoint);
+    std::error_code ec;  // made now: a folder that cannot be made must fail before the first step, not after the run
+    std::filesystem::create_directories(o.checkpoint, ec);
+    if (ec) throw Error("--checkpoint: cannot create '" + o.checkpoint + "' (" + ec.message() + ")");
+  }
   ParseLrSchedule(o.lr_schedule);  // a bad choice fails before the data is read
 
   // The step's inputs decide which arrays to read; the schedule's length needs the sample count first.
@@ -128,7 +139,10 @@ int Train(const TrainOptions& o) {
   auto trainer = stored ? StoredStepTrainer(std::move(model), o)
                         : std::make_unique<Trainer>(LoadModel(o.model), MakeTrainerOptions(o, 0));
   const std::vector<std::string> inputs = trainer->input_names();
-  DataLoader data(ReadArrays(o.data, inputs), o.batch, !o.no_shuffle, o.seed, o.data);
+  Arrays train_arrays = ReadArrays(o.data, inputs);
+  // Recorded in checkpoints, checked on --resume (hashing is cheap next to reading the file).
+  const std::string fingerprint = o.checkpoint.empty() && o.resume.empty() ? "" : DataFingerprint(train_arrays);
+  DataLoader data(std::move(train_arrays), o.batch, !o.no_shuffle, o.seed, o.data);
   const int64_t k = trainer->options().optimizer.accumulate;  // o.grad_accum, or the stored step's
   const int64_t per_epoch = data.batches_per_epoch();  // micro-batches
   if (per_epoch < k)
@@ -151,29 +165,9 @@ int Train(const TrainOptions& o) {
     eval_arrays = ReadArrays(o.eval_data, names);
   }
 
-  int64_t start = 0;  // optimizer steps already done
-  if (!o.resume.empty()) {
-    std::map<std::string, std::string> meta = trainer->LoadCheckpoint(o.resume);
-    auto expect = [&](const std::string& key, const std::string& want) {
-      auto it = meta.find(key);
-      if (it != meta.end() && it->second != want)
-        throw Error(o.resume + ": the checkpoint was made with " + key + " " + it->second + ", this run has " + want +
-                    " (the batches would differ)");
-    };
-    expect("batch", std::to_string(o.batch));
-    expect("grad_accum", std::to_string(k));
-    expect("seed", std::to_string(o.seed));
-    expect("shuffle", o.no_shuffle ? "0" : "1");
-    start = meta.count("step") ? std::stoll(meta["step"]) : 0;
-    if (!o.quiet) std::printf("resumed from %s at step %lld\n", o.resume.c_str(), static_cast<long long>(start));
-  }
+  const int64_t start = o.resume.empty() ? 0 : Resume(*trainer, o, k, fingerprint);  // optimizer steps done
   auto checkpoint = [&](int64_t steps_done) {
-    if (o.checkpoint.empty()) return;
-    trainer->SaveCheckpoint(o.checkpoint, {{"step", std::to_string(steps_done)},
-                                           {"batch", std::to_string(o.batch)},
-                                           {"grad_accum", std::to_string(k)},
-                                           {"seed", std::to_string(o.seed)},
-                                           {"shuffle", o.no_shuffle ? "0" : "1"}});
+    if (!o.checkpoint.empty()) trainer->SaveCheckpoint(o.checkpoint, CheckpointMeta(o, steps_done, k, fingerprint));
   };
 
   std::ofstream log;

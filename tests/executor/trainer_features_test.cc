@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "executor/executor.h"
 #include "executor/trainer.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "onnx_import/model_io.h"
+#include "onnx_import/tensor_io.h"
 #include "tests/test_util.h"
 
 namespace ot {
@@ -172,16 +174,89 @@ TEST(TrainerFeatures, ResumeFromCheckpointReproducesTheLossesExactly) {
   ExpectSameParams(full, resumed, 0);
   EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoint.npz.tmp"));
 
-  // A checkpoint without Adam's moments does not load into an Adam run: the error names the missing state.
+  // A checkpoint of another optimizer does not load: the error names both.
   Trainer sgd(Copy(*model), Options("sgd", 0.1));
   sgd.SaveCheckpoint(dir, {});
   try {
     resumed.LoadCheckpoint(dir);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("exp_avg"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("holds sgd's state, this run trains with adam"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(resumed.optimizer_steps(), 6);  // nothing was loaded
+  std::filesystem::remove_all(dir);
+}
+
+// Every checkpoint is checked before anything loads: another optimizer's (either way round), a step counter < 0, a
+// non-finite learning rate or weight, junk metadata. --reset-optimizer loads the weights and starts the
+// optimizer afresh.
+TEST(TrainerFeatures, CheckpointsAreCheckedBeforeAnythingLoads) {
+  auto model = MakeModel({.batchnorm = true});
+  Arrays data = MakeData(16);
+  const std::string dir = testing::TempDir() + "/ot_ckpt_bad_" + std::to_string(test::Rng()());
+  Trainer adam(Copy(*model), Options("adam", 0.02));
+  adam.Step(Slice(data, 0, 8));
+  adam.Step(Slice(data, 8, 16));
+  adam.SaveCheckpoint(dir, {{"step", "2"}});
+  const std::string path = dir + "/checkpoint.npz";
+  const std::vector<NamedTensor> good = ReadNpz(path);
+
+  auto refused = [&](Trainer& t, const std::string& want, bool reset = false) {
+    const auto before = t.Parameters();
+    const int64_t steps = t.optimizer_steps();
+    try {
+      t.LoadCheckpoint(dir, reset);
+      ADD_FAILURE() << "expected an error with '" << want << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(t.optimizer_steps(), steps);
+    for (const auto& [name, w] : t.Parameters())
+      EXPECT_EQ(std::memcmp(w.raw(), before.at(name).raw(), w.nbytes()), 0) << name << " changed";
+  };
+  // Adam's checkpoint into an SGD run (SGD has no state of its own that could be missing).
+  Trainer sgd(Copy(*model), Options("sgd", 0.1));
+  refused(sgd, "holds adam's state, this run trains with sgd (--reset-optimizer");
+  // --reset-optimizer: the weights and running statistics load, the optimizer starts at step 0 with its own lr.
+  sgd.LoadCheckpoint(dir, true);
+  EXPECT_EQ(sgd.optimizer_steps(), 0);
+  EXPECT_EQ(sgd.options().optimizer.lr, 0.1);
+  ExpectSameParams(adam, sgd, 0);
+  EXPECT_EQ(std::memcmp(sgd.step_graph().FindValue("bn.mean")->initializer->raw(),
+                        adam.step_graph().FindValue("bn.mean")->initializer->raw(), 4 * sizeof(float)),
+            0);
+
+  auto rewrite = [&](const std::string& name, const std::function<void(Tensor&)>& change) {
+    std::vector<NamedTensor> arrays = good;
+    bool found = false;
+    for (NamedTensor& nt : arrays)
+      if (nt.name == name) {
+        nt.tensor = nt.tensor.Clone();
+        change(nt.tensor);
+        found = true;
+      }
+    ASSERT_TRUE(found) << name;
+    WriteNpz(path, arrays, false);
+  };
+  Trainer fresh(Copy(*model), Options("adam", 0.02));
+  rewrite("optimizer.step", [](Tensor& t) { t.SetDouble(0, -7); });
+  refused(fresh, "the optimizer step counter 'optimizer.step' is -7");
+  rewrite("optimizer.lr", [](Tensor& t) { t.SetDouble(0, std::nan("")); });
+  refused(fresh, "array 'optimizer.lr' holds nan at element 0");
+  rewrite("W", [](Tensor& t) { t.SetDouble(5, INFINITY); });
+  refused(fresh, "array 'W' holds inf at element 5");
+  rewrite("__trainer_meta__", [](Tensor& t) {
+    Tensor junk(DataType::kUint8, {5});
+    std::memcpy(junk.raw(), "junk\n", 5);
+    t = junk;
+  });
+  refused(fresh, "metadata line 1 is not KEY=VALUE");
+  // The unchanged checkpoint loads, with the caller's metadata back.
+  WriteNpz(path, good, false);
+  EXPECT_EQ(fresh.LoadCheckpoint(dir).at("step"), "2");
+  EXPECT_EQ(fresh.optimizer_steps(), 2);
+  ExpectSameParams(adam, fresh, 0);
   std::filesystem::remove_all(dir);
 }
 

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# What a careless or hostile user can do to `train` and its checkpoints: every case is one line naming the option,
+# file or array, exit status 1, and nothing the user had is lost. (The crafted checkpoints need PYTHON with numpy.)
+# Usage: reliability.sh ONNX_TRAIN_BINARY EXAMPLES_DIR PYTHON
+set -u
+tool=$(realpath "$1")
+ex=$(realpath "$2")/digits_mlp
+py=${3:-}
+. "$(dirname "$0")/lib.sh"
+cd "$tmp"
+
+tr=(train "$ex/model.onnx" --data "$ex/train.npz" --loss cross_entropy --logits logits --labels y --batch 50
+    --threads 1)
+
+# Options out of range: one line naming the option and the value, exit 1 (not CLI11's 105).
+expect_error "--batch: expected an integer >= 1, got '0'" "${tr[@]}" --batch 0
+expect_error "--steps: expected an integer >= 1, got '0'" "${tr[@]}" --steps 0
+expect_error "--grad-accum: expected an integer >= 1, got '0'" "${tr[@]}" --grad-accum 0
+expect_error "--warmup: expected an integer >= 0, got '-5'" "${tr[@]}" --warmup=-5
+expect_error "--checkpoint-every: expected an integer >= 1, got '0'" "${tr[@]}" --checkpoint-every 0
+expect_error "--threads: expected an integer >= 0, got '-1'" "${tr[@]}" --threads -1
+expect_error "--repeat: expected an integer >= 1, got '0'" run "$ex/model.onnx" --data "$ex/test.npz" --repeat 0
+expect_error "--lr: expected a finite number > 0, got 'nan'" "${tr[@]}" --lr nan
+expect_error "--lr: expected a finite number > 0, got '-1'" "${tr[@]}" --lr=-1
+expect_error "--weight-decay: expected a finite number >= 0, got 'nan'" "${tr[@]}" --weight-decay nan
+expect_error "--weight-decay: expected a finite number >= 0, got '-5'" "${tr[@]}" --weight-decay=-5
+expect_error "--checkpoint: expected a path, got ''" "${tr[@]}" --checkpoint ''
+expect_error "--save: expected a path, got ''" "${tr[@]}" --save ''
+expect_error "The following argument was not expected: --bogus" "${tr[@]}" --bogus
+
+# Every output path is checked before the first step: a run of 100000 steps fails at once, not at the end.
+start=$(date +%s)
+expect_error "--save: cannot write 'nodir/out.onnx' (no folder nodir)" "${tr[@]}" --steps 100000 --save nodir/out.onnx
+[ $(( $(date +%s) - start )) -lt 20 ] && ok || bad "--save into a missing folder was found only after training"
+expect_error "--save: cannot write '$tmp' (it is a folder)" "${tr[@]}" --steps 100000 --save "$tmp"
+expect_error "--log-json: cannot write 'nodir/log.jsonl' (no folder nodir)" "${tr[@]}" --steps 100000 \
+  --log-json nodir/log.jsonl
+touch afile
+expect_error "--checkpoint: cannot write 'afile/ckpt' (" "${tr[@]}" --steps 100000 --checkpoint afile/ckpt
+expect_error "-o: cannot write 'nodir/out.npz' (no folder nodir)" run "$ex/model.onnx" --data "$ex/test.npz" \
+  -o nodir/out.npz
+
+# A checkpoint of Adam resumed with SGD is refused (the checkpoint is left as it was); --reset-optimizer takes it.
+"$tool" "${tr[@]}" --optimizer adam --steps 3 --checkpoint adam >/dev/null 2>&1 && ok || bad "adam run failed"
+cp adam/checkpoint.npz adam.orig
+expect_error "holds adam's state, this run trains with sgd (--reset-optimizer" "${tr[@]}" --optimizer sgd \
+  --steps 5 --resume adam --checkpoint adam
+cmp -s adam/checkpoint.npz adam.orig && ok || bad "a refused resume changed the checkpoint"
+"$tool" "${tr[@]}" --optimizer sgd --steps 5 --resume adam --checkpoint sgd --reset-optimizer >out 2>&1 &&
+  ok || { bad "--reset-optimizer"; cat out; }
+# Another data set is refused unless --allow-other-data.
+expect_error "adam: the checkpoint was made on other data (" train "$ex/model.onnx" --data "$ex/test.npz" \
+  --loss cross_entropy --logits logits --labels y --batch 50 --optimizer adam --steps 5 --resume adam
+"$tool" train "$ex/model.onnx" --data "$ex/test.npz" --loss cross_entropy --logits logits --labels y --batch 50 \
+  --optimizer adam --steps 5 --resume adam --allow-other-data >out 2>&1 && grep -q "allow-other-data" out && ok ||
+  { bad "--allow-other-data"; cat out; }
+
+# --lr given with --resume replaces the checkpoint's, and the losses show it (from the second step on: the first
+# loss is computed before the first update).
+for lr in "" 0.5; do
+  "$tool" "${tr[@]}" --optimizer adam --steps 6 --resume adam ${lr:+--lr $lr} --log-json "log$lr.jsonl" \
+    >"out$lr" 2>&1 || bad "resume with lr '$lr'"
+done
+grep -q -- "--lr 0.5 replaces the checkpoint's 0.001" out0.5 && ok || { bad "resume --lr not said"; cat out0.5; }
+[ "$(sed -n 2p log.jsonl | cut -d, -f3)" != "$(sed -n 2p log0.5.jsonl | cut -d, -f3)" ] && ok ||
+  bad "--lr 0.5 on resume left the losses as they were"
+
+# Crafted checkpoints: every one refused with the checkpoint untouched.
+if [ -n "$py" ] && "$py" -c "import numpy" 2>/dev/null; then
+  craft() {  # craft NAME PYTHON-STATEMENTS (a = dict of the arrays, meta = the metadata text)
+    rm -rf "$1" && mkdir "$1"
+    "$py" - adam/checkpoint.npz "$1/checkpoint.npz" "$2" <<'PY'
+import sys, numpy as np
+a = dict(np.load(sys.argv[1]))
+meta = bytes(a.pop("__trainer_meta__")).decode()
+exec(sys.argv[3])
+if meta is not None:
+    a["__trainer_meta__"] = np.frombuffer(meta.encode(), np.uint8)
+np.savez(sys.argv[2], **a)
+PY
+    cp "$1/checkpoint.npz" "$1.orig"
+  }
+  refuse() {  # refuse NAME WANT
+    expect_error "$2" "${tr[@]}" --optimizer adam --steps 6 --resume "$1" --checkpoint "$1" --save "$1.onnx"
+    cmp -s "$1/checkpoint.npz" "$1.orig" && [ ! -e "$1.onnx" ] && ok || bad "$1: a refused resume wrote something"
+  }
+  craft step7 'a["optimizer.step"] = np.array(-7, np.int64)'
+  refuse step7 "the optimizer step counter 'optimizer.step' is -7"
+  craft lrnan 'a["optimizer.lr"] = np.array(np.nan)'
+  refuse lrnan "array 'optimizer.lr' holds nan at element 0"
+  craft nometa 'meta = None'
+  refuse nometa "no training metadata (not a checkpoint written by onnx-train)"
+  craft junk 'meta = "junk\n"'
+  refuse junk "metadata line 1 is not KEY=VALUE"
+  for v in 4x 99999999999999999999999 -5; do
+    craft "step$v" "meta = meta.replace('step=3', 'step=$v')"
+    refuse "step$v" "its metadata step='$v' is not a step count"
+  done
+  craft nostep "meta = meta.replace('step=3\n', '')"
+  refuse nostep "its metadata has no 'step'"
+else
+  echo "SKIP: crafted checkpoints (no python with numpy given)"
+fi
+
+# A symlink loop under --resume is one line, not a raw filesystem error.
+ln -s loop loop
+expect_error "loop: cannot read the checkpoint (" "${tr[@]}" --steps 2 --resume loop
+
+finish

@@ -1,0 +1,26 @@
+// `train --checkpoint` / `--resume`: what the tool records beside the Trainer's state (the position in the data,
+// the batch settings, the data set's fingerprint) and the checks a resume makes before it changes anything.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "executor/trainer.h"
+#include "tools/commands.h"
+
+namespace ot::tools {
+
+// Names, dtypes and shapes of the arrays, and a 64-bit FNV-1a hash of their bytes: "x:float32[1500,64],...#hash".
+std::string DataFingerprint(const Arrays& arrays);
+
+// The metadata of a checkpoint taken after `steps_done` optimizer steps of `accum` micro-batches each.
+std::map<std::string, std::string> CheckpointMeta(const TrainOptions& o, int64_t steps_done, int64_t accum,
+                                                  const std::string& data_fingerprint);
+
+// Loads o.resume into the trainer and returns the optimizer steps already done. Refused, with nothing changed:
+// another batch size, accumulation, seed or shuffling (the batches would differ), another data set (unless
+// --allow-other-data), another optimizer (unless --reset-optimizer), metadata that is missing or not a number.
+// An --lr given with --resume replaces the checkpoint's learning rate, and the "resumed" line says so.
+int64_t Resume(Trainer& trainer, const TrainOptions& o, int64_t accum, const std::string& data_fingerprint);
+
+}  // namespace ot::tools
