@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 #include <shared_mutex>
 #include <unordered_map>
@@ -443,14 +444,33 @@ void Plan::PlanArena() {
                          {static_cast<int>(s)}});
     }
   }
-  for (const Region& A : regions)
-    for (const Region& B : regions) {
+  // In the order their occupancy begins, each region waits for the users of the latest earlier occupant of each of
+  // its bytes: the occupants before that one are ordered before it in turn (it waited for them). An interval map of
+  // the arena (segment start -> latest occupant, -1 for none) keeps this linear in the regions, not quadratic.
+  std::vector<int> order(regions.size());
+  for (size_t r = 0; r < regions.size(); ++r) order[r] = static_cast<int>(r);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return regions[a].def < regions[b].def; });
+  std::map<size_t, int> latest = {{0, -1}};
+  auto split = [&](size_t at) {  // a segment boundary at `at`
+    auto it = std::prev(latest.upper_bound(at));
+    if (it->first != at) latest.emplace_hint(std::next(it), at, it->second);
+  };
+  for (int r : order) {
+    const Region& B = regions[r];
+    split(B.lo);
+    split(B.hi);
+    auto first = latest.find(B.lo), last = latest.find(B.hi);
+    for (auto it = first; it != last; ++it) {
+      if (it->second < 0) continue;
+      const Region& A = regions[it->second];
       // A's occupancy ends before B's begins (or at B's first step, for an in-place output taking A's memory).
       if (!(A.def < B.def && A.last <= B.def)) continue;
-      if (B.lo >= A.hi || A.lo >= B.hi) continue;
       for (int u : A.users)
         if (u != B.def) steps_[B.def].deps.push_back(u);
     }
+    latest.erase(first, last);
+    latest.emplace(B.lo, r);
+  }
   for (auto& st : steps_) {
     std::sort(st.deps.begin(), st.deps.end());
     st.deps.erase(std::unique(st.deps.begin(), st.deps.end()), st.deps.end());

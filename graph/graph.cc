@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "graph/error.h"
 
@@ -147,7 +148,9 @@ void Graph::MoveNodeBefore(Node* n, const Node* anchor) {
   nodes_.insert(find(anchor), std::move(owned));
 }
 
-void Graph::RemoveNode(Node* n) {
+void Graph::RemoveNode(Node* n) { RemoveNodes({n}); }
+
+void Graph::DetachNode(Node* n) {
   for (Value* in : n->inputs) {
     if (!in) continue;
     auto& u = in->uses;
@@ -158,7 +161,25 @@ void Graph::RemoveNode(Node* n) {
       o->producer = nullptr;
       o->producer_output = -1;
     }
-  nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == n; }),
+}
+
+void Graph::OrderNodes(const std::vector<const Node*>& order) {
+  if (order.size() != nodes_.size()) throw Error("OrderNodes: the order does not list every node once");
+  std::unordered_map<const Node*, size_t> at;
+  for (size_t i = 0; i < order.size(); ++i) at[order[i]] = i;
+  std::vector<std::unique_ptr<Node>> sorted(nodes_.size());
+  for (auto& p : nodes_) {
+    auto it = at.find(p.get());
+    if (it == at.end() || sorted[it->second]) throw Error("OrderNodes: the order does not list every node once");
+    sorted[it->second] = std::move(p);
+  }
+  nodes_ = std::move(sorted);
+}
+
+void Graph::RemoveNodes(const std::vector<Node*>& ns) {
+  for (Node* n : ns) DetachNode(n);
+  const std::unordered_set<const Node*> gone(ns.begin(), ns.end());
+  nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return gone.count(p.get()) > 0; }),
                nodes_.end());
 }
 
@@ -184,33 +205,44 @@ void Graph::ReplaceAllUses(Value* from, Value* to) {
 }
 
 std::vector<Node*> Graph::TopologicalOrder() const {
+  const size_t n = nodes_.size();
   std::unordered_map<const Node*, size_t> index;
-  for (size_t i = 0; i < nodes_.size(); ++i) index[nodes_[i].get()] = i;
-  std::vector<int> pending(nodes_.size(), 0);
-  std::vector<std::vector<size_t>> succ(nodes_.size());
-  for (size_t i = 0; i < nodes_.size(); ++i) {
+  index.reserve(n);
+  for (size_t i = 0; i < n; ++i) index[nodes_[i].get()] = i;
+  // Edges producer -> consumer in compressed rows (one allocation, not one vector per node).
+  std::vector<int> pending(n, 0);
+  std::vector<size_t> first(n + 1, 0), producer_of;
+  for (size_t i = 0; i < n; ++i)
     for (Value* in : nodes_[i]->inputs) {
       if (!in || !in->producer) continue;
       auto it = index.find(in->producer);
       if (it == index.end()) continue;
-      succ[it->second].push_back(i);
+      producer_of.push_back(it->second);
+      ++first[it->second + 1];
       ++pending[i];
     }
-  }
+  for (size_t i = 0; i < n; ++i) first[i + 1] += first[i];
+  std::vector<size_t> succ(producer_of.size()), fill(first.begin(), first.end() - 1);
+  size_t e = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (Value* in : nodes_[i]->inputs) {
+      if (!in || !in->producer || !index.count(in->producer)) continue;
+      succ[fill[producer_of[e++]]++] = i;
+    }
   std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
-  for (size_t i = 0; i < nodes_.size(); ++i)
+  for (size_t i = 0; i < n; ++i)
     if (pending[i] == 0) ready.push(i);
   std::vector<Node*> order;
-  order.reserve(nodes_.size());
+  order.reserve(n);
   while (!ready.empty()) {
     size_t i = ready.top();
     ready.pop();
     order.push_back(nodes_[i].get());
-    for (size_t s : succ[i])
-      if (--pending[s] == 0) ready.push(s);
+    for (size_t k = first[i]; k < first[i + 1]; ++k)
+      if (--pending[succ[k]] == 0) ready.push(succ[k]);
   }
-  if (order.size() != nodes_.size()) {
-    for (size_t i = 0; i < nodes_.size(); ++i)
+  if (order.size() != n) {
+    for (size_t i = 0; i < n; ++i)
       if (pending[i] > 0) throw Error("graph has a cycle through " + nodes_[i]->Describe());
   }
   return order;

@@ -31,6 +31,8 @@ class Clustering {
  public:
   Clustering(const Graph& g, const FuseOptions& opts, const FusionSizes& sizes)
       : g_(g), opts_(opts), sizes_(sizes) {
+    dims_.reserve(sizes.values.size());
+    for (const auto& [v, f] : sizes.values) dims_[v] = &f.dims;  // hashed: every program build asks for each value
     for (const Value* v : g.outputs) is_output_.insert(v);
     for (const auto& b : g.update_bindings) is_output_.insert(b.next);
     for (size_t i = 0; i < g.nodes().size(); ++i) list_pos_[g.nodes()[i].get()] = static_cast<int>(i);
@@ -65,8 +67,8 @@ class Clustering {
   int64_t Loaded(int c) const { return loaded_[c]; }
 
   const ValueDims* Dims(const Value* v) const {
-    auto it = sizes_.values.find(v);
-    return it == sizes_.values.end() ? nullptr : &it->second.dims;
+    auto it = dims_.find(v);
+    return it == dims_.end() ? nullptr : it->second;
   }
 
   // Values computed by the cluster's members that something outside reads (or that the step returns), in member
@@ -200,6 +202,14 @@ class Clustering {
     loaded_[into] = loaded;
   }
 
+  // Every value's bytes and every kernel's workspace: an upper bound of the peak of any schedule and clustering.
+  int64_t AllBytes() const {
+    int64_t total = 0;
+    for (const auto& [v, f] : sizes_.values) total += f.in_state ? 0 : Bytes(f.dims);
+    for (const auto& [n, k] : sizes_.kernels) total += k.workspace;
+    return total;
+  }
+
   // The planned liveness peak of the step with the current clusters, optionally with the clusters `set` merged: the
   // model of passes/memory_plan.h over the order the executor will run (Kahn's order, ties by the position of a
   // cluster's first member in the node list, as Graph::TopologicalOrder breaks them).
@@ -322,6 +332,7 @@ class Clustering {
   const FuseOptions& opts_;
   const FusionSizes& sizes_;
   std::unordered_map<const Node*, int> list_pos_, topo_;
+  std::unordered_map<const Value*, const ValueDims*> dims_;
   std::vector<Node*> kernels_;
   std::vector<int> cid_;
   std::vector<std::vector<int>> members_;
@@ -342,6 +353,9 @@ bool ClusterFusionPass::Run(Graph& g) {
   report_.peak_before = peak;
   report_.budget_unreachable = opts_.memory_budget > 0 && peak > opts_.memory_budget;
   const bool full = opts_.mode == "full";
+  // Each merge's planned peak is checked against the budget only when some order of the step could exceed it: not
+  // when every value and workspace of the step together fit (the peak of any schedule is at most that sum).
+  const bool check_budget = opts_.memory_budget > 0 && cl.AllBytes() > opts_.memory_budget;
   const auto& ks = cl.kernels();
   auto refuse = [&](int pk, int ck, const std::string& why) {
     report_.refused.push_back({Label(ks[pk]), Label(ks[ck]), why});
@@ -359,6 +373,8 @@ bool ClusterFusionPass::Run(Graph& g) {
       merged.insert(merged.end(), cl.Members(c).begin(), cl.Members(c).end());
       parts += cl.Loaded(c);
     }
+    if (static_cast<int>(merged.size()) > opts_.limits.nodes)
+      return no("kernel limit: " + std::to_string(merged.size()) + " ops > " + std::to_string(opts_.limits.nodes));
     std::sort(merged.begin(), merged.end());  // the order the rewrite builds in (register estimates depend on it)
     BuiltCluster built = cl.Build(merged);
     if (!built.error.empty()) return no("program: " + built.error);
@@ -389,7 +405,7 @@ bool ClusterFusionPass::Run(Graph& g) {
       return no("does not pay: touches " + std::to_string(built.work_bytes) + " bytes per run, the parts " +
                 std::to_string(parts) + " (a broadcast producer would be recomputed per element)");
     if (cl.MakesCycle(set)) return no("cycle: another path leads from the producer to the consumer");
-    if (opts_.memory_budget > 0) {
+    if (check_budget) {
       const int64_t p = cl.Peak(set);
       if (p > opts_.memory_budget && p > peak)
         return no("memory: planned peak " + std::to_string(p) + " bytes > budget " +
@@ -450,29 +466,47 @@ bool ClusterFusionPass::Run(Graph& g) {
   std::sort(order.begin(), order.end());
   if (order.empty()) return false;
   if (!g.opset_imports.count(kInternalDomain)) g.opset_imports[kInternalDomain] = 1;
+  // The node list as a linked list, rewritten cluster by cluster; the graph takes its order once at the end (a
+  // fused node goes where the first of its members was), so the rewrite stays linear in the graph.
+  std::unordered_map<const Node*, int> list_pos;
+  std::unordered_map<const Node*, const Node*> next, prev;
+  const Node* head = nullptr;
+  const Node* tail = nullptr;
+  for (const auto& n : g.nodes()) {
+    list_pos[n.get()] = static_cast<int>(list_pos.size());
+    prev[n.get()] = tail;
+    if (tail) next[tail] = n.get();
+    else head = n.get();
+    tail = n.get();
+  }
+  if (tail) next[tail] = nullptr;
+  auto unlink = [&](const Node* n) {
+    const Node *p = prev[n], *q = next[n];
+    (p ? next[p] : head) = q;
+    (q ? prev[q] : tail) = p;
+  };
+  auto insert_before = [&](const Node* n, const Node* at) {  // at == nullptr: at the end
+    const Node* p = at ? prev[at] : tail;
+    prev[n] = p;
+    next[n] = at;
+    (p ? next[p] : head) = n;
+    (at ? prev[at] : tail) = n;
+  };
+  std::vector<Node*> gone;
   for (auto [first, r] : order) {
     std::vector<int> members = cl.Members(r);
     std::sort(members.begin(), members.end());
     BuiltCluster b = cl.Build(members);
     if (!b.error.empty()) throw Error("cluster fusion: a cluster that was accepted no longer builds: " + b.error);
-    // The anchor: the first node after the earliest member (in the node list) that is not a member.
+    // The anchor: the first node after the earliest member (in the node list) that is not a member. Members are
+    // nodes of the list as it was, which the rewrites keep in their relative order.
     std::unordered_set<const Node*> in;
     for (int k : members) in.insert(ks[k]);
-    const Node* earliest = nullptr;
-    for (const auto& n : g.nodes())
-      if (in.count(n.get())) {
-        earliest = n.get();
-        break;
-      }
-    const Node* anchor = nullptr;
-    bool after = false;
-    for (const auto& n : g.nodes()) {
-      if (n.get() == earliest) after = true;
-      else if (after && !in.count(n.get())) {
-        anchor = n.get();
-        break;
-      }
-    }
+    const Node* earliest = ks[members.front()];
+    for (int k : members)
+      if (list_pos.at(ks[k]) < list_pos.at(earliest)) earliest = ks[k];
+    const Node* anchor = next[earliest];
+    while (anchor && in.count(anchor)) anchor = next[anchor];
     FusedCluster fc;
     std::vector<std::string> ops;
     std::unordered_set<const Value*> escaping(b.outputs.begin(), b.outputs.end());
@@ -497,12 +531,16 @@ bool ClusterFusionPass::Run(Graph& g) {
           }
         }
     }
-    for (int k : members) g.RemoveNode(ks[k]);
+    for (int k : members) {
+      g.DetachNode(ks[k]);
+      gone.push_back(ks[k]);
+      unlink(ks[k]);
+    }
     Node* f = g.AddNode("FusedElementwise", b.inputs, b.outputs, name);
     f->domain = kInternalDomain;
     f->opset = 1;
     SetClusterAttributes(f, b.program, b.row_keepdims, ops);
-    if (anchor) g.MoveNodeBefore(f, anchor);
+    insert_before(f, anchor);
     fc.name = name;
     fc.ops = ops;
     fc.inputs = static_cast<int>(b.inputs.size());
@@ -516,6 +554,10 @@ bool ClusterFusionPass::Run(Graph& g) {
     report_.fused_nodes += static_cast<int>(members.size());
     report_.clusters.push_back(std::move(fc));
   }
+  std::vector<const Node*> final_order;
+  for (const Node* n = head; n; n = next[n]) final_order.push_back(n);
+  g.RemoveNodes(gone);
+  g.OrderNodes(final_order);
   return true;
 }
 

@@ -42,6 +42,9 @@ struct FuseOptions {
     int operands = 64;
     int registers = 128;
     int64_t shared_bytes = 48 << 10;
+    // Ops per cluster: a longer program gains nothing more (its loads and stores are already one each), and the
+    // bound keeps fusion linear in the graph (each merge rebuilds the cluster's program).
+    int nodes = 64;
   } limits;
   double margin = 0.1;          // a merge may touch this much more than its parts
   bool epilogues = true;        // full: also fold clusters into GEMM and conv epilogues (passes/fuse_epilogue.h)

@@ -10,6 +10,8 @@
 #include "passes/memory_plan.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <stdexcept>
 
 namespace ot {
@@ -145,33 +147,24 @@ int64_t Sweep(const std::vector<Region>& regions, int ns, int* at) {
   return best;
 }
 
-}  // namespace
-
-MemoryPlan PlanMemoryArena(const std::vector<PlanBuffer>& bufs, const std::vector<PlanStep>& steps) {
-  const int ns = static_cast<int>(steps.size());
-  Liveness L = Analyze(bufs, steps);
-  MemoryPlan p;
-  p.shares = L.shares;
-  p.resident_bytes = L.resident;
-  p.inplace_saved_bytes = L.saved;
-  p.peak_live_bytes = L.resident + Sweep(L.regions, ns, &p.peak_step);
-
-  // Best fit, largest region first (ties: earlier start, then index, so the plan is deterministic): each region
-  // goes into the smallest gap between regions whose lifetimes overlap its own, else above all of them.
-  std::vector<int> order(L.regions.size());
+// Best fit, largest region first (ties: earlier start, then index, so the plan is deterministic): each region goes
+// into the smallest gap between regions whose lifetimes overlap its own, else above all of them. Quadratic in the
+// regions that overlap in time.
+std::vector<int64_t> PlaceBestFit(const std::vector<Region>& regions) {
+  std::vector<int> order(regions.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int>(k);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    if (L.regions[a].size != L.regions[b].size) return L.regions[a].size > L.regions[b].size;
-    return L.regions[a].start < L.regions[b].start;
+    if (regions[a].size != regions[b].size) return regions[a].size > regions[b].size;
+    return regions[a].start < regions[b].start;
   });
-  std::vector<int64_t> off(L.regions.size(), 0);
+  std::vector<int64_t> off(regions.size(), 0);
   std::vector<int> placed;
   std::vector<std::pair<int64_t, int64_t>> busy;
   for (int k : order) {
-    const Region& r = L.regions[k];
+    const Region& r = regions[k];
     busy.clear();
     for (int q : placed) {
-      const Region& Q = L.regions[q];
+      const Region& Q = regions[q];
       if (Q.end < r.start || r.end < Q.start || Q.size == 0) continue;
       busy.push_back({off[q], off[q] + Q.size});
     }
@@ -185,9 +178,91 @@ MemoryPlan PlanMemoryArena(const std::vector<PlanBuffer>& bufs, const std::vecto
       cur = std::max(cur, hi);
     }
     off[k] = best >= 0 ? best : cur;
-    p.arena_bytes = std::max(p.arena_bytes, off[k] + r.size);
     placed.push_back(k);
   }
+  return off;
+}
+
+// For graphs with more regions than the best fit can take in good time: a sweep over the steps, like an allocator
+// that knows every lifetime. At each step the regions that ended before it are freed (adjacent free blocks
+// merge), then the step's new regions, largest first, take the smallest free block that holds them, else the top
+// of the arena. O(R log R).
+std::vector<int64_t> PlaceByTime(const std::vector<Region>& regions, int steps) {
+  std::vector<std::vector<int>> starting(static_cast<size_t>(steps) + 1), ending(static_cast<size_t>(steps) + 1);
+  for (size_t k = 0; k < regions.size(); ++k) {
+    const Region& r = regions[k];
+    if (r.size == 0) continue;
+    starting[static_cast<size_t>(std::clamp(r.start, 0, steps))].push_back(static_cast<int>(k));
+    ending[static_cast<size_t>(std::clamp(r.end, 0, steps))].push_back(static_cast<int>(k));
+  }
+  std::vector<int64_t> off(regions.size(), 0);
+  std::map<int64_t, int64_t> free_at;             // offset -> size of each free block below the top
+  std::set<std::pair<int64_t, int64_t>> by_size;  // (size, offset) of the same blocks
+  int64_t top = 0;
+  auto release = [&](int64_t lo, int64_t size) {
+    auto next = free_at.lower_bound(lo);
+    if (next != free_at.end() && next->first == lo + size) {  // merge with the block above
+      size += next->second;
+      by_size.erase({next->second, next->first});
+      next = free_at.erase(next);
+    }
+    if (next != free_at.begin()) {  // merge with the block below
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == lo) {
+        lo = prev->first;
+        size += prev->second;
+        by_size.erase({prev->second, prev->first});
+        free_at.erase(prev);
+      }
+    }
+    if (lo + size == top) {  // the top block returns to the top
+      top = lo;
+      return;
+    }
+    free_at[lo] = size;
+    by_size.insert({size, lo});
+  };
+  for (int t = 0; t <= steps; ++t) {
+    std::vector<int>& now = starting[static_cast<size_t>(t)];
+    std::stable_sort(now.begin(), now.end(), [&](int a, int b) { return regions[a].size > regions[b].size; });
+    for (int k : now) {
+      const int64_t size = regions[k].size;
+      auto fit = by_size.lower_bound({size, INT64_MIN});
+      if (fit == by_size.end()) {
+        off[k] = top;
+        top += size;
+        continue;
+      }
+      const auto [block, lo] = *fit;
+      by_size.erase(fit);
+      free_at.erase(lo);
+      off[k] = lo;
+      if (block > size) {
+        free_at[lo + size] = block - size;
+        by_size.insert({block - size, lo + size});
+      }
+    }
+    // Regions whose last step is t are free from t + 1 on.
+    for (int k : ending[static_cast<size_t>(t)]) release(off[k], regions[k].size);
+  }
+  return off;
+}
+
+}  // namespace
+
+MemoryPlan PlanMemoryArena(const std::vector<PlanBuffer>& bufs, const std::vector<PlanStep>& steps,
+                           int best_fit_limit) {
+  const int ns = static_cast<int>(steps.size());
+  Liveness L = Analyze(bufs, steps);
+  MemoryPlan p;
+  p.shares = L.shares;
+  p.resident_bytes = L.resident;
+  p.inplace_saved_bytes = L.saved;
+  p.peak_live_bytes = L.resident + Sweep(L.regions, ns, &p.peak_step);
+
+  std::vector<int64_t> off = L.regions.size() > static_cast<size_t>(best_fit_limit) ? PlaceByTime(L.regions, ns)
+                                                                                   : PlaceBestFit(L.regions);
+  for (size_t k = 0; k < off.size(); ++k) p.arena_bytes = std::max(p.arena_bytes, off[k] + L.regions[k].size);
   p.offsets.assign(bufs.size(), -1);
   p.workspace_offsets.assign(steps.size(), -1);
   std::vector<int64_t> root_off(bufs.size(), -1);

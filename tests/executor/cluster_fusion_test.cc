@@ -232,6 +232,24 @@ TEST(ClusterFusion, RegisterEstimateIsHonoured) {
   ExpectSameOutputs(ManyLive, "full");
 }
 
+// A chain of 150 Relu nodes: clusters stop at the op limit (64, which keeps fusion linear in the graph), the
+// refusal says so, every node is in a cluster, and the result is the unfused one.
+void ReluChain(Graph& g) {
+  Value* h = Emit(g, "Sub", {Input(g, "x", {8, 16}), Scalar(g, 0.25f)});
+  for (int k = 0; k < 149; ++k) h = Emit(g, "Relu", {h});
+  g.outputs.push_back(h);
+}
+
+TEST(ClusterFusion, ClustersStopAtTheOpLimit) {
+  auto g = Make(ReluChain);
+  FusionReport r = Fuse(*g, "lite");
+  EXPECT_TRUE(Refused(r, "kernel limit: 65 ops > 64")) << FormatFusionReport(r);
+  ASSERT_EQ(Count(*g, "FusedElementwise"), 3);
+  EXPECT_EQ(r.fused_nodes, 150);
+  for (const FusedCluster& c : r.clusters) EXPECT_LE(c.ops.size(), 64u);
+  ExpectSameOutputs(ReluChain, "lite");
+}
+
 // s [64] -> Exp -> added to x [256, 64]: fusing the Exp would compute it 256 times per element of s.
 TEST(ClusterFusion, NoFuseWhenABroadcastProducerWouldBeRecomputed) {
   auto build = [](Graph& g) {

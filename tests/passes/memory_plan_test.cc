@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <algorithm>
 #include <random>
 #include <stdexcept>
@@ -74,8 +76,8 @@ int Root(const MemoryPlan& p, int b) {
   return b;
 }
 
-void CheckCase(const Case& c) {
-  const MemoryPlan p = PlanMemoryArena(c.bufs, c.steps);
+void CheckCase(const Case& c, int best_fit_limit = kBestFitRegionLimit) {
+  const MemoryPlan p = PlanMemoryArena(c.bufs, c.steps, best_fit_limit);
   const int nb = static_cast<int>(c.bufs.size()), ns = static_cast<int>(c.steps.size());
   ASSERT_EQ(p.offsets.size(), c.bufs.size());
   ASSERT_EQ(p.shares.size(), c.bufs.size());
@@ -193,6 +195,29 @@ TEST(MemoryPlan, RandomCasesAgainstBruteForce) {
   // The generator must exercise both features, or the checks above prove little.
   EXPECT_GT(shared, 150);
   EXPECT_GT(with_ws, 100);
+}
+
+// The placement by a sweep over the steps (what graphs of more than kBestFitRegionLimit regions get) meets every
+// rule too, and stays within twice the live peak on these cases.
+TEST(MemoryPlan, SweepPlacementAgainstBruteForce) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  int64_t arena = 0, best_fit = 0;
+  for (int k = 0; k < 400; ++k) {
+    Case c = RandomCase(rng);
+    CheckCase(c, 0);
+    if (HasFatalFailure() || HasFailure()) {
+      ADD_FAILURE() << "case " << k;
+      return;
+    }
+    const MemoryPlan p = PlanMemoryArena(c.bufs, c.steps, 0);
+    EXPECT_LE(p.arena_bytes, 2 * (p.peak_live_bytes - p.resident_bytes)) << "case " << k;
+    arena += p.arena_bytes;
+    best_fit += PlanMemoryArena(c.bufs, c.steps).arena_bytes;
+  }
+  std::printf("arena bytes over 400 cases: sweep %lld, best fit %lld\n", static_cast<long long>(arena),
+              static_cast<long long>(best_fit));
 }
 
 // x -> Relu -> y -> Relu -> z: both outputs take their input's memory; the chain is one region of one size.
