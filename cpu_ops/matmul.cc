@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -96,6 +97,15 @@ int RowBlocks(const MatMulSpec& spec, int64_t batches) {
 }  // namespace
 
 DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_shared<Impl>()) {
+  // oneDNN's GEMM drivers index with 32-bit integers in places: larger sizes are refused here, not left to fail
+  // inside the library (a division by zero when a size wraps to 0).
+  constexpr int64_t kMax = INT32_MAX;
+  int64_t batch = 1;
+  for (size_t i = 0; i < spec.a_batch.size(); ++i) batch *= std::max(spec.a_batch[i], spec.b_batch[i]);
+  if (spec.m > kMax || spec.k > kMax || spec.n > kMax || batch > kMax || spec.m * spec.k > kMax * 64 ||
+      spec.k * spec.n > kMax * 64 || spec.m * spec.n > kMax * 64)
+    throw std::invalid_argument("GEMM of M=" + std::to_string(spec.m) + " K=" + std::to_string(spec.k) + " N=" + std::to_string(spec.n) +
+                " (batch " + std::to_string(batch) + ") is larger than oneDNN takes (each size at most 2^31-1)");
   Impl& im = *impl_;
   std::vector<int64_t> c_batch(spec.a_batch.size());
   for (size_t i = 0; i < c_batch.size(); ++i) c_batch[i] = std::max(spec.a_batch[i], spec.b_batch[i]);

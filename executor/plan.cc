@@ -13,6 +13,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "executor/host_memory.h"
 #include "executor/threads.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
@@ -33,7 +34,7 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 std::shared_ptr<uint8_t> AllocBytes(size_t n) {
   void* p = std::aligned_alloc(kAlign, std::max(AlignUp(n), kAlign));
-  if (!p) throw Error("out of host memory: the plan's arena needs " + std::to_string(n) + " bytes");
+  if (!p) throw Error("out of memory: could not allocate " + FormatBytes(static_cast<int64_t>(n)) + " for the step's values");
   return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
 }
 
@@ -205,8 +206,18 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
     const KernelFactory* factory = kreg.Find(n->domain, n->op_type);
     // Folding runs the CPU kernel, on a device too (its results are uploaded with the other constants).
     KernelInfo kinfo;
-    if (factory) kinfo = (*factory)(kctx);
-    else if (!p->device_) throw UnsupportedError(n->Describe() + ": no CPU kernel for op " + n->op_type);
+    if (factory) {
+      try {
+        kinfo = (*factory)(kctx);
+      } catch (const UnsupportedError&) {
+        throw;
+      } catch (const std::bad_alloc&) {
+        throw;
+      } catch (const std::exception& e) {  // a kernel refusing its sizes: the node it was made for first
+        const std::string msg = e.what();
+        throw Error(msg.find(n->name) == std::string::npos ? n->Describe() + ": " + msg : msg);
+      }
+    } else if (!p->device_) throw UnsupportedError(n->Describe() + ": no CPU kernel for op " + n->op_type);
 
     if (factory && all_known && !kinfo.random && (out_elems <= kFoldLimit || out_needed)) {
       // Fold: run the kernel now on the known inputs; its outputs become constants of the plan.
@@ -410,7 +421,8 @@ void Plan::PlanArena() {
     if (bufs_[b].kind == BufKind::kArena) bufs_[b].offset = static_cast<size_t>(mplan_.offsets[b]);
   for (size_t s = 0; s < steps_.size(); ++s) steps_[s].workspace_offset = mplan_.workspace_offsets[s];
   arena_size_ = static_cast<size_t>(mplan_.arena_bytes);
-  if (!device_) arena_ = AllocBytes(arena_size_);
+  // The arena is allocated by the first Run (EnsureArena): a plan made to be measured (plan, fusion's sizing) holds
+  // no memory.
 
   for (size_t s = 0; s < steps_.size(); ++s) {
     std::vector<int>& deps = steps_[s].deps;
@@ -509,6 +521,25 @@ std::shared_mutex& KernelLock() {
   return m;
 }
 }  // namespace
+
+void Plan::EnsureArena() {
+  if (arena_ || device_) return;
+  const int64_t available = AvailableHostMemory();
+  if (available > 0 && static_cast<int64_t>(arena_size_) > available) {
+    // Name the largest buffers: what the user can shrink (the batch, a sequence length).
+    std::vector<const Buffer*> big;
+    for (const Buffer& b : bufs_)
+      if (b.kind == BufKind::kArena) big.push_back(&b);
+    std::sort(big.begin(), big.end(), [](const Buffer* a, const Buffer* b) { return a->desc.nbytes() > b->desc.nbytes(); });
+    std::string names;
+    for (size_t i = 0; i < big.size() && i < 3; ++i)
+      names += (i ? ", " : "") + big[i]->name + " " + DataTypeName(big[i]->desc.dtype) + DimsToString(big[i]->desc.dims) +
+               " (" + FormatBytes(static_cast<int64_t>(big[i]->desc.nbytes())) + ")";
+    throw Error("out of memory: the step needs " + FormatBytes(static_cast<int64_t>(arena_size_)) +
+                " for its values, the machine has " + FormatBytes(available) + " available; the largest: " + names);
+  }
+  arena_ = AllocBytes(arena_size_);
+}
 
 uint8_t* Plan::BufferPtr(int b) const {
   if (b < 0) return nullptr;
@@ -668,6 +699,7 @@ std::vector<Tensor> Plan::Run(const std::map<std::string, Tensor>& feeds, uint64
     RunOnDevice(feeds, results);
     return results;
   }
+  EnsureArena();
   output_ptrs_.assign(output_bufs_.size(), nullptr);
   for (size_t i = 0; i < output_bufs_.size(); ++i) {
     const Buffer& b = bufs_[output_bufs_[i]];

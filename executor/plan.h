@@ -184,6 +184,9 @@ class Plan {
   int64_t heap_bytes_ = 0;
   std::vector<int> outputs_in_state_;
   std::shared_ptr<uint8_t> arena_;
+  // Allocates the arena before the first run, after checking it fits in the memory available (an error naming the
+  // largest buffers otherwise).
+  void EnsureArena();
   int64_t folded_ = 0;
   bool random_ = false;
 

@@ -70,6 +70,17 @@ std::optional<DimsValue> InferContext::input_dims_value(int i) const {
 }
 
 void InferContext::Fail(const std::string& msg) const { throw Error(node.Describe() + ": " + msg); }
+void InferContext::RequireArity(int lo, int hi, int max_outputs) const {
+  int n = static_cast<int>(node.inputs.size());
+  while (n > 0 && !node.inputs[static_cast<size_t>(n - 1)]) --n;
+  auto count = [](int k, const char* what) { return std::to_string(k) + " " + what + (k == 1 ? "" : "s"); };
+  if (n < lo || n > hi)
+    Fail(std::string("takes ") + (lo == hi ? count(lo, "input") : std::to_string(lo) + " to " + count(hi, "input")) +
+         ", got " + std::to_string(n));
+  if (static_cast<int>(node.outputs.size()) > max_outputs)
+    Fail("has " + count(static_cast<int>(node.outputs.size()), "output") + ", the op has " + count(max_outputs, "output"));
+}
+
 void InferContext::Unsupported(const std::string& msg) const {
   throw UnsupportedError(node.Describe() + ": " + msg);
 }

@@ -76,6 +76,9 @@ class InferContext {
   [[noreturn]] void Unsupported(const std::string& msg) const;
   // Requires input i to be present; returns its shape.
   const Shape& Require(int i) const;
+  // Requires between lo and hi inputs (trailing absent ones not counted) and at most hi outputs: "takes 1 input,
+  // got 3".
+  void RequireArity(int lo, int hi, int max_outputs) const;
 
  private:
   std::vector<TypeShape> inputs_;

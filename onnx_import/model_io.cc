@@ -61,9 +61,20 @@ class Importer {
         throw Error(what_ + ": domain '" + op.domain() + "' is imported twice with different versions");
       g_.opset_imports[d] = v;
     }
+    // Newer than what onnx-train knows: an op may mean something else there.
+    if (m.ir_version() > kMaxIrVersion)
+      throw Error(what_ + ": IR version " + std::to_string(m.ir_version()) + " is newer than onnx-train knows (up to " +
+                  std::to_string(kMaxIrVersion) + ")");
+    if (auto it = g_.opset_imports.find(""); it != g_.opset_imports.end() && it->second > kMaxAiOnnxOpset)
+      throw Error(what_ + ": ai.onnx opset " + std::to_string(it->second) + " is newer than onnx-train knows (up to " +
+                  std::to_string(kMaxAiOnnxOpset) + ")");
     onnx::GraphProto& gp = *m.mutable_graph();
     g_.name = gp.name();
     ReadGraph(gp);
+    for (const auto& n : g_.nodes())
+      if (!g_.opset_imports.count(n->domain))
+        throw Error(what_ + ": " + n->Describe() + " is of domain " + (n->domain.empty() ? "ai.onnx" : n->domain) +
+                    ", which the model does not import (no opset_import entry)");
     g_.TopologicalOrder();  // throws on a cycle (a node that needs its own output)
   }
 

@@ -8,6 +8,11 @@
 
 namespace ot {
 
+// The newest ONNX that onnx-train knows (ONNX 1.22: IR version 13, ai.onnx opset 27); a model that declares a newer
+// one is refused, naming both.
+constexpr int64_t kMaxIrVersion = 13;
+constexpr int kMaxAiOnnxOpset = 27;
+
 // Reads MODEL.onnx. External-data tensors are loaded from files inside the model's folder only (a location
 // with "..", an absolute path or a symlink out of the folder is refused).
 std::unique_ptr<Graph> LoadModel(const std::string& path);

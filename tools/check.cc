@@ -301,8 +301,12 @@ void FindModelDirs(const fs::path& root, std::vector<fs::path>& out) {
     return;
   }
   std::vector<fs::path> subs;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory()) subs.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(root)) {
+    if (!e.is_directory()) continue;
+    if (e.path().filename().string().rfind("test_data_set_", 0) == 0)
+      throw Error(root.string() + ": holds " + e.path().filename().string() + " but no model.onnx");
+    subs.push_back(e.path());
+  }
   std::sort(subs.begin(), subs.end());
   for (const auto& s : subs) FindModelDirs(s, out);
 }
@@ -310,17 +314,20 @@ void FindModelDirs(const fs::path& root, std::vector<fs::path>& out) {
 }  // namespace
 
 int Check(const CheckOptions& o) {
-  std::vector<fs::path> dirs;
-  for (const std::string& d : o.dirs) {
-    if (!fs::is_directory(d)) throw Error(d + ": not a directory");
-    FindModelDirs(d, dirs);
-  }
   if (!o.fork) SetThreadCount(o.threads);
   if (o.device != "cpu") {
     // The device must open before any model runs: otherwise every model would fail with the same message.
     // Probed in a child process, because a CUDA context made before fork() is unusable in the children.
     const std::string why = ProbeDevice(o);
     if (!why.empty()) throw Error(why);
+  }
+  std::vector<fs::path> dirs;
+  for (const std::string& d : o.dirs) {
+    if (!fs::is_directory(d)) throw Error(d + ": not a directory");
+    const size_t before = dirs.size();
+    FindModelDirs(d, dirs);
+    if (dirs.size() == before)
+      throw Error(d + ": no ONNX backend test under it (a folder with model.onnx and test_data_set_*)");
   }
   int passed = 0, failed = 0, skipped = 0, fused = 0;
   std::ofstream plist;

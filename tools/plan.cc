@@ -10,6 +10,7 @@
 #include <string>
 
 #include "executor/fusion.h"
+#include "executor/host_memory.h"
 #include "executor/memory_report.h"
 #include "executor/trainer.h"
 #include "graph/error.h"
@@ -93,6 +94,10 @@ void PrintTable(const PlanOptions& o, const Setting& set, const MemoryReport& r)
               "declared outside the plan: %s of library heap and result handles\n",
               Size(r.saved_activations_total).c_str(), Size(r.arena_bytes).c_str(), Size(r.workspace_bytes).c_str(),
               Size(r.heap_bytes).c_str());
+  const int64_t available = AvailableHostMemory();
+  if (available > 0 && r.arena_bytes > available)
+    std::printf("does not fit: the arena needs %s, this machine has %s available (train and run refuse to start)\n",
+                Size(r.arena_bytes).c_str(), Size(available).c_str());
   auto values = [](const char* title, const std::vector<SavedActivation>& list, bool part) {
     if (list.empty()) return;
     std::printf("\n%s:\n", title);
@@ -125,6 +130,7 @@ void PrintJson(const PlanOptions& o, const Setting& set, const MemoryReport& r, 
   j["planned_peak_bytes"] = r.planned_peak_bytes;  // the memory plan's own liveness peak (resident included)
   j["workspace_bytes"] = r.workspace_bytes;
   j["heap_bytes"] = r.heap_bytes;
+  j["available_bytes"] = AvailableHostMemory();  // this machine's now (0: unknown); train and run need arena_bytes
   j["kernels"] = r.kernels;
   j["peak_step"] = r.peak_step;
   j["peak_node"] = r.peak_node;

@@ -25,7 +25,14 @@ void InferSameAsInput0(InferContext& ctx) {
   PropagateInput0(ctx);
 }
 
+// A unary op: one input, one output, of the input's type and shape.
+void InferUnary(InferContext& ctx) {
+  ctx.RequireArity(1, 1, 1);
+  InferSameAsInput0(ctx);
+}
+
 void InferBoolOfInput0(InferContext& ctx) {
+  ctx.RequireArity(1, 1, 1);
   ctx.Require(0);
   RequireTensor(ctx, 0);
   ctx.set_output(0, DataType::kBool, ctx.input_shape(0));
@@ -64,6 +71,7 @@ Shape LegacyBroadcast(const InferContext& ctx) {
 }
 
 void InferBinary(InferContext& ctx, bool bool_out, bool same_types, bool legacy_broadcast) {
+  ctx.RequireArity(2, 2, 1);
   ctx.Require(0);
   ctx.Require(1);
   RequireTensor(ctx, 0);
@@ -217,7 +225,7 @@ void RegisterElementwiseOps(OpRegistry& r) {
       {"Sign", 9},      {"ThresholdedRelu", 10}, {"Celu", 12}, {"HardSwish", 14}, {"Mish", 18},
       {"Gelu", 20},     {"Shrink", 9},    {"Identity", 1}, {"Not", 1},
   };
-  for (const auto& [op, v] : unary) Reg(r, op, v, InferSameAsInput0);
+  for (const auto& [op, v] : unary) Reg(r, op, v, InferUnary);
   Reg(r, "IsNaN", 9, InferBoolOfInput0);
   Reg(r, "IsInf", 10, InferBoolOfInput0);
   Reg(r, "Cast", 1, InferCast);

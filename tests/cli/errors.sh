@@ -4,6 +4,7 @@
 set -u
 tool=$(realpath "$1")
 data=$2/data
+examples=$(realpath "$2/../../examples")
 . "$(dirname "$0")/lib.sh"
 
 cd "$data"
@@ -24,6 +25,28 @@ for cmd in "run unsupported_two.onnx --data unsupported_two.npz" \
   grep -qF "unsupported_two.onnx: node 'if1': op If (ai.onnx, opset 17) is not supported" "$tmp/err" && ok ||
     bad "$cmd: the If node is not named"
 done
+# The reliability issue's rows: a node with more inputs than its op takes (10); a model newer than onnx-train
+# knows, or without the ai.onnx import its nodes need (18); a step that cannot fit in memory is refused before
+# anything is allocated, naming the largest value (15); a GEMM larger than oneDNN takes is refused by the node, at
+# plan time (1); `check` with nothing to check (17).
+expect_error "node 'add1' (Relu, opset 17): takes 1 input, got 3" run relu_three_inputs.onnx --data good.npz
+expect_error "opset99.onnx: ai.onnx opset 99 is newer than onnx-train knows (up to 27)" run opset99.onnx --data good.npz
+expect_error "ir99.onnx: IR version 99 is newer than onnx-train knows (up to 13)" info ir99.onnx
+expect_error "node 'add1' (Add) is of domain ai.onnx, which the model does not import" train no_onnx_opset.onnx \
+  --data good.npz --loss mse --logits z --labels y
+expect_error "huge_constant.onnx: out of memory: " run huge_constant.onnx --data good.npz
+grep -qF "4.0 TB" "$tmp/err" && ok || bad "the out-of-memory error does not say how much the step needs"
+expect_error "node '/0/Gemm' (Gemm, opset 13): GEMM of M=4294967296 K=64 N=64 (batch 1) is larger than oneDNN takes" \
+  plan "$examples/digits_mlp/model.onnx" --batch 4294967296 --loss cross_entropy --logits logits --labels y
+"$tool" plan "$examples/digits_mlp/model.onnx" --batch 100000000 --loss cross_entropy --logits logits --labels y \
+  >"$tmp/out" 2>&1 && grep -q "^peak " "$tmp/out" && ok || { bad "plan of a step larger than memory"; tail -3 "$tmp/out"; }
+avail=$(awk '/^MemAvailable:/ {print $2 * 1024}' /proc/meminfo)
+if [ "${avail:-0}" -lt 70000000000 ]; then
+  grep -q "^does not fit: the arena needs" "$tmp/out" && ok || bad "plan does not say that the step does not fit"
+fi
+mkdir -p "$tmp/empty" "$tmp/nomodel/test_data_set_0"
+expect_error "empty: no ONNX backend test under it" check "$tmp/empty"
+expect_error "nomodel: holds test_data_set_0 but no model.onnx" check "$tmp/nomodel"
 expect_error "external data location '../outside.bin' refused" run external_escape.onnx --data good.npz
 expect_error "external data location '/etc/hostname' refused" run external_absolute.onnx --data good.npz
 expect_error "tensor 'w': declared [3,4] float32 = 48 bytes but raw_data has 40" run size_mismatch.onnx --data good.npz

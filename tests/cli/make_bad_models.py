@@ -75,6 +75,23 @@ for loc, name in [("../outside.bin", "external_escape.onnx"), ("/etc/hostname", 
 t = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[3, 4], raw_data=b"\0" * 40)
 with_init(t, "size_mismatch.onnx")
 
+# A Relu given three inputs; a model newer than onnx-train knows (opset, IR version); a node of a domain the model
+# does not import; a ConstantOfShape of 10^12 floats (4 TB) feeding the output.
+save(add_model(op="Relu", inputs=("x", "y", "y")), "relu_three_inputs.onnx")
+m = add_model()
+m.opset_import[0].version = 99
+save(m, "opset99.onnx")
+m = add_model()
+m.ir_version = 99
+save(m, "ir99.onnx")
+m = add_model()
+del m.opset_import[:]
+m.opset_import.append(helper.make_opsetid("com.example", 1))
+save(m, "no_onnx_opset.onnx")
+shape = numpy_helper.from_array(np.array([1000000, 1000000], np.int64), "shape")
+save(add_model(inputs=("c", "c"), inits=[shape],
+               extra_nodes=[helper.make_node("ConstantOfShape", ["shape"], ["c"], name="huge")]), "huge_constant.onnx")
+
 x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
 np.savez(os.path.join(here, "good.npz"), x=x, y=np.ones(3, np.float32))
 np.savez(os.path.join(here, "wrong_shape.npz"), x=x, y=np.ones(5, np.float32))
