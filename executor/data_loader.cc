@@ -19,28 +19,33 @@ struct DataLoader::Tasks {
 
 DataLoader::~DataLoader() { tasks_->group.wait(); }
 
+int64_t CheckSampleArrays(const std::map<std::string, Tensor>& arrays, const std::string& what) {
+  int64_t samples = -1;
+  for (const auto& [name, t] : arrays) {
+    if (t.rank() == 0) throw Error(what + ": array '" + name + "' is a scalar; axis 0 must be the sample axis");
+    if (samples < 0) samples = t.dims()[0];
+    else if (t.dims()[0] != samples)
+      throw Error(what + ": array '" + name + "' has " + std::to_string(t.dims()[0]) + " samples, others have " +
+                  std::to_string(samples));
+    if (IsFloat(t.dtype())) {
+      const int64_t per = t.numel() / std::max<int64_t>(samples, 1);
+      for (int64_t i = 0; i < t.numel(); ++i)
+        if (!std::isfinite(t.GetDouble(i)))
+          throw Error(what + ": array '" + name + "' has a non-finite value (" + std::to_string(t.GetDouble(i)) +
+                      ") in sample " + std::to_string(per ? i / per : 0));
+    }
+  }
+  if (samples == 0) throw Error(what + ": no samples (axis 0 of every array is 0 long)");
+  return std::max<int64_t>(samples, 0);
+}
+
 DataLoader::DataLoader(std::map<std::string, Tensor> arrays, int64_t batch, bool shuffle, uint64_t seed,
                        const std::string& what)
     : arrays_(std::move(arrays)), batch_(batch), shuffle_(shuffle), seed_(seed), what_(what),
       tasks_(std::make_unique<Tasks>()) {
   if (batch_ <= 0) throw Error("--batch must be positive");
   if (arrays_.empty()) throw Error(what_ + ": no arrays");
-  bool first = true;
-  for (const auto& [name, t] : arrays_) {
-    if (t.rank() == 0) throw Error(what_ + ": array '" + name + "' is a scalar; axis 0 must be the sample axis");
-    if (first) samples_ = t.dims()[0];
-    else if (t.dims()[0] != samples_)
-      throw Error(what_ + ": array '" + name + "' has " + std::to_string(t.dims()[0]) + " samples, others have " +
-                  std::to_string(samples_));
-    first = false;
-    if (IsFloat(t.dtype())) {
-      const int64_t per = t.numel() / std::max<int64_t>(samples_, 1);
-      for (int64_t i = 0; i < t.numel(); ++i)
-        if (!std::isfinite(t.GetDouble(i)))
-          throw Error(what_ + ": array '" + name + "' has a non-finite value (" + std::to_string(t.GetDouble(i)) +
-                      ") in sample " + std::to_string(per ? i / per : 0));
-    }
-  }
+  samples_ = CheckSampleArrays(arrays_, what_);
   if (samples_ < batch_)
     throw Error(what_ + ": " + std::to_string(samples_) + " samples, fewer than one batch of " +
                 std::to_string(batch_));

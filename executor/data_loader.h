@@ -20,6 +20,10 @@ struct Batch {
   std::map<std::string, Tensor> arrays;
 };
 
+// Checks the arrays of a data set: each has a sample axis, all the same number of samples (at least one), every
+// float value finite (else an error naming `what`, the array and the sample). Returns the sample count.
+int64_t CheckSampleArrays(const std::map<std::string, Tensor>& arrays, const std::string& what);
+
 class DataLoader {
  public:
   // `arrays`: name -> tensor with the samples on axis 0 (all the same count). Float arrays are checked for

@@ -50,18 +50,20 @@ int Run(const RunOptions& o) {
   std::unique_ptr<Graph> g = LoadCheckedModel(o.model);
   ExpandGradientOps(*g);  // ai.onnx.preview.training Gradient nodes -> the backward in standard ops
   std::map<std::string, Tensor> feeds;
+  std::string unused;  // arrays the model does not read: said once (a misspelt name shows up here)
   for (NamedTensor& nt : ReadNpz(o.data)) {
     const Value* v = g->FindValue(nt.name);
-    bool is_input = v && std::find(g->inputs.begin(), g->inputs.end(), v) != g->inputs.end();
-    if (!is_input) {
-      std::string names;
-      for (const Value* in : g->RealInputs()) names += (names.empty() ? "" : ", ") + in->name;
-      throw Error(o.data + ": array '" + nt.name + "' is not an input of " + o.model + " (inputs: " + names + ")");
+    if (!v || std::find(g->inputs.begin(), g->inputs.end(), v) == g->inputs.end()) {
+      unused += (unused.empty() ? "" : ", ") + nt.name;
+      continue;
     }
     feeds[nt.name] = std::move(nt.tensor);
   }
+  if (!unused.empty()) std::fprintf(stderr, "note: %s: arrays the model does not read: %s\n", o.data.c_str(), unused.c_str());
   for (const Value* v : g->RealInputs())
-    if (!feeds.count(v->name)) throw Error(o.data + ": no array for the model input '" + v->name + "'");
+    if (!feeds.count(v->name))
+      throw Error(o.data + ": no array for the model input '" + v->name + "'" +
+                  (unused.empty() ? std::string() : " (arrays not read: " + unused + ")"));
   std::string mode = ParseFuseMode(o.fuse);
   CheckDisabledPasses(o.disable_pass);
   auto disabled = [&](const char* pass) {

@@ -25,6 +25,7 @@
 #include "onnx_import/tensor_io.h"
 #include "tools/cli_checks.h"
 #include "tools/commands.h"
+#include "tools/data_checks.h"
 #include "tools/passes.h"
 #include "tools/resume.h"
 
@@ -44,15 +45,23 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void OnSigint(int) { g_interrupted = true; }
 
-// The arrays of an .npz that `names` asks for; a missing one is an error naming the file and the array.
+// The arrays of an .npz that `names` asks for; a missing one is an error naming the file and the array. The others
+// are said once, on stderr (a misspelt name shows up there).
 Arrays ReadArrays(const std::string& path, const std::vector<std::string>& names) {
   Arrays arrays;
+  std::string unused;
   for (NamedTensor& nt : ReadNpz(path)) {
-    if (std::find(names.begin(), names.end(), nt.name) == names.end()) continue;  // unused arrays are fine
+    if (std::find(names.begin(), names.end(), nt.name) == names.end()) {
+      unused += (unused.empty() ? "" : ", ") + nt.name;
+      continue;
+    }
     arrays[nt.name] = std::move(nt.tensor);
   }
+  if (!unused.empty()) std::fprintf(stderr, "note: %s: arrays the step does not read: %s\n", path.c_str(), unused.c_str());
   for (const std::string& in : names)
-    if (!arrays.count(in)) throw Error(path + ": no array named '" + in + "' (the step needs it as an input)");
+    if (!arrays.count(in))
+      throw Error(path + ": no array named '" + in + "' (the step needs it as an input)" +
+                  (unused.empty() ? std::string() : "; arrays not read: " + unused));
   return arrays;
 }
 
@@ -140,6 +149,7 @@ int Train(const TrainOptions& o) {
                         : std::make_unique<Trainer>(LoadModel(o.model), MakeTrainerOptions(o, 0));
   const std::vector<std::string> inputs = trainer->input_names();
   Arrays train_arrays = ReadArrays(o.data, inputs);
+  CheckDataFitsStep(trainer->step_graph(), train_arrays, o.data, o);
   // Recorded in checkpoints, checked on --resume (hashing is cheap next to reading the file).
   const std::string fingerprint = o.checkpoint.empty() && o.resume.empty() ? "" : DataFingerprint(train_arrays);
   DataLoader data(std::move(train_arrays), o.batch, !o.no_shuffle, o.seed, o.data);
@@ -163,6 +173,8 @@ int Train(const TrainOptions& o) {
   if (!o.eval_data.empty()) {
     std::vector<std::string> names = inputs;
     eval_arrays = ReadArrays(o.eval_data, names);
+    CheckDataFitsStep(trainer->step_graph(), eval_arrays, o.eval_data, o);
+    CheckSampleArrays(eval_arrays, o.eval_data);  // at least one sample, every value finite
   }
 
   const int64_t start = o.resume.empty() ? 0 : Resume(*trainer, o, k, fingerprint);  // optimizer steps done

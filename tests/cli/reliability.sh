@@ -9,8 +9,8 @@ py=${3:-}
 . "$(dirname "$0")/lib.sh"
 cd "$tmp"
 
-tr=(train "$ex/model.onnx" --data "$ex/train.npz" --loss cross_entropy --logits logits --labels y --batch 50
-    --threads 1)
+nodata=(train "$ex/model.onnx" --loss cross_entropy --logits logits --labels y --batch 50 --threads 1)
+tr=("${nodata[@]}" --data "$ex/train.npz")
 
 # Options out of range: one line naming the option and the value, exit 1 (not CLI11's 105).
 expect_error "--batch: expected an integer >= 1, got '0'" "${tr[@]}" --batch 0
@@ -100,6 +100,42 @@ PY
   refuse nostep "its metadata has no 'step'"
 else
   echo "SKIP: crafted checkpoints (no python with numpy given)"
+fi
+
+# Data that does not fit the step is named by the file, the array and the sample, before any step runs (never by an
+# internal node): dtypes, sizes after the sample axis, labels outside the classes, mse's float labels, an empty or
+# non-finite --eval-data; an array the step does not read is said once.
+if [ -n "$py" ] && "$py" -c "import numpy" 2>/dev/null; then
+  "$py" - "$ex/train.npz" <<'PY'
+import sys, numpy as np
+d = dict(np.load(sys.argv[1]))
+x, y = d["x"], d["y"]
+bad = y.copy(); bad[5] = 10
+np.savez("label10.npz", x=x, y=bad)
+bad = y.copy(); bad[7] = -1
+np.savez("label_neg.npz", x=x, y=bad)
+np.savez("x64.npz", x=x.astype(np.float64), y=y)
+np.savez("x63.npz", x=x[:, :63], y=y)
+np.savez("xrank3.npz", x=x[:, :, None], y=y)
+np.savez("empty.npz", x=x[:0], y=y[:0])
+xn = x[:100].copy(); xn[3, 2] = np.nan
+np.savez("eval_nan.npz", x=xn, y=y[:100])
+np.savez("extra.npz", x=x, y=y, z=y)
+PY
+  expect_error "label10.npz: array 'y' sample 5: label 10 is outside [0, 10), the classes of 'logits'" \
+    "${nodata[@]}" --steps 2 --data label10.npz
+  expect_error "label_neg.npz: array 'y' sample 7: label -1 is outside [0, 10)" "${nodata[@]}" --steps 2 --data label_neg.npz
+  expect_error "x64.npz: array 'x' is float64[1500,64], the step's input 'x' is float32" "${nodata[@]}" --steps 2 --data x64.npz
+  expect_error "x63.npz: array 'x' is float32[1500,63], the step's input 'x' is [batch,64] (axis 1: 63 vs 64)" \
+    "${nodata[@]}" --steps 2 --data x63.npz
+  expect_error "xrank3.npz: array 'x' is float32[1500,64,1], the step's input 'x' has rank 2" "${nodata[@]}" --steps 2 \
+    --data xrank3.npz
+  expect_error "array 'y' is int64[1500], the step's input 'y' is float32 (--loss mse compares the labels with" \
+    train "$ex/model.onnx" --data "$ex/train.npz" --loss mse --logits logits --labels y --steps 2
+  expect_error "empty.npz: no samples" "${tr[@]}" --steps 2 --eval-data empty.npz
+  expect_error "eval_nan.npz: array 'x' has a non-finite value (nan) in sample 3" "${tr[@]}" --steps 2 --eval-data eval_nan.npz
+  "$tool" "${nodata[@]}" --steps 2 --data extra.npz >out 2>err && grep -qx "note: extra.npz: arrays the step does not read: z" err &&
+    ok || { bad "train: unused arrays not said"; cat err; }
 fi
 
 # A symlink loop under --resume is one line, not a raw filesystem error.
