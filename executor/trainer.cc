@@ -15,6 +15,7 @@
 
 #include "executor/batch_stager.h"
 #include "executor/fusion.h"
+#include "executor/host_memory.h"
 #include "executor/plan.h"
 #include "graph/error.h"
 #include "graph/grad_context.h"
@@ -181,6 +182,10 @@ void Trainer::FuseFor(const Arrays& batch) {
     fo.kernel_folds = false;
   }
   fusion_ = FuseForShapes(*graph_, fo, descs, known);
+  if (opts_.refuse_over_budget && fusion_.budget_unreachable)
+    throw Error("--memory-budget " + FormatBytes(fo.memory_budget) + ": the step's planned peak is " +
+                FormatBytes(fusion_.peak_after) + " even with fusion and recomputation (`onnx-train plan` shows " +
+                "what it holds)");
 }
 
 std::vector<std::string> Trainer::input_names() const {

@@ -40,6 +40,9 @@ struct TrainerOptions {
     f.mode = "off";
     return f;
   }();
+  // --memory-budget given: a step whose planned peak stays above fuse.memory_budget after fusion and recomputation
+  // is refused at the first step, before anything is allocated (otherwise the budget only steers fusion).
+  bool refuse_over_budget = false;
   // --disable-pass: the step pipeline's optional rewrites left out (passes/step_graph.h: OptionalPasses).
   std::vector<std::string> disabled_passes;
 };

@@ -125,6 +125,7 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.disabled_passes = o.disable_pass;  // checked where the step is built (BuildStepGraph)
   if (std::find(o.disable_pass.begin(), o.disable_pass.end(), "fusion") != o.disable_pass.end()) to.fuse.mode = "off";
   to.fuse.memory_budget = o.memory_budget.empty() ? DefaultMemoryBudget() : ParseByteSize(o.memory_budget);
+  to.refuse_over_budget = !o.memory_budget.empty();
   return to;
 }
 

@@ -40,6 +40,9 @@ expect_error "--checkpoint: cannot write 'afile/ckpt' (" "${tr[@]}" --steps 1000
 expect_error "-o: cannot write 'nodir/out.npz' (no folder nodir)" run "$ex/model.onnx" --data "$ex/test.npz" \
   -o nodir/out.npz
 
+# A step that cannot meet --memory-budget even with fusion and recomputation is refused before the first step.
+expect_error "--memory-budget 10.0 KB: the step's planned peak is" "${tr[@]}" --steps 100000 --memory-budget 10K
+
 # A checkpoint of Adam resumed with SGD is refused (the checkpoint is left as it was); --reset-optimizer takes it.
 "$tool" "${tr[@]}" --optimizer adam --steps 3 --checkpoint adam >/dev/null 2>&1 && ok || bad "adam run failed"
 cp adam/checkpoint.npz adam.orig
