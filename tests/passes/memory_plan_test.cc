@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 
 #include <algorithm>
 #include <random>
@@ -176,22 +177,29 @@ void CheckCase(const Case& c, int best_fit_limit = kBestFitRegionLimit) {
   EXPECT_EQ(at, p.peak_step);
 }
 
-TEST(MemoryPlan, RandomCasesAgainstBruteForce) {
+// 400 random cases from a fresh seed, each checked against brute force (CheckCase) and then handed to `each` with
+// its plan, made with `best_fit_limit`.
+void ForRandomCases(int best_fit_limit, const std::function<void(const Case&, const MemoryPlan&)>& each) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  int64_t shared = 0, with_ws = 0;
   for (int k = 0; k < 400; ++k) {
     Case c = RandomCase(rng);
-    CheckCase(c);
-    if (HasFatalFailure() || HasFailure()) {
+    CheckCase(c, best_fit_limit);
+    if (testing::Test::HasFatalFailure() || testing::Test::HasFailure()) {
       ADD_FAILURE() << "case " << k;
       return;
     }
-    const MemoryPlan p = PlanMemoryArena(c.bufs, c.steps);
+    each(c, PlanMemoryArena(c.bufs, c.steps, best_fit_limit));
+  }
+}
+
+TEST(MemoryPlan, RandomCasesAgainstBruteForce) {
+  int64_t shared = 0, with_ws = 0;
+  ForRandomCases(kBestFitRegionLimit, [&](const Case& c, const MemoryPlan& p) {
     for (int s : p.shares) shared += s >= 0;
     for (const PlanStep& st : c.steps) with_ws += st.workspace > 0;
-  }
+  });
   // The generator must exercise both features, or the checks above prove little.
   EXPECT_GT(shared, 150);
   EXPECT_GT(with_ws, 100);
@@ -200,22 +208,12 @@ TEST(MemoryPlan, RandomCasesAgainstBruteForce) {
 // The placement by a sweep over the steps (what graphs of more than kBestFitRegionLimit regions get) meets every
 // rule too, and stays within twice the live peak on these cases.
 TEST(MemoryPlan, SweepPlacementAgainstBruteForce) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
   int64_t arena = 0, best_fit = 0;
-  for (int k = 0; k < 400; ++k) {
-    Case c = RandomCase(rng);
-    CheckCase(c, 0);
-    if (HasFatalFailure() || HasFailure()) {
-      ADD_FAILURE() << "case " << k;
-      return;
-    }
-    const MemoryPlan p = PlanMemoryArena(c.bufs, c.steps, 0);
-    EXPECT_LE(p.arena_bytes, 2 * (p.peak_live_bytes - p.resident_bytes)) << "case " << k;
+  ForRandomCases(0, [&](const Case& c, const MemoryPlan& p) {
+    EXPECT_LE(p.arena_bytes, 2 * (p.peak_live_bytes - p.resident_bytes));
     arena += p.arena_bytes;
     best_fit += PlanMemoryArena(c.bufs, c.steps).arena_bytes;
-  }
+  });
   std::printf("arena bytes over 400 cases: sweep %lld, best fit %lld\n", static_cast<long long>(arena),
               static_cast<long long>(best_fit));
 }
