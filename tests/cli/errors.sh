@@ -40,7 +40,7 @@ expect_error "node '/0/Gemm' (Gemm, opset 13): GEMM of M=4294967296 K=64 N=64 (b
   plan "$examples/digits_mlp/model.onnx" --batch 4294967296 --loss cross_entropy --logits logits --labels y
 "$tool" plan "$examples/digits_mlp/model.onnx" --batch 100000000 --loss cross_entropy --logits logits --labels y \
   >"$tmp/out" 2>&1 && grep -q "^peak " "$tmp/out" && ok || { bad "plan of a step larger than memory"; tail -3 "$tmp/out"; }
-avail=$(awk '/^MemAvailable:/ {print $2 * 1024}' /proc/meminfo)
+avail=$(awk '/^MemAvailable:/ {printf "%.0f", $2 * 1024}' /proc/meminfo)
 if [ "${avail:-0}" -lt 70000000000 ]; then
   grep -q "^does not fit: the arena needs" "$tmp/out" && ok || bad "plan does not say that the step does not fit"
 fi
