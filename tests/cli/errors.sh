@@ -13,7 +13,13 @@ expect_error "random.onnx: not a valid ONNX model" run random.onnx --data good.n
 expect_error "node 'add1' (Add): input 'nope' is not defined" run missing_input.onnx --data good.npz
 expect_error "node 'add1' (Add, opset 17): shapes do not broadcast" run shape_mismatch.onnx --data shape_mismatch.npz
 expect_error "input 'y' has shape [5] but the model declares [3]" run good.onnx --data wrong_shape.npz
-expect_error "unsupported_op.onnx: node 'add1': op Resize (ai.onnx, opset 17) is not supported" run unsupported_op.onnx --data good.npz
+for cmd in "run unsupported_op.onnx --data good.npz" \
+           "train unsupported_op.onnx --data good.npz --loss mse --logits z --labels y" \
+           "plan unsupported_op.onnx --batch 2 --loss mse --logits z --labels y" \
+           "passes unsupported_op.onnx --loss mse --logits z --labels y"; do
+  # shellcheck disable=SC2086
+  expect_error "unsupported_op.onnx: node 'add1': op Resize (ai.onnx, opset 17) is not supported" $cmd
+done
 # Every unsupported node is named, one line each, before anything else fails on its outputs (a custom-domain op and
 # an If between the weight and the output), by every command that reads the model.
 for cmd in "run unsupported_two.onnx --data unsupported_two.npz" \
