@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Runs the libFuzzer targets of BUILD_DIR for SECONDS each over a seed corpus copied from the ONNX backend
-# test data into a temp dir. Exits non-zero when a fuzzer finds a crash (its input is kept and printed).
+# Runs the libFuzzer targets of BUILD_DIR for SECONDS each over a seed corpus in a temp dir: models and tensors of
+# the ONNX backend test data and the CLI tests' crafted bad inputs (fuzz_model_import, fuzz_tensor_import: .pb,
+# .npy, .npz), and checkpoints of the digits MLP made by BUILD_DIR's onnx-train (fuzz_checkpoint). Exits non-zero
+# when a fuzzer finds a crash (its input is kept and printed).
 #   tests/fuzz/run.sh build-fuzz 30
 set -u
 build=${1:?usage: run.sh BUILD_DIR SECONDS}
 secs=${2:-30}
 data=${ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ot_fuzz.XXXXXX")
-trap 'rm -rf "$work/corpus_model" "$work/corpus_tensor"' EXIT
-mkdir -p "$work/corpus_model" "$work/corpus_tensor" "$work/crashes"
+trap 'rm -rf "$work/corpus_model" "$work/corpus_tensor" "$work/corpus_checkpoint" "$work/ck"' EXIT
+mkdir -p "$work/corpus_model" "$work/corpus_tensor" "$work/corpus_checkpoint" "$work/crashes"
+root=$(cd "$(dirname "$0")/../.." && pwd)
 
 i=0
 for t in test_abs test_add_bcast test_conv_with_strides_padding test_gemm_all_attributes test_constant \
@@ -24,9 +27,22 @@ for m in "$data"/simple/*/model.onnx; do
   [ -f "$m" ] && cp "$m" "$work/corpus_model/simple_$(basename "$(dirname "$m")").onnx"
 done
 if [ -z "$(ls "$work/corpus_model")" ]; then echo "run.sh: no seed models under $data" >&2; exit 2; fi
+# The crafted bad inputs of the CLI tests (tests/cli/make_bad_models.py) seed the model and .npz readers too.
+for f in "$root"/tests/cli/data/*.onnx; do cp "$f" "$work/corpus_model/cli_$(basename "$f")"; done
+for f in "$root"/tests/cli/data/*.npz; do cp "$f" "$work/corpus_tensor/cli_$(basename "$f")"; done
+# Checkpoints of the digits MLP (what fuzz_checkpoint resumes into an Adam trainer): Adam's, SGD's, a truncated one.
+ex=$root/examples/digits_mlp
+for opt in adam sgd; do
+  if "$build/onnx-train" train "$ex/model.onnx" --data "$ex/train.npz" --loss cross_entropy --logits logits \
+       --labels y --optimizer $opt --steps 2 --checkpoint "$work/ck" -q >/dev/null 2>&1; then
+    cp "$work/ck/checkpoint.npz" "$work/corpus_checkpoint/$opt.npz"
+  fi
+done
+[ -f "$work/corpus_checkpoint/adam.npz" ] &&
+  head -c 30000 "$work/corpus_checkpoint/adam.npz" >"$work/corpus_checkpoint/adam_truncated.npz"
 
 status=0
-for f in fuzz_model_import fuzz_tensor_import; do
+for f in fuzz_model_import fuzz_tensor_import fuzz_checkpoint; do
   exe="$build/tests/fuzz/$f"
   [ -x "$exe" ] || exe="$build/$f"
   if [ ! -x "$exe" ]; then
@@ -35,6 +51,7 @@ for f in fuzz_model_import fuzz_tensor_import; do
   fi
   corpus="$work/corpus_model"
   [ "$f" = fuzz_tensor_import ] && corpus="$work/corpus_tensor"
+  [ "$f" = fuzz_checkpoint ] && corpus="$work/corpus_checkpoint"
   echo "== $f for ${secs}s over $(ls "$corpus" | wc -l) seeds"
   if ! "$exe" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
         -artifact_prefix="$work/crashes/$f-" "$corpus" 2>"$work/$f.log"; then
