@@ -28,7 +28,7 @@ $(ASAN_BUILD)/build.ninja:
 	  -DONNXTRAIN_CUDA=OFF -DONNXTRAIN_SANITIZE=ON -DONNXTRAIN_FUZZ=ON -DONNXTRAIN_TESTS=OFF
 
 build-asan: bootstrap $(ASAN_BUILD)/build.ninja
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target onnx-train fuzz_model_import fuzz_tensor_import fuzz_checkpoint
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target onnx-train fuzz_model_import fuzz_tensor_import fuzz_checkpoint fuzz_cli
 
 # Fashion-MNIST (Debian's dataset-fashion-mnist) as .npz, converted with the Python standard library only.
 $(BUILD)/fashion/train.npz:

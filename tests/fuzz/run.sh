@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets of BUILD_DIR for SECONDS each over a seed corpus in a temp dir: models and tensors of
 # the ONNX backend test data and the CLI tests' crafted bad inputs (fuzz_model_import, fuzz_tensor_import: .pb,
-# .npy, .npz), and checkpoints of the digits MLP made by BUILD_DIR's onnx-train (fuzz_checkpoint). Exits non-zero
+# .npy, .npz), and checkpoints of the digits MLP made by BUILD_DIR's onnx-train (fuzz_checkpoint), and command lines
+# with the CLI tests' bad options (fuzz_cli). Exits non-zero
 # when a fuzzer finds a crash (its input is kept and printed).
 #   tests/fuzz/run.sh build-fuzz 30
 set -u
@@ -9,8 +10,8 @@ build=${1:?usage: run.sh BUILD_DIR SECONDS}
 secs=${2:-30}
 data=${ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ot_fuzz.XXXXXX")
-trap 'rm -rf "$work/corpus_model" "$work/corpus_tensor" "$work/corpus_checkpoint" "$work/ck"' EXIT
-mkdir -p "$work/corpus_model" "$work/corpus_tensor" "$work/corpus_checkpoint" "$work/crashes"
+trap 'rm -rf "$work/corpus_model" "$work/corpus_tensor" "$work/corpus_checkpoint" "$work/corpus_cli" "$work/ck"' EXIT
+mkdir -p "$work/corpus_model" "$work/corpus_tensor" "$work/corpus_checkpoint" "$work/corpus_cli" "$work/crashes"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 
 i=0
@@ -40,9 +41,15 @@ for opt in adam sgd; do
 done
 [ -f "$work/corpus_checkpoint/adam.npz" ] &&
   head -c 30000 "$work/corpus_checkpoint/adam.npz" >"$work/corpus_checkpoint/adam_truncated.npz"
+# Command lines (arguments separated by NUL bytes) with the bad options of the CLI tests.
+printf 'train\0m.onnx\0--data\0d.npz\0--batch\0000\0--lr\0nan\0--save\0' >"$work/corpus_cli/train"
+printf 'run\0m.onnx\0--data\0d.npz\0--repeat\0000\0-o\0' >"$work/corpus_cli/run"
+printf 'plan\0m.onnx\0--batch\0004294967296\0--memory-budget\0lots\0--json' >"$work/corpus_cli/plan"
+printf 'check\0dir\0--fuse\0sideways\0--timeout\0-1' >"$work/corpus_cli/check"
+printf 'passes\0m.onnx\0--dump-after\0all\0--threads\0-1\0--resume\0c\0--reset-optimizer' >"$work/corpus_cli/passes"
 
 status=0
-for f in fuzz_model_import fuzz_tensor_import fuzz_checkpoint; do
+for f in fuzz_model_import fuzz_tensor_import fuzz_checkpoint fuzz_cli; do
   exe="$build/tests/fuzz/$f"
   [ -x "$exe" ] || exe="$build/$f"
   if [ ! -x "$exe" ]; then
@@ -52,6 +59,7 @@ for f in fuzz_model_import fuzz_tensor_import fuzz_checkpoint; do
   corpus="$work/corpus_model"
   [ "$f" = fuzz_tensor_import ] && corpus="$work/corpus_tensor"
   [ "$f" = fuzz_checkpoint ] && corpus="$work/corpus_checkpoint"
+  [ "$f" = fuzz_cli ] && corpus="$work/corpus_cli"
   echo "== $f for ${secs}s over $(ls "$corpus" | wc -l) seeds"
   if ! "$exe" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
         -artifact_prefix="$work/crashes/$f-" "$corpus" 2>"$work/$f.log"; then
