@@ -198,6 +198,10 @@ int Train(const TrainOptions& o) {
       in.close();
       std::ofstream(o.log_json, std::ios::trunc) << kept;
     }
+    // A new run keeps the previous run's log beside its own (FILE.prev): a run that then fails loses nothing.
+    std::error_code ec;
+    if (start == 0 && std::filesystem::file_size(o.log_json, ec) > 0 && !ec)
+      std::filesystem::rename(o.log_json, o.log_json + ".prev", ec);
     log.open(o.log_json, start > 0 ? std::ios::app : std::ios::trunc);
     if (!log) throw Error(o.log_json + ": cannot write");
   }

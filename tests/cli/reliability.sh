@@ -43,6 +43,13 @@ expect_error "-o: cannot write 'nodir/out.npz' (no folder nodir)" run "$ex/model
 # A step that cannot meet --memory-budget even with fusion and recomputation is refused before the first step.
 expect_error "--memory-budget 10.0 KB: the step's planned peak is" "${tr[@]}" --steps 100000 --memory-budget 10K
 
+# A new run keeps the previous run's log as FILE.prev; a run refused before its first step leaves the log alone.
+"$tool" "${tr[@]}" --steps 2 --log-json run.jsonl >/dev/null 2>&1 && cp run.jsonl first.jsonl
+expect_error "nosuch.npz: cannot open" "${tr[@]}" --steps 2 --eval-data nosuch.npz --log-json run.jsonl
+cmp -s run.jsonl first.jsonl && ok || bad "a refused run changed the --log-json file"
+"$tool" "${tr[@]}" --steps 3 --log-json run.jsonl >/dev/null 2>&1
+cmp -s run.jsonl.prev first.jsonl && [ "$(wc -l <run.jsonl)" -eq 3 ] && ok || bad "the previous --log-json was not kept"
+
 # A checkpoint of Adam resumed with SGD is refused (the checkpoint is left as it was); --reset-optimizer takes it.
 "$tool" "${tr[@]}" --optimizer adam --steps 3 --checkpoint adam >/dev/null 2>&1 && ok || bad "adam run failed"
 cp adam/checkpoint.npz adam.orig

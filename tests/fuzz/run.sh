@@ -41,6 +41,26 @@ for opt in adam sgd; do
 done
 [ -f "$work/corpus_checkpoint/adam.npz" ] &&
   head -c 30000 "$work/corpus_checkpoint/adam.npz" >"$work/corpus_checkpoint/adam_truncated.npz"
+# The crafted checkpoints of tests/cli/reliability.sh (with the project's Python, when there is one).
+if [ -f "$work/corpus_checkpoint/adam.npz" ] && "$root/.venv/bin/python" -c "import numpy" 2>/dev/null; then
+  "$root/.venv/bin/python" - "$work/corpus_checkpoint" <<'PY' || true
+import sys, numpy as np
+d = sys.argv[1]
+good = dict(np.load(d + "/adam.npz"))
+meta = bytes(good["__trainer_meta__"]).decode()
+def save(name, change=None, text=None):
+    a = dict(good)
+    if change: change(a)
+    if text is not None: a["__trainer_meta__"] = np.frombuffer(text.encode(), np.uint8)
+    elif text is None and change is None: a.pop("__trainer_meta__")
+    np.savez(f"{d}/{name}.npz", **a)
+save("step_negative", lambda a: a.__setitem__("optimizer.step", np.array(-7, np.int64)))
+save("lr_nan", lambda a: a.__setitem__("optimizer.lr", np.array(np.nan)))
+save("no_meta")
+save("junk_meta", text="junk\n")
+save("step_4x", text=meta.replace("step=2", "step=4x"))
+PY
+fi
 # Command lines (arguments separated by NUL bytes) with the bad options of the CLI tests.
 printf 'train\0m.onnx\0--data\0d.npz\0--batch\0000\0--lr\0nan\0--save\0' >"$work/corpus_cli/train"
 printf 'run\0m.onnx\0--data\0d.npz\0--repeat\0000\0-o\0' >"$work/corpus_cli/run"
