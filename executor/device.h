@@ -36,6 +36,8 @@ class DeviceBackend {
   // Device memory (256-byte aligned); throws Error naming `what`, the size and the free memory when it is short.
   virtual void* Alloc(size_t bytes, const std::string& what) = 0;
   virtual void Free(void* p) = 0;
+  // Device memory free now, in bytes; 0 when the device cannot tell.
+  virtual int64_t FreeMemory() const { return 0; }
   // Copies queued on the device's stream, in order with its kernels; host memory must stay valid until the next
   // Synchronize.
   virtual void CopyToDevice(void* dst, const void* src, size_t n) = 0;

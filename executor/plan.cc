@@ -522,22 +522,24 @@ std::shared_mutex& KernelLock() {
 }
 }  // namespace
 
+void Plan::CheckArenaFits(int64_t available, const std::string& where) const {
+  if (available <= 0 || static_cast<int64_t>(arena_size_) <= available) return;
+  // Name the largest buffers: what the user can shrink (the batch, a sequence length).
+  std::vector<const Buffer*> big;
+  for (const Buffer& b : bufs_)
+    if (b.kind == BufKind::kArena) big.push_back(&b);
+  std::sort(big.begin(), big.end(), [](const Buffer* a, const Buffer* b) { return a->desc.nbytes() > b->desc.nbytes(); });
+  std::string names;
+  for (size_t i = 0; i < big.size() && i < 3; ++i)
+    names += (i ? ", " : "") + big[i]->name + " " + DataTypeName(big[i]->desc.dtype) + DimsToString(big[i]->desc.dims) +
+             " (" + FormatBytes(static_cast<int64_t>(big[i]->desc.nbytes())) + ")";
+  throw Error("out of memory: the step needs " + FormatBytes(static_cast<int64_t>(arena_size_)) + " for its values, " +
+              where + " has " + FormatBytes(available) + " available; the largest: " + names);
+}
+
 void Plan::EnsureArena() {
   if (arena_ || device_) return;
-  const int64_t available = AvailableHostMemory();
-  if (available > 0 && static_cast<int64_t>(arena_size_) > available) {
-    // Name the largest buffers: what the user can shrink (the batch, a sequence length).
-    std::vector<const Buffer*> big;
-    for (const Buffer& b : bufs_)
-      if (b.kind == BufKind::kArena) big.push_back(&b);
-    std::sort(big.begin(), big.end(), [](const Buffer* a, const Buffer* b) { return a->desc.nbytes() > b->desc.nbytes(); });
-    std::string names;
-    for (size_t i = 0; i < big.size() && i < 3; ++i)
-      names += (i ? ", " : "") + big[i]->name + " " + DataTypeName(big[i]->desc.dtype) + DimsToString(big[i]->desc.dims) +
-               " (" + FormatBytes(static_cast<int64_t>(big[i]->desc.nbytes())) + ")";
-    throw Error("out of memory: the step needs " + FormatBytes(static_cast<int64_t>(arena_size_)) +
-                " for its values, the machine has " + FormatBytes(available) + " available; the largest: " + names);
-  }
+  CheckArenaFits(AvailableHostMemory(), "the machine");
   arena_ = AllocBytes(arena_size_);
 }
 

@@ -187,6 +187,8 @@ class Plan {
   // Allocates the arena before the first run, after checking it fits in the memory available (an error naming the
   // largest buffers otherwise).
   void EnsureArena();
+  // Throws Error naming the largest values when the arena needs more than `available` bytes of `where` (0: unknown).
+  void CheckArenaFits(int64_t available, const std::string& where) const;
   int64_t folded_ = 0;
   bool random_ = false;
 

@@ -102,6 +102,7 @@ void Plan::SetUpDevice(const Graph& g) {
     dev_allocs_.push_back(q);
     return static_cast<uint8_t*>(q);
   };
+  CheckArenaFits(device_->FreeMemory(), device_->name());  // before anything is allocated on the device
   dev_arena_ = alloc(arena_size_, "the step's arena");
   dev_buf_.assign(bufs_.size(), nullptr);
   for (size_t b = 0; b < bufs_.size(); ++b) {

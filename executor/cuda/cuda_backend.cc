@@ -90,6 +90,14 @@ class CudaBackend final : public DeviceBackend {
     if (const KernelFactory* f = CudaRegistry().Find(ctx.node.domain, ctx.node.op_type)) return (*f)(ctx);
     return GeneratedKernel(ctx);
   }
+  int64_t FreeMemory() const override {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return static_cast<int64_t>(free_b);
+  }
   void* Alloc(size_t bytes, const std::string& what) override {
     void* p = nullptr;
     if (bytes == 0) bytes = 256;
