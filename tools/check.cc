@@ -325,7 +325,9 @@ int Check(const CheckOptions& o) {
   for (const std::string& d : o.dirs) {
     if (!fs::is_directory(d)) throw Error(d + ": not a directory");
     const size_t before = dirs.size();
-    FindModelDirs(d, dirs);
+    fs::path root(d);
+    if (!root.has_filename() && root.has_parent_path()) root = root.parent_path();  // "test_abs/" names test_abs
+    FindModelDirs(root, dirs);
     if (dirs.size() == before)
       throw Error(d + ": no ONNX backend test under it (a folder with model.onnx and test_data_set_*)");
   }

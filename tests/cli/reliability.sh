@@ -152,4 +152,13 @@ fi
 ln -s loop loop
 expect_error "loop: cannot read the checkpoint (" "${tr[@]}" --steps 2 --resume loop
 
+# `check DIR/` names the test as `check DIR` does (a trailing slash once lost the name, and with it the known
+# reference-data defect that makes this CastLike test a skip).
+nd=/usr/share/libonnx-testdata/data/node
+if [ -d $nd/test_castlike_BFLOAT16_to_FLOAT ]; then
+  out=$("$tool" check $nd/test_castlike_BFLOAT16_to_FLOAT/ $nd/test_abs/ 2>&1)
+  grep -q "^SKIP test_castlike_BFLOAT16_to_FLOAT: reference data defect" <<<"$out" && grep -q "^PASS test_abs$" <<<"$out" \
+    && ok || bad "check with trailing slashes: $out"
+fi
+
 finish
