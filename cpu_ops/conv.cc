@@ -49,6 +49,14 @@ struct DnnlConv::Impl {
   // same whatever its block; oneDNN's kernel for another batch may add its products in another order.
   int64_t block_n = 0;
   std::shared_ptr<DnnlConv> block, tail;
+  // A transposed convolution whose output reaches past every input's contribution (negative pad_end: output_shape
+  // or output_padding beyond the natural size; oneDNN refuses some of these): the convolution of the natural
+  // extent (`inner`, absent when that is empty) into a buffer of `inner_y_elems`, copied into Y's leading corner,
+  // the rest of Y the bias (or zero).
+  bool extended = false;
+  std::shared_ptr<DnnlConv> inner;
+  std::vector<int64_t> inner_out;
+  int64_t inner_y_elems = 0;
 };
 
 int64_t ConvImagesPerBlock(int64_t n, int64_t x_elems, int64_t y_elems, int64_t out_image_elems) {
@@ -72,6 +80,24 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
   im.w_elems = (spec.transpose ? spec.c_in * (spec.c_out / spec.group) : spec.c_out * (spec.c_in / spec.group)) * ks;
   if (im.y_elems == 0) {
     im.empty = true;
+    return;
+  }
+  if (spec.transpose && std::any_of(spec.pad_end.begin(), spec.pad_end.end(), [](int64_t p) { return p < 0; })) {
+    ConvSpec in = spec;
+    bool none = false;
+    for (size_t i = 0; i < in.pad_end.size(); ++i) {
+      if (in.pad_end[i] >= 0) continue;
+      in.out_spatial[i] += in.pad_end[i];
+      in.pad_end[i] = 0;
+      none = none || in.out_spatial[i] <= 0;
+    }
+    im.extended = true;
+    im.inner_out = in.out_spatial;
+    if (!none) {
+      im.inner_y_elems = spec.n * spec.c_out * Prod(in.out_spatial);
+      im.inner = std::make_shared<DnnlConv>(in, constant_weights);
+    }
+    im.impl = (im.inner ? im.inner->impl_name() : std::string("none")) + " (output extended past the input's reach)";
     return;
   }
   const int64_t g = spec.group, ocg = spec.c_out / g, icg = spec.c_in / g;
@@ -234,6 +260,7 @@ std::string DnnlConv::impl_name() const { return impl_->impl.empty() ? std::stri
 
 size_t DnnlConv::workspace_bytes() const {
   const Impl& im = *impl_;
+  if (im.extended) return (im.inner ? im.inner->workspace_bytes() : 0) + im.inner_y_elems * DnnTypeSize(spec_.type);
   if (im.block) return im.block->workspace_bytes() + (im.tail ? im.tail->workspace_bytes() : 0);
   if (im.f32) return im.f32->workspace_bytes() + im.w_f32.size() * sizeof(float);
   return (im.scratch ? im.scratch->size() : 0) + (im.xb.size() + im.yb.size() + im.wb.size()) * sizeof(float);
@@ -244,6 +271,10 @@ DnnlConv::~DnnlConv() = default;
 void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) const {
   const Impl& im = *impl_;
   if (im.empty) return;
+  if (im.extended) {
+    RunExtended(x, w, bias, y);
+    return;
+  }
   if (im.block) {
     const size_t xs = static_cast<size_t>(im.x_elems / spec_.n) * DnnTypeSize(spec_.type);
     const size_t ys = static_cast<size_t>(im.y_elems / spec_.n) * DnnTypeSize(spec_.type);
@@ -294,6 +325,37 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
   if (spec_.has_bias) ToFloat(spec_.type, bias, bf.get(), spec_.c_out);
   im.f32->Run(xf.get(), im.w_f32.empty() ? wf.get() : im.w_f32.data(), bf.get(), yf.get());
   FromFloat(spec_.type, yf.get(), y, im.y_elems);
+}
+
+void DnnlConv::RunExtended(const void* x, const void* w, const void* bias, void* y) const {
+  const Impl& im = *impl_;
+  const size_t es = DnnTypeSize(spec_.type);
+  std::vector<uint8_t> buf(static_cast<size_t>(im.inner_y_elems) * es);
+  if (im.inner) im.inner->Run(x, w, bias, buf.data());
+  // Both planes as [D, H, W] (leading 1s for 1-D and 2-D).
+  auto pad3 = [](std::vector<int64_t> v) {
+    v.insert(v.begin(), 3 - v.size(), 1);
+    return v;
+  };
+  const std::vector<int64_t> o = pad3(spec_.out_spatial), in = pad3(im.inner_out);
+  const int64_t plane = o[0] * o[1] * o[2], inner_plane = im.inner ? in[0] * in[1] * in[2] : 0;
+  auto* yb = static_cast<uint8_t*>(y);
+  tbb::parallel_for(int64_t{0}, spec_.n * spec_.c_out, [&](int64_t nc) {
+    uint8_t* yp = yb + static_cast<size_t>(nc * plane) * es;
+    const int64_t c = nc % spec_.c_out;
+    if (spec_.has_bias) {
+      const uint8_t* b = static_cast<const uint8_t*>(bias) + static_cast<size_t>(c) * es;
+      for (int64_t i = 0; i < plane; ++i) std::memcpy(yp + static_cast<size_t>(i) * es, b, es);
+    } else {
+      std::memset(yp, 0, static_cast<size_t>(plane) * es);
+    }
+    if (!im.inner) return;
+    const uint8_t* ip = buf.data() + static_cast<size_t>(nc * inner_plane) * es;
+    for (int64_t d = 0; d < in[0]; ++d)
+      for (int64_t h = 0; h < in[1]; ++h)
+        std::memcpy(yp + static_cast<size_t>((d * o[1] + h) * o[2]) * es,
+                    ip + static_cast<size_t>((d * in[1] + h) * in[2]) * es, static_cast<size_t>(in[2]) * es);
+  });
 }
 
 template <typename T>

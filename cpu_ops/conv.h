@@ -42,6 +42,7 @@ class DnnlConv {
   std::string impl_name() const;
 
  private:
+  void RunExtended(const void* x, const void* w, const void* bias, void* y) const;
   struct Impl;
   ConvSpec spec_;
   std::shared_ptr<Impl> impl_;

@@ -131,6 +131,44 @@ TEST(ConvKernel, ConvTransposeOutputPaddingBeyondEndPad) {
   Check(s, 6);
 }
 
+// output_shape past the natural size (5 rows at stride 2, kernel 3: 11 natural, 12 x 13 asked): end pads -1 and -2,
+// which oneDNN's deconvolution refuses; the rows past every input's reach hold the bias. Every type, with and
+// without bias, grouped and dilated too.
+TEST(ConvKernel, ConvTransposeOutputShapePastTheNaturalSize) {
+  for (bool bias : {true, false}) {
+    ConvSpec s = Make(true, 2, 4, 6, 2, {5, 5}, {3, 3}, {2, 2}, {1, 2}, {0, 0}, {0, 0});
+    s.has_bias = bias;
+    for (int i = 0; i < 2; ++i) {
+      const auto g = linalg::ConvTransposeAxis(5, 3, 2, i == 0 ? 1 : 2, 0, 0, 0, i == 0 ? 12 : 16, "NOTSET");
+      s.out_spatial[i] = g.out;
+      s.pad_begin[i] = g.pad_begin;
+      s.pad_end[i] = g.pad_end;
+    }
+    EXPECT_EQ(s.out_spatial, (std::vector<int64_t>{12, 16}));
+    EXPECT_EQ(s.pad_end, (std::vector<int64_t>{-1, -3}));
+    Check(s, 20 + bias);
+    // Half types: DnnlConv against the reference on the rounded operands.
+    auto x = Rand(2 * 4 * 25, 30), w = Rand(4 * 3 * 9, 31), b = Rand(6, 32);
+    for (DnnType t : {DnnType::kF16, DnnType::kBF16}) {
+      std::vector<uint16_t> xh(x.size()), wh(w.size()), bh(b.size()), yh(2 * 6 * 12 * 16, 0x7e00);
+      FromFloat(t, x.data(), xh.data(), x.size());
+      FromFloat(t, w.data(), wh.data(), w.size());
+      FromFloat(t, b.data(), bh.data(), b.size());
+      std::vector<float> xr(x.size()), wr(w.size()), br(b.size()), y(yh.size());
+      ToFloat(t, xh.data(), xr.data(), x.size());
+      ToFloat(t, wh.data(), wr.data(), w.size());
+      ToFloat(t, bh.data(), br.data(), b.size());
+      ConvSpec st = s;
+      st.type = t;
+      DnnlConv(st).Run(xh.data(), wh.data(), bh.data(), yh.data());
+      ToFloat(t, yh.data(), y.data(), y.size());
+      auto ref = Reference(s, xr, wr, br);
+      const double tol = t == DnnType::kF16 ? 3e-3 : 2e-2;
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], tol * (1 + std::abs(ref[i]))) << i;
+    }
+  }
+}
+
 TEST(ConvKernel, ConvTranspose1DAnd3D) {
   Check(Make(true, 1, 3, 2, 1, {5}, {3}, {3}, {1}, {1}, {1}), 7);
   Check(Make(true, 1, 2, 2, 1, {2, 3, 2}, {2, 2, 2}, {2, 1, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 0, 1}), 8);
