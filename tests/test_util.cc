@@ -1,5 +1,6 @@
 #include "tests/test_util.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "executor/executor.h"
@@ -80,6 +81,23 @@ void ExpectClose(const Tensor& a, const Tensor& e, double rtol, double atol) {
     }
   }
   EXPECT_EQ(bad, 0) << "elements out of tolerance (rtol " << rtol << ", atol " << atol << ")";
+}
+
+void ExpectCloseAfterAdam(const Tensor& a, const Tensor& e, double rtol, double atol, double noise_bound) {
+  ASSERT_EQ(DataTypeName(a.dtype()), DataTypeName(e.dtype()));
+  ASSERT_EQ(DimsToString(a.dims()), DimsToString(e.dims()));
+  int64_t outside = 0;
+  double diff2 = 0, ref2 = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.GetDouble(i), y = e.GetDouble(i), d = std::fabs(x - y);
+    diff2 += d * d;
+    ref2 += y * y;
+    if (!(d <= noise_bound)) ADD_FAILURE() << "element " << i << ": got " << x << ", expected " << y << " (past lr x steps)";
+    if (!(d <= atol + rtol * std::fabs(y))) ++outside;
+  }
+  const int64_t allowed = std::max<int64_t>(1, a.numel() / 1000);
+  EXPECT_LE(outside, allowed) << "elements out of tolerance (rtol " << rtol << ", atol " << atol << ") of " << a.numel();
+  EXPECT_LE(std::sqrt(diff2), rtol * std::sqrt(ref2)) << "relative difference in norm";
 }
 
 }  // namespace ot::test

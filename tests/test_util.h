@@ -25,6 +25,11 @@ std::vector<Tensor> RunOp(const std::string& op_type, const std::vector<Tensor>&
 Tensor RandomTensor(DataType t, const std::vector<int64_t>& dims, double lo = -1.0, double hi = 1.0);
 // Largest |a-b| / (atol + rtol*|b|) over elements; shapes and dtypes must match (asserted).
 void ExpectClose(const Tensor& actual, const Tensor& expected, double rtol = 1e-5, double atol = 1e-6);
+// Parameters after Adam steps on two backends: Adam divides each gradient element by its own running RMS, so an
+// element whose gradient sat at the level of rounding noise in some step moves by up to lr in a direction that
+// noise decides. Holds every element within `noise_bound` (about lr x steps), at most one element in 1,000 (and at
+// least one) outside (rtol, atol), and the whole tensor within rtol in norm: ||actual - expected|| / ||expected||.
+void ExpectCloseAfterAdam(const Tensor& actual, const Tensor& expected, double rtol, double atol, double noise_bound);
 std::mt19937_64& Rng();
 
 }  // namespace ot::test
