@@ -15,6 +15,7 @@ Needs PyTorch and NumPy:
         and peak device memory. The peer of `onnx-train train --amp` in bench/gpu/run.sh.
 """
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -75,9 +76,12 @@ def export(args):
     y = rng.integers(0, 2, size=(args.samples,), dtype=np.int64)
     np.savez(os.path.join(args.out, "encoder.npz"), x=x, y=y)
     path = os.path.join(args.out, "encoder.onnx")
+    # The TorchScript exporter on every torch (2.x defaults to the dynamo one, which stores constants such as the
+    # attention scale as initializers, and cannot write opset 15).
+    extra = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.onnx.export(model, torch.from_numpy(x[:2]), path, input_names=["x"], output_names=["logits"],
                       dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}}, opset_version=15,
-                      do_constant_folding=False)
+                      do_constant_folding=False, **extra)
     params = sum(p.numel() for p in model.parameters())
     print(json.dumps({"model": path, "params": params, "layers": args.layers, "hidden": args.hidden,
                       "seq": args.seq, "samples": args.samples}))
