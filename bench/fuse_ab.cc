@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "api/onnxtrain.h"
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "passes/amp.h"
 
 namespace {

@@ -112,7 +112,7 @@ class Plan {
   void set_tracing(bool on) { tracing_ = on; }
   std::vector<KernelEvent> trace() const;
 
-  // Read-only view of the compiled plan, for reports (executor/memory_report.h). Every buffer with its storage
+  // Read-only view of the compiled plan, for reports (training/memory_report.h). Every buffer with its storage
   // and lifetime: kArena values live from the step that writes them (def_step) to the last step that reads them
   // (last_step) at `offset` in the arena; kConst (state read from its initializer at run time, or a constant of
   // the plan), kInput (fed) and kOutput (written into the caller's output tensor) are not in the arena, and for

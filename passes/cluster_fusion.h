@@ -56,7 +56,7 @@ struct FuseOptions {
 // Parses "off"/"lite"/"full"; throws Error naming the value otherwise.
 std::string ParseFuseMode(const std::string& s);
 
-// What the executor knows of the unfused step for the shapes it will run (executor/fusion.h fills it from a
+// What the executor knows of the unfused step for the shapes it will run (training/fusion.h fills it from a
 // compiled plan): dims and storage of every value a kernel touches, which nodes run as kernels, in what order, and
 // what each kernel declares (workspace, in-place pairs).
 struct FusionSizes {

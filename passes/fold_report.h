@@ -15,7 +15,7 @@ namespace ot {
 
 class FoldPass : public Pass {
  public:
-  // `sizes`: the step's facts for the shapes it will run (executor/fusion.h); `peak`: its planned peak (bytes), the
+  // `sizes`: the step's facts for the shapes it will run (training/fusion.h); `peak`: its planned peak (bytes), the
   // base of the budget check; `report`: receives the folds (clusters), refusals, saved bytes and fused node count.
   FoldPass(FuseOptions opts, const FusionSizes& sizes, int64_t peak, FusionReport* report)
       : opts_(std::move(opts)), sizes_(sizes), peak_(peak), report_(report) {}

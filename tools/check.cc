@@ -22,7 +22,7 @@
 
 #include "executor/device.h"
 #include "executor/executor.h"
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "executor/plan.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"

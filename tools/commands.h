@@ -100,7 +100,7 @@ int Train(const TrainOptions& o);
 
 namespace ot::tools {
 // `onnx-train plan MODEL --batch N [train options] [--json]`: the training step's planned peak memory and its
-// split (executor/memory_report.h) for batch N; no step runs.
+// split (training/memory_report.h) for batch N; no step runs.
 struct PlanOptions {
   TrainOptions train;
   bool json = false;  // one JSON object instead of the table

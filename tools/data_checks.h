@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "tools/commands.h"
 
 namespace ot::tools {

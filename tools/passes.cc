@@ -5,9 +5,9 @@
 #include <map>
 #include <memory>
 
-#include "executor/fusion.h"
-#include "executor/memory_report.h"
-#include "executor/trainer.h"
+#include "training/fusion.h"
+#include "training/memory_report.h"
+#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/printer.h"
 #include "tools/cli_checks.h"

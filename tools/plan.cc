@@ -1,5 +1,5 @@
 // `onnx-train plan MODEL --batch N [train options] [--json]`: the training step's planned peak memory and its split
-// (executor/memory_report.h), without running a step. The step graph is built as `train` builds it (same loss,
+// (training/memory_report.h), without running a step. The step graph is built as `train` builds it (same loss,
 // freeze and optimizer options, the same graph outputs as the Trainer's executor), fused as `train` fuses it
 // (--fuse, --memory-budget: the clusters, the bytes each saved and the merges refused are printed after the table)
 // and compiled for batch N; a model that stores its step (training_info) is planned as stored.
@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "executor/host_memory.h"
-#include "executor/memory_report.h"
-#include "executor/trainer.h"
+#include "training/memory_report.h"
+#include "training/trainer.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"

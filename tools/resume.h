@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "tools/commands.h"
 
 namespace ot::tools {

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "executor/executor.h"
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "executor/plan.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"

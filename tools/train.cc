@@ -17,9 +17,9 @@
 #include <map>
 
 #include "executor/cpu_features.h"
-#include "executor/data_loader.h"
-#include "executor/fusion.h"
-#include "executor/trainer.h"
+#include "training/data_loader.h"
+#include "training/fusion.h"
+#include "training/trainer.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"

@@ -2,7 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "tools/commands.h"
 
 namespace ot::tools {

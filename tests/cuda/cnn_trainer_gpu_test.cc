@@ -17,7 +17,7 @@
 #include <set>
 
 #include "executor/device.h"
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "graph/op_registry.h"
 #include "onnx_import/model_io.h"
 #include "passes/optimizer.h"

@@ -12,9 +12,9 @@
 #include <cmath>
 #include <ostream>
 
-#include "executor/data_loader.h"
+#include "training/data_loader.h"
 #include "executor/device.h"
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "tests/executor/example_data.h"

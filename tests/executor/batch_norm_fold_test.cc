@@ -1,4 +1,4 @@
-// Batch-norm folds (passes/fuse_batch_norm.h) under --fuse=lite and full, sized by a real plan (executor/fusion.h):
+// Batch-norm folds (passes/fuse_batch_norm.h) under --fuse=lite and full, sized by a real plan (training/fusion.h):
 // BatchNormalization -> Relu becomes BatchNormRelu, ReluGrad -> BatchNormGrad becomes BatchNormGrad {relu}, and a
 // ReduceSum of dX over every axis but the channels becomes BatchNormGrad's output 3. Each fold claims the separate
 // ops' bits, so the differential tests compare the folded graph with the unfused one exactly, on fresh random inputs
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "executor/plan.h"
 #include "graph/grad_context.h"
 #include "tests/executor/fusion_test_util.h"

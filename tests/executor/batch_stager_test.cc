@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "executor/data_loader.h"
-#include "executor/trainer.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 #include "tests/executor/example_data.h"
 #include "tests/executor/stream_device.h"
 #include "tests/test_util.h"

@@ -1,4 +1,4 @@
-// Cluster fusion (passes/cluster_fusion.h) on small graphs sized by a real plan (executor/fusion.h): which merges
+// Cluster fusion (passes/cluster_fusion.h) on small graphs sized by a real plan (training/fusion.h): which merges
 // are made and refused (cycle, lite's single output, operand limit, recomputed broadcasts, memory budget), the
 // program each FusedElementwise node holds, and -- differential -- the fused graph computing what the unfused one
 // did on fresh random inputs.
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "executor/executor.h"
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"

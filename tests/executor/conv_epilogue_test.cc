@@ -1,4 +1,4 @@
-// Conv epilogue fusion (passes/fuse_epilogue.h) under --fuse=full, sized by a real plan (executor/fusion.h): the
+// Conv epilogue fusion (passes/fuse_epilogue.h) under --fuse=full, sized by a real plan (training/fusion.h): the
 // ConvEpilogue node a fold makes, the folds refused (lite, a domain larger than Y, float64, ConvTranspose), and --
 // differential -- the fused graph computing what the unfused one did on fresh random inputs, with the images cut
 // into blocks of unequal size (executor/kernels/conv_epilogue.cc: about 1 MiB of Y per block), operands that stay
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "executor/threads.h"
 #include "graph/grad_context.h"
 #include "tests/executor/fusion_test_util.h"

@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "executor/data_loader.h"
-#include "executor/trainer.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 #include "tests/executor/example_data.h"
 #include "tests/executor/host_device.h"
 #include "tests/test_util.h"

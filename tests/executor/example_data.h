@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "executor/data_loader.h"
-#include "executor/trainer.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 #include "onnx_import/model_io.h"
 #include "graph/tensor.h"
 #include "onnx_import/tensor_io.h"

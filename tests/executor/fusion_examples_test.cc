@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "executor/data_loader.h"
-#include "executor/trainer.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "tests/executor/example_data.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "executor/executor.h"
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"

@@ -1,4 +1,4 @@
-// GEMM epilogue fusion (passes/fuse_epilogue.h) under --fuse=full, sized by a real plan (executor/fusion.h):
+// GEMM epilogue fusion (passes/fuse_epilogue.h) under --fuse=full, sized by a real plan (training/fusion.h):
 // which folds are made and refused (lite, batched B, a domain larger than Y, a cycle through another reader of Y,
 // the memory budget), the MatMulEpilogue node they make, and -- differential -- the fused graph computing what the
 // unfused one did on fresh random inputs, with Y cut into several row blocks and with row reductions.
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "executor/executor.h"
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"

@@ -1,5 +1,5 @@
 // The pool ReluGrad fold (passes/fuse_pool_relu.h) under --fuse=lite and full, sized by a real plan
-// (executor/fusion.h): ReluGrad(MaxPoolGrad(dP, R), R) becomes MaxPoolGrad {relu = 1}(dP, R). The fold claims the
+// (training/fusion.h): ReluGrad(MaxPoolGrad(dP, R), R) becomes MaxPoolGrad {relu = 1}(dP, R). The fold claims the
 // separate ops' bits, so the differential tests compare the folded graph with the unfused one exactly, on fresh
 // random inputs (R = Relu(X): about half zeros, so whole windows are masked), for every float type and for the
 // kernel's paths (2x2 vector rows, 3x3 tiles, overlapping windows, pads, ceil mode, 1-D and 3-D). Negative twins:
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "graph/grad_context.h"
 #include "tests/executor/fusion_test_util.h"
 #include "tests/test_util.h"

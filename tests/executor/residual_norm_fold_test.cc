@@ -1,4 +1,4 @@
-// Residual folds (passes/fuse_residual_norm.h) under --fuse=lite and full, sized by a real plan (executor/fusion.h):
+// Residual folds (passes/fuse_residual_norm.h) under --fuse=lite and full, sized by a real plan (training/fusion.h):
 // Add(X, R) -> LayerNormalization becomes ResidualLayerNorm, LayerNormGrad -> Sum(dX, G) becomes LayerNormGrad with
 // G as input 5. Each fold claims the separate ops' bits, so the differential tests compare the folded graph with
 // the unfused one exactly, on fresh random inputs (rows of 67: the vector loops' tails run; computed operands, so
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "executor/plan.h"
 #include "graph/grad_context.h"
 #include "tests/executor/fusion_test_util.h"

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "executor/executor.h"
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"

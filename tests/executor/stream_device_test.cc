@@ -9,9 +9,9 @@
 #include <memory>
 #include <vector>
 
-#include "executor/data_loader.h"
+#include "training/data_loader.h"
 #include "executor/plan.h"
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "tests/executor/example_data.h"
 #include "tests/executor/stream_device.h"
 #include "tests/test_util.h"

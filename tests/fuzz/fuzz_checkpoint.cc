@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 

@@ -10,9 +10,9 @@
 #include <sstream>
 #include <string>
 
-#include "executor/data_loader.h"
+#include "training/data_loader.h"
 #include "executor/executor.h"
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/grad_context.h"
 #include "graph/op_registry.h"

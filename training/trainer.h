@@ -34,7 +34,7 @@ struct TrainerOptions {
   // between steps and is copied back before it is saved, checkpointed, evaluated or handed out.
   std::shared_ptr<DeviceBackend> device;
   // --fuse / --memory-budget: cluster fusion of the step, sized for the shapes of the first step's batch
-  // (executor/fusion.h); mode "off" leaves the step as built.
+  // (training/fusion.h); mode "off" leaves the step as built.
   FuseOptions fuse = [] {
     FuseOptions f;
     f.mode = "off";
@@ -105,7 +105,7 @@ class Trainer {
   // Writes the model in inference mode with the current weights and running statistics (an ordinary ONNX model).
   void Save(const std::string& path) const;
 
-  // Checkpoints (executor/checkpoint.cc): every state tensor of the step graph (parameters, optimizer moments and
+  // Checkpoints (training/checkpoint.cc): every state tensor of the step graph (parameters, optimizer moments and
   // step, learning rate, BatchNorm statistics, gradient sums), the executor's run counter (random draws), the
   // optimizer's name and `meta` (the caller's KEY=VALUE pairs: position, seed...) in DIR/checkpoint.npz, written
   // to a temporary file, fsynced and renamed over the previous one. LoadCheckpoint checks everything before it

@@ -20,9 +20,9 @@
 
 #include <cmath>
 
-#include "executor/data_loader.h"
-#include "executor/fusion.h"
-#include "executor/memory_report.h"
+#include "training/data_loader.h"
+#include "training/fusion.h"
+#include "training/memory_report.h"
 #include "executor/plan.h"
 #include "kernel_common/scalar_math.h"
 #include "onnx_import/model_io.h"

@@ -1,4 +1,4 @@
-#include "executor/data_loader.h"
+#include "training/data_loader.h"
 
 #include <tbb/task_group.h>
 

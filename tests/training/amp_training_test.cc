@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "executor/data_loader.h"
-#include "executor/trainer.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "onnx_import/model_io.h"

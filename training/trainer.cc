@@ -1,4 +1,4 @@
-#include "executor/trainer.h"
+#include "training/trainer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 #include <set>
 
 #include "executor/batch_stager.h"
-#include "executor/fusion.h"
+#include "training/fusion.h"
 #include "executor/host_memory.h"
 #include "executor/plan.h"
 #include "graph/error.h"

@@ -1,4 +1,4 @@
-// The memory report of a training step (executor/memory_report.h) against bytes counted by hand. The model is
+// The memory report of a training step (training/memory_report.h) against bytes counted by hand. The model is
 // built in code: x[N,8] -> Gemm(W1[8,64], b1) -> h -> Relu -> r -> Gemm(W2[64,3], b2) -> logits[N,3], cross-entropy
 // against int64 labels y[N]. Its backward reads exactly x (dW1 = x^T dh), r (ReluGrad reads the Relu output; dW2
 // = r^T dlogits), logits and y (the loss gradient); W1/W2 are parameters, not activations, and h is not read.
@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <set>
 
-#include "executor/memory_report.h"
+#include "training/memory_report.h"
 #include "executor/plan.h"
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "tests/test_util.h"

@@ -11,7 +11,7 @@
 #include <functional>
 
 #include "executor/executor.h"
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "onnx_import/model_io.h"

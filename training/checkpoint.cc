@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <set>
 
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/grad_context.h"
 #include "onnx_import/tensor_io.h"

@@ -1,4 +1,4 @@
-#include "executor/memory_report.h"
+#include "training/memory_report.h"
 
 #include <algorithm>
 #include <array>

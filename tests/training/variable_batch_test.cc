@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "executor/trainer.h"
+#include "training/trainer.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "passes/optimizer.h"

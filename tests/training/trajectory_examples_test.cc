@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu_ops/pool_grad.h"
-#include "executor/data_loader.h"
-#include "executor/trainer.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/graph.h"
 #include "onnx_import/model_io.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <set>
 
-#include "executor/data_loader.h"
+#include "training/data_loader.h"
 #include "executor/threads.h"
 #include "graph/error.h"
 

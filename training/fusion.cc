@@ -1,4 +1,4 @@
-#include "executor/fusion.h"
+#include "training/fusion.h"
 
 #include <unistd.h>
 
