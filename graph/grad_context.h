@@ -10,9 +10,6 @@
 
 namespace ot {
 
-// The domain of onnx-train's internal ops (ReduceToShape, ReluGrad, ...), each with a schema and CPU kernel.
-inline constexpr const char* kInternalDomain = "ai.onnxtrain";
-
 class GradContext {
  public:
   GradContext(Graph& g, const Node& node, std::vector<Value*> output_grads, std::vector<bool> needs)

@@ -17,6 +17,9 @@
 
 namespace ot {
 
+// The domain of onnx-train's internal ops (ReduceToShape, ReluGrad, ...), each with a schema and CPU kernel.
+inline constexpr const char* kInternalDomain = "ai.onnxtrain";
+
 class Node;
 
 struct Use {

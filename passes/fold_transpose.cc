@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "passes/fuse_util.h"
 

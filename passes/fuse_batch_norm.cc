@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "graph/infer_util.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "passes/fold_report.h"
 #include "passes/fuse_util.h"
 

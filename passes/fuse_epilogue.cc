@@ -8,7 +8,7 @@
 #include <unordered_set>
 
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 #include "graph/op_registry.h"
 #include "kernel_common/cluster_program.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "passes/fuse_util.h"
 

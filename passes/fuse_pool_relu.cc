@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "passes/fold_report.h"
 #include "passes/fuse_util.h"
 

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "graph/grad_context.h"
 #include "graph/graph.h"
 
 namespace ot::fuse {

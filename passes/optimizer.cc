@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 
 namespace ot {

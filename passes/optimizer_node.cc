@@ -1,7 +1,7 @@
 #include "passes/optimizer_node.h"
 
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 
 namespace ot {
 

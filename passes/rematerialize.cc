@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "passes/fuse_util.h"
 #include "passes/memory_plan.h"

@@ -6,7 +6,7 @@
 
 #include "executor/device.h"
 #include "executor/kernel_registry.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "tools/commands.h"
 

@@ -14,7 +14,7 @@
 
 #include "training/trainer.h"
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "onnx_import/tensor_io.h"
 #include "passes/master_weights.h"
 

@@ -8,7 +8,7 @@
 #include <unordered_set>
 
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/ops/optimizer_layout.h"
 

@@ -18,7 +18,7 @@
 #include "executor/host_memory.h"
 #include "executor/plan.h"
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"

@@ -22,7 +22,7 @@
 #include "executor/cuda/cuda_kernels.h"
 #include "executor/device.h"
 #include "executor/kernels/conv_geometry.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 #include "graph/ops/linalg_util.h"
 #include "graph/tensor.h"

@@ -11,7 +11,7 @@
 
 #include "cuda_ops/cudnn_batchnorm.h"
 #include "executor/cuda/cuda_kernels.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 
 namespace ot {
 namespace {

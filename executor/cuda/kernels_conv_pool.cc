@@ -16,7 +16,7 @@
 #include "executor/cuda/cuda_kernels.h"
 #include "executor/device.h"
 #include "executor/kernels/pool_geometry.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 
 namespace ot {
 namespace {

@@ -13,7 +13,7 @@
 #include "cuda_ops/cluster_codegen.h"
 #include "cuda_ops/nvrtc_compile.h"
 #include "executor/cuda/cuda_kernels.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 #include "kernel_common/cluster_program.h"
 #include "passes/cluster_program_builder.h"

@@ -14,7 +14,7 @@
 #include "cuda_ops/row_kernels.h"
 #include "executor/cuda/cuda_kernels.h"
 #include "executor/device.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 
 namespace ot {
 

@@ -20,7 +20,7 @@
 
 #include "cuda_ops/optimizer_kernels.h"
 #include "executor/cuda/cuda_kernels.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/ops/optimizer_layout.h"
 
 namespace ot {

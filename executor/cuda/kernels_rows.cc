@@ -12,7 +12,7 @@
 #include "cuda_ops/row_kernels.h"
 #include "executor/cuda/cuda_kernels.h"
 #include "executor/cuda/device_flag.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 
 namespace ot {

@@ -22,7 +22,7 @@
 #include "executor/kernels/conv_geometry.h"
 #include "executor/kernels/epilogue_blocks.h"
 #include "executor/threads.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 #include "graph/tensor.h"
 #include "kernel_common/cluster_program.h"

@@ -10,7 +10,7 @@
 #include "cpu_ops/fused_elementwise.h"
 #include "executor/kernel_registry.h"
 #include "executor/threads.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 #include "kernel_common/cluster_program.h"
 #include "passes/cluster_program_builder.h"

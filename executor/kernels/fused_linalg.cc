@@ -17,7 +17,7 @@
 
 #include "cpu_ops/matmul.h"
 #include "executor/kernel_registry.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/tensor.h"
 #include "kernel_common/half.h"
 

@@ -14,7 +14,7 @@
 
 #include "cpu_ops/half_convert.h"
 #include "executor/kernel_registry.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "kernel_common/scalar_math.h"
 
 namespace ot {

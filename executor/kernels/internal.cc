@@ -10,7 +10,7 @@
 #include "cpu_ops/broadcast.h"
 #include "cpu_ops/reduce.h"
 #include "executor/kernel_registry.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/tensor.h"
 
 namespace ot {

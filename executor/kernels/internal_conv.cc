@@ -20,7 +20,7 @@
 #include "executor/threads.h"
 #include "executor/kernels/conv_geometry.h"
 #include "executor/kernels/pool_geometry.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 #include "graph/ops/linalg_util.h"
 #include "graph/tensor.h"

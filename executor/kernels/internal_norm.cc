@@ -15,7 +15,7 @@
 #include "cpu_ops/norm.h"
 #include "cpu_ops/row_grad.h"
 #include "executor/kernel_registry.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 #include "graph/tensor.h"
 

@@ -9,7 +9,7 @@
 #include "cpu_ops/optimizer.h"
 #include "executor/kernel_registry.h"
 #include "kernel_common/optim_math.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/ops/optimizer_layout.h"
 #include "graph/tensor.h"
 

@@ -11,7 +11,7 @@
 #include "cpu_ops/small_gemm.h"
 #include "executor/kernel_registry.h"
 #include "executor/kernels/conv_geometry.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/ops/linalg_util.h"
 #include "graph/tensor.h"
 

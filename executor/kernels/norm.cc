@@ -11,7 +11,7 @@
 #include "cpu_ops/softmax.h"
 #include "cpu_ops/half_convert.h"
 #include "executor/kernel_registry.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 
 namespace ot {

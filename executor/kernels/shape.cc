@@ -11,7 +11,7 @@
 #include "cpu_ops/transpose.h"
 #include "executor/kernel_registry.h"
 #include "executor/kernels/shape_internal.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 
 namespace ot {

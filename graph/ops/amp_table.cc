@@ -11,7 +11,7 @@
 // quantized ops. The amp pass (passes/amp.cc) reads only this table.
 #include "graph/op_registry.h"
 #include "graph/ops/register_all.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 
 namespace ot {
 

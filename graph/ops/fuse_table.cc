@@ -16,7 +16,7 @@
 // Every value an unfused kernel stores is rounded to its dtype in the program too (OutType), and every float
 // intermediate it keeps in registers is kF32 here, so a cluster computes what its ops computed one by one.
 // Ops not listed stay opaque: data movement, GEMM/convolution, norms, random ops.
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/ops/register_all.h"
 #include "kernel_common/cluster_program.h"

@@ -23,7 +23,7 @@
 #include <stdexcept>
 
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 #include "graph/op_registry.h"
 #include "graph/ops/register_all.h"

@@ -3,7 +3,7 @@
 //     grad's shape, with `shape`'s dims (undoes numpy broadcasting).
 //   ReluGrad(dY, Y) -> dY where Y > 0, else 0.
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 #include "graph/op_registry.h"
 #include "graph/ops/register_all.h"

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/infer_util.h"
 #include "graph/op_registry.h"
 #include "graph/ops/register_all.h"

@@ -33,7 +33,7 @@
 //   AMP class deny: the update runs in fp32 (gradients arrive float32; the amp pass casts them).
 // One node updates the whole model (a multi-tensor kernel), not one node per parameter.
 #include "graph/grad/grad_rules.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/ops/optimizer_layout.h"
 

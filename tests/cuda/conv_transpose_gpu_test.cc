@@ -21,7 +21,7 @@
 #include "cuda_ops/cudnn_conv_transpose.h"
 #include "executor/device.h"
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/tensor.h"
 #include "tests/cuda/cudnn_test_util.h"
 #include "tests/test_util.h"

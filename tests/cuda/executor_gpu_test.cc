@@ -10,7 +10,7 @@
 #include "executor/device.h"
 #include "executor/executor.h"
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "tests/cuda/gpu_test_util.h"
 #include "tests/test_util.h"

@@ -8,7 +8,7 @@
 
 #include "executor/executor.h"
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "tests/test_util.h"
 
 namespace ot {

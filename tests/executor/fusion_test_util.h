@@ -13,7 +13,7 @@
 
 #include "executor/executor.h"
 #include "training/fusion.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "tests/passes/grad_check.h"

@@ -26,7 +26,7 @@
 #include "executor/executor.h"
 #include "executor/kernel_registry.h"
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "kernel_common/half.h"
 #include "tests/test_util.h"

@@ -13,7 +13,7 @@
 
 #include "executor/executor.h"
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/ops/optimizer_layout.h"
 #include "tests/test_util.h"
 

@@ -5,7 +5,7 @@
 
 #include "executor/executor.h"
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "tests/test_util.h"
 

@@ -12,7 +12,7 @@
 
 #include "training/fusion.h"
 #include "executor/plan.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "tests/executor/fusion_test_util.h"
 #include "tests/test_util.h"
 

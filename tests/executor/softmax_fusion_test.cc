@@ -11,7 +11,7 @@
 
 #include "executor/executor.h"
 #include "training/fusion.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "tests/executor/fusion_test_util.h"

@@ -5,7 +5,6 @@
 
 #include "graph/error.h"
 #include "graph/graph.h"
-#include "graph/grad_context.h"
 #include "graph/op_registry.h"
 
 namespace ot {

@@ -11,7 +11,7 @@
 #include "cpu_ops/conv_grad.h"
 #include "executor/executor.h"
 #include "executor/kernel_registry.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/error.h"
 #include "passes/autodiff.h"
 #include "tests/passes/grad_check.h"

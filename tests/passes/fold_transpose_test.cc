@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "executor/executor.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "passes/autodiff.h"

@@ -10,7 +10,7 @@
 
 #include "executor/executor.h"
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/printer.h"
 #include "graph/verifier.h"

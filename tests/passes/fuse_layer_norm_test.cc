@@ -14,7 +14,7 @@
 #include "executor/executor.h"
 #include "training/trainer.h"
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "onnx_import/model_io.h"

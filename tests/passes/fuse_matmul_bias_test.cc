@@ -14,7 +14,7 @@
 #include "executor/executor.h"
 #include "executor/kernel_registry.h"
 #include "graph/error.h"
-#include "graph/grad_context.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "passes/amp.h"
