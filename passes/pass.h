@@ -1,5 +1,5 @@
 // A pass rewrites a Graph in place: a name and Run(Graph&) -> changed. Each pass states its rewrite in its
-// header comment (see ../shared/DESIGN.md, "Passes").
+// header comment (docs/ARCHITECTURE.md, "The pipeline").
 #pragma once
 #include <string>
 

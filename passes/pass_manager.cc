@@ -1,42 +1,84 @@
 #include "passes/pass_manager.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
 #include "graph/error.h"
 #include "graph/verifier.h"
 
 namespace ot {
 
-void PassManager::DumpAfter(const std::string& name,
-                            std::function<void(const std::string& pass, const Graph&)> sink) {
-  dump_after_ = name;
-  sink_ = std::move(sink);
+bool VerifyPassesByDefault() {
+#ifndef NDEBUG
+  return true;
+#else
+  const char* e = std::getenv("ONNXTRAIN_VERIFY_PASSES");
+  return e && *e && std::strcmp(e, "0") != 0;
+#endif
+}
+
+void PassManager::Add(std::string name, RunFn run, std::string required, bool applies) {
+  passes_.push_back({std::move(name), std::move(run), std::move(required), applies});
+}
+
+void PassManager::Add(std::unique_ptr<Pass> p) {
+  std::shared_ptr<Pass> shared(std::move(p));
+  const std::string name = shared->name();
+  Add(name, [shared](Graph& g) { return shared->Run(g); });
+}
+
+std::vector<std::string> PassManager::names() const {
+  std::vector<std::string> r;
+  for (const Entry& e : passes_) r.push_back(e.name);
+  return r;
+}
+
+std::vector<std::string> PassManager::optional_names() const {
+  std::vector<std::string> r;
+  for (const Entry& e : passes_)
+    if (e.required.empty()) r.push_back(e.name);
+  return r;
+}
+
+void PassManager::Disable(const std::vector<std::string>& names, const std::vector<std::string>& also_optional) {
+  std::vector<std::string> optional = optional_names();
+  optional.insert(optional.end(), also_optional.begin(), also_optional.end());
+  std::string list;
+  for (const std::string& p : optional) list += (list.empty() ? "" : ", ") + p;
+  for (const std::string& n : names) {
+    if (std::find(also_optional.begin(), also_optional.end(), n) != also_optional.end()) continue;
+    auto it = std::find_if(passes_.begin(), passes_.end(), [&](const Entry& e) { return e.name == n; });
+    if (it != passes_.end() && it->required.empty()) {
+      disabled_.insert(n);
+      continue;
+    }
+    throw Error("--disable-pass " + n + ": " +
+                (it != passes_.end() ? "the step cannot be built without it (" + it->required + ")" : "no such pass") +
+                "; passes that can be disabled: " + list);
+  }
 }
 
 std::vector<std::string> PassManager::Run(Graph& g) {
-  auto known = [&](const std::string& n) {
-    if (n == "all") return true;
-    for (const auto& p : passes_)
-      if (p->name() == n) return true;
-    return false;
-  };
-  for (const std::string& d : disabled_)
-    if (!known(d)) throw Error("--disable-pass: no pass named '" + d + "'");
-  if (!dump_after_.empty() && !known(dump_after_)) throw Error("--dump-after: no pass named '" + dump_after_ + "'");
-
   std::vector<std::string> changed;
-  try {
-    VerifyGraph(g);
-  } catch (const Error& e) {
-    throw Error(std::string("the input graph is invalid: ") + e.what());
-  }
-  for (const auto& p : passes_) {
-    if (disabled_.count(p->name())) continue;
-    if (p->Run(g)) changed.push_back(p->name());
+  if (verify_) {
     try {
       VerifyGraph(g);
     } catch (const Error& e) {
-      throw Error("pass '" + p->name() + "' produced an invalid graph: " + e.what());
+      throw Error(std::string("the input graph is invalid: ") + e.what());
     }
-    if (sink_ && (dump_after_ == "all" || dump_after_ == p->name())) sink_(p->name(), g);
+  }
+  for (const Entry& p : passes_) {
+    if (!p.applies || disabled_.count(p.name)) continue;
+    if (p.run(g)) changed.push_back(p.name);
+    if (verify_) {
+      try {
+        VerifyGraph(g);
+      } catch (const Error& e) {
+        throw Error("pass '" + p.name + "' produced an invalid graph: " + e.what());
+      }
+    }
+    if (after_) after_(p.name, g);
   }
   return changed;
 }

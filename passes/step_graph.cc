@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "graph/error.h"
 #include "passes/autodiff.h"
@@ -12,6 +13,7 @@
 #include "passes/fuse_matmul_bias.h"
 #include "passes/fuse_softmax_ce.h"
 #include "passes/master_weights.h"
+#include "passes/pass_manager.h"
 #include "passes/training_mode.h"
 
 namespace ot {
@@ -22,103 +24,128 @@ void AddOutput(Graph& g, Value* v) {
 }
 }  // namespace
 
+namespace {
+
+// The step's state as the passes produce it: what later passes and the caller read.
+struct StepBuild {
+  const StepOptions& o;
+  StepGraphInfo info;
+  std::unique_ptr<AutodiffPass> autodiff;
+  std::string loss_scaling;
+};
+
+// Stage 1, the step, as one list (the only place these names are spelled). `b` may be a dry run's (names only).
+PassManager StepPipeline(StepBuild& b) {
+  const StepOptions& o = b.o;
+  const bool amp = o.amp.half != DataType::kUndefined;
+  const std::string step = "it makes the training step", mixed = "mixed precision follows --amp";
+  b.loss_scaling = o.loss_scale.mode == "auto" ? (o.amp.half == DataType::kFloat16 ? "dynamic" : "none")
+                                               : o.loss_scale.mode;
+  PassManager pm;
+  pm.Add("training_mode", [](Graph& g) { return TrainingModePass(true).Run(g); }, step);
+  // Before autodiff, so the fused ops' gradient rules apply.
+  pm.Add("pattern_fusion", [](Graph& g) { return RunPatternFusion(g, true); });
+  pm.Add("loss", [&b](Graph& g) {
+    LossPass loss(b.o.loss);
+    const bool changed = loss.Run(g);
+    b.info.loss = loss.loss_name();
+    return changed;
+  }, step);
+  pm.Add("autodiff", [&b](Graph& g) {
+    b.autodiff = std::make_unique<AutodiffPass>(AutodiffOptions{b.info.loss, b.o.freeze});
+    const bool changed = b.autodiff->Run(g);
+    if (b.autodiff->params().empty()) throw Error("no trainable parameter reaches the loss '" + b.info.loss + "'");
+    b.info.params = b.autodiff->params();
+    b.info.seed = b.autodiff->seed();
+    return changed;
+  }, step);
+  pm.Add("optimizer", [&b](Graph& g) {
+    OptimizerPass optimizer(b.o.optimizer, b.autodiff->params(), b.autodiff->grads());
+    const bool changed = optimizer.Run(g);
+    b.info.lr = optimizer.lr();
+    b.info.step = optimizer.step();
+    b.info.grad_norm = optimizer.grad_norm();
+    b.info.skipped = optimizer.skipped();
+    AddOutput(g, g.FindValue(b.info.loss));
+    return changed;
+  }, step);
+  pm.Add("amp", [&b](Graph& g) {
+    AmpPass pass(b.o.amp);
+    const bool changed = pass.Run(g);
+    b.info.amp = pass.report();
+    return changed;
+  }, mixed, amp);
+  pm.Add("fp16_range", [&b](Graph& g) {
+    Fp16RangePass range(b.o.fp16_range);
+    const bool changed = range.Run(g);
+    b.info.fp16_range_changes = range.changes();
+    return changed;
+  }, "", amp && o.amp.half == DataType::kFloat16);
+  pm.Add("master_weights", [](Graph& g) { return MasterWeightsPass().Run(g); }, mixed, amp);
+  pm.Add("loss_scaling", [&b](Graph& g) {
+    LossScaleOptions ls = b.o.loss_scale;
+    ls.mode = b.loss_scaling;
+    LossScalingPass scaling(ls, b.info.seed);
+    const bool changed = scaling.Run(g);
+    b.info.loss_scale = scaling.scale();
+    return changed;
+  }, "use --loss-scale none", b.loss_scaling != "none");
+  // Last: every Transpose a GEMM reads is written by now (autodiff's, AMP's Casts placed, master copies bound).
+  pm.Add("fold_transpose", [](Graph& g) { return FoldTransposePass().Run(g); });
+  // After the fold: the weight gradients are the Gemms they will stay.
+  pm.Add("fuse_bias_grad", [](Graph& g) { return FuseBiasGradPass().Run(g); });
+  return pm;
+}
+
+// Stage 2's name, for --disable-pass: the Trainer's fusion for the shapes it runs (training/fusion.h).
+const std::vector<std::string> kLaterStages = {"fusion"};
+
+}  // namespace
+
+bool RunPatternFusion(Graph& g, bool training) {
+  bool changed = FuseGeluPass().Run(g);
+  changed |= FuseLayerNormPass().Run(g);
+  if (training) changed |= FuseSoftmaxCrossEntropyPass().Run(g);
+  changed |= FuseMatMulBiasPass().Run(g);
+  return changed;
+}
+
+std::vector<std::string> StepPassNames() {
+  StepOptions o;
+  StepBuild b{o, {}, nullptr, ""};
+  return StepPipeline(b).names();
+}
+
 const std::vector<std::string>& OptionalPasses() {
-  static const std::vector<std::string> kOptional = {"pattern_fusion", "fp16_range", "fold_transpose",
-                                                     "fuse_bias_grad", "fusion"};
+  static const std::vector<std::string> kOptional = [] {
+    StepOptions o;
+    StepBuild b{o, {}, nullptr, ""};
+    std::vector<std::string> r = StepPipeline(b).optional_names();
+    r.insert(r.end(), kLaterStages.begin(), kLaterStages.end());
+    return r;
+  }();
   return kOptional;
 }
 
 void CheckDisabledPasses(const std::vector<std::string>& names) {
-  // The passes the step needs, with what the user may want instead.
-  static const std::map<std::string, std::string> kRequired = {
-      {"training_mode", "it makes the training step"}, {"loss", "it makes the training step"},
-      {"autodiff", "it makes the training step"},      {"optimizer", "it makes the training step"},
-      {"amp", "mixed precision follows --amp"},        {"master_weights", "mixed precision follows --amp"},
-      {"loss_scaling", "use --loss-scale none"}};
-  std::string optional;
-  for (const std::string& p : OptionalPasses()) optional += (optional.empty() ? "" : ", ") + p;
-  for (const std::string& n : names) {
-    if (std::find(OptionalPasses().begin(), OptionalPasses().end(), n) != OptionalPasses().end()) continue;
-    auto it = kRequired.find(n);
-    throw Error("--disable-pass " + n + ": " +
-                (it != kRequired.end() ? "the step cannot be built without it (" + it->second + ")" : "no such pass") +
-                "; passes that can be disabled: " + optional);
-  }
+  StepOptions o;
+  StepBuild b{o, {}, nullptr, ""};
+  StepPipeline(b).Disable(names, kLaterStages);
 }
 
 StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
-  CheckDisabledPasses(o.disabled_passes);
-  auto enabled = [&](const char* pass) {
-    return std::find(o.disabled_passes.begin(), o.disabled_passes.end(), pass) == o.disabled_passes.end();
-  };
-  StepGraphInfo info;
-  auto after = [&](const char* pass) {
-    if (o.after_pass) o.after_pass(pass, g);
-  };
-  TrainingModePass(true).Run(g);
-  after("training_mode");
-  if (enabled("pattern_fusion")) {
-    FuseGeluPass().Run(g);  // pattern fusion: before autodiff, so the fused ops' gradient rules apply
-    FuseLayerNormPass().Run(g);
-    FuseSoftmaxCrossEntropyPass().Run(g);
-    FuseMatMulBiasPass().Run(g);
-    after("pattern_fusion");
-  }
-  LossPass loss(o.loss);
-  loss.Run(g);
-  info.loss = loss.loss_name();
-  after("loss");
-  AutodiffPass autodiff({info.loss, o.freeze});
-  autodiff.Run(g);
-  after("autodiff");
-  if (autodiff.params().empty()) throw Error("no trainable parameter reaches the loss '" + info.loss + "'");
-  info.params = autodiff.params();
-  info.seed = autodiff.seed();
-  OptimizerPass optimizer(o.optimizer, autodiff.params(), autodiff.grads());
-  optimizer.Run(g);
-  info.lr = optimizer.lr();
-  info.step = optimizer.step();
-  info.grad_norm = optimizer.grad_norm();
-  info.skipped = optimizer.skipped();
-  AddOutput(g, g.FindValue(info.loss));
-  after("optimizer");
-  if (o.amp.half != DataType::kUndefined) {
-    AmpPass amp(o.amp);
-    amp.Run(g);
-    info.amp = amp.report();
-    after("amp");
-    if (o.amp.half == DataType::kFloat16 && enabled("fp16_range")) {
-      Fp16RangePass range(o.fp16_range);
-      range.Run(g);
-      info.fp16_range_changes = range.changes();
-      after("fp16_range");
-    }
-    MasterWeightsPass().Run(g);
-    after("master_weights");
-  }
-  LossScaleOptions ls = o.loss_scale;
-  if (ls.mode == "auto") ls.mode = o.amp.half == DataType::kFloat16 ? "dynamic" : "none";
-  if (ls.mode != "none") {
-    LossScalingPass scaling(ls, info.seed);
-    scaling.Run(g);
-    info.loss_scale = scaling.scale();
-    after("loss_scaling");
-  }
-  info.loss_scaling = ls.mode;
-  // Last: every Transpose a GEMM reads is written by now (autodiff's, AMP's Casts placed, master copies bound).
-  if (enabled("fold_transpose")) {
-    FoldTransposePass().Run(g);
-    after("fold_transpose");
-  }
-  if (enabled("fuse_bias_grad")) {
-    FuseBiasGradPass().Run(g);  // after the fold: the weight gradients are the Gemms they will stay
-    after("fuse_bias_grad");
-  }
+  StepBuild b{o, {}, nullptr, ""};
+  PassManager pm = StepPipeline(b);
+  pm.Disable(o.disabled_passes, kLaterStages);
+  if (o.verify_passes) pm.set_verify(true);
+  if (o.after_pass) pm.AfterEach(o.after_pass);
+  pm.Run(g);
+  b.info.loss_scaling = b.loss_scaling;
   if (EnableOptimizerStats(g)) {
-    info.param_norm = g.outputs[g.outputs.size() - 2];
-    info.zero_grad_fraction = g.outputs.back();
+    b.info.param_norm = g.outputs[g.outputs.size() - 2];
+    b.info.zero_grad_fraction = g.outputs.back();
   }
-  return info;
+  return b.info;
 }
 
 }  // namespace ot

@@ -35,7 +35,15 @@ struct StepOptions {
   std::function<void(const std::string& pass, const Graph& g)> after_pass;
   // --disable-pass: optional rewrites left out (OptionalPasses(); "fusion" is the Trainer's, not the pipeline's).
   std::vector<std::string> disabled_passes;
+  // --verify-passes: the verifier around every pass even where VerifyPassesByDefault() says no.
+  bool verify_passes = false;
 };
+
+// The step pipeline's passes in order (every name --dump-after and --disable-pass know of stage 1).
+std::vector<std::string> StepPassNames();
+// pattern_fusion: fuse_gelu, fuse_layer_norm, (training: fuse_softmax_ce,) fuse_matmul_bias. `run` applies the same
+// fusions to the forward graph it runs.
+bool RunPatternFusion(Graph& g, bool training);
 
 // The passes --disable-pass may name: rewrites the step is correct without (pattern_fusion, fp16_range,
 // fold_transpose, fuse_bias_grad, and the Trainer's cluster fusion "fusion", which is --fuse=off).

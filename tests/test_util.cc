@@ -2,10 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "executor/executor.h"
 
 namespace ot::test {
+
+// Every test verifies the graph between the passes of every pipeline it builds (passes/pass_manager.h).
+const bool kVerifyPasses = [] {
+  setenv("ONNXTRAIN_VERIFY_PASSES", "1", 0);
+  return true;
+}();
 
 std::mt19937_64& Rng() {
   static std::mt19937_64 rng(std::random_device{}());

@@ -82,6 +82,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   std::string fuse = "lite", memory_budget, log_json, save, eval_data;
   std::vector<std::string> disable_pass;  // --disable-pass NAME[,NAME...]: optional passes left out
+  bool verify_passes = false;             // --verify-passes
   std::string profile_trace;  // --profile FILE: Chrome trace of one step
   std::string device = "cpu";  // --device auto|cpu|cuda[:N]
   bool tf32 = false, deterministic = false;  // --tf32, --deterministic (GPU)

@@ -26,23 +26,23 @@ CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
   AddTrainOptions(cmd, o.train);
   cmd->add_option("-o,--output", o.output, "STEP.onnx: the model with the step in its TrainingInfoProto")
       ->check(NonEmptyPath());
+  std::string names;
+  for (const std::string& p : StepPassNames()) names += p + "|";
   cmd->add_option("--dump-after", o.dump_after,
-                  "Print the graph after a pass: training_mode|pattern_fusion|loss|autodiff|optimizer|amp|fp16_range|"
-                  "master_weights|loss_scaling|fold_transpose|fuse_bias_grad|fusion (with --fuse)|all, or step (the finished "
-                  "step graph)");
+                  "Print the graph after a pass: " + names + "fusion (with --fuse)|all, or step (the finished step graph)");
   if (CLI::Option* f = cmd->get_option("--fuse")) f->each([&o](const std::string&) { o.fuse_given = true; });
   return cmd;
 }
 
 int Passes(const PassesOptions& o) {
   const TrainOptions& t = o.train;
-  static const std::vector<std::string> kPasses = {"training_mode",  "pattern_fusion", "loss",           "autodiff",
-                                                     "optimizer",      "amp",            "fp16_range",     "master_weights",
-                                                     "loss_scaling",   "fold_transpose", "fuse_bias_grad", "fusion",
-                                                     "step",           "all"};
-  if (!o.dump_after.empty() && std::find(kPasses.begin(), kPasses.end(), o.dump_after) == kPasses.end())
-    throw Error("--dump-after: no pass '" + o.dump_after + "' (training_mode, pattern_fusion, loss, autodiff, optimizer, amp, fp16_range, "
-                "master_weights, loss_scaling, fold_transpose, fuse_bias_grad, fusion, step, all)");
+  std::vector<std::string> known = StepPassNames();
+  known.insert(known.end(), {"fusion", "step", "all"});
+  if (!o.dump_after.empty() && std::find(known.begin(), known.end(), o.dump_after) == known.end()) {
+    std::string list;
+    for (const std::string& p : known) list += (list.empty() ? "" : ", ") + p;
+    throw Error("--dump-after: no pass '" + o.dump_after + "' (" + list + ")");
+  }
   if (o.dump_after == "fusion" && !o.fuse_given) throw Error("--dump-after fusion: give --fuse lite|full (and --batch)");
   if (!o.output.empty()) CheckOutputFile("-o", o.output);
   std::unique_ptr<Graph> model = LoadCheckedModel(t.model);

@@ -11,9 +11,6 @@
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
-#include "passes/fuse_gelu.h"
-#include "passes/fuse_layer_norm.h"
-#include "passes/fuse_matmul_bias.h"
 #include "passes/gradient_op.h"
 #include "passes/step_graph.h"
 #include "tools/cli_checks.h"
@@ -73,11 +70,7 @@ int Run(const RunOptions& o) {
   for (const auto& [name, t] : feeds) CheckFeed(g->FindValue(name), t);  // before fusion sizes anything for them
   // The forward as train runs it: the pattern fusions (as in every --fuse mode), then clusters sized for these
   // inputs' shapes.
-  if (!disabled("pattern_fusion")) {
-    FuseGeluPass().Run(*g);
-    FuseLayerNormPass().Run(*g);
-    FuseMatMulBiasPass().Run(*g);
-  }
+  if (!disabled("pattern_fusion")) RunPatternFusion(*g, false);
   if (mode != "off") {
     std::map<std::string, TensorDesc> descs;
     std::map<std::string, const Tensor*> known;

@@ -123,6 +123,7 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.trace = !o.profile_trace.empty();
   to.fuse.mode = ParseFuseMode(o.fuse);
   to.disabled_passes = o.disable_pass;  // checked where the step is built (BuildStepGraph)
+  to.verify_passes = o.verify_passes;
   if (std::find(o.disable_pass.begin(), o.disable_pass.end(), "fusion") != o.disable_pass.end()) to.fuse.mode = "off";
   to.fuse.memory_budget = o.memory_budget.empty() ? DefaultMemoryBudget() : ParseByteSize(o.memory_budget);
   to.refuse_over_budget = !o.memory_budget.empty();

@@ -59,9 +59,11 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--fuse", o.fuse,
                   "Cluster fusion: off, lite (elementwise ops and row reductions, one output per cluster; the default) "
                   "or full (also clusters with several outputs)");
-  cmd->add_option("--disable-pass", o.disable_pass,
-                  "Leave out optional passes: pattern_fusion, fp16_range, fold_transpose, fuse_bias_grad, fusion")
-      ->delimiter(',');
+  std::string optional;
+  for (const std::string& p : OptionalPasses()) optional += (optional.empty() ? "" : ", ") + p;
+  cmd->add_option("--disable-pass", o.disable_pass, "Leave out optional passes: " + optional)->delimiter(',');
+  cmd->add_flag("--verify-passes", o.verify_passes,
+                "Check the graph's structure after every pass of the step (debug builds and the tests always do)");
   cmd->add_option("--memory-budget", o.memory_budget,
                   "Fusion never raises the planned peak above this (e.g. 2G, 512M; default: the machine's memory)");
   cmd->add_option("--log-json", o.log_json, "Write one JSON object per step (and per evaluation) to this file")

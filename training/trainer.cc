@@ -36,6 +36,7 @@ StepOptions MakeStepOptions(const TrainerOptions& o) {
   so.fp16_range = o.fp16_range;
   so.loss_scale = o.loss_scale;
   so.disabled_passes = o.disabled_passes;
+  so.verify_passes = o.verify_passes;
   return so;
 }
 

@@ -45,6 +45,7 @@ struct TrainerOptions {
   bool refuse_over_budget = false;
   // --disable-pass: the step pipeline's optional rewrites left out (passes/step_graph.h: OptionalPasses).
   std::vector<std::string> disabled_passes;
+  bool verify_passes = false;  // --verify-passes (StepOptions::verify_passes)
 };
 
 // The step-graph pipeline's options of a Trainer's.
