@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernel_common/optim_math.h"
+
 namespace ot::cpu {
 
-enum class OptimKind { kSgd, kMomentum, kNesterov, kAdam, kAdamW, kLamb };
+using OptimKind = ::ot::OptimizerKind;
 
 // Number of state tensors per parameter (momentum buffer; or Adam's m and v).
 int OptimStatesPerParam(OptimKind k);

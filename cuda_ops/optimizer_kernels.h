@@ -32,10 +32,11 @@
 #include <vector>
 
 #include "cuda_ops/row_kernels.h"  // FloatType
+#include "kernel_common/optim_math.h"
 
 namespace ot::cuda {
 
-enum class OptimKind : int { kSgd, kMomentum, kNesterov, kAdam, kAdamW, kLamb };
+using OptimKind = ::ot::OptimizerKind;
 
 // State tensors per parameter: 0 (sgd), 1 (the momentum buffer), 2 (the first and second moments).
 int OptimStateCount(OptimKind k);

@@ -2,12 +2,12 @@
 
 namespace ot {
 
-void RegisterTrainingPreviewKernels(CpuKernelRegistry& r);  // executor/kernels/training_preview.cc
-void RegisterGeluGradKernels(CpuKernelRegistry& r);         // executor/kernels/gelu_grad.cc
-void RegisterFusedLinalgKernels(CpuKernelRegistry& r);      // executor/kernels/fused_linalg.cc
-void RegisterFusedElementwiseKernels(CpuKernelRegistry& r);  // executor/kernels/fused_elementwise.cc
-void RegisterMatMulEpilogueKernels(CpuKernelRegistry& r);    // executor/kernels/matmul_epilogue.cc
-void RegisterConvEpilogueKernels(CpuKernelRegistry& r);      // executor/kernels/conv_epilogue.cc
+void RegisterTrainingPreviewKernels(KernelRegistry& r);  // executor/kernels/training_preview.cc
+void RegisterGeluGradKernels(KernelRegistry& r);         // executor/kernels/gelu_grad.cc
+void RegisterFusedLinalgKernels(KernelRegistry& r);      // executor/kernels/fused_linalg.cc
+void RegisterFusedElementwiseKernels(KernelRegistry& r);  // executor/kernels/fused_elementwise.cc
+void RegisterMatMulEpilogueKernels(KernelRegistry& r);    // executor/kernels/matmul_epilogue.cc
+void RegisterConvEpilogueKernels(KernelRegistry& r);      // executor/kernels/conv_epilogue.cc
 
 const TensorDesc& KernelContext::in(int i) const {
   if (!has_input(i)) Fail("input " + std::to_string(i) + " is missing");
@@ -26,9 +26,9 @@ void KernelContext::RequireDType(int i, std::initializer_list<DataType> allowed)
   Unsupported("input " + std::to_string(i) + " dtype " + DataTypeName(t) + " is not supported");
 }
 
-const CpuKernelRegistry& CpuKernelRegistry::Global() {
-  static const CpuKernelRegistry* reg = [] {
-    auto* r = new CpuKernelRegistry();
+const KernelRegistry& KernelRegistry::Cpu() {
+  static const KernelRegistry* reg = [] {
+    auto* r = new KernelRegistry();
     RegisterElementwiseKernels(*r);
     RegisterReductionKernels(*r);
     RegisterNormKernels(*r);
@@ -49,11 +49,11 @@ const CpuKernelRegistry& CpuKernelRegistry::Global() {
   return *reg;
 }
 
-void CpuKernelRegistry::Register(const std::string& op_type, KernelFactory f, const std::string& domain) {
+void KernelRegistry::Register(const std::string& op_type, KernelFactory f, const std::string& domain) {
   factories_[{domain == "ai.onnx" ? "" : domain, op_type}] = std::move(f);
 }
 
-const KernelFactory* CpuKernelRegistry::Find(const std::string& domain, const std::string& op_type) const {
+const KernelFactory* KernelRegistry::Find(const std::string& domain, const std::string& op_type) const {
   auto it = factories_.find({domain == "ai.onnx" ? "" : domain, op_type});
   return it == factories_.end() ? nullptr : &it->second;
 }

@@ -111,9 +111,11 @@ inline void AllowInPlace(KernelInfo& info, const KernelContext& ctx, int out, in
 
 using KernelFactory = std::function<KernelInfo(const KernelContext&)>;
 
-class CpuKernelRegistry {
+// Kernel factories by (domain, op type), one registry per backend: Cpu() here, the CUDA backend's own in
+// executor/cuda/cuda_backend.cc (CudaRegistry()), each filled by its backend's registration functions.
+class KernelRegistry {
  public:
-  static const CpuKernelRegistry& Global();
+  static const KernelRegistry& Cpu();
   void Register(const std::string& op_type, KernelFactory f, const std::string& domain = "");
   const KernelFactory* Find(const std::string& domain, const std::string& op_type) const;
 
@@ -122,14 +124,14 @@ class CpuKernelRegistry {
 };
 
 // One registration function per family (executor/kernels/<family>.cc).
-void RegisterElementwiseKernels(CpuKernelRegistry& r);
-void RegisterReductionKernels(CpuKernelRegistry& r);
-void RegisterNormKernels(CpuKernelRegistry& r);
-void RegisterLinalgKernels(CpuKernelRegistry& r);
-void RegisterShapeKernels(CpuKernelRegistry& r);
-void RegisterInternalKernels(CpuKernelRegistry& r);
-void RegisterNormGradKernels(CpuKernelRegistry& r);   // executor/kernels/internal_norm.cc
-void RegisterConvGradKernels(CpuKernelRegistry& r);   // executor/kernels/internal_conv.cc
-void RegisterOptimizerKernels(CpuKernelRegistry& r);  // executor/kernels/internal_optim.cc
+void RegisterElementwiseKernels(KernelRegistry& r);
+void RegisterReductionKernels(KernelRegistry& r);
+void RegisterNormKernels(KernelRegistry& r);
+void RegisterLinalgKernels(KernelRegistry& r);
+void RegisterShapeKernels(KernelRegistry& r);
+void RegisterInternalKernels(KernelRegistry& r);
+void RegisterNormGradKernels(KernelRegistry& r);   // executor/kernels/internal_norm.cc
+void RegisterConvGradKernels(KernelRegistry& r);   // executor/kernels/internal_conv.cc
+void RegisterOptimizerKernels(KernelRegistry& r);  // executor/kernels/internal_optim.cc
 
 }  // namespace ot

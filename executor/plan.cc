@@ -89,7 +89,7 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
                                     const std::map<std::string, const Tensor*>& known, uint64_t seed,
                                     bool state_in_place, std::shared_ptr<DeviceBackend> device) {
   const OpRegistry& reg = OpRegistry::Global();
-  const CpuKernelRegistry& kreg = CpuKernelRegistry::Global();
+  const KernelRegistry& kreg = KernelRegistry::Cpu();
   std::unique_ptr<Plan> p(new Plan());
   p->device_ = std::move(device);
   p->state_in_place_ = state_in_place;

@@ -10,6 +10,9 @@
 
 namespace ot {
 
+// The optimizer kinds, one enum for the passes that build the update and both backends' update kernels.
+enum class OptimizerKind : int { kSgd, kMomentum, kNesterov, kAdam, kAdamW, kLamb };
+
 // torch.nn.utils.clip_grad_norm_: the factor every gradient is multiplied by (1 when no clipping applies;
 // max_norm <= 0 turns clipping off).
 template <typename M>

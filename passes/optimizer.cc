@@ -8,6 +8,7 @@
 #include "graph/error.h"
 #include "graph/graph.h"
 #include "graph/op_registry.h"
+#include "graph/ops/optimizer_layout.h"
 
 namespace ot {
 
@@ -23,12 +24,8 @@ int StatesPerParam(OptimizerKind k) {
 }  // namespace
 
 OptimizerKind ParseOptimizerKind(const std::string& s) {
-  if (s == "sgd") return OptimizerKind::kSgd;
-  if (s == "momentum") return OptimizerKind::kMomentum;
-  if (s == "nesterov") return OptimizerKind::kNesterov;
-  if (s == "adam") return OptimizerKind::kAdam;
-  if (s == "adamw") return OptimizerKind::kAdamW;
-  if (s == "lamb") return OptimizerKind::kLamb;
+  OptimizerKind k;
+  if (OptimizerKindOf(s, &k)) return k;
   throw Error("--optimizer: unknown optimizer '" + s + "' (choose sgd, momentum, nesterov, adam, adamw or lamb)");
 }
 

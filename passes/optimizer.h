@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "kernel_common/optim_math.h"  // OptimizerKind
 #include "passes/pass.h"
 
 namespace ot {
 
-enum class OptimizerKind { kSgd, kMomentum, kNesterov, kAdam, kAdamW, kLamb };
 
 // "sgd" | "momentum" | "nesterov" | "adam" | "adamw" | "lamb"; throws Error naming the choices otherwise.
 OptimizerKind ParseOptimizerKind(const std::string& s);

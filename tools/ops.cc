@@ -14,7 +14,7 @@ namespace ot::tools {
 
 int Ops(bool markdown) {
   const OpRegistry& reg = OpRegistry::Global();
-  const CpuKernelRegistry& kreg = CpuKernelRegistry::Global();
+  const KernelRegistry& kreg = KernelRegistry::Cpu();
   std::map<std::string, std::vector<std::string>> by_domain;
   for (const OpSchema* s : reg.All()) {
     if (!kreg.Find(s->domain, s->op_type)) continue;
@@ -38,7 +38,7 @@ int Ops(bool markdown) {
 
 int OpsWithoutGpuKernel() {
   if (!CudaBackendBuilt()) std::printf("this onnx-train was built without the CUDA backend\n");
-  const CpuKernelRegistry& kreg = CpuKernelRegistry::Global();
+  const KernelRegistry& kreg = KernelRegistry::Cpu();
   for (const OpSchema* s : OpRegistry::Global().All()) {
     if (!kreg.Find(s->domain, s->op_type) || CudaHasKernel(s->domain, s->op_type)) continue;
     // Shape, Size and Constant always fold when a plan is made (their values are known), on a device too.

@@ -44,9 +44,9 @@ int CudaDeviceCountImpl() {
 
 namespace {
 
-const CpuKernelRegistry& CudaRegistry() {
-  static const CpuKernelRegistry* r = [] {
-    auto* reg = new CpuKernelRegistry();
+const KernelRegistry& CudaRegistry() {
+  static const KernelRegistry* r = [] {
+    auto* reg = new KernelRegistry();
     RegisterCudaCopyKernels(*reg);
     RegisterCudaFusedKernels(*reg);
     RegisterCudaLinalgKernels(*reg);

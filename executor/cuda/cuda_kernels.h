@@ -60,14 +60,14 @@ KernelInfo DeviceCopyKernel(const KernelContext& ctx);
 // The kernel of a node the fusion table lowers (nullopt when it does not lower, e.g. an opaque op).
 std::optional<KernelInfo> GeneratedKernel(const KernelContext& ctx);
 
-void RegisterCudaCopyKernels(CpuKernelRegistry& r);    // executor/cuda/kernels_copy.cc
-void RegisterCudaFusedKernels(CpuKernelRegistry& r);   // executor/cuda/kernels_generated.cc
-void RegisterCudaLinalgKernels(CpuKernelRegistry& r);  // executor/cuda/kernels_linalg.cc
-void RegisterCudaRowKernels(CpuKernelRegistry& r);     // executor/cuda/kernels_rows.cc
-void RegisterCudaOptimizerKernels(CpuKernelRegistry& r);  // executor/cuda/kernels_optim.cc
-void RegisterCudaDataKernels(CpuKernelRegistry& r);    // executor/cuda/kernels_data.cc (also Expand, Tile)
-void RegisterCudaConvKernels(CpuKernelRegistry& r);    // kernels_conv.cc (Conv, its gradients, ConvTranspose, ReduceSum)
-void RegisterCudaPoolKernels(CpuKernelRegistry& r);    // executor/cuda/kernels_conv_pool.cc (cuDNN pooling, LpPool)
-void RegisterCudaBatchNormKernels(CpuKernelRegistry& r);  // executor/cuda/kernels_conv_norm.cc
+void RegisterCudaCopyKernels(KernelRegistry& r);    // executor/cuda/kernels_copy.cc
+void RegisterCudaFusedKernels(KernelRegistry& r);   // executor/cuda/kernels_generated.cc
+void RegisterCudaLinalgKernels(KernelRegistry& r);  // executor/cuda/kernels_linalg.cc
+void RegisterCudaRowKernels(KernelRegistry& r);     // executor/cuda/kernels_rows.cc
+void RegisterCudaOptimizerKernels(KernelRegistry& r);  // executor/cuda/kernels_optim.cc
+void RegisterCudaDataKernels(KernelRegistry& r);    // executor/cuda/kernels_data.cc (also Expand, Tile)
+void RegisterCudaConvKernels(KernelRegistry& r);    // kernels_conv.cc (Conv, its gradients, ConvTranspose, ReduceSum)
+void RegisterCudaPoolKernels(KernelRegistry& r);    // executor/cuda/kernels_conv_pool.cc (cuDNN pooling, LpPool)
+void RegisterCudaBatchNormKernels(KernelRegistry& r);  // executor/cuda/kernels_conv_norm.cc
 
 }  // namespace ot

@@ -237,7 +237,7 @@ KernelInfo ReduceSumKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterCudaConvKernels(CpuKernelRegistry& r) {
+void RegisterCudaConvKernels(KernelRegistry& r) {
   r.Register("Conv", ConvKernel);
   r.Register("ConvGradData", [](const KernelContext& c) { return ConvGradKernel(c, true); }, kInternalDomain);
   r.Register("ConvGradWeight", [](const KernelContext& c) { return ConvGradKernel(c, false); }, kInternalDomain);

@@ -139,7 +139,7 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterCudaBatchNormKernels(CpuKernelRegistry& r) {
+void RegisterCudaBatchNormKernels(KernelRegistry& r) {
   r.Register("BatchNormalization", BatchNormKernel);
   r.Register("BatchNormGrad", BatchNormGradKernel, kInternalDomain);
 }

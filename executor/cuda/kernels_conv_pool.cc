@@ -148,7 +148,7 @@ KernelInfo LpPoolKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterCudaPoolKernels(CpuKernelRegistry& r) {
+void RegisterCudaPoolKernels(KernelRegistry& r) {
   for (const char* op : {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"}) r.Register(op, PoolKernel);
   r.Register("MaxPoolGrad", [](const KernelContext& c) { return PoolGradKernel(c, true); }, kInternalDomain);
   r.Register("AveragePoolGrad", [](const KernelContext& c) { return PoolGradKernel(c, false); }, kInternalDomain);

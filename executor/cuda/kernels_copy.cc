@@ -22,7 +22,7 @@ KernelInfo DeviceCopyKernel(const KernelContext& ctx) {
   return info;
 }
 
-void RegisterCudaCopyKernels(CpuKernelRegistry& r) {
+void RegisterCudaCopyKernels(KernelRegistry& r) {
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.Register(op, DeviceCopyKernel);
 }
 

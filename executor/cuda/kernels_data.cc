@@ -191,7 +191,7 @@ KernelInfo TileKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterCudaDataKernels(CpuKernelRegistry& r) {
+void RegisterCudaDataKernels(KernelRegistry& r) {
   r.Register("Transpose", TransposeKernel);
   r.Register("Gather", GatherKernel);
   r.Register("GatherGrad", GatherGradKernel, kInternalDomain);

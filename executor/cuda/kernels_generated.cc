@@ -164,7 +164,7 @@ std::optional<KernelInfo> GeneratedKernel(const KernelContext& ctx) {
   return MakeGenerated(ctx, b.program, b.domain, in_map);
 }
 
-void RegisterCudaFusedKernels(CpuKernelRegistry& r) {
+void RegisterCudaFusedKernels(KernelRegistry& r) {
   r.Register("FusedElementwise", FusedElementwiseKernel, kInternalDomain);
 }
 

@@ -211,7 +211,7 @@ KernelInfo MatMulBiasKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterCudaLinalgKernels(CpuKernelRegistry& r) {
+void RegisterCudaLinalgKernels(KernelRegistry& r) {
   r.Register("MatMul", MatMulKernel);
   r.Register("Gemm", GemmOpKernel);
   r.Register("MatMulBias", MatMulBiasKernel, kInternalDomain);

@@ -44,19 +44,11 @@ void Copy(void* dst, const void* src, size_t n, void* stream) {
     CudaCheck(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)), "state copy");
 }
 
-cuda::OptimKind KindOf(const KernelContext& ctx, const std::string& kind) {
-  if (kind == "sgd") return cuda::OptimKind::kSgd;
-  if (kind == "momentum") return cuda::OptimKind::kMomentum;
-  if (kind == "nesterov") return cuda::OptimKind::kNesterov;
-  if (kind == "adam") return cuda::OptimKind::kAdam;
-  if (kind == "adamw") return cuda::OptimKind::kAdamW;
-  if (kind == "lamb") return cuda::OptimKind::kLamb;
-  ctx.Fail("unknown optimizer kind '" + kind + "'");
-}
-
 KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   const Node& node = ctx.node;
-  const cuda::OptimKind okind = KindOf(ctx, node.attr_string("kind", ""));
+  OptimizerHyperparams a;
+  if (const std::string why = OptimizerHyperparams::Decode(node, &a); !why.empty()) ctx.Fail(why);
+  const cuda::OptimKind okind = a.kind;
   const OptimizerLayout l = OptimizerLayout::Of(node);
   const int k = cuda::OptimStateCount(okind);
   if (l.k != k || static_cast<int>(ctx.inputs.size()) != l.num_inputs() ||
@@ -65,20 +57,17 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   const bool lr64 = ctx.in(0).dtype == DataType::kFloat64;
   if (ctx.in(0).dtype != DataType::kFloat32 && !lr64)
     ctx.Unsupported("a learning rate of " + DataTypeName(ctx.in(0).dtype));
-  const Attribute* hp = node.attr("hyperparameters");
-  if (!hp || hp->kind != Attribute::Kind::kTensor || hp->t.numel() != 6)
-    ctx.Fail("attribute hyperparameters must be a tensor of 6 values");
   cuda::OptimHyper h;
   h.kind = okind;
-  h.beta1 = hp->t.GetDouble(0);
-  h.beta2 = hp->t.GetDouble(1);
-  h.eps = hp->t.GetDouble(2);
-  h.weight_decay = hp->t.GetDouble(3);
-  h.momentum = hp->t.GetDouble(4);
-  h.max_grad_norm = hp->t.GetDouble(5);
-  h.lr_schedule = static_cast<int>(node.attr_int("lr_schedule", 0));
-  h.warmup = node.attr_int("warmup", 0);
-  h.total_steps = node.attr_int("total_steps", 0);
+  h.beta1 = a.beta1;
+  h.beta2 = a.beta2;
+  h.eps = a.eps;
+  h.weight_decay = a.weight_decay;
+  h.momentum = a.momentum;
+  h.max_grad_norm = a.max_grad_norm;
+  h.lr_schedule = a.lr_schedule;
+  h.warmup = a.warmup;
+  h.total_steps = a.total_steps;
   const int n = l.n;
   const bool accumulating = l.accumulating();
   const int64_t accumulate = l.accumulate;
@@ -113,11 +102,11 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   const int micro_in = l.micro_in(), micro_out = l.micro_out();
   cuda::LossScaleState ls0;
   ls0.dynamic = l.loss_scaling == "dynamic";
-  ls0.growth = node.attr_float("growth_factor", 2.f);
-  ls0.backoff = node.attr_float("backoff_factor", .5f);
-  ls0.min_scale = node.attr_float("min_scale", 1.f);
-  ls0.growth_interval = node.attr_int("growth_interval", 2000);
-  ls0.overflows = node.attr_int("overflows_to_backoff", 1);
+  ls0.growth = a.growth_factor;
+  ls0.backoff = a.backoff_factor;
+  ls0.min_scale = a.min_scale;
+  ls0.growth_interval = a.growth_interval;
+  ls0.overflows = a.overflows_to_backoff;
   int64_t chunks = 0, total_elements = 0;
   for (int64_t c : numel) {
     chunks += (c + cuda::kOptimChunk - 1) / cuda::kOptimChunk;
@@ -233,7 +222,7 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterCudaOptimizerKernels(CpuKernelRegistry& r) {
+void RegisterCudaOptimizerKernels(KernelRegistry& r) {
   r.Register("OptimizerUpdate", OptimizerUpdateKernel, kInternalDomain);
 }
 

@@ -267,7 +267,7 @@ KernelInfo ReduceToShapeKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterCudaRowKernels(CpuKernelRegistry& r) {
+void RegisterCudaRowKernels(KernelRegistry& r) {
   r.Register("LayerNormalization", LayerNormKernel);
   r.Register("LayerNormalization", LayerNormKernel, kInternalDomain);
   r.Register("LayerNormGrad", LayerNormGradKernel, kInternalDomain);

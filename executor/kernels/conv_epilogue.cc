@@ -29,7 +29,7 @@
 
 namespace ot {
 
-void RegisterConvEpilogueKernels(CpuKernelRegistry& r);
+void RegisterConvEpilogueKernels(KernelRegistry& r);
 
 namespace {
 
@@ -153,7 +153,7 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterConvEpilogueKernels(CpuKernelRegistry& r) {
+void RegisterConvEpilogueKernels(KernelRegistry& r) {
   r.Register("ConvEpilogue", ConvEpilogueKernel, kInternalDomain);
 }
 

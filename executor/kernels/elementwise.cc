@@ -14,7 +14,7 @@
 
 namespace ot {
 
-void RegisterElementwiseBinaryKernels(CpuKernelRegistry& r);  // elementwise_binary.cc
+void RegisterElementwiseBinaryKernels(KernelRegistry& r);  // elementwise_binary.cc
 
 namespace {
 
@@ -53,7 +53,7 @@ KernelInfo MakeUnary(const KernelContext& ctx, cpu::UnaryOp op, cpu::UnaryParams
   });
 }
 
-void RegUnary(CpuKernelRegistry& r, const char* op_type, cpu::UnaryOp op, ParamsFn params = NoParams) {
+void RegUnary(KernelRegistry& r, const char* op_type, cpu::UnaryOp op, ParamsFn params = NoParams) {
   r.Register(op_type, [op, params](const KernelContext& ctx) { return MakeUnary(ctx, op, params(ctx.node)); });
 }
 
@@ -177,7 +177,7 @@ cpu::UnaryParams Alpha(const Node& n, float def) {
 
 }  // namespace
 
-void RegisterElementwiseKernels(CpuKernelRegistry& r) {
+void RegisterElementwiseKernels(KernelRegistry& r) {
   using U = cpu::UnaryOp;
   RegUnary(r, "Abs", U::kAbs);
   RegUnary(r, "Neg", U::kNeg);

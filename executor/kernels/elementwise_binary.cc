@@ -57,7 +57,7 @@ KernelInfo MakeBinary(const KernelContext& ctx, BinaryOp op, bool legacy_op) {
   });
 }
 
-void RegBinary(CpuKernelRegistry& r, const char* op_type, BinaryOp op, bool legacy_op) {
+void RegBinary(KernelRegistry& r, const char* op_type, BinaryOp op, bool legacy_op) {
   r.Register(op_type, [op, legacy_op](const KernelContext& ctx) { return MakeBinary(ctx, op, legacy_op); });
 }
 
@@ -151,7 +151,7 @@ KernelInfo MakeVariadic(const KernelContext& ctx, cpu::VariadicOp op) {
 
 }  // namespace
 
-void RegisterElementwiseBinaryKernels(CpuKernelRegistry& r) {
+void RegisterElementwiseBinaryKernels(KernelRegistry& r) {
   RegBinary(r, "Add", BinaryOp::kAdd, true);
   RegBinary(r, "Sub", BinaryOp::kSub, true);
   RegBinary(r, "Mul", BinaryOp::kMul, true);

@@ -72,7 +72,7 @@ KernelInfo FusedElementwiseKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterFusedElementwiseKernels(CpuKernelRegistry& r) {
+void RegisterFusedElementwiseKernels(KernelRegistry& r) {
   r.Register("FusedElementwise", FusedElementwiseKernel, kInternalDomain);
 }
 

@@ -23,7 +23,7 @@
 
 namespace ot {
 
-void RegisterFusedLinalgKernels(CpuKernelRegistry& r);
+void RegisterFusedLinalgKernels(KernelRegistry& r);
 
 // MatMulBias's operands as one GEMM over the M' = prod(A's leading dims) rows; B [K, N], or [N, K] with trans_b
 // (shared with the GPU kernel).
@@ -137,6 +137,6 @@ KernelInfo MatMulBiasKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterFusedLinalgKernels(CpuKernelRegistry& r) { r.Register("MatMulBias", MatMulBiasKernel, kInternalDomain); }
+void RegisterFusedLinalgKernels(KernelRegistry& r) { r.Register("MatMulBias", MatMulBiasKernel, kInternalDomain); }
 
 }  // namespace ot

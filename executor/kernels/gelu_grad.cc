@@ -84,7 +84,7 @@ KernelInfo GeluGradKernel(const KernelContext& ctx) {
 // Also the kernels of ai.onnxtrain.Gelu and ai.onnxtrain.LayerNormalization (the ONNX ops under the internal
 // domain, for fused nodes in models of older opsets: graph/grad/norm_grad.cc): the ONNX kernels themselves, so this
 // runs after the elementwise and norm families are registered.
-void RegisterGeluGradKernels(CpuKernelRegistry& r) {
+void RegisterGeluGradKernels(KernelRegistry& r) {
   r.Register("GeluGrad", GeluGradKernel, kInternalDomain);
   for (const char* op : {"Gelu", "LayerNormalization"})
     if (const KernelFactory* f = r.Find("", op)) r.Register(op, KernelFactory(*f), kInternalDomain);

@@ -121,7 +121,7 @@ KernelInfo ReluGradKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterInternalKernels(CpuKernelRegistry& r) {
+void RegisterInternalKernels(KernelRegistry& r) {
   r.Register("ReduceToShape", ReduceToShapeKernel, kInternalDomain);
   r.Register("ReluGrad", ReluGradKernel, kInternalDomain);
 }

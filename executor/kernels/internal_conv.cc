@@ -291,7 +291,7 @@ KernelInfo GatherGradKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterConvGradKernels(CpuKernelRegistry& r) {
+void RegisterConvGradKernels(KernelRegistry& r) {
   r.Register(
       "ConvGradData",
       [](const KernelContext& c) { return ConvBackwardKernel(c, cpu::DnnlConvBackward::Kind::kData); },

@@ -421,7 +421,7 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterNormGradKernels(CpuKernelRegistry& r) {
+void RegisterNormGradKernels(KernelRegistry& r) {
   r.Register("SoftmaxGrad", SoftmaxGradKernel, kInternalDomain);
   r.Register("LossGrad", LossGradKernel, kInternalDomain);
   r.Register("LayerNormGrad", LayerNormGradKernel, kInternalDomain);

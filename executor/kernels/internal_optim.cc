@@ -18,24 +18,16 @@ namespace ot {
 namespace {
 
 KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
-  const std::string kind = ctx.node.attr_string("kind", "");
+  OptimizerHyperparams a;
+  if (const std::string why = OptimizerHyperparams::Decode(ctx.node, &a); !why.empty()) ctx.Fail(why);
   cpu::OptimHyper h;
-  if (kind == "sgd") h.kind = cpu::OptimKind::kSgd;
-  else if (kind == "momentum") h.kind = cpu::OptimKind::kMomentum;
-  else if (kind == "nesterov") h.kind = cpu::OptimKind::kNesterov;
-  else if (kind == "adam") h.kind = cpu::OptimKind::kAdam;
-  else if (kind == "adamw") h.kind = cpu::OptimKind::kAdamW;
-  else if (kind == "lamb") h.kind = cpu::OptimKind::kLamb;
-  else ctx.Fail("unknown optimizer kind '" + kind + "'");
-  const Attribute* hp = ctx.node.attr("hyperparameters");
-  if (!hp || hp->kind != Attribute::Kind::kTensor || hp->t.numel() != 6)
-    ctx.Fail("attribute hyperparameters must be a tensor of 6 values");
-  h.beta1 = hp->t.GetDouble(0);
-  h.beta2 = hp->t.GetDouble(1);
-  h.eps = hp->t.GetDouble(2);
-  h.weight_decay = hp->t.GetDouble(3);
-  h.momentum = hp->t.GetDouble(4);
-  h.clip_grad_norm = hp->t.GetDouble(5);
+  h.kind = a.kind;
+  h.beta1 = a.beta1;
+  h.beta2 = a.beta2;
+  h.eps = a.eps;
+  h.weight_decay = a.weight_decay;
+  h.momentum = a.momentum;
+  h.clip_grad_norm = a.max_grad_norm;
   const int n = static_cast<int>(ctx.node.attr_int("num_params", 0));
   const int k = cpu::OptimStatesPerParam(h.kind);
   const OptimizerLayout l = OptimizerLayout::Of(ctx.node);
@@ -73,16 +65,14 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   if (scaling)
     for (int j = 0; j < 3; ++j)
       if (ctx.in(scale_in + j).numel() != 1) ctx.Fail("the loss-scale state must be scalars");
-  const float growth = ctx.node.attr_float("growth_factor", 2.f), backoff = ctx.node.attr_float("backoff_factor", .5f);
-  const float min_scale = ctx.node.attr_float("min_scale", 1.f);
-  const int64_t interval = ctx.node.attr_int("growth_interval", 2000);
-  const int64_t overflows = ctx.node.attr_int("overflows_to_backoff", 1);
+  const float growth = a.growth_factor, backoff = a.backoff_factor, min_scale = a.min_scale;
+  const int64_t interval = a.growth_interval, overflows = a.overflows_to_backoff;
   const bool stats = l.stats;
   const int norm_out = l.param_norm_out(), zero_out = l.zero_fraction_out();
   const int base = l.step_out();
   const int64_t accumulate = l.accumulate;
-  const int schedule = static_cast<int>(ctx.node.attr_int("lr_schedule", 0));
-  const int64_t warmup = ctx.node.attr_int("warmup", 0), total = ctx.node.attr_int("total_steps", 0);
+  const int schedule = a.lr_schedule;
+  const int64_t warmup = a.warmup, total = a.total_steps;
   const int acc_in = l.micro_in(), acc_out = l.micro_out();  // micro-step counter, then the n sums
   KernelInfo info;
   // In place (the plan writes the next state into the state's own storage): every operand's element i is read
@@ -164,7 +154,7 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterOptimizerKernels(CpuKernelRegistry& r) {
+void RegisterOptimizerKernels(KernelRegistry& r) {
   r.Register("OptimizerUpdate", OptimizerUpdateKernel, kInternalDomain);
 }
 

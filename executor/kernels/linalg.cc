@@ -17,10 +17,10 @@
 
 namespace ot {
 
-void RegisterLinalgPoolKernels(CpuKernelRegistry& r);    // linalg_pool.cc
-void RegisterLinalgQuantKernels(CpuKernelRegistry& r);   // linalg_quant.cc
+void RegisterLinalgPoolKernels(KernelRegistry& r);    // linalg_pool.cc
+void RegisterLinalgQuantKernels(KernelRegistry& r);   // linalg_quant.cc
 cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi);
-void RegisterLinalgEinsumKernels(CpuKernelRegistry& r);  // linalg_einsum.cc
+void RegisterLinalgEinsumKernels(KernelRegistry& r);  // linalg_einsum.cc
 
 namespace {
 
@@ -341,7 +341,7 @@ KernelInfo ConvKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterLinalgKernels(CpuKernelRegistry& r) {
+void RegisterLinalgKernels(KernelRegistry& r) {
   r.Register("MatMul", MatMulKernel);
   r.Register("Gemm", GemmKernel);
   r.Register("MatMulTrans", MatMulTransKernel, kInternalDomain);

@@ -301,6 +301,6 @@ KernelInfo EinsumKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterLinalgEinsumKernels(CpuKernelRegistry& r) { r.Register("Einsum", EinsumKernel); }
+void RegisterLinalgEinsumKernels(KernelRegistry& r) { r.Register("Einsum", EinsumKernel); }
 
 }  // namespace ot

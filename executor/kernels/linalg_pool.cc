@@ -95,7 +95,7 @@ KernelInfo PoolKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterLinalgPoolKernels(CpuKernelRegistry& r) {
+void RegisterLinalgPoolKernels(KernelRegistry& r) {
   for (const char* op : {"MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
     r.Register(op, PoolKernel);
 }

@@ -151,7 +151,7 @@ KernelInfo IntegerConv(const KernelContext& ctx, bool qlinear) {
 
 }  // namespace
 
-void RegisterLinalgQuantKernels(CpuKernelRegistry& r) {
+void RegisterLinalgQuantKernels(KernelRegistry& r) {
   r.Register("MatMulInteger", [](const KernelContext& ctx) { return IntegerMatMul(ctx, false); });
   r.Register("QLinearMatMul", [](const KernelContext& ctx) { return IntegerMatMul(ctx, true); });
   r.Register("ConvInteger", [](const KernelContext& ctx) { return IntegerConv(ctx, false); });

@@ -28,7 +28,7 @@
 
 namespace ot {
 
-void RegisterMatMulEpilogueKernels(CpuKernelRegistry& r);
+void RegisterMatMulEpilogueKernels(KernelRegistry& r);
 
 namespace {
 
@@ -156,7 +156,7 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterMatMulEpilogueKernels(CpuKernelRegistry& r) {
+void RegisterMatMulEpilogueKernels(KernelRegistry& r) {
   r.Register("MatMulEpilogue", MatMulEpilogueKernel, kInternalDomain);
 }
 

@@ -341,7 +341,7 @@ KernelInfo MakeLoss(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterNormKernels(CpuKernelRegistry& r) {
+void RegisterNormKernels(KernelRegistry& r) {
   r.Register("Softmax", MakeSoftmax);
   r.Register("LogSoftmax", MakeSoftmax);
   r.Register("Hardmax", MakeSoftmax);

@@ -141,7 +141,7 @@ KernelInfo MakeCumSum(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterReductionKernels(CpuKernelRegistry& r) {
+void RegisterReductionKernels(KernelRegistry& r) {
   for (const auto& [op, kind] : ReduceKinds()) r.Register(op, MakeReduce);
   r.Register("ArgMax", MakeArg);
   r.Register("ArgMin", MakeArg);

@@ -198,7 +198,7 @@ KernelInfo SpaceDepthKernel(const KernelContext& ctx, bool to_space) {
 
 }  // namespace
 
-void RegisterShapeKernels(CpuKernelRegistry& r) {
+void RegisterShapeKernels(KernelRegistry& r) {
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) r.Register(op, CopyKernel);
   r.Register("Transpose", TransposeKernel);
   r.Register("Concat", ConcatKernel);

@@ -274,7 +274,7 @@ KernelInfo TopKKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterShapeIndexKernels(CpuKernelRegistry& r) {
+void RegisterShapeIndexKernels(KernelRegistry& r) {
   r.Register("Gather", GatherKernel);
   r.Register("GatherElements", GatherElementsKernel);
   r.Register("GatherND", GatherNDKernel);

@@ -21,6 +21,6 @@ inline shape_ops::ValueOf KernelValues(const KernelContext& ctx) {
   };
 }
 
-void RegisterShapeIndexKernels(CpuKernelRegistry& r);
+void RegisterShapeIndexKernels(KernelRegistry& r);
 
 }  // namespace ot::shape_kernels

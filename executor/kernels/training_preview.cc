@@ -111,7 +111,7 @@ KernelInfo MomentumKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterTrainingPreviewKernels(CpuKernelRegistry& r) {
+void RegisterTrainingPreviewKernels(KernelRegistry& r) {
   r.Register("Adagrad", AdagradKernel, kPreviewDomain);
   r.Register("Adam", AdamKernel, kPreviewDomain);
   r.Register("Momentum", MomentumKernel, kPreviewDomain);

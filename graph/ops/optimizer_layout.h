@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "kernel_common/optim_math.h"
 
 namespace ot {
 
@@ -29,6 +30,54 @@ inline int OptimizerStatesPerParam(const std::string& kind) {
   if (kind == "adam" || kind == "adamw" || kind == "lamb") return 2;
   return -1;
 }
+
+// An optimizer kind's attribute name ("sgd", ..., "lamb"); false for any other.
+inline bool OptimizerKindOf(const std::string& name, OptimizerKind* kind) {
+  static const std::pair<const char*, OptimizerKind> kKinds[] = {
+      {"sgd", OptimizerKind::kSgd},   {"momentum", OptimizerKind::kMomentum}, {"nesterov", OptimizerKind::kNesterov},
+      {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW},       {"lamb", OptimizerKind::kLamb}};
+  for (const auto& [n, k] : kKinds)
+    if (name == n) {
+      *kind = k;
+      return true;
+    }
+  return false;
+}
+
+// The hyperparameters of an OptimizerUpdate node, decoded once for both backends' update kernels.
+struct OptimizerHyperparams {
+  OptimizerKind kind = OptimizerKind::kSgd;
+  double beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, momentum = 0, max_grad_norm = 0;
+  int lr_schedule = 0;  // 0 constant, 1 linear, 2 cosine (kernel_common/optim_math.h's LrScheduleFactor)
+  int64_t warmup = 0, total_steps = 0;
+  // Dynamic loss scaling.
+  float growth_factor = 2.f, backoff_factor = .5f, min_scale = 1.f;
+  int64_t growth_interval = 2000, overflows_to_backoff = 1;
+
+  // Returns what is wrong with the attributes (an unknown kind, hyperparameters that are not 6 values), or "".
+  static std::string Decode(const Node& node, OptimizerHyperparams* h) {
+    const std::string kind = node.attr_string("kind", "");
+    if (!OptimizerKindOf(kind, &h->kind)) return "unknown optimizer kind '" + kind + "'";
+    const Attribute* hp = node.attr("hyperparameters");
+    if (!hp || hp->kind != Attribute::Kind::kTensor || hp->t.numel() != 6)
+      return "attribute hyperparameters must be a tensor of 6 values";
+    h->beta1 = hp->t.GetDouble(0);
+    h->beta2 = hp->t.GetDouble(1);
+    h->eps = hp->t.GetDouble(2);
+    h->weight_decay = hp->t.GetDouble(3);
+    h->momentum = hp->t.GetDouble(4);
+    h->max_grad_norm = hp->t.GetDouble(5);
+    h->lr_schedule = static_cast<int>(node.attr_int("lr_schedule", 0));
+    h->warmup = node.attr_int("warmup", 0);
+    h->total_steps = node.attr_int("total_steps", 0);
+    h->growth_factor = node.attr_float("growth_factor", 2.f);
+    h->backoff_factor = node.attr_float("backoff_factor", .5f);
+    h->min_scale = node.attr_float("min_scale", 1.f);
+    h->growth_interval = node.attr_int("growth_interval", 2000);
+    h->overflows_to_backoff = node.attr_int("overflows_to_backoff", 1);
+    return "";
+  }
+};
 
 struct OptimizerLayout {
   int n = 0;                     // parameters

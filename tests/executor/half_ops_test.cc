@@ -128,7 +128,7 @@ std::vector<Tensor> RunKernel(const Call& c, const std::vector<Tensor>& ins, con
     outs.push_back({o.dtype, o.shape.StaticDims(), true});
   }
   KernelContext kctx{*n, descs, vals, outs, 1234};
-  const KernelFactory* f = CpuKernelRegistry::Global().Find(c.domain, c.op);
+  const KernelFactory* f = KernelRegistry::Cpu().Find(c.domain, c.op);
   if (!f) throw Error("no kernel for " + c.op);
   KernelInfo k = (*f)(kctx);
   std::vector<Tensor> result;

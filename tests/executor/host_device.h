@@ -20,7 +20,7 @@ class HostDevice : public DeviceBackend {
  public:
   std::string name() const override { return "host-fake"; }
   std::optional<KernelInfo> MakeKernel(const KernelContext& ctx) const override {
-    const KernelFactory* f = CpuKernelRegistry::Global().Find(ctx.node.domain, ctx.node.op_type);
+    const KernelFactory* f = KernelRegistry::Cpu().Find(ctx.node.domain, ctx.node.op_type);
     if (!f) return std::nullopt;
     return (*f)(ctx);
   }

@@ -180,7 +180,7 @@ TEST(ConvGrad, Float32KernelRunsOnAnotherThread) {
     n->op_type = weights ? "ConvGradWeight" : "ConvGradData";
     KernelContext ctx{*n, {desc(yd), desc(weights ? xd : wd), TensorDesc{DataType::kInt64, {4}, true}},
                       {nullptr, nullptr, nullptr}, {desc(weights ? wd : xd)}};
-    const KernelFactory* f = CpuKernelRegistry::Global().Find(kInternalDomain, n->op_type);
+    const KernelFactory* f = KernelRegistry::Cpu().Find(kInternalDomain, n->op_type);
     ASSERT_NE(f, nullptr);
     KernelInfo k = (*f)(ctx);
     EXPECT_TRUE(k.exclusive);

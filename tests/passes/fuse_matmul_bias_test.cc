@@ -298,7 +298,7 @@ Tensor RunMatMulBias(const Tensor& a, const Tensor& b, const Tensor& bias, const
   const TypeShape& o = ictx.outputs()[0];
   EXPECT_TRUE(o.present && o.shape.is_static());
   KernelContext kctx{*n, descs, {nullptr, nullptr, nullptr}, {{o.dtype, o.shape.StaticDims(), true}}};
-  const KernelFactory* f = CpuKernelRegistry::Global().Find(kInternalDomain, "MatMulBias");
+  const KernelFactory* f = KernelRegistry::Cpu().Find(kInternalDomain, "MatMulBias");
   EXPECT_NE(f, nullptr);
   KernelInfo k = (*f)(kctx);
   EXPECT_EQ(k.exclusive, a.dtype() != DataType::kFloat64);  // oneDNN runs its own OpenMP team
