@@ -94,9 +94,15 @@ def torch_bench(args):
     data = np.load(os.path.join(args.out, "encoder.npz"))
     x = torch.from_numpy(data["x"][:args.batch]).to(dev)
     y = torch.from_numpy(data["y"][:args.batch]).to(dev)
-    for mode in ("fp32", "amp_fp16"):
+    for mode in args.modes.split(","):
         model = make(args).to(dev).train()
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+        forward = model
+        if mode.endswith("_compiled"):  # torch.compile'd: its first steps compile (minutes cold), the median skips them
+            if not hasattr(torch, "compile"):
+                print(json.dumps({"peer": "pytorch", "mode": mode, "error": "this torch has no torch.compile"}))
+                continue
+            forward = torch.compile(model)
         scaler = torch.cuda.amp.GradScaler(enabled=mode != "fp32" and dev.type == "cuda")
         if dev.type == "cuda":
             torch.cuda.reset_peak_memory_stats(dev)
@@ -108,7 +114,7 @@ def torch_bench(args):
             opt.zero_grad(set_to_none=True)
             with torch.autocast(device_type=dev.type, dtype=torch.float16 if dev.type == "cuda" else torch.bfloat16,
                                 enabled=mode != "fp32"):
-                loss = nn.functional.cross_entropy(model(x), y)
+                loss = nn.functional.cross_entropy(forward(x), y)
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
@@ -132,6 +138,7 @@ def main():
     p.add_argument("--vocab", type=int, default=30522)
     p.add_argument("--samples", type=int, default=2048)
     p.add_argument("--torch-bench", action="store_true")
+    p.add_argument("--modes", default="fp32,amp_fp16", help="fp32, amp_fp16, amp_fp16_compiled")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--device", default="cuda")

@@ -3,7 +3,8 @@
 # bench/gpu/encoder.py (12 layers, hidden 768, seq 128; override with ENCODER_ARGS) trained with Adam at batch 32 by
 #   onnx-train --device cuda        fp32 (TF32 off), --fuse=off
 #   onnx-train --device cuda --amp  fp16 + dynamic loss scaling, --fuse=lite (and again with --no-cuda-graph)
-#   PyTorch eager                   fp32 (TF32 off), and autocast(fp16) + GradScaler
+#   PyTorch eager                   fp32 (TF32 off), and autocast(fp16) + GradScaler, eager and torch.compile'd
+#                                   (TORCH_MODES; a cold compile takes minutes)
 # Prints one JSON line per run (samples/s from the median step after warm-up, peak device memory: onnx-train's
 # allocations, PyTorch's max_memory_allocated), the GEMM rate of an --amp step (--profile-ops: the encoder's GEMM
 # operations over their kernel time) against a 4096^3 fp16 cuBLASLt GEMM (bench_gemm_rate) measured in the same run,
@@ -37,7 +38,8 @@ PY
   run_ot fp32 --fuse=off
   run_ot amp_fp16 --amp --fuse=lite
   run_ot amp_fp16_no_graph --amp --fuse=lite --no-cuda-graph  # what CUDA-graph replay of the step gains
-  python3 "$here/encoder.py" "$out" ${ENCODER_ARGS:-} --torch-bench --batch "$batch" --steps "$steps" 2>/dev/null
+  python3 "$here/encoder.py" "$out" ${ENCODER_ARGS:-} --torch-bench --batch "$batch" --steps "$steps" \
+    --modes "${TORCH_MODES:-fp32,amp_fp16,amp_fp16_compiled}" 2>/dev/null
 } | tee "$out/results.jsonl"
 # The encoder's GEMM rate (--amp, profiled steps after the first) and the reference 4096^3 fp16 GEMM.
 "$ot" "${common[@]}" --amp --fuse=lite --profile-ops > "$out/profile.txt" 2>&1 || cat "$out/profile.txt" >&2
@@ -51,6 +53,9 @@ pt_amp, pt_fp32 = r[("pytorch", "amp_fp16")], r[("pytorch", "fp32")]
 print(f"onnx-train --amp / onnx-train fp32: {amp['samples_per_s'] / fp32['samples_per_s']:.2f}x (goal >= 1.5)")
 print(f"onnx-train --amp / PyTorch autocast: {amp['samples_per_s'] / pt_amp['samples_per_s']:.2f}x (goal >= 1.1)")
 print(f"onnx-train fp32 / PyTorch fp32: {fp32['samples_per_s'] / pt_fp32['samples_per_s']:.2f}x")
+if ("pytorch", "amp_fp16_compiled") in r and "samples_per_s" in r[("pytorch", "amp_fp16_compiled")]:
+    c = r[("pytorch", "amp_fp16_compiled")]
+    print(f"onnx-train --amp / torch.compile autocast: {amp['samples_per_s'] / c['samples_per_s']:.2f}x (goal >= 1.0)")
 if amp.get("peak_bytes") and fp32.get("peak_bytes"):
     print(f"peak device memory --amp / fp32: {amp['peak_bytes'] / fp32['peak_bytes']:.2f} (goal <= 0.6); "
           f"PyTorch autocast / fp32: {pt_amp['peak_bytes'] / pt_fp32['peak_bytes']:.2f}")

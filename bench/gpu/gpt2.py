@@ -1,0 +1,133 @@
+"""GPT-2 of the GPU benchmark: Hugging Face's GPT2LMHeadModel at the 124M configuration (12 layers, 768 wide, 12
+heads, vocabulary 50257) with sequence length --seq (1024), weights drawn from a seed (nothing is downloaded), the
+language-modelling loss computed inside the model (labels = the input ids, shifted by the model), dropout off.
+
+  gpt2.py OUT [--layers ... --seq ...]               exports OUT/gpt2.onnx (TorchScript exporter, opset 14) and
+                                                      OUT/gpt2.npz (random token ids "input_ids" and "labels")
+  gpt2.py OUT --torch-bench [--modes eager,compiled]  PyTorch's step on the same data: AdamW, bf16 autocast,
+                                                      eager and torch.compile'd; one JSON line per mode with
+                                                      tokens/s from the median step after warm-up (compilation
+                                                      excluded) and peak device memory.
+Small sizes (--layers 1 --hidden 64 --heads 2 --seq 32 --vocab 128) run on the CPU for a check of the export.
+"""
+import argparse
+import inspect
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def config(args):
+    import transformers as tf
+    kw = dict(vocab_size=args.vocab, n_positions=args.seq, n_embd=args.hidden, n_layer=args.layers, n_head=args.heads,
+              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+    return tf, tf.GPT2Config(**kw)
+
+
+class LmLoss(nn.Module):
+    """(input_ids, labels) -> the model's scalar loss, as one positional forward the exporter can trace."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, labels):
+        return self.model(input_ids=input_ids, labels=labels, return_dict=False)[0]
+
+
+def make(args):
+    tf, cfg = config(args)
+    torch.manual_seed(0)
+    try:
+        model = tf.GPT2LMHeadModel._from_config(cfg, attn_implementation="eager")
+    except (TypeError, AttributeError):
+        model = tf.GPT2LMHeadModel(cfg)
+    return model
+
+
+def data(args):
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, args.vocab, size=(args.samples, args.seq), dtype=np.int64)
+    return ids
+
+
+def export(args):
+    os.makedirs(args.out, exist_ok=True)
+    ids = data(args)
+    np.savez(os.path.join(args.out, "gpt2.npz"), input_ids=ids, labels=ids)
+    model = LmLoss(make(args)).eval()
+    path = os.path.join(args.out, "gpt2.onnx")
+    sample = torch.from_numpy(ids[:2])
+    extra = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    torch.onnx.export(model, (sample, sample), path, input_names=["input_ids", "labels"], output_names=["loss"],
+                      dynamic_axes={"input_ids": {0: "batch"}, "labels": {0: "batch"}}, opset_version=14,
+                      do_constant_folding=False, **extra)
+    print(json.dumps({"model": path, "params": sum(p.numel() for p in model.parameters()), "layers": args.layers,
+                      "seq": args.seq, "samples": args.samples}))
+
+
+def torch_bench(args):
+    dev = torch.device(args.device)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ids = torch.from_numpy(np.load(os.path.join(args.out, "gpt2.npz"))["input_ids"][:args.batch]).to(dev)
+    for mode in args.modes.split(","):
+        model = LmLoss(make(args)).to(dev).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        step_fn = model
+        if mode == "compiled":
+            if not hasattr(torch, "compile"):
+                print(json.dumps({"peer": "pytorch", "mode": mode, "error": "this torch has no torch.compile"}))
+                continue
+            step_fn = torch.compile(model)
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        times = []
+        for _ in range(args.steps + args.warmup):
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+                loss = step_fn(ids, ids)
+            loss.backward()
+            opt.step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            times.append(time.perf_counter() - t0)
+        ms = statistics.median(times[args.warmup:]) * 1e3
+        print(json.dumps({"peer": "pytorch", "mode": f"{mode}_bf16", "batch": args.batch, "seq": args.seq,
+                          "step_ms": round(ms, 3), "tokens_per_s": round(args.batch * args.seq / ms * 1e3, 1),
+                          "first_step_s": round(times[0], 2),
+                          "peak_bytes": torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else 0,
+                          "loss": float(loss)}), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--hidden", type=int, default=768)
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--vocab", type=int, default=50257)
+    p.add_argument("--samples", type=int, default=160)
+    p.add_argument("--torch-bench", action="store_true")
+    p.add_argument("--modes", default="eager,compiled")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--device", default="cuda")
+    args = p.parse_args()
+    if args.torch_bench:
+        torch_bench(args)
+    else:
+        export(args)
+
+
+if __name__ == "__main__":
+    main()
