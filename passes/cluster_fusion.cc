@@ -15,9 +15,20 @@
 
 namespace ot {
 
-std::string ParseFuseMode(const std::string& s) {
-  if (s == "off" || s == "lite" || s == "full") return s;
+FuseMode ParseFuseMode(const std::string& s) {
+  if (s == "off") return FuseMode::kOff;
+  if (s == "lite") return FuseMode::kLite;
+  if (s == "full") return FuseMode::kFull;
   throw Error("--fuse: '" + s + "' is not a fusion mode (off, lite or full)");
+}
+
+const char* FuseModeName(FuseMode m) {
+  switch (m) {
+    case FuseMode::kOff: return "off";
+    case FuseMode::kLite: return "lite";
+    case FuseMode::kFull: return "full";
+  }
+  return "?";
 }
 
 namespace {
@@ -345,14 +356,14 @@ class Clustering {
 
 bool ClusterFusionPass::Run(Graph& g) {
   report_ = FusionReport();
-  report_.mode = ParseFuseMode(opts_.mode);
+  report_.mode = FuseModeName(opts_.mode);
   report_.memory_budget = opts_.memory_budget;
-  if (opts_.mode == "off") return false;
+  if (opts_.mode == FuseMode::kOff) return false;
   Clustering cl(g, opts_, sizes_);
   int64_t peak = cl.Peak();
   report_.peak_before = peak;
   report_.budget_unreachable = opts_.memory_budget > 0 && peak > opts_.memory_budget;
-  const bool full = opts_.mode == "full";
+  const bool full = opts_.mode == FuseMode::kFull;
   // Each merge's planned peak is checked against the budget only when some order of the step could exceed it: not
   // when every value and workspace of the step together fit (the peak of any schedule is at most that sum).
   const bool check_budget = opts_.memory_budget > 0 && cl.AllBytes() > opts_.memory_budget;

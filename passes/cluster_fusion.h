@@ -32,8 +32,16 @@
 
 namespace ot {
 
+// --fuse: off; lite (elementwise ops and row reductions, one output per cluster); full (also several outputs, and
+// GEMM / convolution epilogues).
+enum class FuseMode { kOff, kLite, kFull };
+
+// Parses "off"/"lite"/"full" (the one place a mode string is read); throws Error naming --fuse and the value.
+FuseMode ParseFuseMode(const std::string& s);
+const char* FuseModeName(FuseMode m);
+
 struct FuseOptions {
-  std::string mode = "lite";    // off | lite | full
+  FuseMode mode = FuseMode::kLite;
   int64_t memory_budget = 0;    // bytes; <= 0: no limit
   // What one fused kernel may take (kernel_common/cluster_resources.h estimates a program's CUDA cost): inputs +
   // outputs (a CUDA kernel's parameter budget), registers per thread (more spills, or halves occupancy below 25% on
@@ -52,9 +60,6 @@ struct FuseOptions {
   // layer norm (passes/fuse_pool_relu.h, passes/fuse_batch_norm.h, passes/fuse_residual_norm.h): CPU kernels
   bool kernel_folds = true;
 };
-
-// Parses "off"/"lite"/"full"; throws Error naming the value otherwise.
-std::string ParseFuseMode(const std::string& s);
 
 // What the executor knows of the unfused step for the shapes it will run (training/fusion.h fills it from a
 // compiled plan): dims and storage of every value a kernel touches, which nodes run as kernels, in what order, and
@@ -93,7 +98,7 @@ struct RefusedMerge {
 };
 
 struct FusionReport {
-  std::string mode;
+  std::string mode;  // FuseModeName of the fusion that ran; empty when none did
   int64_t memory_budget = 0;
   int64_t peak_before = 0, peak_after = 0;  // planned liveness peaks (LivenessPeak), bytes
   int64_t saved_bytes = 0;                  // sum over clusters

@@ -115,7 +115,7 @@ Tensor AsDeclared(Tensor t, DataType declared) {
 
 // --fuse: clusters sized for the shapes of the first test_data_set (the same graph then runs every set).
 // Returns the number of clusters made.
-size_t FuseForFirstDataSet(Graph& g, const fs::path& dir, const std::string& mode) {
+size_t FuseForFirstDataSet(Graph& g, const fs::path& dir, FuseMode mode) {
   std::vector<fs::path> sets;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
@@ -155,7 +155,8 @@ Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
     if (o.roundtrip) g = ParseModel(SerializeModel(*g), dir.string(), (dir / "model.onnx").string() + " (re-imported)");
     ExpandGradientOps(*g);  // ai.onnx.preview.training Gradient nodes -> the backward in standard ops
     std::vector<Value*> real = g->RealInputs();
-    const size_t clusters = o.fuse != "off" ? FuseForFirstDataSet(*g, dir, o.fuse) : 0;
+    const FuseMode mode = ParseFuseMode(o.fuse);
+    const size_t clusters = mode != FuseMode::kOff ? FuseForFirstDataSet(*g, dir, mode) : 0;
     ExecutorOptions eo;
     eo.device = OpenDevice(o.device);  // in the model's child process: CUDA does not survive a fork
     Executor ex(*g, eo);

@@ -63,7 +63,7 @@ int Passes(const PassesOptions& o) {
     throw Error(t.model + ": " + e.what());
   }
   std::string fusion_text;
-  if (o.fuse_given && to.fuse.mode != "off") {
+  if (o.fuse_given && to.fuse.mode != FuseMode::kOff) {
     // Fused for the shapes of one --batch, as train fuses before its first step (the programs themselves hold no
     // batch size: the exported step runs at others too).
     std::map<std::string, Tensor> data;

@@ -202,7 +202,7 @@ int PlanMemoryReport(const PlanOptions& o) {
   FusionReport fusion;
   try {
     const TrainerOptions to = MakeTrainerOptions(t, t.steps);
-    if (to.fuse.mode != "off") {
+    if (to.fuse.mode != FuseMode::kOff) {
       BatchInputs in = InputsForBatch(*step, t.batch, t.data.empty() ? nullptr : &data, t.data);
       fusion = FuseForShapes(*step, to.fuse, in.descs, in.known());
     }

@@ -61,17 +61,17 @@ int Run(const RunOptions& o) {
     if (!feeds.count(v->name))
       throw Error(o.data + ": no array for the model input '" + v->name + "'" +
                   (unused.empty() ? std::string() : " (arrays not read: " + unused + ")"));
-  std::string mode = ParseFuseMode(o.fuse);
+  FuseMode mode = ParseFuseMode(o.fuse);
   CheckDisabledPasses(o.disable_pass);
   auto disabled = [&](const char* pass) {
     return std::find(o.disable_pass.begin(), o.disable_pass.end(), pass) != o.disable_pass.end();
   };
-  if (disabled("fusion")) mode = "off";
+  if (disabled("fusion")) mode = FuseMode::kOff;
   for (const auto& [name, t] : feeds) CheckFeed(g->FindValue(name), t);  // before fusion sizes anything for them
   // The forward as train runs it: the pattern fusions (as in every --fuse mode), then clusters sized for these
   // inputs' shapes.
   if (!disabled("pattern_fusion")) RunPatternFusion(*g, false);
-  if (mode != "off") {
+  if (mode != FuseMode::kOff) {
     std::map<std::string, TensorDesc> descs;
     std::map<std::string, const Tensor*> known;
     for (const auto& [name, t] : feeds) descs[name] = TensorDesc{t.dtype(), t.dims(), true};

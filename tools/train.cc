@@ -124,7 +124,7 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.fuse.mode = ParseFuseMode(o.fuse);
   to.disabled_passes = o.disable_pass;  // checked where the step is built (BuildStepGraph)
   to.verify_passes = o.verify_passes;
-  if (std::find(o.disable_pass.begin(), o.disable_pass.end(), "fusion") != o.disable_pass.end()) to.fuse.mode = "off";
+  if (std::find(o.disable_pass.begin(), o.disable_pass.end(), "fusion") != o.disable_pass.end()) to.fuse.mode = FuseMode::kOff;
   to.fuse.memory_budget = o.memory_budget.empty() ? DefaultMemoryBudget() : ParseByteSize(o.memory_budget);
   to.refuse_over_budget = !o.memory_budget.empty();
   return to;
@@ -278,7 +278,8 @@ int Train(const TrainOptions& o) {
       const DataType half = trainer->options().amp.half;
       const std::string line =
           WriteProfileTrace(o.profile_trace, trainer->executor().last_trace(), s + 1,
-                            half == DataType::kUndefined ? "fp32" : DataTypeName(half), trainer->options().fuse.mode);
+                            half == DataType::kUndefined ? "fp32" : DataTypeName(half),
+                            FuseModeName(trainer->options().fuse.mode));
       if (s - start == 1 || s + 1 == total) {
         trainer->set_trace(false);
         if (!o.quiet) std::fprintf(stderr, "%s%s\n", bar ? "\r" : "", line.c_str());

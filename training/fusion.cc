@@ -45,7 +45,7 @@ FusionSizes SizesFromPlan(const Graph& g, const Plan& plan) {
 FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std::string, TensorDesc>& inputs,
                            const std::map<std::string, const Tensor*>& known) {
   ClusterFusionPass pass(opts, FusionSizes());
-  if (ParseFuseMode(opts.mode) == "off") {
+  if (opts.mode == FuseMode::kOff) {
     pass.Run(g);
     return pass.report();
   }
@@ -79,7 +79,7 @@ FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std
   // elementwise ops they would copy into GEMMs).
   if (opts.memory_budget > 0 && report.peak_after > opts.memory_budget)
     RematerializePass(opts.memory_budget, sizes, &report).Run(g);
-  if (ParseFuseMode(opts.mode) == "full" && opts.epilogues) EpiloguePass(opts, sizes, &report).Run(g);
+  if (opts.mode == FuseMode::kFull && opts.epilogues) EpiloguePass(opts, sizes, &report).Run(g);
   // The passes price with a model of the plan (conservative where epilogues hold inputs longer); the peak reported
   // is the plan the executor will make of the result.
   if (report.clusters.size() + report.rematerialized.size() > 0 || opts.memory_budget > 0 || folded) {

@@ -162,7 +162,7 @@ void Trainer::set_trace(bool on) {
 void Trainer::FuseFor(const Arrays& batch) {
   if (fused_) return;
   fused_ = true;
-  if (ParseFuseMode(opts_.fuse.mode) == "off") return;
+  if (opts_.fuse.mode == FuseMode::kOff) return;
   std::map<std::string, TensorDesc> descs;
   std::map<std::string, const Tensor*> known;
   std::set<const Value*> needed;

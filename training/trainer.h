@@ -37,7 +37,7 @@ struct TrainerOptions {
   // (training/fusion.h); mode "off" leaves the step as built.
   FuseOptions fuse = [] {
     FuseOptions f;
-    f.mode = "off";
+    f.mode = FuseMode::kOff;
     return f;
   }();
   // --memory-budget given: a step whose planned peak stays above fuse.memory_budget after fusion and recomputation

@@ -32,7 +32,7 @@ AmpRun TrainAmp(const std::string& dir, const std::string& optimizer, DataType h
   nlohmann::json ref = Reference(dir, optimizer);
   TrainerOptions o = Options(ref, optimizer);
   o.amp.half = half;
-  o.fuse.mode = fuse;
+  o.fuse.mode = ParseFuseMode(fuse);
   o.device = std::move(device);
   std::map<std::string, Tensor> arrays;
   if (dir == "digits_mlp") {

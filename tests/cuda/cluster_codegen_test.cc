@@ -333,7 +333,7 @@ StepClusters FusedClusters(const std::string& dir, const std::string& mode, Data
   using namespace ot::examples;
   nlohmann::json ref = Reference(dir, "adam");
   TrainerOptions o = Options(ref, "adam");
-  o.fuse.mode = mode;
+  o.fuse.mode = ParseFuseMode(mode);
   o.amp.half = half;
   std::map<std::string, Tensor> arrays;
   if (dir == "digits_mlp") {

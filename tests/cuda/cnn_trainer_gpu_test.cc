@@ -101,7 +101,7 @@ TrainRun Train(std::unique_ptr<Graph> model, const std::string& optimizer, doubl
   o.loss = {"", "cross_entropy", "logits", "y"};
   o.optimizer.kind = ParseOptimizerKind(optimizer);
   o.optimizer.lr = lr;
-  o.fuse.mode = fuse;
+  o.fuse.mode = ParseFuseMode(fuse);
   o.device = std::move(device);
   Trainer trainer(std::move(model), o);
   TrainRun r;

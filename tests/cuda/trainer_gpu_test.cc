@@ -27,7 +27,7 @@ using namespace ot::examples;
 ExampleRun Train(const std::string& dir, const std::string& optimizer, const std::string& fuse, int steps,
                  std::shared_ptr<DeviceBackend> device) {
   return TrainExample(dir, optimizer, steps, [&](TrainerOptions& o) {
-    o.fuse.mode = fuse;
+    o.fuse.mode = ParseFuseMode(fuse);
     o.device = device;
   });
 }
@@ -98,7 +98,7 @@ ExampleRun TrainMlp(const Variant& v, const std::string& fuse, std::shared_ptr<D
   o.optimizer.kind = ParseOptimizerKind(v.optimizer);
   o.optimizer.lr = v.lr;
   o.optimizer.accumulate = v.accumulate;
-  o.fuse.mode = fuse;
+  o.fuse.mode = ParseFuseMode(fuse);
   o.device = std::move(device);
   std::map<std::string, Tensor> arrays;
   for (NamedTensor& t : ReadNpz(kExamples + "digits_mlp/train.npz")) arrays[t.name] = t.tensor;

@@ -214,7 +214,7 @@ TEST(BatchNormFold, ReluGradFoldRefusedUnderATightBudget) {
   const int64_t r_bytes = 3 * 5 * 42 * 4;
   auto g = Make([&](Graph& g) { Block(g, s); });
   FuseOptions o;
-  o.mode = "lite";
+  o.mode = FuseMode::kLite;
   o.memory_budget = peak + r_bytes - 1;
   FusionReport r = test::FuseStatic(*g, o);
   EXPECT_EQ(Find(*g, "BatchNormGrad")->attr_int("relu", 0), 0) << FormatFusionReport(r);

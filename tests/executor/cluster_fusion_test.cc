@@ -39,7 +39,7 @@ using test::Weight;
 FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0, int max_operands = 64, bool epilogues = false) {
   FuseOptions o;
   o.epilogues = epilogues;
-  o.mode = mode;
+  o.mode = ParseFuseMode(mode);
   o.memory_budget = budget;
   o.limits.operands = max_operands;
   return test::FuseStatic(g, o);  // verified, and free of cycles
@@ -218,7 +218,7 @@ TEST(ClusterFusion, RegisterEstimateIsHonoured) {
   EXPECT_GT(one.registers, 40);
   auto g = Make(ManyLive);
   FuseOptions o;
-  o.mode = "full";
+  o.mode = FuseMode::kFull;
   o.epilogues = false;
   o.limits.registers = 40;
   FusionReport r = FuseForShapes(*g, o, {{"x", TensorDesc{DataType::kFloat32, {32, 16}, true}}}, {});

@@ -18,7 +18,7 @@ using namespace ot::examples;
 
 ExampleRun Train(const std::string& dir, const std::string& optimizer, const std::string& fuse, int steps, DataType half) {
   return TrainExample(dir, optimizer, steps, [&](TrainerOptions& o) {
-    o.fuse.mode = fuse;
+    o.fuse.mode = ParseFuseMode(fuse);
     o.amp.half = half;
   });
 }

@@ -93,7 +93,7 @@ inline FusionReport FuseStatic(Graph& g, const FuseOptions& o) {
 
 inline FusionReport FuseStatic(Graph& g, const std::string& mode, int64_t budget = 0) {
   FuseOptions o;
-  o.mode = mode;
+  o.mode = ParseFuseMode(mode);
   o.memory_budget = budget;
   return FuseStatic(g, o);
 }

@@ -197,7 +197,7 @@ TEST(ResidualNormFold, AddFoldRefusedUnderATightBudget) {
   // -X and -R were last read by the Add: holding both until the norm adds their bytes.
   const int64_t more = 2 * 3 * 5 * 67 * 4;
   FuseOptions o;
-  o.mode = "lite";
+  o.mode = FuseMode::kLite;
   o.memory_budget = peak + more - 1;
   auto g = Make([&](Graph& g) { Build(g, b); });
   FusionReport r = test::FuseStatic(*g, o);

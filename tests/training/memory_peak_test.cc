@@ -165,7 +165,7 @@ TEST_P(MemoryPeakFused, MeasuredPeakOfTheTinyLmStepFollowsThePlan) {
     for (const Value* v : ValuesNeededAtPlanTime(*s.graph))
       if (feeds.count(v->name)) known[v->name] = &feeds.at(v->name);
     FuseOptions fo;
-    fo.mode = mode;
+    fo.mode = ParseFuseMode(mode);
     fo.memory_budget = int64_t{1} << 40;
     const FusionReport r = FuseForShapes(*s.graph, fo, descs, known);
     ASSERT_FALSE(r.clusters.empty()) << mode << " made no cluster in the transformer";
@@ -224,7 +224,7 @@ FusionReport FuseLm(LmStep& s, const std::map<std::string, Tensor>& feeds, const
   for (const Value* v : ValuesNeededAtPlanTime(*s.graph))
     if (feeds.count(v->name)) known[v->name] = &feeds.at(v->name);
   FuseOptions fo;
-  fo.mode = mode;
+  fo.mode = ParseFuseMode(mode);
   fo.memory_budget = budget;
   return FuseForShapes(*s.graph, fo, descs, known);
 }

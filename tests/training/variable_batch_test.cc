@@ -37,7 +37,7 @@ void TrainVariableBatches(const std::string& fuse) {
   o.optimizer.kind = OptimizerKind::kAdamW;
   o.optimizer.lr = ref["lr"];
   o.optimizer.weight_decay = ref["weight_decay"].get<double>();
-  o.fuse.mode = fuse;
+  o.fuse.mode = ParseFuseMode(fuse);
   Trainer trainer(LoadModel(kDir + "model.onnx"), o);
   const Graph* step_graph = &trainer.step_graph();
   Tensor x, y;
