@@ -14,7 +14,6 @@ Needs PyTorch and NumPy:
         torch.autocast(fp16) + GradScaler, and prints one JSON line per mode: samples/s (median step after warm-up)
         and peak device memory. The peer of `onnx-train train --amp` in bench/gpu/run.sh.
 """
-import argparse
 import inspect
 import json
 import os
@@ -24,6 +23,8 @@ import time
 import numpy as np
 import torch
 from torch import nn
+
+import bench_args
 
 
 class Block(nn.Module):
@@ -121,7 +122,7 @@ def torch_bench(args):
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             times.append(time.perf_counter() - t0)
-        ms = statistics.median(times[min(5, len(times) - 1):]) * 1e3
+        ms = statistics.median(times[min(max(5, args.warmup), len(times) - 1):]) * 1e3
         peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else 0
         print(json.dumps({"peer": "pytorch", "mode": mode, "batch": args.batch, "step_ms": round(ms, 3),
                           "samples_per_s": round(args.batch / ms * 1e3, 1), "peak_bytes": peak,
@@ -129,20 +130,8 @@ def torch_bench(args):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("out")
-    p.add_argument("--layers", type=int, default=12)
-    p.add_argument("--hidden", type=int, default=768)
-    p.add_argument("--heads", type=int, default=12)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--vocab", type=int, default=30522)
-    p.add_argument("--samples", type=int, default=2048)
-    p.add_argument("--torch-bench", action="store_true")
-    p.add_argument("--modes", default="fp32,amp_fp16", help="fp32, amp_fp16, amp_fp16_compiled")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--device", default="cuda")
-    args = p.parse_args()
+    args = bench_args.parse(layers=12, hidden=768, heads=12, seq=128, vocab=30522, samples=2048,
+                            modes="fp32,amp_fp16", batch=32, steps=30)  # modes: fp32, amp_fp16, amp_fp16_compiled
     if args.torch_bench:
         torch_bench(args)
     else:

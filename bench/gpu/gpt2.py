@@ -10,7 +10,6 @@ language-modelling loss computed inside the model (labels = the input ids, shift
                                                       excluded) and peak device memory.
 Small sizes (--layers 1 --hidden 64 --heads 2 --seq 32 --vocab 128) run on the CPU for a check of the export.
 """
-import argparse
 import inspect
 import json
 import os
@@ -20,6 +19,8 @@ import time
 import numpy as np
 import torch
 from torch import nn
+
+import bench_args
 
 
 def config(args):
@@ -108,21 +109,8 @@ def torch_bench(args):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("out")
-    p.add_argument("--layers", type=int, default=12)
-    p.add_argument("--hidden", type=int, default=768)
-    p.add_argument("--heads", type=int, default=12)
-    p.add_argument("--seq", type=int, default=1024)
-    p.add_argument("--vocab", type=int, default=50257)
-    p.add_argument("--samples", type=int, default=160)
-    p.add_argument("--torch-bench", action="store_true")
-    p.add_argument("--modes", default="eager,compiled")
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--device", default="cuda")
-    args = p.parse_args()
+    args = bench_args.parse(layers=12, hidden=768, heads=12, seq=1024, vocab=50257, samples=160,
+                            modes="eager,compiled", batch=8, steps=20)
     if args.torch_bench:
         torch_bench(args)
     else:
