@@ -19,3 +19,9 @@ def parse(layers, hidden, heads, seq, vocab, samples, modes, batch, steps, descr
     p.add_argument("--warmup", type=int, default=3, help="steps left out of the median")
     p.add_argument("--device", default="cuda")
     return p.parse_args()
+
+
+def main(export, torch_bench, **defaults):
+    """Parses the command line with the script's defaults, then exports the model or times PyTorch's step."""
+    args = parse(**defaults)
+    (torch_bench if args.torch_bench else export)(args)

@@ -130,12 +130,8 @@ def torch_bench(args):
 
 
 def main():
-    args = bench_args.parse(layers=12, hidden=768, heads=12, seq=128, vocab=30522, samples=2048,
-                            modes="fp32,amp_fp16", batch=32, steps=30)  # modes: fp32, amp_fp16, amp_fp16_compiled
-    if args.torch_bench:
-        torch_bench(args)
-    else:
-        export(args)
+    bench_args.main(export, torch_bench, layers=12, hidden=768, heads=12, seq=128, vocab=30522, samples=2048,
+                    modes="fp32,amp_fp16", batch=32, steps=30)  # modes: fp32, amp_fp16, amp_fp16_compiled
 
 
 if __name__ == "__main__":

@@ -109,12 +109,8 @@ def torch_bench(args):
 
 
 def main():
-    args = bench_args.parse(layers=12, hidden=768, heads=12, seq=1024, vocab=50257, samples=160,
-                            modes="eager,compiled", batch=8, steps=20)
-    if args.torch_bench:
-        torch_bench(args)
-    else:
-        export(args)
+    bench_args.main(export, torch_bench, layers=12, hidden=768, heads=12, seq=1024, vocab=50257, samples=160,
+                    modes="eager,compiled", batch=8, steps=20)
 
 
 if __name__ == "__main__":
