@@ -130,6 +130,132 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   return to;
 }
 
+namespace {
+
+// --log-json FILE opened for this run. Resuming after `start` steps keeps the lines up to the checkpoint (a run
+// killed after it logged more steps would otherwise list them twice); a new run keeps the previous run's log
+// beside its own (FILE.prev), so a run that then fails loses nothing.
+std::ofstream OpenLog(const std::string& path, int64_t start) {
+  if (start > 0) {
+    std::ifstream in(path);
+    std::string line, kept;
+    while (std::getline(in, line)) {
+      const size_t at = line.find("\"step\": ");
+      if (at != std::string::npos && std::atoll(line.c_str() + at + 8) > start) continue;
+      kept += line + "\n";
+    }
+    in.close();
+    std::ofstream(path, std::ios::trunc) << kept;
+  }
+  std::error_code ec;
+  if (start == 0 && std::filesystem::file_size(path, ec) > 0 && !ec)
+    std::filesystem::rename(path, path + ".prev", ec);
+  std::ofstream log(path, start > 0 ? std::ios::app : std::ios::trunc);
+  if (!log) throw Error(path + ": cannot write");
+  return log;
+}
+
+// One --log-json line per optimizer step. JSON has no NaN or Infinity: a non-finite loss or norm (a skipped
+// step's) is null.
+void LogStep(std::ofstream& log, int64_t step, int64_t epoch, const StepResult& r, bool scaling) {
+  char line[384];
+  char scale[48] = "";
+  if (scaling) std::snprintf(scale, sizeof scale, "\"loss_scale\": %s, ", JsonNumber(r.loss_scale).c_str());
+  std::snprintf(line, sizeof line,
+                "{\"step\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
+                "\"param_norm\": %s, \"zero_grad_fraction\": %.6g, %s\"skipped\": %s, \"step_ms\": %.3f}\n",
+                static_cast<long long>(step), static_cast<long long>(epoch), JsonNumber(r.loss).c_str(), r.lr,
+                JsonNumber(r.grad_norm).c_str(), JsonNumber(r.param_norm).c_str(), r.zero_grad_fraction, scale,
+                r.skipped ? "true" : "false", r.ms);
+  log << line;
+  log.flush();
+}
+
+// One --log-json line per evaluation.
+void LogEval(std::ofstream& log, int64_t epoch, int64_t step, const EvalResult& e) {
+  char line[256];
+  std::snprintf(line, sizeof line, "{\"eval\": true, \"epoch\": %lld, \"step\": %lld, \"loss\": %.9g",
+                static_cast<long long>(epoch), static_cast<long long>(step), e.loss);
+  log << line;
+  if (e.accuracy >= 0) log << ", \"accuracy\": " << e.accuracy;
+  log << ", \"samples\": " << e.samples << "}\n";
+  log.flush();
+}
+
+// Dynamic loss scaling that keeps backing off: a warning when the scale went down 5 times within 100 steps (at most
+// one per 100 steps, none in the first 100).
+class ScaleWatch {
+ public:
+  void See(int64_t s, double scale) {
+    if (prev_ > 0 && scale < prev_) backoffs_.push_back(s);
+    prev_ = scale;
+    while (!backoffs_.empty() && backoffs_.front() <= s - 100) backoffs_.pop_front();
+    if (backoffs_.size() >= 5 && s >= 100 && s - last_warned_ >= 100) {
+      last_warned_ = s;
+      std::fprintf(stderr,
+                   "\nwarning: the loss scale went down %zu times in the last 100 steps (now %g): gradients keep "
+                   "overflowing in fp16; try --amp=bf16, a lower --lr, or keep the overflowing ops fp32 "
+                   "(--check-numerics names them)\n",
+                   backoffs_.size(), scale);
+      backoffs_.clear();
+    }
+  }
+
+ private:
+  std::deque<int64_t> backoffs_;  // steps at which the loss scale went down
+  double prev_ = 0;
+  int64_t last_warned_ = -100;
+};
+
+// What the run shows as it goes: on a terminal a bar redrawn at most 10 times a second (and at each epoch's end and
+// each skipped step), otherwise (without --quiet) a line per step, or per 1% of a run of more than 200 steps.
+class Progress {
+ public:
+  Progress(const TrainOptions& o, bool bar, int64_t start, int64_t total, int64_t k, int64_t per_epoch, bool scaling)
+      : o_(o), bar_(bar), start_(start), total_(total), k_(k), per_epoch_(per_epoch), scaling_(scaling),
+        line_every_(total <= 200 ? 1 : (total + 99) / 100), t_start_(std::chrono::steady_clock::now()) {}
+
+  // After step s (from 0) of `epoch` (from 0); `eval_s`: the seconds evaluation took so far (not training).
+  void Step(int64_t s, int64_t epoch, const StepResult& r, double eval_s) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start_).count() - eval_s;
+    const double done = static_cast<double>(s + 1 - start_);
+    const double rate = done * static_cast<double>(k_ * o_.batch) / std::max(elapsed, 1e-9);
+    const double eta = elapsed / done * static_cast<double>(total_ - s - 1);
+    const bool epoch_last = ((s + 1) * k_) / per_epoch_ > (s * k_) / per_epoch_ || s + 1 == total_;
+    if (bar_ && (elapsed - last_draw_ >= 0.1 || epoch_last || r.skipped)) {
+      last_draw_ = elapsed;
+      const int width = 24;
+      const int filled = static_cast<int>(width * (s + 1) / total_);
+      std::printf("\r\033[Kepoch %lld [%s%s] %lld/%lld loss %.4f %.0f samples/s ETA %s%s",
+                  static_cast<long long>(epoch + 1), std::string(filled, '=').c_str(),
+                  std::string(width - filled, ' ').c_str(), static_cast<long long>(s + 1),
+                  static_cast<long long>(total_), r.loss, rate, Clock(eta).c_str(), r.skipped ? " (skipped)" : "");
+      std::fflush(stdout);
+    } else if (!o_.quiet && ((s + 1) % line_every_ == 0 || s + 1 == total_ || r.skipped)) {
+      char scale[48] = "";
+      if (scaling_) std::snprintf(scale, sizeof scale, " loss_scale %g", r.loss_scale);
+      std::printf("epoch %lld step %lld/%lld loss %.6f grad_norm %.4g param_norm %.4g lr %.4g%s%s %.1f ms %.0f "
+                  "samples/s ETA %s\n",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(s + 1), static_cast<long long>(total_),
+                  r.loss, r.grad_norm, r.param_norm, r.lr, scale, r.skipped ? " skipped" : "", r.ms, rate,
+                  Clock(eta).c_str());
+      std::fflush(stdout);
+    }
+  }
+
+ private:
+  const TrainOptions& o_;
+  const bool bar_;
+  const int64_t start_, total_, k_, per_epoch_;
+  const bool scaling_;
+  const int64_t line_every_;
+  const std::chrono::steady_clock::time_point t_start_;
+  double last_draw_ = -1;
+};
+
+}  // namespace
+
 int Train(const TrainOptions& o) {
   if (o.data.empty()) throw Error("--data TRAIN.npz is required");
   // Every output path is checked before any work: a run must not train for hours and then fail to save.
@@ -185,41 +311,12 @@ int Train(const TrainOptions& o) {
   };
 
   std::ofstream log;
-  if (!o.log_json.empty()) {
-    if (start > 0) {
-      // Resuming: keep the log's lines up to the checkpoint (a run killed after it logged more steps would
-      // otherwise list them twice).
-      std::ifstream in(o.log_json);
-      std::string line, kept;
-      while (std::getline(in, line)) {
-        const size_t at = line.find("\"step\": ");
-        if (at != std::string::npos && std::atoll(line.c_str() + at + 8) > start) continue;
-        kept += line + "\n";
-      }
-      in.close();
-      std::ofstream(o.log_json, std::ios::trunc) << kept;
-    }
-    // A new run keeps the previous run's log beside its own (FILE.prev): a run that then fails loses nothing.
-    std::error_code ec;
-    if (start == 0 && std::filesystem::file_size(o.log_json, ec) > 0 && !ec)
-      std::filesystem::rename(o.log_json, o.log_json + ".prev", ec);
-    log.open(o.log_json, start > 0 ? std::ios::app : std::ios::trunc);
-    if (!log) throw Error(o.log_json + ": cannot write");
-  }
+  if (!o.log_json.empty()) log = OpenLog(o.log_json, start);
   const bool bar = !o.quiet && isatty(fileno(stdout));
-  const int64_t line_every = total <= 200 ? 1 : (total + 99) / 100;
   auto evaluate = [&](int64_t epoch, int64_t step) {
     if (eval_arrays.empty()) return;
     const EvalResult e = trainer->Evaluate(eval_arrays, o.batch);
-    if (log) {
-      char line[256];
-      std::snprintf(line, sizeof line, "{\"eval\": true, \"epoch\": %lld, \"step\": %lld, \"loss\": %.9g",
-                    static_cast<long long>(epoch), static_cast<long long>(step), e.loss);
-      log << line;
-      if (e.accuracy >= 0) log << ", \"accuracy\": " << e.accuracy;
-      log << ", \"samples\": " << e.samples << "}\n";
-      log.flush();
-    }
+    if (log) LogEval(log, epoch, step, e);
     if (!o.quiet) {
       std::printf("eval epoch %lld: loss %.6f", static_cast<long long>(epoch), e.loss);
       if (e.accuracy >= 0) std::printf(" accuracy %.2f%%", 100 * e.accuracy);
@@ -242,11 +339,9 @@ int Train(const TrainOptions& o) {
   const StepGraphInfo& step_info = trainer->step_info();
   const bool scaling = step_info.loss_scale != nullptr;
   const bool dynamic = step_info.loss_scaling == "dynamic";
-  std::deque<int64_t> backoffs;  // steps at which the loss scale went down, for the "keeps halving" warning
-  double prev_scale = 0;
-  int64_t last_warned = -100;
+  ScaleWatch scale_watch;
   bool warned_zero_norm = false;
-  const auto t_start = std::chrono::steady_clock::now();
+  Progress progress(o, bar, start, total, k, per_epoch, scaling);
   double eval_s = 0;
   auto micro_pos = [&](int64_t m) { return std::make_pair(m / per_epoch, m % per_epoch); };
   // On a GPU each batch starts its upload (pinned memory, the copy stream) as soon as the prefetch task has it.
@@ -291,20 +386,7 @@ int Train(const TrainOptions& o) {
     }
     skipped += r.skipped;
     skipped_in_row = r.skipped ? skipped_in_row + 1 : 0;
-    if (dynamic) {
-      if (prev_scale > 0 && r.loss_scale < prev_scale) backoffs.push_back(s);
-      prev_scale = r.loss_scale;
-      while (!backoffs.empty() && backoffs.front() <= s - 100) backoffs.pop_front();
-      if (backoffs.size() >= 5 && s >= 100 && s - last_warned >= 100) {
-        last_warned = s;
-        std::fprintf(stderr,
-                     "\nwarning: the loss scale went down %zu times in the last 100 steps (now %g): gradients keep "
-                     "overflowing in fp16; try --amp=bf16, a lower --lr, or keep the overflowing ops fp32 "
-                     "(--check-numerics names them)\n",
-                     backoffs.size(), r.loss_scale);
-        backoffs.clear();
-      }
-    }
+    if (dynamic) scale_watch.See(s, r.loss_scale);
     if (!r.skipped && r.grad_norm == 0 && !warned_zero_norm) {
       std::fprintf(stderr,
                    "\nwarning: step %lld: the gradient norm is 0 -- no parameter is learning (every gradient element "
@@ -314,44 +396,8 @@ int Train(const TrainOptions& o) {
                                                            "--loss-scale dynamic");
       warned_zero_norm = true;
     }
-    if (log) {
-      char line[384];
-      char scale[48] = "";
-      if (scaling) std::snprintf(scale, sizeof scale, "\"loss_scale\": %s, ", JsonNumber(r.loss_scale).c_str());
-      // JSON has no NaN or Infinity: a non-finite loss or norm (a skipped step's) is null.
-      std::snprintf(line, sizeof line,
-                    "{\"step\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
-                    "\"param_norm\": %s, \"zero_grad_fraction\": %.6g, %s\"skipped\": %s, \"step_ms\": %.3f}\n",
-                    static_cast<long long>(s + 1), static_cast<long long>(epoch + 1), JsonNumber(r.loss).c_str(), r.lr,
-                    JsonNumber(r.grad_norm).c_str(), JsonNumber(r.param_norm).c_str(), r.zero_grad_fraction, scale,
-                    r.skipped ? "true" : "false", r.ms);
-      log << line;
-      log.flush();
-    }
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count() - eval_s;
-    const double done = static_cast<double>(s + 1 - start);
-    const double rate = done * static_cast<double>(k * o.batch) / std::max(elapsed, 1e-9);
-    const double eta = elapsed / done * static_cast<double>(total - s - 1);
-    static double last_draw = -1;
-    const bool epoch_last = ((s + 1) * k) / per_epoch > (s * k) / per_epoch || s + 1 == total;
-    if (bar && (elapsed - last_draw >= 0.1 || epoch_last || r.skipped)) {  // at most 10 redraws a second
-      last_draw = elapsed;
-      const int width = 24;
-      const int filled = static_cast<int>(width * (s + 1) / total);
-      std::printf("\r\033[Kepoch %lld [%s%s] %lld/%lld loss %.4f %.0f samples/s ETA %s%s",
-                  static_cast<long long>(epoch + 1), std::string(filled, '=').c_str(),
-                  std::string(width - filled, ' ').c_str(), static_cast<long long>(s + 1),
-                  static_cast<long long>(total), r.loss, rate, Clock(eta).c_str(), r.skipped ? " (skipped)" : "");
-      std::fflush(stdout);
-    } else if (!o.quiet && ((s + 1) % line_every == 0 || s + 1 == total || r.skipped)) {
-      char scale[48] = "";
-      if (scaling) std::snprintf(scale, sizeof scale, " loss_scale %g", r.loss_scale);
-      std::printf("epoch %lld step %lld/%lld loss %.6f grad_norm %.4g param_norm %.4g lr %.4g%s%s %.1f ms %.0f samples/s ETA %s\n",
-                  static_cast<long long>(epoch + 1), static_cast<long long>(s + 1), static_cast<long long>(total),
-                  r.loss, r.grad_norm, r.param_norm, r.lr, scale, r.skipped ? " skipped" : "", r.ms, rate, Clock(eta).c_str());
-      std::fflush(stdout);
-    }
+    if (log) LogStep(log, s + 1, epoch + 1, r, scaling);
+    progress.Step(s, epoch, r, eval_s);
     if (!std::isfinite(r.loss) && !r.skipped)
       throw Error("step " + std::to_string(s + 1) + ": the loss is not finite");
     // Dynamic scaling skips steps on purpose while it finds its scale (2^16 down to what fits); it is stuck only when
