@@ -57,6 +57,7 @@ struct DnnlConv::Impl {
   std::shared_ptr<DnnlConv> inner;
   std::vector<int64_t> inner_out;
   int64_t inner_y_elems = 0;
+  mutable std::vector<uint8_t> inner_y;  // per-call buffer (the executor never runs one kernel twice at once)
 };
 
 int64_t ConvImagesPerBlock(int64_t n, int64_t x_elems, int64_t y_elems, int64_t out_image_elems) {
@@ -95,6 +96,7 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
     im.inner_out = in.out_spatial;
     if (!none) {
       im.inner_y_elems = spec.n * spec.c_out * Prod(in.out_spatial);
+      im.inner_y.resize(static_cast<size_t>(im.inner_y_elems) * DnnTypeSize(spec.type));
       im.inner = std::make_shared<DnnlConv>(in, constant_weights);
     }
     im.impl = (im.inner ? im.inner->impl_name() : std::string("none")) + " (output extended past the input's reach)";
@@ -330,7 +332,7 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
 void DnnlConv::RunExtended(const void* x, const void* w, const void* bias, void* y) const {
   const Impl& im = *impl_;
   const size_t es = DnnTypeSize(spec_.type);
-  std::vector<uint8_t> buf(static_cast<size_t>(im.inner_y_elems) * es);
+  std::vector<uint8_t>& buf = im.inner_y;
   if (im.inner) im.inner->Run(x, w, bias, buf.data());
   // Both planes as [D, H, W] (leading 1s for 1-D and 2-D).
   auto pad3 = [](std::vector<int64_t> v) {

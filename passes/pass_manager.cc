@@ -22,12 +22,6 @@ void PassManager::Add(std::string name, RunFn run, std::string required, bool ap
   passes_.push_back({std::move(name), std::move(run), std::move(required), applies});
 }
 
-void PassManager::Add(std::unique_ptr<Pass> p) {
-  std::shared_ptr<Pass> shared(std::move(p));
-  const std::string name = shared->name();
-  Add(name, [shared](Graph& g) { return shared->Run(g); });
-}
-
 std::vector<std::string> PassManager::names() const {
   std::vector<std::string> r;
   for (const Entry& e : passes_) r.push_back(e.name);

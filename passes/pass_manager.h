@@ -4,7 +4,6 @@
 // --verify-passes), so a pass that breaks the graph is named at once instead of by whatever reads the graph later.
 #pragma once
 #include <functional>
-#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,7 +23,6 @@ class PassManager {
   // Adds a pass. `required`: why the pipeline cannot do without it (empty: the pass is optional and --disable-pass
   // may name it). `applies` false: the pass is not part of this run (amp without --amp); its name stays known.
   void Add(std::string name, RunFn run, std::string required = "", bool applies = true);
-  void Add(std::unique_ptr<Pass> p);  // an optional pass that applies
   // Leaves passes out. Throws Error naming the flag for a name no pass has, or a required pass (saying what it is
   // needed for); either message lists the passes that can be left out (and `also_optional`, the names a later
   // stage owns).

@@ -110,17 +110,21 @@ bool RunPatternFusion(Graph& g, bool training) {
   return changed;
 }
 
-std::vector<std::string> StepPassNames() {
-  StepOptions o;
-  StepBuild b{o, {}, nullptr, ""};
-  return StepPipeline(b).names();
+namespace {
+// The pipeline built once to read its names, never run (its passes refer to a StepBuild that lives as long).
+const PassManager& NamesOnly() {
+  static const StepOptions o;
+  static StepBuild b{o, {}, nullptr, ""};
+  static const PassManager pm = StepPipeline(b);
+  return pm;
 }
+}  // namespace
+
+std::vector<std::string> StepPassNames() { return NamesOnly().names(); }
 
 const std::vector<std::string>& OptionalPasses() {
   static const std::vector<std::string> kOptional = [] {
-    StepOptions o;
-    StepBuild b{o, {}, nullptr, ""};
-    std::vector<std::string> r = StepPipeline(b).optional_names();
+    std::vector<std::string> r = NamesOnly().optional_names();
     r.insert(r.end(), kLaterStages.begin(), kLaterStages.end());
     return r;
   }();
@@ -128,9 +132,8 @@ const std::vector<std::string>& OptionalPasses() {
 }
 
 void CheckDisabledPasses(const std::vector<std::string>& names) {
-  StepOptions o;
-  StepBuild b{o, {}, nullptr, ""};
-  StepPipeline(b).Disable(names, kLaterStages);
+  PassManager pm = NamesOnly();
+  pm.Disable(names, kLaterStages);
 }
 
 StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
