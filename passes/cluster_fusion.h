@@ -61,9 +61,9 @@ struct FuseOptions {
   bool kernel_folds = true;
 };
 
-// What the executor knows of the unfused step for the shapes it will run (training/fusion.h fills it from a
-// compiled plan): dims and storage of every value a kernel touches, which nodes run as kernels, in what order, and
-// what each kernel declares (workspace, in-place pairs).
+// What the runtime knows of a step for the shapes it will run (passes/fusion_stage.h StepSizer; training/fusion.h
+// fills it from a compiled plan): dims and storage of every value a kernel touches, which nodes run as kernels, in
+// what order, what each kernel declares (workspace, in-place pairs), and the planned peak.
 struct FusionSizes {
   struct Facts {
     ValueDims dims;
@@ -78,6 +78,7 @@ struct FusionSizes {
     std::vector<std::pair<int, int>> views;    // (output index, input index): the output is the input's bytes
   };
   std::map<const Node*, KernelFacts> kernels;  // nodes that run as kernels (the others are folded constants)
+  int64_t planned_peak = 0;  // the runtime's planned peak of the step (bytes)
 };
 
 struct FusedCluster {

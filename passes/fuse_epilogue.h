@@ -35,7 +35,7 @@ class EpiloguePass : public Pass {
   // folds (clusters named "epilogue/...") and the refusals.
   EpiloguePass(FuseOptions opts, const FusionSizes& sizes, FusionReport* report)
       : opts_(std::move(opts)), sizes_(sizes), report_(report) {}
-  std::string name() const override { return "epilogue"; }
+  std::string name() const override { return "fuse_epilogue"; }
   bool Run(Graph& g) override;
 
  private:

@@ -13,8 +13,7 @@ namespace {
 
 // Option errors name the command-line flag that sets the value.
 void Validate(const LossScaleOptions& o) {
-  if (o.mode != "none" && o.mode != "static" && o.mode != "dynamic")
-    throw Error("--loss-scale: unknown mode '" + o.mode + "' (choose dynamic or a number)");
+  if (o.mode == LossScaleMode::kAuto) throw Error("loss-scaling: the mode 'auto' was not resolved (ResolveLossScale)");
   if (!(o.init > 0) || !std::isfinite(o.init) || o.init > 3.4e38)
     throw Error("--loss-scale-init / --loss-scale: the scale must be a finite float32 number > 0");
   if (!(o.factor >= 1) || !std::isfinite(o.factor)) throw Error("--loss-scale-factor must be a finite number >= 1");
@@ -26,9 +25,24 @@ void Validate(const LossScaleOptions& o) {
 
 }  // namespace
 
+const char* LossScaleModeName(LossScaleMode m) {
+  switch (m) {
+    case LossScaleMode::kAuto: return "auto";
+    case LossScaleMode::kNone: return "none";
+    case LossScaleMode::kStatic: return "static";
+    case LossScaleMode::kDynamic: return "dynamic";
+  }
+  return "?";
+}
+
+LossScaleMode ResolveLossScale(LossScaleMode m, DataType half) {
+  if (m != LossScaleMode::kAuto) return m;
+  return half == DataType::kFloat16 ? LossScaleMode::kDynamic : LossScaleMode::kNone;
+}
+
 bool LossScalingPass::Run(Graph& g) {
   Validate(opts_);
-  if (opts_.mode == "none") return false;
+  if (opts_.mode == LossScaleMode::kNone) return false;
   Node* opt = FindOptimizerNode(g);
   if (!opt) throw Error("loss-scaling: the graph has no OptimizerUpdate node (run it on a step graph)");
   const OptimizerLayout l = OptimizerLayout::Of(*opt);
@@ -59,7 +73,7 @@ bool LossScalingPass::Run(Graph& g) {
   Node* mul = g.AddNode("Mul", {seed_, factor}, {scaled}, g.UniqueName("loss_scaling/Mul"));
   InferNode(*mul);
 
-  opt->attrs["loss_scaling"] = Attribute::String(opts_.mode);
+  opt->attrs["loss_scaling"] = Attribute::String(LossScaleModeName(opts_.mode));
   opt->attrs["growth_factor"] = Attribute::Float(static_cast<float>(opts_.factor));
   opt->attrs["backoff_factor"] = Attribute::Float(static_cast<float>(opts_.backoff));
   opt->attrs["growth_interval"] = Attribute::Int(opts_.growth_interval);

@@ -24,12 +24,19 @@
 #include <cstdint>
 #include <string>
 
+#include "graph/dtype.h"
 #include "passes/pass.h"
 
 namespace ot {
 
+// --loss-scale: kAuto is dynamic for fp16 and none otherwise (ResolveLossScale; the step pipeline resolves it).
+enum class LossScaleMode { kAuto, kNone, kStatic, kDynamic };
+// "auto", "none", "static", "dynamic": the OptimizerUpdate attribute's spelling and the log's.
+const char* LossScaleModeName(LossScaleMode m);
+LossScaleMode ResolveLossScale(LossScaleMode m, DataType half);
+
 struct LossScaleOptions {
-  std::string mode = "none";  // none | static | dynamic
+  LossScaleMode mode = LossScaleMode::kNone;
   double init = 65536;        // the initial scale (static: the fixed scale)
   double factor = 2;          // growth factor after growth_interval finite steps
   double backoff = 0.5;       // factor on overflow
@@ -40,9 +47,9 @@ struct LossScaleOptions {
 
 class LossScalingPass : public Pass {
  public:
-  // `seed`: the loss gradient seed of autodiff (may be null only when o.mode is "none").
+  // `seed`: the loss gradient seed of autodiff (may be null only when o.mode is kNone). o.mode is not kAuto.
   LossScalingPass(LossScaleOptions o, Value* seed) : opts_(std::move(o)), seed_(seed) {}
-  std::string name() const override { return "loss-scaling"; }
+  std::string name() const override { return "loss_scaling"; }
   bool Run(Graph& g) override;
 
   // After a Run that changed the graph: the scale state and its next value.

@@ -23,7 +23,7 @@ namespace ot {
 
 class MasterWeightsPass : public Pass {
  public:
-  std::string name() const override { return "master-weights"; }
+  std::string name() const override { return "master_weights"; }
   bool Run(Graph& g) override;
 };
 

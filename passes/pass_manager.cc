@@ -53,6 +53,12 @@ void PassManager::Disable(const std::vector<std::string>& names, const std::vect
   }
 }
 
+void PassManager::Apply(const PipelineControl& control, const std::vector<std::string>& also_optional) {
+  Disable(control.disabled, also_optional);
+  if (control.after_pass) AfterEach(control.after_pass);
+  if (control.verify) verify_ = true;
+}
+
 std::vector<std::string> PassManager::Run(Graph& g) {
   std::vector<std::string> changed;
   if (verify_) {

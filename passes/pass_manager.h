@@ -16,6 +16,13 @@ namespace ot {
 // anything but 0 or an empty string.
 bool VerifyPassesByDefault();
 
+// What a caller controls of a pipeline: --disable-pass, --dump-after, --verify-passes.
+struct PipelineControl {
+  std::vector<std::string> disabled;  // optional passes left out (names of any stage: each stage takes its own)
+  std::function<void(const std::string& pass, const Graph& g)> after_pass;  // after each pass that ran
+  bool verify = false;  // the verifier around every pass even where VerifyPassesByDefault() says no
+};
+
 class PassManager {
  public:
   using RunFn = std::function<bool(Graph&)>;
@@ -31,6 +38,8 @@ class PassManager {
   // Called after each pass that ran, with its name (--dump-after).
   void AfterEach(std::function<void(const std::string& pass, const Graph&)> f) { after_ = std::move(f); }
   void set_verify(bool v) { verify_ = v; }
+  // Disable(control.disabled, also_optional), the hook, and verification when control.verify asks for it.
+  void Apply(const PipelineControl& control, const std::vector<std::string>& also_optional = {});
   std::vector<std::string> names() const;
   std::vector<std::string> optional_names() const;
   // Runs the passes that apply and are not disabled, in order; returns the names of those that changed the graph.

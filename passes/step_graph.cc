@@ -12,6 +12,7 @@
 #include "passes/fuse_layer_norm.h"
 #include "passes/fuse_matmul_bias.h"
 #include "passes/fuse_softmax_ce.h"
+#include "passes/fusion_stage.h"
 #include "passes/master_weights.h"
 #include "passes/pass_manager.h"
 #include "passes/training_mode.h"
@@ -31,7 +32,7 @@ struct StepBuild {
   const StepOptions& o;
   StepGraphInfo info;
   std::unique_ptr<AutodiffPass> autodiff;
-  std::string loss_scaling;
+  LossScaleMode loss_scaling = LossScaleMode::kNone;
 };
 
 // Stage 1, the step, as one list (the only place these names are spelled). `b` may be a dry run's (names only).
@@ -39,8 +40,7 @@ PassManager StepPipeline(StepBuild& b) {
   const StepOptions& o = b.o;
   const bool amp = o.amp.half != DataType::kUndefined;
   const std::string step = "it makes the training step", mixed = "mixed precision follows --amp";
-  b.loss_scaling = o.loss_scale.mode == "auto" ? (o.amp.half == DataType::kFloat16 ? "dynamic" : "none")
-                                               : o.loss_scale.mode;
+  b.loss_scaling = ResolveLossScale(o.loss_scale.mode, o.amp.half);
   PassManager pm;
   pm.Add("training_mode", [](Graph& g) { return TrainingModePass(true).Run(g); }, step);
   // Before autodiff, so the fused ops' gradient rules apply.
@@ -89,7 +89,7 @@ PassManager StepPipeline(StepBuild& b) {
     const bool changed = scaling.Run(g);
     b.info.loss_scale = scaling.scale();
     return changed;
-  }, "use --loss-scale none", b.loss_scaling != "none");
+  }, "use --loss-scale none", b.loss_scaling != LossScaleMode::kNone);
   // Last: every Transpose a GEMM reads is written by now (autodiff's, AMP's Casts placed, master copies bound).
   pm.Add("fold_transpose", [](Graph& g) { return FoldTransposePass().Run(g); });
   // After the fold: the weight gradients are the Gemms they will stay.
@@ -97,8 +97,12 @@ PassManager StepPipeline(StepBuild& b) {
   return pm;
 }
 
-// Stage 2's name, for --disable-pass: the Trainer's fusion for the shapes it runs (training/fusion.h).
-const std::vector<std::string> kLaterStages = {"fusion"};
+// For --disable-pass: stage 2's passes (passes/fusion_stage.h) and the stage itself ("fusion", as --fuse=off).
+std::vector<std::string> LaterStages() {
+  std::vector<std::string> r = FusionPassNames();
+  r.push_back("fusion");
+  return r;
+}
 
 }  // namespace
 
@@ -114,7 +118,7 @@ namespace {
 // The pipeline built once to read its names, never run (its passes refer to a StepBuild that lives as long).
 const PassManager& NamesOnly() {
   static const StepOptions o;
-  static StepBuild b{o, {}, nullptr, ""};
+  static StepBuild b{o, {}, nullptr, LossScaleMode::kNone};
   static const PassManager pm = StepPipeline(b);
   return pm;
 }
@@ -125,7 +129,8 @@ std::vector<std::string> StepPassNames() { return NamesOnly().names(); }
 const std::vector<std::string>& OptionalPasses() {
   static const std::vector<std::string> kOptional = [] {
     std::vector<std::string> r = NamesOnly().optional_names();
-    r.insert(r.end(), kLaterStages.begin(), kLaterStages.end());
+    const std::vector<std::string> later = LaterStages();
+    r.insert(r.end(), later.begin(), later.end());
     return r;
   }();
   return kOptional;
@@ -133,15 +138,13 @@ const std::vector<std::string>& OptionalPasses() {
 
 void CheckDisabledPasses(const std::vector<std::string>& names) {
   PassManager pm = NamesOnly();
-  pm.Disable(names, kLaterStages);
+  pm.Disable(names, LaterStages());
 }
 
 StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
-  StepBuild b{o, {}, nullptr, ""};
+  StepBuild b{o, {}, nullptr, LossScaleMode::kNone};
   PassManager pm = StepPipeline(b);
-  pm.Disable(o.disabled_passes, kLaterStages);
-  if (o.verify_passes) pm.set_verify(true);
-  if (o.after_pass) pm.AfterEach(o.after_pass);
+  pm.Apply(o.control, LaterStages());
   pm.Run(g);
   b.info.loss_scaling = b.loss_scaling;
   if (EnableOptimizerStats(g)) {

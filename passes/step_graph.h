@@ -15,6 +15,7 @@
 #include "passes/loss.h"
 #include "passes/loss_scaling.h"
 #include "passes/optimizer.h"
+#include "passes/pass_manager.h"
 
 namespace ot {
 
@@ -24,19 +25,14 @@ struct StepOptions {
   OptimizerOptions optimizer;
   AmpOptions amp;               // --amp[=fp16|bf16], --keep-fp32, --keep-fp32-node
   Fp16RangeOptions fp16_range;  // --fp16-infinity, --fp16-epsilon
-  // --loss-scale...; mode "auto": dynamic for fp16, none otherwise.
+  // --loss-scale...; mode kAuto: dynamic for fp16, none otherwise.
   LossScaleOptions loss_scale = [] {
     LossScaleOptions l;
-    l.mode = "auto";
+    l.mode = LossScaleMode::kAuto;
     return l;
   }();
-  // Called after each pass with its name ("training_mode", "pattern_fusion", "loss", "autodiff", "optimizer", "amp",
-  // "fp16_range", "master_weights", "loss_scaling", "fold_transpose", "fuse_bias_grad"): --dump-after.
-  std::function<void(const std::string& pass, const Graph& g)> after_pass;
-  // --disable-pass: optional rewrites left out (OptionalPasses(); "fusion" is the Trainer's, not the pipeline's).
-  std::vector<std::string> disabled_passes;
-  // --verify-passes: the verifier around every pass even where VerifyPassesByDefault() says no.
-  bool verify_passes = false;
+  // --disable-pass (OptionalPasses(); stage 2's names are taken and left to it), --dump-after, --verify-passes.
+  PipelineControl control;
 };
 
 // The step pipeline's passes in order (every name --dump-after and --disable-pass know of stage 1).
@@ -46,7 +42,8 @@ std::vector<std::string> StepPassNames();
 bool RunPatternFusion(Graph& g, bool training);
 
 // The passes --disable-pass may name: rewrites the step is correct without (pattern_fusion, fp16_range,
-// fold_transpose, fuse_bias_grad, and the Trainer's cluster fusion "fusion", which is --fuse=off).
+// fold_transpose, fuse_bias_grad), stage 2's passes (passes/fusion_stage.h) and "fusion", the whole of stage 2
+// (--fuse=off).
 const std::vector<std::string>& OptionalPasses();
 // Throws Error naming the flag for a name that is not a pass or names one the step cannot be built without.
 void CheckDisabledPasses(const std::vector<std::string>& names);
@@ -60,7 +57,7 @@ struct StepGraphInfo {
   Value* skipped = nullptr;
   Value* seed = nullptr;          // the loss gradient's seed (ones)
   AmpReport amp;                  // what the amp pass did (empty without --amp)
-  std::string loss_scaling = "none";  // the mode in effect: none | static | dynamic
+  LossScaleMode loss_scaling = LossScaleMode::kNone;  // the mode in effect (never kAuto)
   Value* loss_scale = nullptr;    // the scale state S (with loss scaling)
   Value* param_norm = nullptr;    // outputs of the update: L2 norm of the parameters after it
   Value* zero_grad_fraction = nullptr;  // share of this step's gradient elements that are exactly zero

@@ -22,12 +22,11 @@
 
 #include "executor/device.h"
 #include "executor/executor.h"
-#include "training/fusion.h"
+#include "training/pipeline.h"
 #include "executor/plan.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
-#include "passes/gradient_op.h"
 #include "tools/commands.h"
 
 namespace fs = std::filesystem;
@@ -125,21 +124,13 @@ size_t FuseForFirstDataSet(Graph& g, const fs::path& dir, FuseMode mode) {
   const std::vector<Value*> real = g.RealInputs();
   const std::vector<Value*>& targets = ins.size() == real.size() ? real : g.inputs;
   if (ins.size() != targets.size()) return 0;  // RunModelDir reports the mismatch
-  std::set<const Value*> needed;
-  for (const Value* v : ValuesNeededAtPlanTime(g)) needed.insert(v);
   std::map<std::string, Tensor> values;
-  std::map<std::string, TensorDesc> descs;
-  std::map<std::string, const Tensor*> known;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    Tensor t = AsDeclared(ReadTensorPb(ins[i].string()).tensor, targets[i]->dtype);
-    descs[targets[i]->name] = TensorDesc{t.dtype(), t.dims(), true};
-    values[targets[i]->name] = std::move(t);
-  }
-  for (const auto& [name, t] : values)
-    if (needed.count(g.FindValue(name))) known[name] = &t;
-  FuseOptions fo;
-  fo.mode = mode;
-  return FuseForShapes(g, fo, descs, known).clusters.size();
+  for (size_t i = 0; i < ins.size(); ++i)
+    values[targets[i]->name] = AsDeclared(ReadTensorPb(ins[i].string()).tensor, targets[i]->dtype);
+  ForwardOptions fo;
+  fo.pattern_fusion = false;  // the node tests run as exported
+  fo.fuse.mode = mode;
+  return PrepareForward(g, fo, values).clusters.size();
 }
 
 Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
@@ -153,7 +144,7 @@ Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
   try {
     std::unique_ptr<Graph> g = LoadModel((dir / "model.onnx").string());
     if (o.roundtrip) g = ParseModel(SerializeModel(*g), dir.string(), (dir / "model.onnx").string() + " (re-imported)");
-    ExpandGradientOps(*g);  // ai.onnx.preview.training Gradient nodes -> the backward in standard ops
+    ExpandTrainingOps(*g);
     std::vector<Value*> real = g->RealInputs();
     const FuseMode mode = ParseFuseMode(o.fuse);
     const size_t clusters = mode != FuseMode::kOff ? FuseForFirstDataSet(*g, dir, mode) : 0;

@@ -5,7 +5,7 @@
 #include <map>
 #include <memory>
 
-#include "training/fusion.h"
+#include "training/pipeline.h"
 #include "training/memory_report.h"
 #include "training/trainer.h"
 #include "graph/error.h"
@@ -14,8 +14,6 @@
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "onnx_import/training_info.h"
-#include "passes/step_graph.h"
-#include "passes/training_mode.h"
 #include "tools/commands.h"
 #include "tools/train_cli.h"
 
@@ -28,8 +26,11 @@ CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
       ->check(NonEmptyPath());
   std::string names;
   for (const std::string& p : StepPassNames()) names += p + "|";
+  std::string fusion;
+  for (const std::string& p : FusionPassNames()) fusion += p + "|";
   cmd->add_option("--dump-after", o.dump_after,
-                  "Print the graph after a pass: " + names + "fusion (with --fuse)|all, or step (the finished step graph)");
+                  "Print the graph after a pass: " + names + " with --fuse: " + fusion +
+                      "fusion (the end of it); all, or step (the finished step graph)");
   if (CLI::Option* f = cmd->get_option("--fuse")) f->each([&o](const std::string&) { o.fuse_given = true; });
   return cmd;
 }
@@ -37,28 +38,32 @@ CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
 int Passes(const PassesOptions& o) {
   const TrainOptions& t = o.train;
   std::vector<std::string> known = StepPassNames();
+  const std::vector<std::string> fusion_passes = FusionPassNames();
+  known.insert(known.end(), fusion_passes.begin(), fusion_passes.end());
   known.insert(known.end(), {"fusion", "step", "all"});
   if (!o.dump_after.empty() && std::find(known.begin(), known.end(), o.dump_after) == known.end()) {
     std::string list;
     for (const std::string& p : known) list += (list.empty() ? "" : ", ") + p;
     throw Error("--dump-after: no pass '" + o.dump_after + "' (" + list + ")");
   }
-  if (o.dump_after == "fusion" && !o.fuse_given) throw Error("--dump-after fusion: give --fuse lite|full (and --batch)");
+  if (!o.fuse_given && (o.dump_after == "fusion" || std::count(fusion_passes.begin(), fusion_passes.end(), o.dump_after)))
+    throw Error("--dump-after " + o.dump_after + ": give --fuse lite|full (and --batch)");
   if (!o.output.empty()) CheckOutputFile("-o", o.output);
   std::unique_ptr<Graph> model = LoadCheckedModel(t.model);
   if (!model->training_info.empty())
     throw Error(t.model + ": the model already holds a training step (training_info); train it with onnx-train train");
-  std::unique_ptr<Graph> step = LoadModel(t.model);
-  const TrainerOptions to = MakeTrainerOptions(t, t.steps);
+  // The step is built on a copy: -o writes the model itself beside it.
+  std::unique_ptr<Graph> step = ParseModel(SerializeModel(*model), "", t.model);
+  TrainerOptions to = MakeTrainerOptions(t, t.steps);
   StepGraphInfo info;
-  StepOptions so = MakeStepOptions(to);
   if (!o.dump_after.empty())
-    so.after_pass = [&](const std::string& pass, const Graph& g) {
+    to.passes.after_pass = [&](const std::string& pass, const Graph& g) {
       if (o.dump_after == "all" || o.dump_after == pass)
         std::printf("--- after %s ---\n%s\n", pass.c_str(), PrintGraph(g).c_str());
     };
+  const StepOptions so = MakeStepOptions(to);
   try {
-    info = BuildStepGraph(*step, so);
+    info = BuildStep(*step, so);
   } catch (const Error& e) {
     throw Error(t.model + ": " + e.what());
   }
@@ -71,11 +76,11 @@ int Passes(const PassesOptions& o) {
       for (NamedTensor& a : ReadNpz(t.data)) data[a.name] = std::move(a.tensor);
     try {
       BatchInputs in = InputsForBatch(*step, t.batch, t.data.empty() ? nullptr : &data, t.data);
-      fusion_text = FormatFusionReport(FuseForShapes(*step, to.fuse, in.descs, in.known()));
+      fusion_text = FormatFusionReport(FuseForShapes(*step, to.fuse, in.descs, in.known(), to.passes));
     } catch (const Error& e) {
       throw Error(t.model + ": " + e.what());
     }
-    if (o.dump_after == "fusion" || o.dump_after == "all")
+    if (o.dump_after == "fusion")
       std::printf("--- after fusion ---\n%s\n", PrintGraph(*step).c_str());
   }
   if (o.dump_after == "step") std::printf("--- step graph ---\n%s\n", PrintGraph(*step).c_str());
@@ -102,7 +107,7 @@ int Passes(const PassesOptions& o) {
   }
 
   if (!o.output.empty()) {
-    TrainingModePass(false).Run(*model);
+    ToInferenceMode(*model);
     const StepOutputNames names = AttachStepGraph(
         *model, *step, {info.loss, info.grad_norm ? info.grad_norm->name : "", info.skipped ? info.skipped->name : "",
                   info.lr ? info.lr->name : "", info.step ? info.step->name : ""});

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "training/fusion.h"
+#include "training/pipeline.h"
 #include "executor/host_memory.h"
 #include "training/memory_report.h"
 #include "training/trainer.h"
@@ -17,7 +17,6 @@
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "onnx_import/training_info.h"
-#include "passes/step_graph.h"
 #include "tools/commands.h"
 #include "tools/train_cli.h"
 
@@ -187,7 +186,7 @@ int PlanMemoryReport(const PlanOptions& o) {
     step = std::move(model);
     StepGraphInfo info;
     try {
-      info = BuildStepGraph(*step, MakeStepOptions(t));
+      info = BuildStep(*step, MakeStepOptions(t));
     } catch (const Error& e) {
       throw Error(t.model + ": " + e.what());
     }
@@ -204,7 +203,7 @@ int PlanMemoryReport(const PlanOptions& o) {
     const TrainerOptions to = MakeTrainerOptions(t, t.steps);
     if (to.fuse.mode != FuseMode::kOff) {
       BatchInputs in = InputsForBatch(*step, t.batch, t.data.empty() ? nullptr : &data, t.data);
-      fusion = FuseForShapes(*step, to.fuse, in.descs, in.known());
+      fusion = FuseForShapes(*step, to.fuse, in.descs, in.known(), to.passes);
     }
     r = PlanMemory(*step, t.batch, t.data.empty() ? nullptr : &data, loss, t.data);
   } catch (const UnsupportedError& e) {

@@ -6,13 +6,11 @@
 #include <map>
 
 #include "executor/executor.h"
-#include "training/fusion.h"
+#include "training/pipeline.h"
 #include "executor/plan.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
-#include "passes/gradient_op.h"
-#include "passes/step_graph.h"
 #include "tools/cli_checks.h"
 #include "tools/commands.h"
 
@@ -45,7 +43,7 @@ void PrintOpProfile(const Executor& ex, double runs) {
 int Run(const RunOptions& o) {
   if (!o.output.empty()) CheckOutputFile("-o", o.output);
   std::unique_ptr<Graph> g = LoadCheckedModel(o.model);
-  ExpandGradientOps(*g);  // ai.onnx.preview.training Gradient nodes -> the backward in standard ops
+  ExpandTrainingOps(*g);
   std::map<std::string, Tensor> feeds;
   std::string unused;  // arrays the model does not read: said once (a misspelt name shows up here)
   for (NamedTensor& nt : ReadNpz(o.data)) {
@@ -61,27 +59,14 @@ int Run(const RunOptions& o) {
     if (!feeds.count(v->name))
       throw Error(o.data + ": no array for the model input '" + v->name + "'" +
                   (unused.empty() ? std::string() : " (arrays not read: " + unused + ")"));
-  FuseMode mode = ParseFuseMode(o.fuse);
-  CheckDisabledPasses(o.disable_pass);
-  auto disabled = [&](const char* pass) {
-    return std::find(o.disable_pass.begin(), o.disable_pass.end(), pass) != o.disable_pass.end();
-  };
-  if (disabled("fusion")) mode = FuseMode::kOff;
   for (const auto& [name, t] : feeds) CheckFeed(g->FindValue(name), t);  // before fusion sizes anything for them
   // The forward as train runs it: the pattern fusions (as in every --fuse mode), then clusters sized for these
   // inputs' shapes.
-  if (!disabled("pattern_fusion")) RunPatternFusion(*g, false);
-  if (mode != FuseMode::kOff) {
-    std::map<std::string, TensorDesc> descs;
-    std::map<std::string, const Tensor*> known;
-    for (const auto& [name, t] : feeds) descs[name] = TensorDesc{t.dtype(), t.dims(), true};
-    for (const Value* v : ValuesNeededAtPlanTime(*g))
-      if (feeds.count(v->name)) known[v->name] = &feeds.at(v->name);
-    FuseOptions fo;
-    fo.mode = mode;
-    fo.memory_budget = DefaultMemoryBudget();
-    FuseForShapes(*g, fo, descs, known);
-  }
+  ForwardOptions fo;
+  fo.fuse.mode = ParseFuseMode(o.fuse);
+  fo.fuse.memory_budget = DefaultMemoryBudget();
+  fo.passes.disabled = o.disable_pass;
+  PrepareForward(*g, fo, feeds);
   ExecutorOptions eo;
   eo.profile = o.profile;
   Executor ex(*g, eo);

@@ -97,18 +97,18 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.amp.keep_fp32_nodes = o.keep_fp32_node;
   LossScaleOptions& ls = to.loss_scale;
   if (o.loss_scale.empty() || o.loss_scale == "auto") {
-    ls.mode = "auto";
+    ls.mode = LossScaleMode::kAuto;
   } else if (o.loss_scale == "dynamic" || o.loss_scale == "none") {
-    ls.mode = o.loss_scale;
+    ls.mode = o.loss_scale == "dynamic" ? LossScaleMode::kDynamic : LossScaleMode::kNone;
   } else {
     char* end = nullptr;
     const double v = std::strtod(o.loss_scale.c_str(), &end);
     if (end == o.loss_scale.c_str() || *end || !(v > 0) || !std::isfinite(v))
       throw Error("--loss-scale: '" + o.loss_scale + "' is not dynamic, none or a positive number");
-    ls.mode = "static";
+    ls.mode = LossScaleMode::kStatic;
     ls.init = v;
   }
-  if (ls.mode != "static") ls.init = o.loss_scale_init;
+  if (ls.mode != LossScaleMode::kStatic) ls.init = o.loss_scale_init;
   if (!(o.loss_scale_init > 0) || !(o.loss_scale_factor >= 1) || !(o.loss_scale_backoff > 0 && o.loss_scale_backoff < 1))
     throw Error("--loss-scale-init must be > 0, --loss-scale-factor >= 1 and --loss-scale-backoff in (0, 1)");
   ls.factor = o.loss_scale_factor;
@@ -122,8 +122,8 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.profile = o.profile;
   to.trace = !o.profile_trace.empty();
   to.fuse.mode = ParseFuseMode(o.fuse);
-  to.disabled_passes = o.disable_pass;  // checked where the step is built (BuildStepGraph)
-  to.verify_passes = o.verify_passes;
+  to.passes.disabled = o.disable_pass;  // checked where the step is built (BuildStepGraph)
+  to.passes.verify = o.verify_passes;
   if (std::find(o.disable_pass.begin(), o.disable_pass.end(), "fusion") != o.disable_pass.end()) to.fuse.mode = FuseMode::kOff;
   to.fuse.memory_budget = o.memory_budget.empty() ? DefaultMemoryBudget() : ParseByteSize(o.memory_budget);
   to.refuse_over_budget = !o.memory_budget.empty();
@@ -274,7 +274,7 @@ int Train(const TrainOptions& o) {
   std::unique_ptr<Graph> model = LoadCheckedModel(o.model);
   const bool stored = !model->training_info.empty();  // an ONNX training model (`passes -o`): its step as stored
   auto trainer = stored ? StoredStepTrainer(std::move(model), o)
-                        : std::make_unique<Trainer>(LoadModel(o.model), MakeTrainerOptions(o, 0));
+                        : std::make_unique<Trainer>(std::move(model), MakeTrainerOptions(o, 0));
   const std::vector<std::string> inputs = trainer->input_names();
   Arrays train_arrays = ReadArrays(o.data, inputs);
   CheckDataFitsStep(trainer->step_graph(), train_arrays, o.data, o);
@@ -287,8 +287,7 @@ int Train(const TrainOptions& o) {
     throw Error(o.data + ": " + std::to_string(data.samples()) + " samples do not fill one step of " +
                 std::to_string(k) + " x " + std::to_string(o.batch) + " samples");
   const int64_t total = o.steps > 0 ? o.steps : o.epochs * per_epoch / k;
-  if (!stored && (o.lr_schedule != "constant" || o.warmup > 0))  // the schedule needs the run's length
-    trainer = std::make_unique<Trainer>(std::move(model), MakeTrainerOptions(o, total));
+  if (!stored) trainer->set_total_steps(total);  // the schedule needs the run's length
 
   if (trainer->options().amp.half != DataType::kUndefined) {
     const std::string w = AmpHardwareWarning(trainer->options().amp.half);
@@ -338,7 +337,7 @@ int Train(const TrainOptions& o) {
   int64_t skipped = 0, skipped_in_row = 0;
   const StepGraphInfo& step_info = trainer->step_info();
   const bool scaling = step_info.loss_scale != nullptr;
-  const bool dynamic = step_info.loss_scaling == "dynamic";
+  const bool dynamic = step_info.loss_scaling == LossScaleMode::kDynamic;
   ScaleWatch scale_watch;
   bool warned_zero_norm = false;
   Progress progress(o, bar, start, total, k, per_epoch, scaling);

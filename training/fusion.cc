@@ -6,11 +6,6 @@
 #include <cmath>
 
 #include "executor/plan.h"
-#include "passes/fuse_batch_norm.h"
-#include "passes/fuse_pool_relu.h"
-#include "passes/fuse_epilogue.h"
-#include "passes/fuse_residual_norm.h"
-#include "passes/rematerialize.h"
 #include "graph/error.h"
 
 namespace ot {
@@ -39,54 +34,32 @@ FusionSizes SizesFromPlan(const Graph& g, const Plan& plan) {
     k.views = st.views;
     s.kernels[st.node] = k;
   }
+  s.planned_peak = plan.memory_plan().peak_live_bytes;
   return s;
 }
 
+namespace {
+
+// Answers the fusion passes with plans compiled for the step's input shapes.
+class PlanSizer : public StepSizer {
+ public:
+  PlanSizer(const std::map<std::string, TensorDesc>& inputs, const std::map<std::string, const Tensor*>& known)
+      : inputs_(inputs), known_(known) {}
+  FusionSizes Measure(const Graph& g) override {
+    return SizesFromPlan(g, *Plan::Compile(g, inputs_, known_, 0, /*state_in_place=*/true));
+  }
+
+ private:
+  const std::map<std::string, TensorDesc>& inputs_;
+  const std::map<std::string, const Tensor*>& known_;
+};
+
+}  // namespace
+
 FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std::string, TensorDesc>& inputs,
-                           const std::map<std::string, const Tensor*>& known) {
-  ClusterFusionPass pass(opts, FusionSizes());
-  if (opts.mode == FuseMode::kOff) {
-    pass.Run(g);
-    return pass.report();
-  }
-  std::unique_ptr<Plan> plan = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true);
-  // Kernel folds first (they take Relu, ReluGrad and the residual sums, which clusters would otherwise claim; the
-  // pool fold before the batch-norm folds, which would also take a ReluGrad), then the clusters are sized on the plan
-  // of the folded step.
-  FusionReport folds;
-  bool folded = false;
-  const int64_t unfused_peak = plan->memory_plan().peak_live_bytes;
-  if (opts.kernel_folds) {
-    const FusionSizes sizes0 = SizesFromPlan(g, *plan);
-    PoolReluFoldPass pool(opts, sizes0, unfused_peak, &folds);
-    folded = pool.Run(g);
-    BatchNormFoldPass bn(opts, sizes0, pool.peak(), &folds);
-    folded = bn.Run(g) || folded;
-    folded = ResidualNormFoldPass(opts, sizes0, bn.peak(), &folds).Run(g) || folded;
-    if (folded) plan = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true);
-  }
-  const FusionSizes sizes = SizesFromPlan(g, *plan);
-  plan.reset();
-  ClusterFusionPass fuse(opts, sizes);
-  fuse.Run(g);
-  FusionReport report = fuse.report();
-  report.clusters.insert(report.clusters.begin(), folds.clusters.begin(), folds.clusters.end());
-  report.refused.insert(report.refused.end(), folds.refused.begin(), folds.refused.end());
-  report.saved_bytes += folds.saved_bytes;
-  report.fused_nodes += folds.fused_nodes;
-  if (folded) report.peak_before = unfused_peak;
-  // Under a budget the fused step does not meet, recompute cheap saved values (before the epilogues take the
-  // elementwise ops they would copy into GEMMs).
-  if (opts.memory_budget > 0 && report.peak_after > opts.memory_budget)
-    RematerializePass(opts.memory_budget, sizes, &report).Run(g);
-  if (opts.mode == FuseMode::kFull && opts.epilogues) EpiloguePass(opts, sizes, &report).Run(g);
-  // The passes price with a model of the plan (conservative where epilogues hold inputs longer); the peak reported
-  // is the plan the executor will make of the result.
-  if (report.clusters.size() + report.rematerialized.size() > 0 || opts.memory_budget > 0 || folded) {
-    report.peak_after = Plan::Compile(g, inputs, known, 0, /*state_in_place=*/true)->memory_plan().peak_live_bytes;
-    if (opts.memory_budget > 0) report.budget_unreachable = report.peak_after > opts.memory_budget;
-  }
-  return report;
+                           const std::map<std::string, const Tensor*>& known, const PipelineControl& control) {
+  PlanSizer sizer(inputs, known);
+  return RunFusionStage(g, opts, sizer, control);
 }
 
 int64_t DefaultMemoryBudget() {

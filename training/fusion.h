@@ -1,7 +1,8 @@
-// Cluster fusion of a step for the shapes it will run (passes/cluster_fusion.h): the executor compiles the unfused
-// step once for those shapes -- that plan's buffers give every value's dims and storage, its kernels the order,
-// workspaces and in-place pairs the sizing prices -- then the pass rewrites the graph in place. The clusters work
-// for any later shape; only the sizing decisions were made for these.
+// Stage 2 of the pipeline, fusion of a step for the shapes it will run (passes/fusion_stage.h), answered by the
+// executor: each time the passes ask for the step's facts, a plan is compiled for those shapes -- its buffers give
+// every value's dims and storage, its kernels the order, workspaces and in-place pairs the sizing prices. The
+// passes rewrite the graph in place. The clusters work for any later shape; only the sizing decisions were made
+// for these.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -9,7 +10,7 @@
 
 #include "executor/kernel_registry.h"
 #include "graph/graph.h"
-#include "passes/cluster_fusion.h"
+#include "passes/fusion_stage.h"
 
 namespace ot {
 
@@ -18,10 +19,10 @@ class Plan;
 // What the sizing needs to know of `g`, from a plan compiled from it.
 FusionSizes SizesFromPlan(const Graph& g, const Plan& plan);
 
-// Compiles `g` for `inputs` (dtype and dims of every fed input; `known`: values of the inputs that decide shapes),
-// runs ClusterFusionPass on it and returns the report. Nothing runs.
+// Runs stage 2 on `g` for `inputs` (dtype and dims of every fed input; `known`: values of the inputs that decide
+// shapes) and returns the report. Nothing runs. `control`: --disable-pass, --dump-after, --verify-passes.
 FusionReport FuseForShapes(Graph& g, const FuseOptions& opts, const std::map<std::string, TensorDesc>& inputs,
-                           const std::map<std::string, const Tensor*>& known);
+                           const std::map<std::string, const Tensor*>& known, const PipelineControl& control = {});
 
 // The default --memory-budget: the machine's physical memory (the CUDA backend will use the device's free memory).
 int64_t DefaultMemoryBudget();

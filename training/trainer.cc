@@ -35,8 +35,7 @@ StepOptions MakeStepOptions(const TrainerOptions& o) {
   so.amp = o.amp;
   so.fp16_range = o.fp16_range;
   so.loss_scale = o.loss_scale;
-  so.disabled_passes = o.disabled_passes;
-  so.verify_passes = o.verify_passes;
+  so.control = o.passes;
   return so;
 }
 
@@ -150,6 +149,14 @@ void Trainer::MakeExecutor() {
 
 Trainer::~Trainer() = default;
 
+void Trainer::set_total_steps(int64_t n) {
+  if (fused_) throw Error("the schedule's length must be set before the first step");
+  opts_.optimizer.total_steps = n;
+  for (const auto& node : graph_->nodes())
+    if (node->op_type == "OptimizerUpdate" && node->domain == kInternalDomain)
+      node->attrs["total_steps"] = Attribute::Int(n);
+}
+
 void Trainer::Stage(const Arrays& batch) {
   if (stager_) stager_->Stage(batch);
 }
@@ -182,7 +189,7 @@ void Trainer::FuseFor(const Arrays& batch) {
     fo.epilogues = false;
     fo.kernel_folds = false;
   }
-  fusion_ = FuseForShapes(*graph_, fo, descs, known);
+  fusion_ = FuseForShapes(*graph_, fo, descs, known, opts_.passes);
   if (opts_.refuse_over_budget && fusion_.budget_unreachable)
     throw Error("--memory-budget " + FormatBytes(fo.memory_budget) + ": the step's planned peak is " +
                 FormatBytes(fusion_.peak_after) + " even with fusion and recomputation (`onnx-train plan` shows " +

@@ -43,9 +43,8 @@ struct TrainerOptions {
   // --memory-budget given: a step whose planned peak stays above fuse.memory_budget after fusion and recomputation
   // is refused at the first step, before anything is allocated (otherwise the budget only steers fusion).
   bool refuse_over_budget = false;
-  // --disable-pass: the step pipeline's optional rewrites left out (passes/step_graph.h: OptionalPasses).
-  std::vector<std::string> disabled_passes;
-  bool verify_passes = false;  // --verify-passes (StepOptions::verify_passes)
+  // --disable-pass (passes/step_graph.h: OptionalPasses), --verify-passes: both stages of the pipeline.
+  PipelineControl passes;
 };
 
 // The step-graph pipeline's options of a Trainer's.
@@ -126,6 +125,8 @@ class Trainer {
   std::string FirstNonFiniteNode(const Arrays& micro_batch);
 
   const Graph& step_graph() const { return *graph_; }
+  // The LR schedule's length in optimizer steps (the run's, known once the data is read), before the first Step.
+  void set_total_steps(int64_t n);
   const TrainerOptions& options() const { return opts_; }
   const Executor& executor() const { return *exec_; }
   void ResetProfile() { exec_->ResetProfile(); }

@@ -96,7 +96,7 @@ TEST(AmpGpuLossScaling, InjectedOverflowSkipsExactlyThatStep) {
   o.amp.half = DataType::kFloat16;
   o.device = OpenDevice("cuda:0");
   Trainer trainer(LoadModel(kExamples + "digits_mlp/model.onnx"), o);
-  ASSERT_EQ(trainer.step_info().loss_scaling, "dynamic");
+  ASSERT_EQ(trainer.step_info().loss_scaling, LossScaleMode::kDynamic);
   std::map<std::string, Tensor> arrays;
   for (NamedTensor& t : ReadNpz(kExamples + "digits_mlp/train.npz")) arrays[t.name] = t.tensor;
   DataLoader data(std::move(arrays), 50, false, 0, "digits");

@@ -19,7 +19,7 @@ using namespace amp_test;
 
 LossScaleOptions Dynamic(double init = 65536) {
   LossScaleOptions o;
-  o.mode = "dynamic";
+  o.mode = LossScaleMode::kDynamic;
   o.init = init;
   return o;
 }
@@ -40,7 +40,7 @@ TEST(LossScaling, ScalesTheSeedAndExtendsTheUpdate) {
   o.backoff = 0.25;
   o.min_scale = 2;
   LossScalingPass pass(o, s.seed);
-  EXPECT_EQ(pass.name(), "loss-scaling");
+  EXPECT_EQ(pass.name(), "loss_scaling");
   ASSERT_TRUE(pass.Run(g));
   VerifyGraph(g);
   InferShapes(g, true);
@@ -109,7 +109,7 @@ TEST(LossScaling, BadOptionsNameTheFlag) {
     const char* flag;
   };
   std::vector<Bad> bad(6, {Dynamic(), ""});
-  bad[0].o.mode = "sometimes", bad[0].flag = "--loss-scale";
+  bad[0].o.mode = LossScaleMode::kAuto, bad[0].flag = "'auto' was not resolved";
   bad[1].o.init = 0, bad[1].flag = "--loss-scale-init";
   bad[2].o.factor = 0.5, bad[2].flag = "--loss-scale-factor";
   bad[3].o.backoff = 1.5, bad[3].flag = "--loss-scale-backoff";

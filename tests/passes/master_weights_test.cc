@@ -30,7 +30,7 @@ TEST(MasterWeights, RewritesParameterCastsIntoHalfState) {
     const OptimizerLayout before = OptimizerLayout::Of(*opt);
 
     MasterWeightsPass pass;
-    EXPECT_EQ(pass.name(), "master-weights");
+    EXPECT_EQ(pass.name(), "master_weights");
     ASSERT_TRUE(pass.Run(g));
     VerifyGraph(g);
     InferShapes(g, true);
@@ -132,7 +132,7 @@ TEST(MasterWeights, HalfCopiesGoBeforeLossScaleAndStatsOutputs) {
   Graph& g = *s.graph;
   EnableOptimizerStats(g);
   LossScaleOptions lo;
-  lo.mode = "dynamic";
+  lo.mode = LossScaleMode::kDynamic;
   ASSERT_TRUE(LossScalingPass(lo, s.seed).Run(g));
   InsertAmpCasts(g, {"b2", "W1"}, DataType::kBFloat16);
   ASSERT_TRUE(MasterWeightsPass().Run(g));

@@ -96,10 +96,13 @@ TEST(StepPipeline, NamesComeFromTheOneList) {
             (std::vector<std::string>{"training_mode", "pattern_fusion", "loss", "autodiff", "optimizer", "amp",
                                       "fp16_range", "master_weights", "loss_scaling", "fold_transpose",
                                       "fuse_bias_grad"}));
-  EXPECT_EQ(OptionalPasses(), (std::vector<std::string>{"pattern_fusion", "fp16_range", "fold_transpose",
-                                                        "fuse_bias_grad", "fusion"}));
+  EXPECT_EQ(OptionalPasses(),
+            (std::vector<std::string>{"pattern_fusion", "fp16_range", "fold_transpose", "fuse_bias_grad",
+                                      "fuse_pool_relu", "fuse_batch_norm", "fuse_residual_norm", "cluster_fusion",
+                                      "rematerialize", "fuse_epilogue", "fusion"}));
   EXPECT_THROW(CheckDisabledPasses({"autodiff"}), Error);
-  EXPECT_NO_THROW(CheckDisabledPasses({"fusion", "fp16_range"}));
+  EXPECT_THROW(CheckDisabledPasses({"epilogue"}), Error);
+  EXPECT_NO_THROW(CheckDisabledPasses({"fusion", "fp16_range", "fuse_epilogue"}));
 }
 
 }  // namespace

@@ -120,10 +120,10 @@ TEST(AmpLossScaling, UnderflowIsRecoveredByDynamicScaling) {
   const int steps = 60;
   const RunLog fp32 = Train("", o, arrays, 50, steps, DataType::kUndefined, ScaledLossMlp());
   TrainerOptions dyn = o;
-  dyn.loss_scale.mode = "dynamic";
+  dyn.loss_scale.mode = LossScaleMode::kDynamic;
   const RunLog scaled = Train("", dyn, arrays, 50, steps, DataType::kFloat16, ScaledLossMlp());
   TrainerOptions one = o;
-  one.loss_scale.mode = "static";
+  one.loss_scale.mode = LossScaleMode::kStatic;
   one.loss_scale.init = 1;
   const RunLog unscaled = Train("", one, arrays, 50, steps, DataType::kFloat16, ScaledLossMlp());
   const double f32 = TailMean(fp32.losses, 5), dl = TailMean(scaled.losses, 5), ul = TailMean(unscaled.losses, 5);
@@ -146,7 +146,7 @@ TEST(AmpLossScaling, InjectedOverflowSkipsExactlyThatStep) {
   o.optimizer.lr = 0.01;
   o.amp.half = DataType::kFloat16;
   Trainer trainer(LoadModel(kExamples + "digits_mlp/model.onnx"), o);
-  ASSERT_EQ(trainer.step_info().loss_scaling, "dynamic");
+  ASSERT_EQ(trainer.step_info().loss_scaling, LossScaleMode::kDynamic);
   ASSERT_FALSE(HalfCopies(trainer.step_graph()).empty());
   DataLoader data(Npz(kExamples + "digits_mlp/train.npz"), 50, false, 0, "digits");
   const int bad = 4;
