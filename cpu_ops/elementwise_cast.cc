@@ -71,11 +71,13 @@ void Cast(const S* x, D* y, int64_t n) {
 }
 
 #define OT_CAST_INST(S, D) template void Cast<S, D>(const S*, D*, int64_t);
+// clang-format off (an instantiation list: clang-format 14 reflows it differently on each run)
 #define OT_CAST_FROM(S)                                                                                 \
   OT_CAST_INST(S, float) OT_CAST_INST(S, double) OT_CAST_INST(S, float16) OT_CAST_INST(S, bfloat16)     \
   OT_CAST_INST(S, int8_t) OT_CAST_INST(S, int16_t) OT_CAST_INST(S, int32_t) OT_CAST_INST(S, int64_t)    \
   OT_CAST_INST(S, uint8_t) OT_CAST_INST(S, uint16_t) OT_CAST_INST(S, uint32_t) OT_CAST_INST(S, uint64_t) \
   OT_CAST_INST(S, bool)
+// clang-format on
 OT_CAST_FROM(float)
 OT_CAST_FROM(double)
 OT_CAST_FROM(float16)

@@ -217,6 +217,7 @@ void DropoutTrain(const T* x, T* y, M* mask, int64_t n, float ratio, uint64_t ke
 
 #define OT_UNARY_INST(T) template void Unary<T>(UnaryOp, const T*, T*, int64_t, const UnaryParams&);
 #define OT_CLIP_INST(T) template void Clip<T>(const T*, T*, int64_t, T, T);
+// clang-format off (an instantiation list: clang-format 14 reflows it differently on each run)
 #define OT_FLOAT_INST(T)                                        \
   template void IsNaN<T>(const T*, bool*, int64_t);             \
   template void IsInf<T>(const T*, bool*, int64_t, bool, bool); \
@@ -225,6 +226,7 @@ void DropoutTrain(const T* x, T* y, M* mask, int64_t n, float ratio, uint64_t ke
 #define OT_NUMERIC_TYPES(X) \
   X(float) X(double) X(float16) X(bfloat16) X(int8_t) X(int16_t) X(int32_t) X(int64_t) X(uint8_t) X(uint16_t) \
   X(uint32_t) X(uint64_t)
+// clang-format on
 OT_NUMERIC_TYPES(OT_UNARY_INST)
 OT_NUMERIC_TYPES(OT_CLIP_INST)
 OT_FLOAT_INST(float)

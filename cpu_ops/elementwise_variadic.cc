@@ -99,10 +99,12 @@ void Variadic(VariadicOp op, const std::vector<const T*>& ins, T* out, const Bro
 }
 
 #define OT_POW_INST(T, E) template void Pow<T, E>(const T*, const E*, T*, const BroadcastPlan&);
+// clang-format off (an instantiation list: clang-format 14 reflows it differently on each run)
 #define OT_POW_EXPS(T)                                                                                   \
   OT_POW_INST(T, float) OT_POW_INST(T, double) OT_POW_INST(T, float16) OT_POW_INST(T, bfloat16)          \
   OT_POW_INST(T, int8_t) OT_POW_INST(T, int16_t) OT_POW_INST(T, int32_t) OT_POW_INST(T, int64_t)         \
   OT_POW_INST(T, uint8_t) OT_POW_INST(T, uint16_t) OT_POW_INST(T, uint32_t) OT_POW_INST(T, uint64_t)
+// clang-format on
 OT_POW_EXPS(float)
 OT_POW_EXPS(double)
 OT_POW_EXPS(float16)
