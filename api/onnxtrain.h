@@ -16,9 +16,9 @@
 // message that names the file, node, op or value. Threads: ot::SetThreadCount(n) before the first step.
 #pragma once
 
-#include "training/data_loader.h"
 #include "executor/threads.h"
-#include "training/trainer.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"

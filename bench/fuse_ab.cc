@@ -11,8 +11,9 @@
 // land luckier in the caches than another's: two trainers of the same mode differed by up to 0.8%, consistently
 // within a process, which one pair of trainers would have read as an effect of fusion. Printed: each mode's median
 // block time, the median of the per-pair ratios A/B with its 95% confidence interval (order statistics of the
-// pairs: no assumption on the noise), how many pairs B won, and each instance's median ratio. Both modes see the same batches in the same order, so their losses must agree step by step (the
-// fusion issue's 1e-5 relative); the largest relative difference is printed and an excess fails the run.
+// pairs: no assumption on the noise), how many pairs B won, and each instance's median ratio. Both modes see the same
+// batches in the same order, so their losses must agree step by step (the fusion issue's 1e-5 relative); the largest
+// relative difference is printed and an excess fails the run.
 // --ops adds each op's time per step in both modes. The same mode twice (--modes off,off) is the control: its
 // ratio must come out at 1 within its interval. (It found that the first trainer of a process ran its GEMMs up to
 // twice as slow: oneDNN primitives made for the machine's thread count, not --threads; see cpu_ops/dnnl_util.h.)
@@ -30,8 +31,8 @@
 #include <vector>
 
 #include "api/onnxtrain.h"
-#include "training/fusion.h"
 #include "passes/amp.h"
+#include "training/fusion.h"
 
 namespace {
 
@@ -68,19 +69,30 @@ Args Parse(int argc, char** argv) {
     auto num = [&](int64_t lo) {
       char* end = nullptr;
       const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (end == v.c_str() || *end || n < lo) Usage((k + ": '" + v + "' is not an integer >= " + std::to_string(lo)).c_str());
+      if (end == v.c_str() || *end || n < lo)
+        Usage((k + ": '" + v + "' is not an integer >= " + std::to_string(lo)).c_str());
       return static_cast<int64_t>(n);
     };
-    if (k == "--batch") a.batch = num(1);
-    else if (k == "--threads") a.threads = static_cast<int>(num(0));
-    else if (k == "--pairs") a.pairs = num(5);
-    else if (k == "--block") a.block = num(2);
-    else if (k == "--instances") a.instances = num(1);
-    else if (k == "--modes") a.modes = v;
-    else if (k == "--amp") a.amp = v;
-    else if (k == "--logits") a.logits = v;
-    else if (k == "--labels") a.labels = v;
-    else Usage(("unknown option " + k).c_str());
+    if (k == "--batch")
+      a.batch = num(1);
+    else if (k == "--threads")
+      a.threads = static_cast<int>(num(0));
+    else if (k == "--pairs")
+      a.pairs = num(5);
+    else if (k == "--block")
+      a.block = num(2);
+    else if (k == "--instances")
+      a.instances = num(1);
+    else if (k == "--modes")
+      a.modes = v;
+    else if (k == "--amp")
+      a.amp = v;
+    else if (k == "--logits")
+      a.logits = v;
+    else if (k == "--labels")
+      a.labels = v;
+    else
+      Usage(("unknown option " + k).c_str());
   }
   if (pos.size() != 2) Usage("MODEL and DATA are required");
   a.model = pos[0];
@@ -131,7 +143,7 @@ int main(int argc, char** argv) {
     if (per_epoch < 1) Usage("the data has fewer samples than one batch");
 
     std::vector<int64_t> next[2] = {std::vector<int64_t>(K, 0), std::vector<int64_t>(K, 0)};  // next batch
-    std::vector<std::vector<double>> losses[2] = {std::vector<std::vector<double>>(K),  // per instance and step
+    std::vector<std::vector<double>> losses[2] = {std::vector<std::vector<double>>(K),        // per instance and step
                                                   std::vector<std::vector<double>>(K)};
     auto run_block = [&](int m, int64_t k) {  // the median step time of a block but its first step, in ms
       std::vector<double> t;
@@ -184,8 +196,8 @@ int main(int argc, char** argv) {
     double worst = 0;
     for (int64_t k = 0; k < K; ++k)
       for (size_t i = 0; i < std::min(losses[0][k].size(), losses[1][k].size()); ++i)
-        worst = std::max(worst, std::fabs(losses[0][k][i] - losses[1][k][i]) /
-                                    std::max(std::fabs(losses[0][k][i]), 1e-30));
+        worst =
+            std::max(worst, std::fabs(losses[0][k][i] - losses[1][k][i]) / std::max(std::fabs(losses[0][k][i]), 1e-30));
     std::printf("%s batch %lld, %d thread(s)%s, %lld pairs of %lld-step blocks over %lld instances per mode\n",
                 a.model.c_str(), static_cast<long long>(a.batch), a.threads,
                 a.amp.empty() ? "" : (", amp " + a.amp).c_str(), static_cast<long long>(a.pairs),

@@ -18,8 +18,8 @@ void CoalesceDims(std::vector<int64_t>& dims, std::vector<std::vector<int64_t>>&
 // Calls f(out_index, offsets) for output elements [begin, end) in row-major order, where offsets[k] is the
 // element offset into operand k. Offsets are updated incrementally (no division in the loop body).
 template <typename F>
-void ForEachBroadcast(const std::vector<int64_t>& dims, const std::vector<std::vector<int64_t>>& strides,
-                      int64_t begin, int64_t end, F&& f) {
+void ForEachBroadcast(const std::vector<int64_t>& dims, const std::vector<std::vector<int64_t>>& strides, int64_t begin,
+                      int64_t end, F&& f) {
   const int rank = static_cast<int>(dims.size());
   const size_t nops = strides.size();
   std::vector<int64_t> idx(rank, 0), off(nops, 0);

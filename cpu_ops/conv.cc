@@ -1,16 +1,16 @@
 #include "cpu_ops/conv.h"
-#include "cpu_ops/dims.h"
 
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <oneapi/dnnl/dnnl.hpp>
 
+#include "cpu_ops/dims.h"
 #include "cpu_ops/dnnl_half.h"
 
 namespace ot::cpu {
@@ -72,8 +72,7 @@ int64_t ConvImagesPerBlock(int64_t n, int64_t x_elems, int64_t y_elems, int64_t 
   return (n + blocks - 1) / blocks;
 }
 
-DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
-    : spec_(spec), impl_(std::make_shared<Impl>()) {
+DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(spec), impl_(std::make_shared<Impl>()) {
   Impl& im = *impl_;
   const int64_t ks = Prod(spec.kernel);
   im.x_elems = spec.n * spec.c_in * Prod(spec.in_spatial);
@@ -148,11 +147,10 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
       im.scratch_md = pd.scratchpad_desc();
       im.prim = dnnl::convolution_forward(pd);
     } else {
-      auto d = spec.has_bias
-                   ? dnnl::deconvolution_forward::desc(pk, dnnl::algorithm::deconvolution_direct, im.x_md, im.w_md,
-                                                       im.b_md, im.y_md, strides, dil, pl, pr)
-                   : dnnl::deconvolution_forward::desc(pk, dnnl::algorithm::deconvolution_direct, im.x_md, im.w_md,
-                                                       im.y_md, strides, dil, pl, pr);
+      auto d = spec.has_bias ? dnnl::deconvolution_forward::desc(pk, dnnl::algorithm::deconvolution_direct, im.x_md,
+                                                                 im.w_md, im.b_md, im.y_md, strides, dil, pl, pr)
+                             : dnnl::deconvolution_forward::desc(pk, dnnl::algorithm::deconvolution_direct, im.x_md,
+                                                                 im.w_md, im.y_md, strides, dil, pl, pr);
       dnnl::deconvolution_forward::primitive_desc pd(d, attr, DnnlEngine());
       if (t != dt::f32 && GetHalfGemmMode() == HalfGemmMode::kAuto && IsReferenceImpl(pd.impl_info_str()))
         throw NotNativeHalf{};
@@ -171,8 +169,8 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights)
     const auto pk = dnnl::prop_kind::forward_inference;
     const dnnl::memory::desc bmd =
         spec.has_bias ? dnnl::memory::desc({spec.c_out}, t, dims_t{1}) : dnnl::memory::desc();
-    auto d = spec.has_bias ? dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa, bmd,
-                                                             ya, strides, dil, pl, pr)
+    auto d = spec.has_bias ? dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa, bmd, ya,
+                                                             strides, dil, pl, pr)
                            : dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa, ya,
                                                              strides, dil, pl, pr);
     std::optional<dnnl::convolution_forward::primitive_desc> opd;
@@ -306,10 +304,11 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
       dnnl::memory wm(im.w_md, eng, const_cast<void*>(w)), wbm(im.wb_md, eng, im.wb.data());
       im.w_to_blocked.execute(s, wm, wbm);
     }
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, xbm},
-                                               {DNNL_ARG_WEIGHTS, dnnl::memory(im.wb_md, eng, const_cast<float*>(im.wb.data()))},
-                                               {DNNL_ARG_DST, ybm},
-                                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}};
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, xbm},
+        {DNNL_ARG_WEIGHTS, dnnl::memory(im.wb_md, eng, const_cast<float*>(im.wb.data()))},
+        {DNNL_ARG_DST, ybm},
+        {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}};
     if (spec_.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(im.b_md, eng, const_cast<void*>(bias)));
     im.prim.execute(s, args);
     im.y_to_plain.execute(s, ybm, ym);
@@ -399,7 +398,8 @@ void NaiveConv(const ConvSpec& spec, const T* x, const T* w, const T* bias, T* y
                   for (int64_t iw = 0; iw < in[2]; ++iw) {
                     const int64_t ow = iw * st[2] - pb[2] + kw * dl[2];
                     if (ow < 0 || ow >= out[2]) continue;
-                    acc[(od * out[1] + oh) * out[2] + ow] += wv * static_cast<double>(xp[(id * in[1] + ih) * in[2] + iw]);
+                    acc[(od * out[1] + oh) * out[2] + ow] +=
+                        wv * static_cast<double>(xp[(id * in[1] + ih) * in[2] + iw]);
                   }
                 }
               }

@@ -1,5 +1,4 @@
 #include "cpu_ops/conv_grad.h"
-#include "cpu_ops/dims.h"
 
 #include <tbb/parallel_for.h>
 
@@ -9,6 +8,8 @@
 #include <optional>
 #include <unordered_map>
 #include <vector>
+
+#include "cpu_ops/dims.h"
 
 namespace ot::cpu {
 
@@ -215,13 +216,15 @@ void DnnlConvBackward::Run(const void* dy, const void* a, void* out) const {
                         const dnnl::memory::desc& md, const std::shared_ptr<std::vector<uint8_t>>& buf) {
     return out_r ? dnnl::memory(md, eng, buf->data()) : plain;
   };
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}};
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}};
   const dnnl::memory y = staged_in(im.y_in, dnnl::memory(im.y_md, eng, const_cast<void*>(dy)), im.py_md, im.py);
   args.emplace(DNNL_ARG_DIFF_DST, y);
   if (kind_ == Kind::kData) {
     dnnl::memory x(im.x_md, eng, out);
     dnnl::memory px = staged_out(im.x_out, x, im.px_md, im.px);
-    args.emplace(DNNL_ARG_WEIGHTS, staged_in(im.w_in, dnnl::memory(im.w_md, eng, const_cast<void*>(a)), im.pw_md, im.pw));
+    args.emplace(DNNL_ARG_WEIGHTS,
+                 staged_in(im.w_in, dnnl::memory(im.w_md, eng, const_cast<void*>(a)), im.pw_md, im.pw));
     args.emplace(DNNL_ARG_DIFF_SRC, px);
     im.prim.execute(s, args);
     if (im.x_out) im.x_out->execute(s, px, x);
@@ -280,9 +283,8 @@ void NaiveConvGradWeight(const ConvSpec& spec, const T* dy, const T* x, T* dw) {
         for (int64_t kh = 0; kh < k[1]; ++kh)
           for (int64_t kw = 0; kw < k[2]; ++kw) {
             double s = 0;
-            ForEachConvTap(in, out, st, dl, pb, kd, kh, kw, [&](int64_t o, int64_t i) {
-              s += static_cast<double>(yp[o]) * static_cast<double>(xp[i]);
-            });
+            ForEachConvTap(in, out, st, dl, pb, kd, kh, kw,
+                           [&](int64_t o, int64_t i) { s += static_cast<double>(yp[o]) * static_cast<double>(xp[i]); });
             acc[(kd * k[1] + kh) * k[2] + kw] += s;
           }
     }

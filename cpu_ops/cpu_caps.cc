@@ -19,9 +19,9 @@ CpuCaps Detect() {
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     xcr0 = (static_cast<unsigned long long>(hi) << 32) | lo;
   }
-  const bool ymm = (xcr0 & 0x6) == 0x6;             // SSE and AVX state saved by the OS
-  const bool zmm = ymm && (xcr0 & 0xe0) == 0xe0;    // opmask and the upper ZMM state
-  const bool tiles = (xcr0 & 0x60000) == 0x60000;   // AMX tile config and data
+  const bool ymm = (xcr0 & 0x6) == 0x6;            // SSE and AVX state saved by the OS
+  const bool zmm = ymm && (xcr0 & 0xe0) == 0xe0;   // opmask and the upper ZMM state
+  const bool tiles = (xcr0 & 0x60000) == 0x60000;  // AMX tile config and data
   c.avx = ymm && (cx & (1u << 28));
   c.f16c = c.avx && (cx & (1u << 29));
   unsigned max_leaf = __get_cpuid_max(0, nullptr);

@@ -10,9 +10,12 @@ namespace ot::cpu {
 
 inline dnnl::memory::data_type ToDnnl(DnnType t) {
   switch (t) {
-    case DnnType::kF16: return dnnl::memory::data_type::f16;
-    case DnnType::kBF16: return dnnl::memory::data_type::bf16;
-    default: return dnnl::memory::data_type::f32;
+    case DnnType::kF16:
+      return dnnl::memory::data_type::f16;
+    case DnnType::kBF16:
+      return dnnl::memory::data_type::bf16;
+    default:
+      return dnnl::memory::data_type::f32;
   }
 }
 

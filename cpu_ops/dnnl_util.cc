@@ -6,9 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <string>
-
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 
 #include "cpu_ops/half_convert.h"
 #include "cpu_ops/threads.h"
@@ -46,9 +45,7 @@ HalfGemmMode GetHalfGemmMode() {
   return mode;
 }
 
-bool IsReferenceImpl(const char* impl_info) {
-  return impl_info == nullptr || std::strstr(impl_info, "ref") != nullptr;
-}
+bool IsReferenceImpl(const char* impl_info) { return impl_info == nullptr || std::strstr(impl_info, "ref") != nullptr; }
 
 size_t DnnTypeSize(DnnType t) { return t == DnnType::kF32 ? 4 : 2; }
 

@@ -66,8 +66,8 @@ void StridedReduceCopy(const T* src, const std::vector<int64_t>& out_dims, const
   });
 }
 
-#define OT_INST(T)                                                                                              \
-  template void StridedReduceCopy<T>(const T*, const std::vector<int64_t>&, const std::vector<int64_t>&,       \
+#define OT_INST(T)                                                                                       \
+  template void StridedReduceCopy<T>(const T*, const std::vector<int64_t>&, const std::vector<int64_t>&, \
                                      const std::vector<int64_t>&, const std::vector<int64_t>&, T*);
 OT_INST(float)
 OT_INST(double)

@@ -12,14 +12,26 @@ namespace ot::cpu {
 
 enum class BinaryOp {
   // out has the operands' type T:
-  kAdd, kSub, kMul, kDiv, kMax, kMin,
-  kMod,       // Python/numpy sign semantics (result has the divisor's sign); integer x % 0 = 0
-  kFmod,      // C fmod / % semantics (result has the dividend's sign)
-  kShiftLeft, kShiftRight,  // unsigned integers; shifts >= the bit width give 0
-  kPRelu,     // a < 0 ? a * b : a
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMax,
+  kMin,
+  kMod,   // Python/numpy sign semantics (result has the divisor's sign); integer x % 0 = 0
+  kFmod,  // C fmod / % semantics (result has the dividend's sign)
+  kShiftLeft,
+  kShiftRight,  // unsigned integers; shifts >= the bit width give 0
+  kPRelu,       // a < 0 ? a * b : a
   // out is bool:
-  kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual,
-  kAnd, kOr, kXor,  // bool operands
+  kEqual,
+  kLess,
+  kGreater,
+  kLessOrEqual,
+  kGreaterOrEqual,
+  kAnd,
+  kOr,
+  kXor,  // bool operands
 };
 
 inline bool BinaryOutputsBool(BinaryOp op) { return static_cast<int>(op) >= static_cast<int>(BinaryOp::kEqual); }

@@ -23,8 +23,10 @@ D Convert(S v) {
   } else if constexpr (kIsFloat<D>) {
     if constexpr (kIsHalf<D> && (kIsHalf<S> || std::is_same_v<S, float> || sizeof(S) <= 2))
       return D(static_cast<float>(static_cast<ComputeType<S>>(v)));  // exact in float: one rounding
-    else if constexpr (kIsHalf<D>) return D(RoundToOddFloat(static_cast<double>(v)));
-    else return static_cast<D>(static_cast<ComputeType<S>>(v));
+    else if constexpr (kIsHalf<D>)
+      return D(RoundToOddFloat(static_cast<double>(v)));
+    else
+      return static_cast<D>(static_cast<ComputeType<S>>(v));
   } else if constexpr (kIsFloat<S>) {  // floating -> integer
     const double d = static_cast<double>(static_cast<ComputeType<S>>(v));
     if (std::isnan(d)) return D(0);
@@ -46,7 +48,7 @@ template <typename S, typename D>
 void Cast(const S* x, D* y, int64_t n) {
   if constexpr (std::is_same_v<S, D>) {
     if (static_cast<const void*>(x) != static_cast<void*>(y) && n > 0) std::memcpy(y, x, n * sizeof(S));
-  } else if constexpr ((kIsHalf<S> || std::is_same_v<S, float>) && (kIsHalf<D> || std::is_same_v<D, float>)) {
+  } else if constexpr ((kIsHalf<S> || std::is_same_v<S, float>)&&(kIsHalf<D> || std::is_same_v<D, float>)) {
     // float <-> half and half <-> half: through float tiles with the vectorized conversions (widening is exact,
     // so each element is rounded once).
     ParallelChunks(n, [&](int64_t b, int64_t e) {
@@ -71,7 +73,8 @@ void Cast(const S* x, D* y, int64_t n) {
 }
 
 #define OT_CAST_INST(S, D) template void Cast<S, D>(const S*, D*, int64_t);
-// clang-format off (an instantiation list: clang-format 14 reflows it differently on each run)
+// An instantiation list: clang-format 14 reflows it differently on each run.
+// clang-format off
 #define OT_CAST_FROM(S)                                                                                 \
   OT_CAST_INST(S, float) OT_CAST_INST(S, double) OT_CAST_INST(S, float16) OT_CAST_INST(S, bfloat16)     \
   OT_CAST_INST(S, int8_t) OT_CAST_INST(S, int16_t) OT_CAST_INST(S, int32_t) OT_CAST_INST(S, int64_t)    \

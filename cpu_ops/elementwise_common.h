@@ -31,8 +31,7 @@ struct BroadcastPlan {
 };
 
 // Throws std::invalid_argument when an operand does not broadcast to out_dims.
-BroadcastPlan MakeBroadcastPlan(const std::vector<int64_t>& out_dims,
-                                const std::vector<std::vector<int64_t>>& in_dims);
+BroadcastPlan MakeBroadcastPlan(const std::vector<int64_t>& out_dims, const std::vector<std::vector<int64_t>>& in_dims);
 
 // Calls run(out_offset, len, offsets, inner_strides) for the contiguous runs (along the innermost coalesced dim)
 // of output elements [begin, end): output elements out_offset .. out_offset+len-1 read operand k at
@@ -76,12 +75,24 @@ void ForEachRun(const BroadcastPlan& p, F&& run) {
 }
 
 // Compute type of a storage type: half types compute in float, everything else in itself.
-template <typename T> struct ComputeTypeOf { using type = T; };
-template <> struct ComputeTypeOf<float16> { using type = float; };
-template <> struct ComputeTypeOf<bfloat16> { using type = float; };
-template <typename T> using ComputeType = typename ComputeTypeOf<T>::type;
+template <typename T>
+struct ComputeTypeOf {
+  using type = T;
+};
+template <>
+struct ComputeTypeOf<float16> {
+  using type = float;
+};
+template <>
+struct ComputeTypeOf<bfloat16> {
+  using type = float;
+};
+template <typename T>
+using ComputeType = typename ComputeTypeOf<T>::type;
 
-template <typename T> constexpr bool kIsHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
-template <typename T> constexpr bool kIsFloat = std::is_floating_point_v<T> || kIsHalf<T>;
+template <typename T>
+constexpr bool kIsHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+template <typename T>
+constexpr bool kIsFloat = std::is_floating_point_v<T> || kIsHalf<T>;
 
 }  // namespace ot::cpu

@@ -20,19 +20,29 @@ template <typename T>
 void CompareBinary(BinaryOp op, const T* a, const T* b, bool* out, const BroadcastPlan& p) {
   using A = ComputeType<T>;
   switch (op) {
-    case BinaryOp::kEqual: return Compare(a, b, out, p, [](A x, A y) { return x == y; });
-    case BinaryOp::kLess: return Compare(a, b, out, p, [](A x, A y) { return x < y; });
-    case BinaryOp::kGreater: return Compare(a, b, out, p, [](A x, A y) { return x > y; });
-    case BinaryOp::kLessOrEqual: return Compare(a, b, out, p, [](A x, A y) { return x <= y; });
-    case BinaryOp::kGreaterOrEqual: return Compare(a, b, out, p, [](A x, A y) { return x >= y; });
-    default: break;
+    case BinaryOp::kEqual:
+      return Compare(a, b, out, p, [](A x, A y) { return x == y; });
+    case BinaryOp::kLess:
+      return Compare(a, b, out, p, [](A x, A y) { return x < y; });
+    case BinaryOp::kGreater:
+      return Compare(a, b, out, p, [](A x, A y) { return x > y; });
+    case BinaryOp::kLessOrEqual:
+      return Compare(a, b, out, p, [](A x, A y) { return x <= y; });
+    case BinaryOp::kGreaterOrEqual:
+      return Compare(a, b, out, p, [](A x, A y) { return x >= y; });
+    default:
+      break;
   }
   if constexpr (std::is_same_v<T, bool>) {
     switch (op) {
-      case BinaryOp::kAnd: return Compare(a, b, out, p, [](bool x, bool y) { return x && y; });
-      case BinaryOp::kOr: return Compare(a, b, out, p, [](bool x, bool y) { return x || y; });
-      case BinaryOp::kXor: return Compare(a, b, out, p, [](bool x, bool y) { return x != y; });
-      default: break;
+      case BinaryOp::kAnd:
+        return Compare(a, b, out, p, [](bool x, bool y) { return x && y; });
+      case BinaryOp::kOr:
+        return Compare(a, b, out, p, [](bool x, bool y) { return x || y; });
+      case BinaryOp::kXor:
+        return Compare(a, b, out, p, [](bool x, bool y) { return x != y; });
+      default:
+        break;
     }
   }
   throw std::invalid_argument("comparison/logic op not defined for this type");
@@ -55,7 +65,7 @@ void Where(const bool* cond, const T* x, const T* y, T* out, const BroadcastPlan
   });
 }
 
-#define OT_COMPARE_INST(T)                                                                         \
+#define OT_COMPARE_INST(T)                                                                   \
   template void CompareBinary<T>(BinaryOp, const T*, const T*, bool*, const BroadcastPlan&); \
   template void Where<T>(const bool*, const T*, const T*, T*, const BroadcastPlan&);
 OT_COMPARE_INST(float)

@@ -47,10 +47,14 @@ void BinaryLoopHalf(const T* a, const T* b, T* out, const BroadcastPlan& p, G g)
     const float av = static_cast<float>(*pa), bv = static_cast<float>(*pb);
     for (int64_t t = 0; t < len; t += kHalfTile) {
       const int64_t n = std::min(kHalfTile, len - t);
-      if (sa == 1) LoadFloats(pa + t, fa, n);
-      else if (sa != 0) for (int64_t i = 0; i < n; ++i) fa[i] = static_cast<float>(pa[(t + i) * sa]);
-      if (sb == 1) LoadFloats(pb + t, fb, n);
-      else if (sb != 0) for (int64_t i = 0; i < n; ++i) fb[i] = static_cast<float>(pb[(t + i) * sb]);
+      if (sa == 1)
+        LoadFloats(pa + t, fa, n);
+      else if (sa != 0)
+        for (int64_t i = 0; i < n; ++i) fa[i] = static_cast<float>(pa[(t + i) * sa]);
+      if (sb == 1)
+        LoadFloats(pb + t, fb, n);
+      else if (sb != 0)
+        for (int64_t i = 0; i < n; ++i) fb[i] = static_cast<float>(pb[(t + i) * sb]);
       if (sa == 0 && sb == 0) {
         for (int64_t i = 0; i < n; ++i) fa[i] = g(av, bv);
       } else if (sa == 0) {

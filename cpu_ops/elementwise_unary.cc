@@ -67,44 +67,74 @@ void UnaryFloat(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p) {
   const A alpha = static_cast<A>(p.alpha), beta = static_cast<A>(p.beta), gamma = static_cast<A>(p.gamma);
   const A zero = 0, one = 1;
   switch (op) {
-    case UnaryOp::kIdentity: return Map(x, y, n, [](A v) { return v; });
-    case UnaryOp::kAbs: return Map(x, y, n, [](A v) { return std::fabs(v); });
-    case UnaryOp::kNeg: return Map(x, y, n, [](A v) { return -v; });
-    case UnaryOp::kSign: return Map(x, y, n, [](A v) { return math::Sign(v); });  // keeps 0 and NaN
-    case UnaryOp::kRelu: return Map(x, y, n, [](A v) { return math::Relu(v); });  // NaN stays NaN
+    case UnaryOp::kIdentity:
+      return Map(x, y, n, [](A v) { return v; });
+    case UnaryOp::kAbs:
+      return Map(x, y, n, [](A v) { return std::fabs(v); });
+    case UnaryOp::kNeg:
+      return Map(x, y, n, [](A v) { return -v; });
+    case UnaryOp::kSign:
+      return Map(x, y, n, [](A v) { return math::Sign(v); });  // keeps 0 and NaN
+    case UnaryOp::kRelu:
+      return Map(x, y, n, [](A v) { return math::Relu(v); });  // NaN stays NaN
     case UnaryOp::kShrink:
       return Map(x, y, n, [=](A v) { return v < -alpha ? v + beta : (v > alpha ? v - beta : zero); });
-    case UnaryOp::kExp: return MapVec(x, y, n, [](A v) { return math::Exp(v); });
-    case UnaryOp::kLog: return Map(x, y, n, [](A v) { return std::log(v); });
-    case UnaryOp::kSqrt: return Map(x, y, n, [](A v) { return std::sqrt(v); });
-    case UnaryOp::kReciprocal: return Map(x, y, n, [=](A v) { return one / v; });
-    case UnaryOp::kLeakyRelu: return Map(x, y, n, [=](A v) { return math::LeakyRelu(v, alpha); });
-    case UnaryOp::kElu: return Map(x, y, n, [=](A v) { return v < zero ? alpha * std::expm1(v) : v; });
+    case UnaryOp::kExp:
+      return MapVec(x, y, n, [](A v) { return math::Exp(v); });
+    case UnaryOp::kLog:
+      return Map(x, y, n, [](A v) { return std::log(v); });
+    case UnaryOp::kSqrt:
+      return Map(x, y, n, [](A v) { return std::sqrt(v); });
+    case UnaryOp::kReciprocal:
+      return Map(x, y, n, [=](A v) { return one / v; });
+    case UnaryOp::kLeakyRelu:
+      return Map(x, y, n, [=](A v) { return math::LeakyRelu(v, alpha); });
+    case UnaryOp::kElu:
+      return Map(x, y, n, [=](A v) { return v < zero ? alpha * std::expm1(v) : v; });
     case UnaryOp::kSelu:
       return Map(x, y, n, [=](A v) { return v <= zero ? gamma * alpha * std::expm1(v) : gamma * v; });
-    case UnaryOp::kSigmoid: return MapVec(x, y, n, [](A v) { return math::Sigmoid(v); });
+    case UnaryOp::kSigmoid:
+      return MapVec(x, y, n, [](A v) { return math::Sigmoid(v); });
     case UnaryOp::kHardSigmoid:
       return Map(x, y, n, [=](A v) { return std::max(zero, std::min(one, alpha * v + beta)); });
-    case UnaryOp::kTanh: return MapVec(x, y, n, [](A v) { return math::Tanh(v); });
-    case UnaryOp::kErf: return MapVec(x, y, n, [](A v) { return math::Erf(v); });
+    case UnaryOp::kTanh:
+      return MapVec(x, y, n, [](A v) { return math::Tanh(v); });
+    case UnaryOp::kErf:
+      return MapVec(x, y, n, [](A v) { return math::Erf(v); });
     case UnaryOp::kSoftplus:
       return Map(x, y, n, [=](A v) { return v > zero ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v)); });
-    case UnaryOp::kSoftsign: return Map(x, y, n, [=](A v) { return v / (one + std::fabs(v)); });
-    case UnaryOp::kSin: return Map(x, y, n, [](A v) { return std::sin(v); });
-    case UnaryOp::kCos: return Map(x, y, n, [](A v) { return std::cos(v); });
-    case UnaryOp::kTan: return Map(x, y, n, [](A v) { return std::tan(v); });
-    case UnaryOp::kAsin: return Map(x, y, n, [](A v) { return std::asin(v); });
-    case UnaryOp::kAcos: return Map(x, y, n, [](A v) { return std::acos(v); });
-    case UnaryOp::kAtan: return Map(x, y, n, [](A v) { return std::atan(v); });
-    case UnaryOp::kSinh: return Map(x, y, n, [](A v) { return std::sinh(v); });
-    case UnaryOp::kCosh: return Map(x, y, n, [](A v) { return std::cosh(v); });
-    case UnaryOp::kAsinh: return Map(x, y, n, [](A v) { return std::asinh(v); });
-    case UnaryOp::kAcosh: return Map(x, y, n, [](A v) { return std::acosh(v); });
-    case UnaryOp::kAtanh: return Map(x, y, n, [](A v) { return std::atanh(v); });
-    case UnaryOp::kFloor: return Map(x, y, n, [](A v) { return std::floor(v); });
-    case UnaryOp::kCeil: return Map(x, y, n, [](A v) { return std::ceil(v); });
-    case UnaryOp::kRound: return Map(x, y, n, [](A v) { return std::nearbyint(v); });  // half to even
-    case UnaryOp::kThresholdedRelu: return Map(x, y, n, [=](A v) { return v > alpha ? v : zero; });
+    case UnaryOp::kSoftsign:
+      return Map(x, y, n, [=](A v) { return v / (one + std::fabs(v)); });
+    case UnaryOp::kSin:
+      return Map(x, y, n, [](A v) { return std::sin(v); });
+    case UnaryOp::kCos:
+      return Map(x, y, n, [](A v) { return std::cos(v); });
+    case UnaryOp::kTan:
+      return Map(x, y, n, [](A v) { return std::tan(v); });
+    case UnaryOp::kAsin:
+      return Map(x, y, n, [](A v) { return std::asin(v); });
+    case UnaryOp::kAcos:
+      return Map(x, y, n, [](A v) { return std::acos(v); });
+    case UnaryOp::kAtan:
+      return Map(x, y, n, [](A v) { return std::atan(v); });
+    case UnaryOp::kSinh:
+      return Map(x, y, n, [](A v) { return std::sinh(v); });
+    case UnaryOp::kCosh:
+      return Map(x, y, n, [](A v) { return std::cosh(v); });
+    case UnaryOp::kAsinh:
+      return Map(x, y, n, [](A v) { return std::asinh(v); });
+    case UnaryOp::kAcosh:
+      return Map(x, y, n, [](A v) { return std::acosh(v); });
+    case UnaryOp::kAtanh:
+      return Map(x, y, n, [](A v) { return std::atanh(v); });
+    case UnaryOp::kFloor:
+      return Map(x, y, n, [](A v) { return std::floor(v); });
+    case UnaryOp::kCeil:
+      return Map(x, y, n, [](A v) { return std::ceil(v); });
+    case UnaryOp::kRound:
+      return Map(x, y, n, [](A v) { return std::nearbyint(v); });  // half to even
+    case UnaryOp::kThresholdedRelu:
+      return Map(x, y, n, [=](A v) { return v > alpha ? v : zero; });
     case UnaryOp::kCelu:
       return Map(x, y, n, [=](A v) { return std::max(zero, v) + std::min(zero, alpha * std::expm1(v / alpha)); });
     case UnaryOp::kHardSwish:
@@ -116,8 +146,10 @@ void UnaryFloat(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p) {
       });
     // The formulas the fused-cluster interpreter (cpu_ops/fused_elementwise) and CUDA code share (Exp, Sigmoid, Tanh
     // and Erf above too: kernel_common/scalar_math.h, vec_math.h for float).
-    case UnaryOp::kGelu: return MapVec(x, y, n, [](A v) { return math::GeluErf(v); });
-    case UnaryOp::kGeluTanh: return MapVec(x, y, n, [](A v) { return math::GeluTanh(v); });
+    case UnaryOp::kGelu:
+      return MapVec(x, y, n, [](A v) { return math::GeluErf(v); });
+    case UnaryOp::kGeluTanh:
+      return MapVec(x, y, n, [](A v) { return math::GeluTanh(v); });
   }
 }
 
@@ -125,13 +157,19 @@ template <typename T>
 void UnaryInt(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p) {
   using U = std::make_unsigned_t<T>;
   switch (op) {
-    case UnaryOp::kIdentity: return Map(x, y, n, [](T v) { return v; });
+    case UnaryOp::kIdentity:
+      return Map(x, y, n, [](T v) { return v; });
     case UnaryOp::kAbs:
-      if constexpr (std::is_signed_v<T>) return Map(x, y, n, [](T v) { return v < 0 ? T(U(0) - U(v)) : v; });
-      else return Map(x, y, n, [](T v) { return v; });
-    case UnaryOp::kNeg: return Map(x, y, n, [](T v) { return T(U(0) - U(v)); });
-    case UnaryOp::kSign: return Map(x, y, n, [](T v) { return T(v > 0 ? 1 : (v < 0 ? -1 : 0)); });
-    case UnaryOp::kRelu: return Map(x, y, n, [](T v) { return v < 0 ? T(0) : v; });
+      if constexpr (std::is_signed_v<T>)
+        return Map(x, y, n, [](T v) { return v < 0 ? T(U(0) - U(v)) : v; });
+      else
+        return Map(x, y, n, [](T v) { return v; });
+    case UnaryOp::kNeg:
+      return Map(x, y, n, [](T v) { return T(U(0) - U(v)); });
+    case UnaryOp::kSign:
+      return Map(x, y, n, [](T v) { return T(v > 0 ? 1 : (v < 0 ? -1 : 0)); });
+    case UnaryOp::kRelu:
+      return Map(x, y, n, [](T v) { return v < 0 ? T(0) : v; });
     case UnaryOp::kShrink: {
       const double lambd = p.alpha, bias = p.beta;
       return Map(x, y, n, [=](T v) {
@@ -139,7 +177,8 @@ void UnaryInt(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p) {
         return static_cast<T>(d < -lambd ? d + bias : (d > lambd ? d - bias : 0.0));
       });
     }
-    default: throw std::invalid_argument("unary op not defined for integers");
+    default:
+      throw std::invalid_argument("unary op not defined for integers");
   }
 }
 
@@ -149,8 +188,10 @@ bool UnarySupportsIntegers(UnaryOp op) { return static_cast<int>(op) < static_ca
 
 template <typename T>
 void Unary(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p) {
-  if constexpr (kIsFloat<T>) UnaryFloat(op, x, y, n, p);
-  else UnaryInt(op, x, y, n, p);
+  if constexpr (kIsFloat<T>)
+    UnaryFloat(op, x, y, n, p);
+  else
+    UnaryInt(op, x, y, n, p);
 }
 
 void LogicalNot(const bool* x, bool* y, int64_t n) {
@@ -205,11 +246,15 @@ void DropoutTrain(const T* x, T* y, M* mask, int64_t n, float ratio, uint64_t ke
   ParallelChunks(n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const bool keep = ratio == 0.f || DropoutUniform(key, i) >= ratio;
-      if (ratio == 0.f) y[i] = x[i];
-      else y[i] = static_cast<T>(keep ? static_cast<A>(x[i]) * scale : A(0));
+      if (ratio == 0.f)
+        y[i] = x[i];
+      else
+        y[i] = static_cast<T>(keep ? static_cast<A>(x[i]) * scale : A(0));
       if (mask) {
-        if constexpr (std::is_same_v<M, bool>) mask[i] = keep;
-        else mask[i] = static_cast<M>(static_cast<ComputeType<M>>(keep ? 1 : 0));
+        if constexpr (std::is_same_v<M, bool>)
+          mask[i] = keep;
+        else
+          mask[i] = static_cast<M>(static_cast<ComputeType<M>>(keep ? 1 : 0));
       }
     }
   });
@@ -217,7 +262,8 @@ void DropoutTrain(const T* x, T* y, M* mask, int64_t n, float ratio, uint64_t ke
 
 #define OT_UNARY_INST(T) template void Unary<T>(UnaryOp, const T*, T*, int64_t, const UnaryParams&);
 #define OT_CLIP_INST(T) template void Clip<T>(const T*, T*, int64_t, T, T);
-// clang-format off (an instantiation list: clang-format 14 reflows it differently on each run)
+// An instantiation list: clang-format 14 reflows it differently on each run.
+// clang-format off
 #define OT_FLOAT_INST(T)                                        \
   template void IsNaN<T>(const T*, bool*, int64_t);             \
   template void IsInf<T>(const T*, bool*, int64_t, bool, bool); \

@@ -9,10 +9,45 @@
 namespace ot::cpu {
 
 enum class UnaryOp {
-  kIdentity, kAbs, kNeg, kSign, kRelu, kShrink,  // also for integers
-  kExp, kLog, kSqrt, kReciprocal, kLeakyRelu, kElu, kSelu, kSigmoid, kHardSigmoid, kTanh, kErf, kSoftplus,
-  kSoftsign, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kFloor, kCeil,
-  kRound, kThresholdedRelu, kCelu, kHardSwish, kMish, kGelu, kGeluTanh,
+  kIdentity,
+  kAbs,
+  kNeg,
+  kSign,
+  kRelu,
+  kShrink,  // also for integers
+  kExp,
+  kLog,
+  kSqrt,
+  kReciprocal,
+  kLeakyRelu,
+  kElu,
+  kSelu,
+  kSigmoid,
+  kHardSigmoid,
+  kTanh,
+  kErf,
+  kSoftplus,
+  kSoftsign,
+  kSin,
+  kCos,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kFloor,
+  kCeil,
+  kRound,
+  kThresholdedRelu,
+  kCelu,
+  kHardSwish,
+  kMish,
+  kGelu,
+  kGeluTanh,
 };
 
 // Attribute values; which field means what, per op:
@@ -36,12 +71,15 @@ void Unary(UnaryOp op, const T* x, T* y, int64_t n, const UnaryParams& p = {});
 void LogicalNot(const bool* x, bool* y, int64_t n);
 
 // IsNaN / IsInf (detect_positive, detect_negative) over floating types.
-template <typename T> void IsNaN(const T* x, bool* y, int64_t n);
-template <typename T> void IsInf(const T* x, bool* y, int64_t n, bool detect_positive, bool detect_negative);
+template <typename T>
+void IsNaN(const T* x, bool* y, int64_t n);
+template <typename T>
+void IsInf(const T* x, bool* y, int64_t n, bool detect_positive, bool detect_negative);
 
 // y = min(max(x, lo), hi) (so lo > hi gives hi everywhere, as ONNX specifies); NaN passes through.
 // T: any numeric type.
-template <typename T> void Clip(const T* x, T* y, int64_t n, T lo, T hi);
+template <typename T>
+void Clip(const T* x, T* y, int64_t n, T lo, T hi);
 
 // Dropout in training mode: keep[i] = u(key, i) >= ratio with u a counter-based uniform draw in [0, 1) (the same
 // for any thread count); y = keep ? x / (1 - ratio) : 0. ratio == 0 gives y = x exactly and keep all true.

@@ -76,8 +76,10 @@ void Pow(const T* a, const E* b, T* out, const BroadcastPlan& p) {
     } else {
       double r = std::pow(static_cast<double>(static_cast<ComputeType<T>>(x)),
                           static_cast<double>(static_cast<ComputeType<E>>(y)));
-      if constexpr (std::is_integral_v<T>) return TruncToInt<T>(r);
-      else return static_cast<T>(static_cast<ComputeType<T>>(r));
+      if constexpr (std::is_integral_v<T>)
+        return TruncToInt<T>(r);
+      else
+        return static_cast<T>(static_cast<ComputeType<T>>(r));
     }
   });
 }
@@ -87,19 +89,32 @@ void Variadic(VariadicOp op, const std::vector<const T*>& ins, T* out, const Bro
   using A = ComputeType<T>;
   if (ins.empty()) throw std::invalid_argument("variadic op without inputs");
   switch (op) {
-    case VariadicOp::kSum: return Fold(ins, out, p, [](A x, A y) { return A(x + y); }, false);
-    case VariadicOp::kMean: return Fold(ins, out, p, [](A x, A y) { return A(x + y); }, true);
+    case VariadicOp::kSum:
+      return Fold(
+          ins, out, p, [](A x, A y) { return A(x + y); }, false);
+    case VariadicOp::kMean:
+      return Fold(
+          ins, out, p, [](A x, A y) { return A(x + y); }, true);
     case VariadicOp::kMax:
-      if constexpr (kIsFloat<T>) return Fold(ins, out, p, [](A x, A y) { return (x >= y || std::isnan(x)) ? x : y; }, false);
-      else return Fold(ins, out, p, [](A x, A y) { return x >= y ? x : y; }, false);
+      if constexpr (kIsFloat<T>)
+        return Fold(
+            ins, out, p, [](A x, A y) { return (x >= y || std::isnan(x)) ? x : y; }, false);
+      else
+        return Fold(
+            ins, out, p, [](A x, A y) { return x >= y ? x : y; }, false);
     case VariadicOp::kMin:
-      if constexpr (kIsFloat<T>) return Fold(ins, out, p, [](A x, A y) { return (x <= y || std::isnan(x)) ? x : y; }, false);
-      else return Fold(ins, out, p, [](A x, A y) { return x <= y ? x : y; }, false);
+      if constexpr (kIsFloat<T>)
+        return Fold(
+            ins, out, p, [](A x, A y) { return (x <= y || std::isnan(x)) ? x : y; }, false);
+      else
+        return Fold(
+            ins, out, p, [](A x, A y) { return x <= y ? x : y; }, false);
   }
 }
 
 #define OT_POW_INST(T, E) template void Pow<T, E>(const T*, const E*, T*, const BroadcastPlan&);
-// clang-format off (an instantiation list: clang-format 14 reflows it differently on each run)
+// An instantiation list: clang-format 14 reflows it differently on each run.
+// clang-format off
 #define OT_POW_EXPS(T)                                                                                   \
   OT_POW_INST(T, float) OT_POW_INST(T, double) OT_POW_INST(T, float16) OT_POW_INST(T, bfloat16)          \
   OT_POW_INST(T, int8_t) OT_POW_INST(T, int16_t) OT_POW_INST(T, int32_t) OT_POW_INST(T, int64_t)         \

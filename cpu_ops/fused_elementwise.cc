@@ -125,17 +125,23 @@ InputPlan MakeInputPlan(const std::vector<int64_t>& target, const std::vector<in
 template <typename F>
 void WithStorage(DType t, const void* p, F&& f) {
   switch (t) {
-    case DType::kF32: return f(static_cast<const float*>(p));
-    case DType::kF16: return f(static_cast<const float16*>(p));
-    case DType::kBF16: return f(static_cast<const bfloat16*>(p));
-    case DType::kBool: return f(static_cast<const uint8_t*>(p));
+    case DType::kF32:
+      return f(static_cast<const float*>(p));
+    case DType::kF16:
+      return f(static_cast<const float16*>(p));
+    case DType::kBF16:
+      return f(static_cast<const bfloat16*>(p));
+    case DType::kBool:
+      return f(static_cast<const uint8_t*>(p));
   }
 }
 
 template <typename T>
 inline float LoadOne(const T* p, int64_t i) {
-  if constexpr (std::is_same_v<T, uint8_t>) return p[i] != 0 ? 1.f : 0.f;
-  else return static_cast<float>(p[i]);
+  if constexpr (std::is_same_v<T, uint8_t>)
+    return p[i] != 0 ? 1.f : 0.f;
+  else
+    return static_cast<float>(p[i]);
 }
 
 template <typename T>
@@ -153,7 +159,8 @@ void LoadContig(const T* src, float* dst, int64_t n) {
 template <typename T>
 void LoadTile(const InputPlan& p, const T* src, int64_t start, int64_t len, float* dst) {
   switch (p.kind) {
-    case InputPlan::kContig: return LoadContig(src + start, dst, len);
+    case InputPlan::kContig:
+      return LoadContig(src + start, dst, len);
     case InputPlan::kScalar: {
       const float v = LoadOne(src, 0);
       std::fill(dst, dst + len, v);
@@ -216,9 +223,15 @@ void LoadTile(const InputPlan& p, const T* src, int64_t start, int64_t len, floa
 
 void StoreTile(DType t, const float* src, void* base, int64_t start, int64_t n) {
   switch (t) {
-    case DType::kF32: std::memcpy(static_cast<float*>(base) + start, src, n * sizeof(float)); return;
-    case DType::kF16: StoreFloats(src, static_cast<float16*>(base) + start, n); return;
-    case DType::kBF16: StoreFloats(src, static_cast<bfloat16*>(base) + start, n); return;
+    case DType::kF32:
+      std::memcpy(static_cast<float*>(base) + start, src, n * sizeof(float));
+      return;
+    case DType::kF16:
+      StoreFloats(src, static_cast<float16*>(base) + start, n);
+      return;
+    case DType::kBF16:
+      StoreFloats(src, static_cast<bfloat16*>(base) + start, n);
+      return;
     case DType::kBool: {
       uint8_t* d = static_cast<uint8_t*>(base) + start;
       for (int64_t i = 0; i < n; ++i) d[i] = src[i] != 0.f;
@@ -231,10 +244,14 @@ void StoreTile(DType t, const float* src, void* base, int64_t start, int64_t n) 
 
 float RoundScalar(DType t, float v) {
   switch (t) {
-    case DType::kF32: return v;
-    case DType::kF16: return math::RoundToHalf(v);
-    case DType::kBF16: return math::RoundToBf16(v);
-    case DType::kBool: return v != 0.f ? 1.f : 0.f;
+    case DType::kF32:
+      return v;
+    case DType::kF16:
+      return math::RoundToHalf(v);
+    case DType::kBF16:
+      return math::RoundToBf16(v);
+    case DType::kBool:
+      return v != 0.f ? 1.f : 0.f;
   }
   return v;
 }
@@ -258,12 +275,14 @@ OT_VEC_CLONES void RoundBf16InPlace(float* __restrict v, int64_t n) {
 // bit-identical to half.h; the bf16 loop is FloatToBf16Bits without its branch).
 void RoundVec(DType t, float* __restrict v, int64_t n, uint16_t* u16) {
   switch (t) {
-    case DType::kF32: return;
+    case DType::kF32:
+      return;
     case DType::kF16:
       FloatToHalf(v, reinterpret_cast<float16*>(u16), n);
       HalfToFloat(reinterpret_cast<const float16*>(u16), v, n);
       return;
-    case DType::kBF16: return RoundBf16InPlace(v, n);
+    case DType::kBF16:
+      return RoundBf16InPlace(v, n);
     case DType::kBool:
       for (int64_t i = 0; i < n; ++i) v[i] = v[i] != 0.f ? 1.f : 0.f;
       return;
@@ -276,10 +295,21 @@ bool MakesBool(Op op) { return (op >= Op::kLess && op <= Op::kXor) || op == Op::
 // a no-op): skipped when the value operands have the instruction's dtype.
 bool Selects(Op op) {
   switch (op) {
-    case Op::kNeg: case Op::kAbs: case Op::kRelu: case Op::kIdentity: case Op::kFloor: case Op::kCeil:
-    case Op::kMax: case Op::kMin: case Op::kWhere: case Op::kReluGrad: case Op::kSign: case Op::kCast:
+    case Op::kNeg:
+    case Op::kAbs:
+    case Op::kRelu:
+    case Op::kIdentity:
+    case Op::kFloor:
+    case Op::kCeil:
+    case Op::kMax:
+    case Op::kMin:
+    case Op::kWhere:
+    case Op::kReluGrad:
+    case Op::kSign:
+    case Op::kCast:
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -341,10 +371,14 @@ OT_VEC_CLONES OT_FLATTEN void Map2(F f, const Val& a, const Val& b, float* __res
   if (a.rl > 0 || b.rl > 0) {  // one operand one value per row, the other full: the short inner loop vectorizes
     const int64_t rl = a.rl > 0 ? a.rl : b.rl;
     switch (rl) {
-      case 8: return MapRows<8>(f, a, b, o, n, rl);
-      case 16: return MapRows<16>(f, a, b, o, n, rl);
-      case 32: return MapRows<32>(f, a, b, o, n, rl);
-      default: return MapRows<0>(f, a, b, o, n, rl);
+      case 8:
+        return MapRows<8>(f, a, b, o, n, rl);
+      case 16:
+        return MapRows<16>(f, a, b, o, n, rl);
+      case 32:
+        return MapRows<32>(f, a, b, o, n, rl);
+      default:
+        return MapRows<0>(f, a, b, o, n, rl);
     }
   }
   if (a.scalar && b.scalar) {
@@ -376,14 +410,22 @@ void WhereLoop(const Val& a, const Val& b, const Val& c, float* __restrict o, in
 void Where(const Val& a, const Val& b, const Val& c, float* o, int64_t n) {
   const int k = (a.scalar ? 4 : 0) | (b.scalar ? 2 : 0) | (c.scalar ? 1 : 0);
   switch (k) {
-    case 0: return WhereLoop<false, false, false>(a, b, c, o, n);
-    case 1: return WhereLoop<false, false, true>(a, b, c, o, n);
-    case 2: return WhereLoop<false, true, false>(a, b, c, o, n);
-    case 3: return WhereLoop<false, true, true>(a, b, c, o, n);
-    case 4: return WhereLoop<true, false, false>(a, b, c, o, n);
-    case 5: return WhereLoop<true, false, true>(a, b, c, o, n);
-    case 6: return WhereLoop<true, true, false>(a, b, c, o, n);
-    default: return WhereLoop<true, true, true>(a, b, c, o, n);
+    case 0:
+      return WhereLoop<false, false, false>(a, b, c, o, n);
+    case 1:
+      return WhereLoop<false, false, true>(a, b, c, o, n);
+    case 2:
+      return WhereLoop<false, true, false>(a, b, c, o, n);
+    case 3:
+      return WhereLoop<false, true, true>(a, b, c, o, n);
+    case 4:
+      return WhereLoop<true, false, false>(a, b, c, o, n);
+    case 5:
+      return WhereLoop<true, false, true>(a, b, c, o, n);
+    case 6:
+      return WhereLoop<true, true, false>(a, b, c, o, n);
+    default:
+      return WhereLoop<true, true, true>(a, b, c, o, n);
   }
 }
 
@@ -393,53 +435,83 @@ template <bool kRoundBf16>
 void ApplyOp(const Instr& in, const Val* v, float* o, int64_t n) {
   // The element function, its result rounded to bfloat16 in the same loop when kRoundBf16 (no second pass).
   auto fin = [](auto f) {
-    if constexpr (kRoundBf16) return [f](auto... x) { return Bf16Round(f(x...)); };
-    else return f;
+    if constexpr (kRoundBf16)
+      return [f](auto... x) { return Bf16Round(f(x...)); };
+    else
+      return f;
   };
   const float alpha = in.imm;
   const bool tanh_form = in.imm != 0.f;
   switch (in.op) {
-    case Op::kNeg: return Map1(fin([](float x) { return -x; }), v[0], o, n);
-    case Op::kAbs: return Map1(fin([](float x) { return std::fabs(x); }), v[0], o, n);
-    case Op::kSign: return Map1(fin([](float x) { return math::Sign(x); }), v[0], o, n);
-    case Op::kExp: return Map1(fin([](float x) { return math::Exp(x); }), v[0], o, n);
-    case Op::kLog: return Map1(fin([](float x) { return std::log(x); }), v[0], o, n);
-    case Op::kSqrt: return Map1(fin([](float x) { return std::sqrt(x); }), v[0], o, n);
-    case Op::kReciprocal: return Map1(fin([](float x) { return 1.f / x; }), v[0], o, n);
-    case Op::kTanh: return Map1(fin([](float x) { return math::Tanh(x); }), v[0], o, n);
-    case Op::kSigmoid: return Map1(fin([](float x) { return math::Sigmoid(x); }), v[0], o, n);
-    case Op::kRelu: return Map1(fin([](float x) { return math::Relu(x); }), v[0], o, n);
-    case Op::kErf: return Map1(fin([](float x) { return math::Erf(x); }), v[0], o, n);
-    case Op::kFloor: return Map1(fin([](float x) { return std::floor(x); }), v[0], o, n);
-    case Op::kCeil: return Map1(fin([](float x) { return std::ceil(x); }), v[0], o, n);
-    case Op::kNot: return Map1(fin([](float x) { return x == 0.f ? 1.f : 0.f; }), v[0], o, n);
-    case Op::kLeakyRelu: return Map1(fin([=](float x) { return math::LeakyRelu(x, alpha); }), v[0], o, n);
+    case Op::kNeg:
+      return Map1(fin([](float x) { return -x; }), v[0], o, n);
+    case Op::kAbs:
+      return Map1(fin([](float x) { return std::fabs(x); }), v[0], o, n);
+    case Op::kSign:
+      return Map1(fin([](float x) { return math::Sign(x); }), v[0], o, n);
+    case Op::kExp:
+      return Map1(fin([](float x) { return math::Exp(x); }), v[0], o, n);
+    case Op::kLog:
+      return Map1(fin([](float x) { return std::log(x); }), v[0], o, n);
+    case Op::kSqrt:
+      return Map1(fin([](float x) { return std::sqrt(x); }), v[0], o, n);
+    case Op::kReciprocal:
+      return Map1(fin([](float x) { return 1.f / x; }), v[0], o, n);
+    case Op::kTanh:
+      return Map1(fin([](float x) { return math::Tanh(x); }), v[0], o, n);
+    case Op::kSigmoid:
+      return Map1(fin([](float x) { return math::Sigmoid(x); }), v[0], o, n);
+    case Op::kRelu:
+      return Map1(fin([](float x) { return math::Relu(x); }), v[0], o, n);
+    case Op::kErf:
+      return Map1(fin([](float x) { return math::Erf(x); }), v[0], o, n);
+    case Op::kFloor:
+      return Map1(fin([](float x) { return std::floor(x); }), v[0], o, n);
+    case Op::kCeil:
+      return Map1(fin([](float x) { return std::ceil(x); }), v[0], o, n);
+    case Op::kNot:
+      return Map1(fin([](float x) { return x == 0.f ? 1.f : 0.f; }), v[0], o, n);
+    case Op::kLeakyRelu:
+      return Map1(fin([=](float x) { return math::LeakyRelu(x, alpha); }), v[0], o, n);
     case Op::kGelu:
       if (tanh_form) return Map1(fin([](float x) { return math::GeluTanh(x); }), v[0], o, n);
       return Map1(fin([](float x) { return math::GeluErf(x); }), v[0], o, n);
     case Op::kIdentity:
-    case Op::kCast: return Map1(fin([](float x) { return x; }), v[0], o, n);  // the rounding to dtype does the cast
-    case Op::kAdd: return Map2(fin([](float x, float y) { return x + y; }), v[0], v[1], o, n);
-    case Op::kSub: return Map2(fin([](float x, float y) { return x - y; }), v[0], v[1], o, n);
-    case Op::kMul: return Map2(fin([](float x, float y) { return x * y; }), v[0], v[1], o, n);
-    case Op::kDiv: return Map2(fin([](float x, float y) { return x / y; }), v[0], v[1], o, n);
+    case Op::kCast:
+      return Map1(fin([](float x) { return x; }), v[0], o, n);  // the rounding to dtype does the cast
+    case Op::kAdd:
+      return Map2(fin([](float x, float y) { return x + y; }), v[0], v[1], o, n);
+    case Op::kSub:
+      return Map2(fin([](float x, float y) { return x - y; }), v[0], v[1], o, n);
+    case Op::kMul:
+      return Map2(fin([](float x, float y) { return x * y; }), v[0], v[1], o, n);
+    case Op::kDiv:
+      return Map2(fin([](float x, float y) { return x / y; }), v[0], v[1], o, n);
     case Op::kPow:  // in double, as the Pow kernel (elementwise_variadic.cc)
       return Map2(fin([](float x, float y) { return static_cast<float>(std::pow(double(x), double(y))); }), v[0], v[1],
                   o, n);
-    case Op::kMax: return Map2(fin([](float x, float y) { return math::NanMax(x, y); }), v[0], v[1], o, n);
-    case Op::kMin: return Map2(fin([](float x, float y) { return math::NanMin(x, y); }), v[0], v[1], o, n);
-    case Op::kLess: return Map2(fin([](float x, float y) { return x < y ? 1.f : 0.f; }), v[0], v[1], o, n);
-    case Op::kLessEqual: return Map2(fin([](float x, float y) { return x <= y ? 1.f : 0.f; }), v[0], v[1], o, n);
-    case Op::kGreater: return Map2(fin([](float x, float y) { return x > y ? 1.f : 0.f; }), v[0], v[1], o, n);
-    case Op::kGreaterEqual: return Map2(fin([](float x, float y) { return x >= y ? 1.f : 0.f; }), v[0], v[1], o, n);
-    case Op::kEqual: return Map2(fin([](float x, float y) { return x == y ? 1.f : 0.f; }), v[0], v[1], o, n);
+    case Op::kMax:
+      return Map2(fin([](float x, float y) { return math::NanMax(x, y); }), v[0], v[1], o, n);
+    case Op::kMin:
+      return Map2(fin([](float x, float y) { return math::NanMin(x, y); }), v[0], v[1], o, n);
+    case Op::kLess:
+      return Map2(fin([](float x, float y) { return x < y ? 1.f : 0.f; }), v[0], v[1], o, n);
+    case Op::kLessEqual:
+      return Map2(fin([](float x, float y) { return x <= y ? 1.f : 0.f; }), v[0], v[1], o, n);
+    case Op::kGreater:
+      return Map2(fin([](float x, float y) { return x > y ? 1.f : 0.f; }), v[0], v[1], o, n);
+    case Op::kGreaterEqual:
+      return Map2(fin([](float x, float y) { return x >= y ? 1.f : 0.f; }), v[0], v[1], o, n);
+    case Op::kEqual:
+      return Map2(fin([](float x, float y) { return x == y ? 1.f : 0.f; }), v[0], v[1], o, n);
     case Op::kAnd:
       return Map2(fin([](float x, float y) { return (x != 0.f) & (y != 0.f) ? 1.f : 0.f; }), v[0], v[1], o, n);
     case Op::kOr:
       return Map2(fin([](float x, float y) { return (x != 0.f) | (y != 0.f) ? 1.f : 0.f; }), v[0], v[1], o, n);
     case Op::kXor:
       return Map2(fin([](float x, float y) { return (x != 0.f) != (y != 0.f) ? 1.f : 0.f; }), v[0], v[1], o, n);
-    case Op::kReluGrad: return Map2(fin([](float d, float x) { return math::ReluGrad(d, x); }), v[0], v[1], o, n);
+    case Op::kReluGrad:
+      return Map2(fin([](float d, float x) { return math::ReluGrad(d, x); }), v[0], v[1], o, n);
     case Op::kGeluGrad:
       if (tanh_form) return Map2(fin([](float d, float x) { return math::GeluGradTanh(d, x); }), v[0], v[1], o, n);
       return Map2(fin([](float d, float x) { return math::GeluGradErf(d, x); }), v[0], v[1], o, n);
@@ -447,7 +519,8 @@ void ApplyOp(const Instr& in, const Val* v, float* o, int64_t n) {
       Where(v[0], v[1], v[2], o, n);
       if (kRoundBf16) RoundBf16InPlace(o, n);
       return;
-    default: break;
+    default:
+      break;
   }
   throw std::logic_error(std::string("FusedKernel: ") + cluster::OpName(in.op) + " is not elementwise");
 }
@@ -483,8 +556,8 @@ inline __attribute__((always_inline)) void MaxMin8(const float* x, int64_t len, 
     return t ? v : a;
   };
   for (int q = 0; q < R; ++q) {
-    const V4 a4 = vstep(__builtin_shufflevector(acc[q], acc[q], 0, 1, 2, 3),
-                        __builtin_shufflevector(acc[q], acc[q], 4, 5, 6, 7));
+    const V4 a4 =
+        vstep(__builtin_shufflevector(acc[q], acc[q], 0, 1, 2, 3), __builtin_shufflevector(acc[q], acc[q], 4, 5, 6, 7));
     const V4 a2 = vstep(a4, __builtin_shufflevector(a4, a4, 2, 3, 2, 3));
     const V4 a1 = vstep(a2, __builtin_shufflevector(a2, a2, 1, 1, 1, 1));
     float m = a1[0];
@@ -512,7 +585,8 @@ OT_VEC_CLONES void Reduce(Op op, const float* x, int64_t rows, int64_t len, floa
   }
   const bool max = op == Op::kReduceMax;
   int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) max ? MaxMin8<true, 4>(x + r * len, len, o + r) : MaxMin8<false, 4>(x + r * len, len, o + r);
+  for (; r + 4 <= rows; r += 4)
+    max ? MaxMin8<true, 4>(x + r * len, len, o + r) : MaxMin8<false, 4>(x + r * len, len, o + r);
   for (; r < rows; ++r) max ? MaxMin8<true, 1>(x + r * len, len, o + r) : MaxMin8<false, 1>(x + r * len, len, o + r);
 }
 
@@ -533,12 +607,12 @@ struct FusedKernel::Impl {
   bool has_rows = false;                     // tiles are whole rows
   int64_t unit = 1;                          // full elements per tile unit (row_len with rows, else 1)
   int64_t total_units = 0, tile_units = 0, num_tiles = 0;
-  int64_t full_len = 0, rowreg_len = 0;      // floats per full / row register (aligned)
-  std::vector<VKind> kind;                   // per instruction
-  std::vector<RowIdiom> idiom;               // per instruction: the row routine it runs (on its a and b), if any
-  std::vector<int> reg;                      // register index in its pool (kReg)
-  std::vector<InputPlan> plan;               // per kInput instruction
-  std::vector<float> scalar;                 // kConst values, rounded to their dtype
+  int64_t full_len = 0, rowreg_len = 0;  // floats per full / row register (aligned)
+  std::vector<VKind> kind;               // per instruction
+  std::vector<RowIdiom> idiom;           // per instruction: the row routine it runs (on its a and b), if any
+  std::vector<int> reg;                  // register index in its pool (kReg)
+  std::vector<InputPlan> plan;           // per kInput instruction
+  std::vector<float> scalar;             // kConst values, rounded to their dtype
   // The instruction computed straight into an output (direct_instr, into output direct_out; -1: none, every output
   // is stored from a register at the end of the tile). Only the program's last live instruction, full and f32: every
   // other instruction -- every read of an input that the output may share memory with -- has run by then, and it
@@ -558,9 +632,9 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
   auto m = std::make_shared<Impl>();
   const int rank = static_cast<int>(domain.size());
   if (static_cast<int>(input_dims.size()) != p.num_inputs || static_cast<int>(input_types.size()) != p.num_inputs)
-    throw std::invalid_argument("FusedElementwise: the program has " + std::to_string(p.num_inputs) + " inputs, given " +
-                                std::to_string(input_dims.size()) + " dims and " + std::to_string(input_types.size()) +
-                                " types");
+    throw std::invalid_argument("FusedElementwise: the program has " + std::to_string(p.num_inputs) +
+                                " inputs, given " + std::to_string(input_dims.size()) + " dims and " +
+                                std::to_string(input_types.size()) + " types");
   if (max_threads < 1) throw std::invalid_argument("FusedElementwise: max_threads must be >= 1");
   if (p.reduce_axes > rank)
     throw std::invalid_argument("FusedElementwise: reduce_axes " + std::to_string(p.reduce_axes) +
@@ -619,9 +693,12 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
     if (!needed[i]) continue;
     if (in.op == Op::kInput) {
       const InputPlan& pl = m->plan[i];
-      if (pl.kind == InputPlan::kScalar) m->kind[i] = VKind::kScalar;
-      else if (pl.kind == InputPlan::kContig && pl.type == DType::kF32 && in.dtype == DType::kF32) m->kind[i] = VKind::kView;
-      else m->kind[i] = VKind::kReg;
+      if (pl.kind == InputPlan::kScalar)
+        m->kind[i] = VKind::kScalar;
+      else if (pl.kind == InputPlan::kContig && pl.type == DType::kF32 && in.dtype == DType::kF32)
+        m->kind[i] = VKind::kView;
+      else
+        m->kind[i] = VKind::kReg;
     } else if (in.op == Op::kConst) {
       m->kind[i] = VKind::kScalar;
       m->scalar[i] = RoundScalar(in.dtype, in.imm);
@@ -681,8 +758,8 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
   auto periodic = [&](size_t i) {
     const Instr& in = p.code[i];
     const InputPlan& pl = m->plan[i];
-    return needed[i] && in.op == Op::kInput && !in.row && m->kind[i] == VKind::kReg &&
-           pl.kind == InputPlan::kBlock && pl.inner == 1 && pl.type == DType::kF32 && in.dtype == DType::kF32;
+    return needed[i] && in.op == Op::kInput && !in.row && m->kind[i] == VKind::kReg && pl.kind == InputPlan::kBlock &&
+           pl.inner == 1 && pl.type == DType::kF32 && in.dtype == DType::kF32;
   };
   for (size_t i = 0; i < n; ++i) {
     const int64_t mid = m->plan[i].mid, tile = m->tile_units * m->unit;
@@ -754,8 +831,8 @@ size_t FusedKernel::workspace_bytes() const {
 }
 const Program& FusedKernel::program() const { return impl_->prog; }
 int FusedKernel::row_routines() const {
-  return static_cast<int>(std::count_if(impl_->idiom.begin(), impl_->idiom.end(),
-                                        [](RowIdiom r) { return r != RowIdiom::kNone; }));
+  return static_cast<int>(
+      std::count_if(impl_->idiom.begin(), impl_->idiom.end(), [](RowIdiom r) { return r != RowIdiom::kNone; }));
 }
 int64_t FusedKernel::num_tiles() const { return impl_->num_tiles; }
 int64_t FusedKernel::tile_elements() const { return impl_->tile_units * impl_->unit; }
@@ -788,7 +865,8 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
         v.scalar = true;
       } else {
         WithStorage(pl.type, in[pl.input], [&](auto* src) { LoadTile(pl, src, start, len, o); });
-        if (ins.dtype != pl.type && ins.dtype != DType::kF32 && pl.type != DType::kBool) RoundVec(ins.dtype, o, len, u16);
+        if (ins.dtype != pl.type && ins.dtype != DType::kF32 && pl.type != DType::kBool)
+          RoundVec(ins.dtype, o, len, u16);
       }
       continue;
     }
@@ -800,8 +878,10 @@ void FusedKernel::Impl::RunTile(int64_t t, const void* const* in, void* const* o
     if (idiom[i] != RowIdiom::kNone) {
       // Operands full and not scalar (checked when matched); o never aliases them (a register, or the direct output
       // only when no operand view is its memory) -- and both routines allow it anyway.
-      if (idiom[i] == RowIdiom::kSoftmax) SoftmaxRowsF32(nr, row_len, vals[ins.a].p, o);
-      else SoftmaxGradRowsF32(nr, row_len, vals[ins.a].p, vals[ins.b].p, o);
+      if (idiom[i] == RowIdiom::kSoftmax)
+        SoftmaxRowsF32(nr, row_len, vals[ins.a].p, o);
+      else
+        SoftmaxGradRowsF32(nr, row_len, vals[ins.a].p, vals[ins.b].p, o);
       if (ins.dtype != DType::kF32) RoundVec(ins.dtype, o, len, u16);
       continue;
     }

@@ -92,14 +92,14 @@ void GatherND(const void* data, const std::vector<int64_t>& data_dims, const I* 
   });
 }
 
-#define OT_GATHER_INSTANTIATE(I)                                                                              \
-  template int64_t FindBadIndex<I>(const I*, int64_t, int64_t);                                               \
-  template int64_t FindBadIndexND<I>(const I*, int64_t, const std::vector<int64_t>&);                         \
-  template void Gather<I>(const void*, const I*, int64_t, void*, int64_t, int64_t, int64_t);                  \
-  template void GatherElements<I>(const void*, const std::vector<int64_t>&, const I*,                        \
-                                  const std::vector<int64_t>&, int, void*, size_t);                           \
-  template void GatherND<I>(const void*, const std::vector<int64_t>&, const I*, const std::vector<int64_t>&, \
-                            int, void*, size_t);
+#define OT_GATHER_INSTANTIATE(I)                                                                                   \
+  template int64_t FindBadIndex<I>(const I*, int64_t, int64_t);                                                    \
+  template int64_t FindBadIndexND<I>(const I*, int64_t, const std::vector<int64_t>&);                              \
+  template void Gather<I>(const void*, const I*, int64_t, void*, int64_t, int64_t, int64_t);                       \
+  template void GatherElements<I>(const void*, const std::vector<int64_t>&, const I*, const std::vector<int64_t>&, \
+                                  int, void*, size_t);                                                             \
+  template void GatherND<I>(const void*, const std::vector<int64_t>&, const I*, const std::vector<int64_t>&, int,  \
+                            void*, size_t);
 OT_GATHER_INSTANTIATE(int32_t)
 OT_GATHER_INSTANTIATE(int64_t)
 #undef OT_GATHER_INSTANTIATE

@@ -19,8 +19,7 @@ int64_t FindBadIndexND(const I* idx, int64_t n, const std::vector<int64_t>& dims
 
 // data viewed as [outer, axis_dim, inner] elements, out as [outer, n, inner]; inner_bytes = inner * esz.
 template <typename I>
-void Gather(const void* data, const I* idx, int64_t n, void* out, int64_t outer, int64_t axis_dim,
-            int64_t inner_bytes);
+void Gather(const void* data, const I* idx, int64_t n, void* out, int64_t outer, int64_t axis_dim, int64_t inner_bytes);
 
 // out has idx_dims; out[i] = data[i with its `axis` coordinate replaced by idx[i]].
 template <typename I>

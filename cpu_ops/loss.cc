@@ -4,8 +4,8 @@
 #include <string>
 #include <type_traits>
 
-#include "cpu_ops/softmax.h"
 #include "cpu_ops/scalar_io.h"
+#include "cpu_ops/softmax.h"
 #include "kernel_common/half.h"
 
 namespace ot::cpu {
@@ -26,8 +26,10 @@ void NllLoss(LossReduction red, int64_t n, int64_t c, int64_t d, const T* input,
         l = -Load(input[(i * c + t) * d + k]) * w;
         wsum += w;
       }
-      if (red == LossReduction::kNone) out[i * d + k] = Store<T>(l);
-      else sum += l;
+      if (red == LossReduction::kNone)
+        out[i * d + k] = Store<T>(l);
+      else
+        sum += l;
     }
   }
   if (red == LossReduction::kSum) out[0] = Store<T>(sum);
@@ -41,11 +43,10 @@ void SoftmaxCrossEntropyLoss(LossReduction red, int64_t n, int64_t c, int64_t d,
   NllLoss<T, I>(red, n, c, d, log_prob, target, weight, ignore_index, out);
 }
 
-#define OT_INSTANTIATE(T, I)                                                                                  \
-  template void NllLoss<T, I>(LossReduction, int64_t, int64_t, int64_t, const T*, const I*, const T*, int64_t, \
-                              T*);                                                                            \
-  template void SoftmaxCrossEntropyLoss<T, I>(LossReduction, int64_t, int64_t, int64_t, const T*, const I*,    \
-                                              const T*, int64_t, T*, T*);
+#define OT_INSTANTIATE(T, I)                                                                                          \
+  template void NllLoss<T, I>(LossReduction, int64_t, int64_t, int64_t, const T*, const I*, const T*, int64_t, T*);   \
+  template void SoftmaxCrossEntropyLoss<T, I>(LossReduction, int64_t, int64_t, int64_t, const T*, const I*, const T*, \
+                                              int64_t, T*, T*);
 OT_INSTANTIATE(float, int32_t)
 OT_INSTANTIATE(float, int64_t)
 OT_INSTANTIATE(double, int32_t)

@@ -1,5 +1,4 @@
 #include "cpu_ops/matmul.h"
-#include "cpu_ops/dims.h"
 
 #include <omp.h>
 #include <tbb/parallel_for.h>
@@ -8,13 +7,13 @@
 
 #include <cstring>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <stdexcept>
 #include <string>
-#include <oneapi/dnnl/dnnl.hpp>
 
+#include "cpu_ops/dims.h"
 #include "cpu_ops/dnnl_half.h"
 #include "cpu_ops/dnnl_util.h"
-
 #include "kernel_common/half.h"
 
 namespace ot::cpu {
@@ -50,8 +49,8 @@ struct DnnlMatMul::Impl {
   bool convert = false;  // primitive runs in f32 on converted copies
   std::string impl;      // oneDNN's implementation name (for reports)
   int64_t a_elems = 0, b_elems = 0, c_elems = 0;
-  bool empty = false;    // some output dim is 0: nothing to do
-  bool k_zero = false;   // K == 0: C = 0 (or unchanged when accumulating)
+  bool empty = false;   // some output dim is 0: nothing to do
+  bool k_zero = false;  // K == 0: C = 0 (or unchanged when accumulating)
   // Row blocks (RowBlocks below): `parts` one-thread primitives over rows [p * block_rows, ...) of C, run as TBB
   // tasks; the last block may be shorter (prim_tail). parts == 1: `prim` with oneDNN's own OpenMP team.
   int parts = 1;
@@ -104,8 +103,9 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
   for (size_t i = 0; i < spec.a_batch.size(); ++i) batch *= std::max(spec.a_batch[i], spec.b_batch[i]);
   if (spec.m > kMax || spec.k > kMax || spec.n > kMax || batch > kMax || spec.m * spec.k > kMax * 64 ||
       spec.k * spec.n > kMax * 64 || spec.m * spec.n > kMax * 64)
-    throw std::invalid_argument("GEMM of M=" + std::to_string(spec.m) + " K=" + std::to_string(spec.k) + " N=" + std::to_string(spec.n) +
-                " (batch " + std::to_string(batch) + ") is larger than oneDNN takes (each size at most 2^31-1)");
+    throw std::invalid_argument("GEMM of M=" + std::to_string(spec.m) + " K=" + std::to_string(spec.k) +
+                                " N=" + std::to_string(spec.n) + " (batch " + std::to_string(batch) +
+                                ") is larger than oneDNN takes (each size at most 2^31-1)");
   Impl& im = *impl_;
   std::vector<int64_t> c_batch(spec.a_batch.size());
   for (size_t i = 0; i < c_batch.size(); ++i) c_batch[i] = std::max(spec.a_batch[i], spec.b_batch[i]);
@@ -292,11 +292,12 @@ void DnnlMatMul::Execute(const void* a, const void* b, void* c, void* scratch) c
     s.wait();
   };
   tbb::this_task_arena::isolate([&] {
-    tbb::parallel_for(tbb::blocked_range<int>(0, im.parts, 1),
-                      [&](const tbb::blocked_range<int>& r) {
-                        for (int p = r.begin(); p < r.end(); ++p) block(p);
-                      },
-                      tbb::simple_partitioner());
+    tbb::parallel_for(
+        tbb::blocked_range<int>(0, im.parts, 1),
+        [&](const tbb::blocked_range<int>& r) {
+          for (int p = r.begin(); p < r.end(); ++p) block(p);
+        },
+        tbb::simple_partitioner());
   });
 }
 
@@ -318,8 +319,7 @@ void NaiveMatMul(const MatMulSpec& spec, const T* a, const T* b, T* c) {
     for (int64_t j = 0; j < N; ++j) {
       const T* bc = b + bo + j * b_cs;
       Acc acc = 0;
-      for (int64_t kk = 0; kk < K; ++kk)
-        acc += static_cast<Acc>(ar[kk * a_ks]) * static_cast<Acc>(bc[kk * b_ks]);
+      for (int64_t kk = 0; kk < K; ++kk) acc += static_cast<Acc>(ar[kk * a_ks]) * static_cast<Acc>(bc[kk * b_ks]);
       if (spec.alpha != 1.0f) acc = acc * alpha;
       if (spec.accumulate) acc += static_cast<Acc>(cr[j]);
       cr[j] = static_cast<T>(acc);
@@ -351,13 +351,10 @@ template void NaiveMatMul<uint64_t, uint64_t>(const MatMulSpec&, const uint64_t*
 template void FillScaledBroadcast2D<float>(const float*, int64_t, int64_t, float, int64_t, int64_t, float*);
 template void FillScaledBroadcast2D<double>(const double*, int64_t, int64_t, float, int64_t, int64_t, double*);
 template void FillScaledBroadcast2D<float16>(const float16*, int64_t, int64_t, float, int64_t, int64_t, float16*);
-template void FillScaledBroadcast2D<bfloat16>(const bfloat16*, int64_t, int64_t, float, int64_t, int64_t,
-                                              bfloat16*);
+template void FillScaledBroadcast2D<bfloat16>(const bfloat16*, int64_t, int64_t, float, int64_t, int64_t, bfloat16*);
 template void FillScaledBroadcast2D<int32_t>(const int32_t*, int64_t, int64_t, float, int64_t, int64_t, int32_t*);
 template void FillScaledBroadcast2D<int64_t>(const int64_t*, int64_t, int64_t, float, int64_t, int64_t, int64_t*);
-template void FillScaledBroadcast2D<uint32_t>(const uint32_t*, int64_t, int64_t, float, int64_t, int64_t,
-                                              uint32_t*);
-template void FillScaledBroadcast2D<uint64_t>(const uint64_t*, int64_t, int64_t, float, int64_t, int64_t,
-                                              uint64_t*);
+template void FillScaledBroadcast2D<uint32_t>(const uint32_t*, int64_t, int64_t, float, int64_t, int64_t, uint32_t*);
+template void FillScaledBroadcast2D<uint64_t>(const uint64_t*, int64_t, int64_t, float, int64_t, int64_t, uint64_t*);
 
 }  // namespace ot::cpu

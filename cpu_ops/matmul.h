@@ -39,7 +39,8 @@ class MatMulBatch {
     int64_t sa = s.m * s.k, sb = s.k * s.n;
     count_ = 1;
     for (size_t i = c_.size(); i-- > 0;) {
-      c_[i] = (s.a_batch[i] == 0 || s.b_batch[i] == 0) ? 0 : (s.a_batch[i] > s.b_batch[i] ? s.a_batch[i] : s.b_batch[i]);
+      c_[i] =
+          (s.a_batch[i] == 0 || s.b_batch[i] == 0) ? 0 : (s.a_batch[i] > s.b_batch[i] ? s.a_batch[i] : s.b_batch[i]);
       as_[i] = s.a_batch[i] == 1 ? 0 : sa;
       bs_[i] = s.b_batch[i] == 1 ? 0 : sb;
       sa *= s.a_batch[i];

@@ -20,9 +20,11 @@ void SubtractZeroPointCols(const T* src, int64_t n, const T* zp, int64_t zp_coun
 
 template <typename Q>
 void Requantize(const double* acc, int64_t n, const float* mult, int64_t mult_count, int64_t inner, int32_t zp, Q* y) {
-  const float lo = static_cast<float>(std::numeric_limits<Q>::min()), hi = static_cast<float>(std::numeric_limits<Q>::max());
+  const float lo = static_cast<float>(std::numeric_limits<Q>::min()),
+              hi = static_cast<float>(std::numeric_limits<Q>::max());
   for (int64_t i = 0; i < n; ++i) {
-    const float v = std::nearbyint(static_cast<float>(acc[i]) * mult[(i / inner) % mult_count]) + static_cast<float>(zp);
+    const float v =
+        std::nearbyint(static_cast<float>(acc[i]) * mult[(i / inner) % mult_count]) + static_cast<float>(zp);
     y[i] = static_cast<Q>(std::clamp(v, lo, hi));
   }
 }

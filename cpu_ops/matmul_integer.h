@@ -17,7 +17,6 @@ void SubtractZeroPointCols(const T* src, int64_t n, const T* zp, int64_t zp_coun
 
 // y[i] = saturate(round_half_even(acc[i] * mult[(i / inner) % mult_count]) + zp) in float, as onnxruntime.
 template <typename Q>
-void Requantize(const double* acc, int64_t n, const float* mult, int64_t mult_count, int64_t inner, int32_t zp,
-                Q* y);
+void Requantize(const double* acc, int64_t n, const float* mult, int64_t mult_count, int64_t inner, int32_t zp, Q* y);
 
 }  // namespace ot::cpu

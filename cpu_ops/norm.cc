@@ -20,7 +20,6 @@ namespace ot::cpu {
 
 namespace {
 
-
 // Tasks of about `work` elements each (a fixed split: it depends only on the sizes).
 int64_t Grain(int64_t work_per_item) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(work_per_item, 1)); }
 
@@ -216,8 +215,10 @@ OT_VEC_CLONES void BatchNormGradRow(const P* __restrict xp, const P* __restrict 
     return static_cast<double>(gp[j]);
   };
   auto out = [](double v) {
-    if constexpr (kOdd) return RoundToOddFloat(v);
-    else return static_cast<O>(v);
+    if constexpr (kOdd)
+      return RoundToOddFloat(v);
+    else
+      return static_cast<O>(v);
   };
   if (inference)
     for (int64_t j = 0; j < n; ++j) op[j] = out(k0 * dy(j));
@@ -347,8 +348,10 @@ void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* 
       for (int64_t j = 0; j < spatial; j += tile) {
         const int64_t len = std::min(tile, spatial - j);
         const P *xp = piece(x, i, j, len, wx), *gp = dy_piece(i, j, len);
-        if (mask_in_loops) LaneMoments<P, true>(xp, gp, piece(relu_out, i, j, len, wr), len, shift, m);
-        else LaneMoments<P, false>(xp, gp, nullptr, len, shift, m);
+        if (mask_in_loops)
+          LaneMoments<P, true>(xp, gp, piece(relu_out, i, j, len, wr), len, shift, m);
+        else
+          LaneMoments<P, false>(xp, gp, nullptr, len, shift, m);
       }
     const double md = count ? m[0] / cnt : 0.0;  // mean(x) - shift
     const double mu = mean ? mean[ch] : shift + md;
@@ -372,8 +375,10 @@ void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* 
           StoreFloats(wo.data(), o, len);
         } else {
           const P* rp = relu_out ? piece(relu_out, i, j, len, wr) : nullptr;
-          if (relu_out) BatchNormGradRow<T, T, true>(xp, gp, rp, o, len, !!mean, k0, mb, mu, q);
-          else BatchNormGradRow<T, T, false>(xp, gp, nullptr, o, len, !!mean, k0, mb, mu, q);
+          if (relu_out)
+            BatchNormGradRow<T, T, true>(xp, gp, rp, o, len, !!mean, k0, mb, mu, q);
+          else
+            BatchNormGradRow<T, T, false>(xp, gp, nullptr, o, len, !!mean, k0, mb, mu, q);
         }
       }
       // The plane just written (one piece: float or double), summed while in cache as ReduceSum's kernel sums it
@@ -468,8 +473,7 @@ void ResidualLayerNormF32(int64_t rows, int64_t cols, const float* x, const floa
 }
 
 template <typename T>
-void InstanceNorm(int64_t n, int64_t c, int64_t spatial, const T* x, const T* scale, const T* bias, double eps,
-                  T* y) {
+void InstanceNorm(int64_t n, int64_t c, int64_t spatial, const T* x, const T* scale, const T* bias, double eps, T* y) {
   ParallelItems(n * c, spatial, [&](int64_t nc) {
     const int64_t ch = nc % c;
     std::vector<float> in, out;
@@ -543,30 +547,29 @@ void LpNorm(int p, int64_t outer, int64_t n, int64_t inner, const T* x, T* y) {
   });
 }
 
-#define OT_INSTANTIATE(T)                                                                                    \
-  template void RowMoments<T>(int64_t, int64_t, const T*, double*, double*);                                 \
-  template void ChannelMoments<T>(int64_t, int64_t, int64_t, const T*, double*, double*);                    \
-  template void BatchNormApply<T>(int64_t, int64_t, int64_t, const T*, const double*, const double*,         \
-                                  const double*, const double*, double, T*, bool);                           \
-  template void LayerNorm<T>(int64_t, int64_t, const T*, const T*, const T*, const std::vector<int64_t>&,    \
-                             const std::vector<int64_t>&, double, T*, float*, float*);                       \
-  template void InstanceNorm<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, double, T*);        \
-  template void MeanVarianceNorm<T>(const std::vector<int64_t>&, const std::vector<bool>&, const T*, T*);    \
+#define OT_INSTANTIATE(T)                                                                                           \
+  template void RowMoments<T>(int64_t, int64_t, const T*, double*, double*);                                        \
+  template void ChannelMoments<T>(int64_t, int64_t, int64_t, const T*, double*, double*);                           \
+  template void BatchNormApply<T>(int64_t, int64_t, int64_t, const T*, const double*, const double*, const double*, \
+                                  const double*, double, T*, bool);                                                 \
+  template void LayerNorm<T>(int64_t, int64_t, const T*, const T*, const T*, const std::vector<int64_t>&,           \
+                             const std::vector<int64_t>&, double, T*, float*, float*);                              \
+  template void InstanceNorm<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, double, T*);               \
+  template void MeanVarianceNorm<T>(const std::vector<int64_t>&, const std::vector<bool>&, const T*, T*);           \
   template void LpNorm<T>(int, int64_t, int64_t, int64_t, const T*, T*);
 OT_INSTANTIATE(float)
 OT_INSTANTIATE(double)
 OT_INSTANTIATE(float16)
 OT_INSTANTIATE(bfloat16)
 #undef OT_INSTANTIATE
-template void BatchNormGrad<float>(int64_t, int64_t, int64_t, const float*, const float*, const double*,
-                                   const double*, const double*, double, float*, double*, double*, const float*,
-                                   double*);
+template void BatchNormGrad<float>(int64_t, int64_t, int64_t, const float*, const float*, const double*, const double*,
+                                   const double*, double, float*, double*, double*, const float*, double*);
 template void BatchNormGrad<double>(int64_t, int64_t, int64_t, const double*, const double*, const double*,
                                     const double*, const double*, double, double*, double*, double*, const double*,
                                     double*);
 template void BatchNormGrad<float16>(int64_t, int64_t, int64_t, const float16*, const float16*, const double*,
-                                     const double*, const double*, double, float16*, double*, double*,
-                                     const float16*, double*);
+                                     const double*, const double*, double, float16*, double*, double*, const float16*,
+                                     double*);
 template void BatchNormGrad<bfloat16>(int64_t, int64_t, int64_t, const bfloat16*, const bfloat16*, const double*,
                                       const double*, const double*, double, bfloat16*, double*, double*,
                                       const bfloat16*, double*);

@@ -62,8 +62,7 @@ void ResidualLayerNormF32(int64_t rows, int64_t cols, const float* x, const floa
 
 // InstanceNormalization of x [n, c, spatial] with scale[c], bias[c].
 template <typename T>
-void InstanceNorm(int64_t n, int64_t c, int64_t spatial, const T* x, const T* scale, const T* bias, double eps,
-                  T* y);
+void InstanceNorm(int64_t n, int64_t c, int64_t spatial, const T* x, const T* scale, const T* bias, double eps, T* y);
 
 // MeanVarianceNormalization: y = (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9) with the statistics over the
 // reduced dims of g (a geometry over x's dims); x and y have the same (full) shape `dims`.

@@ -3,11 +3,11 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <limits>
-#include <algorithm>
+#include <type_traits>
 
 #include "kernel_common/optim_math.h"
 #include "kernel_common/vec_math.h"
@@ -88,7 +88,8 @@ void CopyRange(void* dst, const void* src, const OptimTensor& t, int64_t b, int6
   const size_t es = t.f64 ? 8 : 4;
   // dst == src when the plan writes the next state in place (a skipped step then copies nothing).
   if (dst && src && dst != src && e > b)
-    std::memcpy(static_cast<char*>(dst) + b * es, static_cast<const char*>(src) + b * es, static_cast<size_t>(e - b) * es);
+    std::memcpy(static_cast<char*>(dst) + b * es, static_cast<const char*>(src) + b * es,
+                static_cast<size_t>(e - b) * es);
 }
 
 // The end of every chunk's work, on p_out[b, e) just written (cache-hot): its half copy, and its sum of squares
@@ -166,7 +167,8 @@ void UpdateChunk(const OptimHyper& h, const OptimTensor& t, int64_t b, int64_t e
       const bool nesterov = h.kind == OptimKind::kNesterov;
       for (int64_t i = b; i < e; ++i) {
         double buf = s[i];
-        po[i] = static_cast<T>(SgdStep<double>(p[i], clip * g[i], buf, first, lr, h.weight_decay, h.momentum, nesterov));
+        po[i] =
+            static_cast<T>(SgdStep<double>(p[i], clip * g[i], buf, first, lr, h.weight_decay, h.momentum, nesterov));
         so[i] = static_cast<T>(buf);
       }
       break;
@@ -198,8 +200,8 @@ void UpdateChunk(const OptimHyper& h, const OptimTensor& t, int64_t b, int64_t e
       T* vo = static_cast<T*>(t.s1_out);
       for (int64_t i = b; i < e; ++i) {
         double mm = m[i], vv = v[i];
-        po[i] = static_cast<T>(LambDirection<double>(p[i], clip * g[i], mm, vv, h.beta1, h.beta2, h.eps,
-                                                     h.weight_decay, bc1, bc2));
+        po[i] = static_cast<T>(
+            LambDirection<double>(p[i], clip * g[i], mm, vv, h.beta1, h.beta2, h.eps, h.weight_decay, bc1, bc2));
         mo[i] = static_cast<T>(mm);
         vo[i] = static_cast<T>(vv);
       }
@@ -212,10 +214,13 @@ void UpdateChunk(const OptimHyper& h, const OptimTensor& t, int64_t b, int64_t e
 
 int OptimStatesPerParam(OptimKind k) {
   switch (k) {
-    case OptimKind::kSgd: return 0;
+    case OptimKind::kSgd:
+      return 0;
     case OptimKind::kMomentum:
-    case OptimKind::kNesterov: return 1;
-    default: return 2;
+    case OptimKind::kNesterov:
+      return 1;
+    default:
+      return 2;
   }
 }
 
@@ -297,11 +302,13 @@ OptimResult Apply(const OptimHyper& h, double lr, int64_t step, const std::vecto
       un[cs[c].tensor] += upart[c];
     }
     std::vector<double> ratio(ts.size());
-    for (size_t i = 0; i < ts.size(); ++i) ratio[i] = LambTrustRatio(std::sqrt(wn[i]), std::sqrt(un[i]), h.weight_decay);
+    for (size_t i = 0; i < ts.size(); ++i)
+      ratio[i] = LambTrustRatio(std::sqrt(wn[i]), std::sqrt(un[i]), h.weight_decay);
     ForChunks(cs, [&](size_t c, const Chunk& k) {
       const OptimTensor& t = ts[k.tensor];
       const double s = lr * ratio[k.tensor];
-      for (int64_t i = k.begin; i < k.end; ++i) Store(t.p_out, t.f64, i, Load(t.p, t.f64, i) - s * Load(t.p_out, t.f64, i));
+      for (int64_t i = k.begin; i < k.end; ++i)
+        Store(t.p_out, t.f64, i, Load(t.p, t.f64, i) - s * Load(t.p_out, t.f64, i));
       psq[c] = ChunkEpilogue(t, k.begin, k.end, stats);
     });
   }

@@ -64,9 +64,9 @@ struct OptimStepOptions {
 struct OptimResult {
   double grad_norm = 0;  // of the gradients as given (before clipping); inf/NaN when some are not finite
   bool skipped = false;
-  int64_t step = 0;      // the step counter after the call (unchanged when skipped)
-  bool applied = true;   // false for a micro-step that only accumulated its gradients
-  int64_t micro = 0;     // micro-steps accumulated after the call (0 after an optimizer step)
+  int64_t step = 0;     // the step counter after the call (unchanged when skipped)
+  bool applied = true;  // false for a micro-step that only accumulated its gradients
+  int64_t micro = 0;    // micro-steps accumulated after the call (0 after an optimizer step)
   // With OptimStepOptions::stats: L2 norm of every parameter after the call, and the share of elements of the
   // gradients passed to this call (not the accumulated mean) that are exactly zero (+0 or -0).
   double param_norm = 0;

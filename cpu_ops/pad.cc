@@ -11,9 +11,12 @@ namespace ot::cpu {
 int64_t PadSourceIndex(int64_t i, int64_t d, PadMode mode) {
   if (i >= 0 && i < d) return i;
   switch (mode) {
-    case PadMode::kConstant: return -1;
-    case PadMode::kEdge: return i < 0 ? 0 : d - 1;
-    case PadMode::kWrap: return ((i % d) + d) % d;
+    case PadMode::kConstant:
+      return -1;
+    case PadMode::kEdge:
+      return i < 0 ? 0 : d - 1;
+    case PadMode::kWrap:
+      return ((i % d) + d) % d;
     case PadMode::kReflect: {
       if (d == 1) return 0;
       const int64_t p = 2 * (d - 1);
@@ -68,8 +71,10 @@ void Pad(const void* in, const std::vector<int64_t>& in_dims, void* out, const s
           continue;
         }
         int64_t i = PadSourceIndex(o - pb, n_in, mode);
-        if (i < 0) std::memcpy(d + o * e, value, esz);
-        else std::memcpy(d + o * e, s + i * e, esz);
+        if (i < 0)
+          std::memcpy(d + o * e, value, esz);
+        else
+          std::memcpy(d + o * e, s + i * e, esz);
       }
     }
   };

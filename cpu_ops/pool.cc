@@ -1,5 +1,4 @@
 #include "cpu_ops/pool.h"
-#include "cpu_ops/dims.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -9,9 +8,10 @@
 #include <limits>
 #include <type_traits>
 
+#include "cpu_ops/dims.h"
 #include "cpu_ops/half_convert.h"
-#include "cpu_ops/row_sum.h"
 #include "cpu_ops/pool_vec.h"
+#include "cpu_ops/row_sum.h"
 #include "kernel_common/half.h"
 #include "kernel_common/vec_math.h"
 
@@ -21,8 +21,8 @@ namespace {
 
 template <typename T>
 struct Compute {
-  using type = std::conditional_t<std::is_same_v<T, double>, double,
-                                  std::conditional_t<std::is_integral_v<T>, T, float>>;
+  using type =
+      std::conditional_t<std::is_same_v<T, double>, double, std::conditional_t<std::is_integral_v<T>, T, float>>;
 };
 
 // Max and average pooling without dilation or indices (what models use): each window is clipped to the input
@@ -52,8 +52,10 @@ void PoolDense(const PoolSpec& spec, const T* x, T* y) {
     for (int64_t ow = 0; ow < out[2]; ++ow) {
       const int64_t iw = ow * st[2] - pb[2] + kw;
       const bool in_window = iw < ranges[2][ow].hi && iw >= ranges[2][ow].lo;
-      if (in_window && hi == lo) lo = ow, hi = ow + 1;
-      else if (in_window) hi = ow + 1;
+      if (in_window && hi == lo)
+        lo = ow, hi = ow + 1;
+      else if (in_window)
+        hi = ow + 1;
     }
     ow_valid[kw] = {lo, hi};
   }
@@ -66,9 +68,12 @@ void PoolDense(const PoolSpec& spec, const T* x, T* y) {
       for (int64_t oh = 0; oh < out[1]; ++oh) {
         const Range rh = ranges[1][oh];
         C init;
-        if constexpr (kKind != PoolKind::kMax) init = 0;
-        else if constexpr (std::is_integral_v<C>) init = std::numeric_limits<C>::lowest();
-        else init = -std::numeric_limits<C>::infinity();
+        if constexpr (kKind != PoolKind::kMax)
+          init = 0;
+        else if constexpr (std::is_integral_v<C>)
+          init = std::numeric_limits<C>::lowest();
+        else
+          init = -std::numeric_limits<C>::infinity();
         std::fill(acc.begin(), acc.end(), init);
         for (int64_t id = rd.lo; id < rd.hi; ++id)
           for (int64_t ih = rh.lo; ih < rh.hi; ++ih) {
@@ -80,8 +85,10 @@ void PoolDense(const PoolSpec& spec, const T* x, T* y) {
               for (int64_t ow = ow_valid[kw].first; ow < ow_valid[kw].second; ++ow) {
                 const C v = static_cast<C>(base[ow * s]);
                 // Max: a NaN, once taken, stays (every comparison with it is false).
-                if constexpr (kKind == PoolKind::kMax) a[ow] = (v > a[ow] || v != v) ? v : a[ow];
-                else a[ow] += v;
+                if constexpr (kKind == PoolKind::kMax)
+                  a[ow] = (v > a[ow] || v != v) ? v : a[ow];
+                else
+                  a[ow] += v;
               }
             }
           }
@@ -145,8 +152,10 @@ OT_VEC_CLONES void MaxRowTaps2(const T* __restrict x, T* __restrict y, int64_t n
 
 template <typename T, int K, bool kFirst>
 void MaxRowTaps(const T* x, T* y, int64_t n) {
-  if constexpr (K == 2) MaxRowTaps2<T, kFirst>(x, y, n);
-  else MaxRowTapsScalar<T, K, kFirst>(x, y, n);
+  if constexpr (K == 2)
+    MaxRowTaps2<T, kFirst>(x, y, n);
+  else
+    MaxRowTapsScalar<T, K, kFirst>(x, y, n);
 }
 
 // 2-D (or 1-D) max pooling whose windows tile each row (column stride = kernel width K, every window inside the
@@ -242,8 +251,10 @@ void Pool(const PoolSpec& spec, const T* x, T* y, int64_t* indices) {
   bool dense = !indices && spec.kind != PoolKind::kLp;
   for (int64_t d : spec.dilations) dense &= d == 1;
   if (dense && !std::is_integral_v<C>) {
-    if (spec.kind == PoolKind::kMax) PoolDense<T, PoolKind::kMax>(spec, x, y);
-    else PoolDense<T, PoolKind::kAvg>(spec, x, y);
+    if (spec.kind == PoolKind::kMax)
+      PoolDense<T, PoolKind::kMax>(spec, x, y);
+    else
+      PoolDense<T, PoolKind::kAvg>(spec, x, y);
     return;
   }
   const int rank = static_cast<int>(spec.in_spatial.size());
@@ -294,8 +305,7 @@ void Pool(const PoolSpec& spec, const T* x, T* y, int64_t* indices) {
                   // The first maximum wins; a NaN, once met, stays (it compares false with everything).
                   if (best_idx < 0 || v > best || (v != v && !(best != best))) {
                     best = v;
-                    best_idx = spec.indices_col_major ? id * cm_stride[0] + ih * cm_stride[1] + iw * cm_stride[2]
-                                                      : off;
+                    best_idx = spec.indices_col_major ? id * cm_stride[0] + ih * cm_stride[1] + iw * cm_stride[2] : off;
                   }
                 } else if (spec.kind == PoolKind::kAvg) {
                   sum += static_cast<double>(v);

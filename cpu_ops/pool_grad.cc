@@ -1,5 +1,4 @@
 #include "cpu_ops/pool_grad.h"
-#include "cpu_ops/dims.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -9,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu_ops/dims.h"
 #include "cpu_ops/pool_vec.h"
 #include "kernel_common/vec_math.h"
 
@@ -212,13 +212,13 @@ void MaxPoolGradDense(const PoolSpec& spec, const T* dy, const T* x, T* dx) {
   if (in[0] == 1 && out[0] == 1 && st[1] >= k[1] && st[2] >= k[2]) {
     const int64_t planes = spec.n * spec.c;
     if (k[2] == 2 && st[2] == 2)
-      return MaxPoolGrad2DTiled<T, 2, 2, kRelu>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy,
-                                                x, dx);
+      return MaxPoolGrad2DTiled<T, 2, 2, kRelu>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy, x,
+                                                dx);
     if (k[2] == 3 && st[2] == 3)
-      return MaxPoolGrad2DTiled<T, 3, 3, kRelu>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy,
-                                                x, dx);
-    return MaxPoolGrad2DTiled<T, 0, 0, kRelu>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy,
-                                              x, dx);
+      return MaxPoolGrad2DTiled<T, 3, 3, kRelu>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy, x,
+                                                dx);
+    return MaxPoolGrad2DTiled<T, 0, 0, kRelu>(planes, in[1], in[2], out[1], out[2], k[1], k[2], st[1], st[2], dy, x,
+                                              dx);
   }
   const int64_t in_sz = in[0] * in[1] * in[2], out_sz = out[0] * out[1] * out[2];
   tbb::parallel_for(int64_t{0}, spec.n * spec.c, [&](int64_t plane) {
@@ -247,8 +247,8 @@ template <typename T>
 void MaxPoolGrad(const PoolSpec& spec, const T* dy, const T* x, T* dx, bool relu) {
   bool dense = true;
   for (size_t i = 0; i < spec.kernel.size(); ++i)
-    dense = dense && spec.pad_begin[i] == 0 && spec.pad_end[i] == 0 &&
-            (spec.dilations.empty() || spec.dilations[i] == 1);
+    dense =
+        dense && spec.pad_begin[i] == 0 && spec.pad_end[i] == 0 && (spec.dilations.empty() || spec.dilations[i] == 1);
   if (dense) return relu ? MaxPoolGradDense<T, true>(spec, dy, x, dx) : MaxPoolGradDense<T, false>(spec, dy, x, dx);
   ForEachWindow(spec, dx, [&](int64_t, int64_t yo, int64_t xbase, const std::vector<int64_t>& win, int64_t, T* dp) {
     const T* xp = x + xbase;
@@ -264,8 +264,7 @@ void MaxPoolGrad(const PoolSpec& spec, const T* dy, const T* x, T* dx, bool relu
 
 template <typename T>
 void AvgPoolGrad(const PoolSpec& spec, const T* dy, T* dx) {
-  ForEachWindow(spec, dx, [&](int64_t, int64_t yo, int64_t, const std::vector<int64_t>& win, int64_t count_pad,
-                              T* dp) {
+  ForEachWindow(spec, dx, [&](int64_t, int64_t yo, int64_t, const std::vector<int64_t>& win, int64_t count_pad, T* dp) {
     const int64_t cnt = spec.count_include_pad ? count_pad : static_cast<int64_t>(win.size());
     if (cnt == 0) return;
     const T g = dy[yo] / static_cast<T>(cnt);

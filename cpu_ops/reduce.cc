@@ -72,8 +72,7 @@ using FloatAcc = std::conditional_t<std::is_same_v<T, float16> || std::is_same_v
 
 template <typename A>
 A Lowest() {
-  return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity()
-                                              : std::numeric_limits<A>::lowest();
+  return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
 }
 template <typename A>
 A Highest() {
@@ -82,14 +81,18 @@ A Highest() {
 
 template <typename A>
 bool IsNan(A v) {
-  if constexpr (std::is_floating_point_v<A>) return std::isnan(v);
-  else return false;
+  if constexpr (std::is_floating_point_v<A>)
+    return std::isnan(v);
+  else
+    return false;
 }
 
 template <typename T, typename A>
 T Store(A v) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
 }
 
 // Chunks of outputs a task handles: tiles of `inner` so a small number of long rows still spreads.
@@ -101,11 +104,16 @@ template <typename A>
 A Finalize(ReduceKind kind, A v, int64_t count) {
   switch (kind) {
     case ReduceKind::kMean:
-      if constexpr (std::is_floating_point_v<A>) return v / static_cast<A>(count);
-      else return count ? v / static_cast<A>(count) : A(0);
-    case ReduceKind::kL2: return static_cast<A>(std::sqrt(v));
-    case ReduceKind::kLogSum: return static_cast<A>(std::log(v));
-    default: return v;
+      if constexpr (std::is_floating_point_v<A>)
+        return v / static_cast<A>(count);
+      else
+        return count ? v / static_cast<A>(count) : A(0);
+    case ReduceKind::kL2:
+      return static_cast<A>(std::sqrt(v));
+    case ReduceKind::kLogSum:
+      return static_cast<A>(std::log(v));
+    default:
+      return v;
   }
 }
 
@@ -118,18 +126,25 @@ void ReduceChunked(ReduceKind kind, const ReduceGeometry& g, A init, const T* x,
   std::vector<A> part(g.rows * chunks);
   auto elem = [kind](A v) -> A {
     switch (kind) {
-      case ReduceKind::kL1: return v < 0 ? -v : v;
+      case ReduceKind::kL1:
+        return v < 0 ? -v : v;
       case ReduceKind::kL2:
-      case ReduceKind::kSumSquare: return v * v;
-      default: return v;
+      case ReduceKind::kSumSquare:
+        return v * v;
+      default:
+        return v;
     }
   };
   auto combine = [kind](A a, A v) -> A {
     switch (kind) {
-      case ReduceKind::kMax: return (v > a || IsNan(v)) && !IsNan(a) ? v : a;
-      case ReduceKind::kMin: return (v < a || IsNan(v)) && !IsNan(a) ? v : a;
-      case ReduceKind::kProd: return a * v;
-      default: return a + v;
+      case ReduceKind::kMax:
+        return (v > a || IsNan(v)) && !IsNan(a) ? v : a;
+      case ReduceKind::kMin:
+        return (v < a || IsNan(v)) && !IsNan(a) ? v : a;
+      case ReduceKind::kProd:
+        return a * v;
+      default:
+        return a + v;
     }
   };
   tbb::parallel_for(
@@ -157,9 +172,12 @@ void ReduceChunked(ReduceKind kind, const ReduceGeometry& g, A init, const T* x,
 template <ReduceKind K, typename T>
 double SumContiguous(const T* __restrict p, int64_t n) {
   auto f = [](double v) {
-    if constexpr (K == ReduceKind::kL1) return v < 0 ? -v : v;
-    else if constexpr (K == ReduceKind::kL2 || K == ReduceKind::kSumSquare) return v * v;
-    else return v;
+    if constexpr (K == ReduceKind::kL1)
+      return v < 0 ? -v : v;
+    else if constexpr (K == ReduceKind::kL2 || K == ReduceKind::kSumSquare)
+      return v * v;
+    else
+      return v;
   };
   double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t j = 0;
@@ -206,13 +224,26 @@ bool TryReduceSumRuns(ReduceKind kind, const ReduceGeometry& g, const T* x, T* y
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (g.inner != 1 || g.red_dims.empty() || g.red_strides.back() != 1 || g.red_dims.back() < 16) return false;
     switch (kind) {
-      case ReduceKind::kSum: ReduceSumRuns<ReduceKind::kSum>(g, x, y); return true;
-      case ReduceKind::kMean: ReduceSumRuns<ReduceKind::kMean>(g, x, y); return true;
-      case ReduceKind::kSumSquare: ReduceSumRuns<ReduceKind::kSumSquare>(g, x, y); return true;
-      case ReduceKind::kL1: ReduceSumRuns<ReduceKind::kL1>(g, x, y); return true;
-      case ReduceKind::kL2: ReduceSumRuns<ReduceKind::kL2>(g, x, y); return true;
-      case ReduceKind::kLogSum: ReduceSumRuns<ReduceKind::kLogSum>(g, x, y); return true;
-      default: return false;
+      case ReduceKind::kSum:
+        ReduceSumRuns<ReduceKind::kSum>(g, x, y);
+        return true;
+      case ReduceKind::kMean:
+        ReduceSumRuns<ReduceKind::kMean>(g, x, y);
+        return true;
+      case ReduceKind::kSumSquare:
+        ReduceSumRuns<ReduceKind::kSumSquare>(g, x, y);
+        return true;
+      case ReduceKind::kL1:
+        ReduceSumRuns<ReduceKind::kL1>(g, x, y);
+        return true;
+      case ReduceKind::kL2:
+        ReduceSumRuns<ReduceKind::kL2>(g, x, y);
+        return true;
+      case ReduceKind::kLogSum:
+        ReduceSumRuns<ReduceKind::kLogSum>(g, x, y);
+        return true;
+      default:
+        return false;
     }
   }
   return false;
@@ -225,11 +256,15 @@ void ReduceTyped(ReduceKind kind, const ReduceGeometry& g, const T* x, T* y) {
       kind != ReduceKind::kLogSumExp) {
     A init = 0;
     if (kind == ReduceKind::kMax) {
-      if constexpr (std::is_integral_v<T>) init = static_cast<A>(std::numeric_limits<T>::lowest());
-      else init = Lowest<A>();
+      if constexpr (std::is_integral_v<T>)
+        init = static_cast<A>(std::numeric_limits<T>::lowest());
+      else
+        init = Lowest<A>();
     } else if (kind == ReduceKind::kMin) {
-      if constexpr (std::is_integral_v<T>) init = static_cast<A>(std::numeric_limits<T>::max());
-      else init = Highest<A>();
+      if constexpr (std::is_integral_v<T>)
+        init = static_cast<A>(std::numeric_limits<T>::max());
+      else
+        init = Highest<A>();
     } else if (kind == ReduceKind::kProd) {
       init = 1;
     }
@@ -253,13 +288,17 @@ void ReduceTyped(ReduceKind kind, const ReduceGeometry& g, const T* x, T* y) {
       A init = 0;
       // Identities in T's range (an empty reduction of int32 max gives INT32_MIN, not a wrapped int64).
       if (kind == ReduceKind::kMax || kind == ReduceKind::kLogSumExp) {
-        if constexpr (std::is_integral_v<T>) init = static_cast<A>(std::numeric_limits<T>::lowest());
-        else init = Lowest<A>();
+        if constexpr (std::is_integral_v<T>)
+          init = static_cast<A>(std::numeric_limits<T>::lowest());
+        else
+          init = Lowest<A>();
       } else if (kind == ReduceKind::kMin) {
-        if constexpr (std::is_integral_v<T>) init = static_cast<A>(std::numeric_limits<T>::max());
-        else init = Highest<A>();
-      }
-      else if (kind == ReduceKind::kProd) init = 1;
+        if constexpr (std::is_integral_v<T>)
+          init = static_cast<A>(std::numeric_limits<T>::max());
+        else
+          init = Highest<A>();
+      } else if (kind == ReduceKind::kProd)
+        init = 1;
       std::fill(acc.begin(), acc.begin() + nj, init);
       auto accumulate = [&](auto&& op) {
         ForEachReducedRun(g, [&](int64_t off, int64_t n, int64_t stride) {
@@ -386,9 +425,9 @@ void CumSum(bool exclusive, bool reverse, int64_t outer, int64_t n, int64_t inne
       tbb::simple_partitioner());
 }
 
-#define OT_INSTANTIATE(T)                                                                                   \
-  template void Reduce<T>(ReduceKind, const ReduceGeometry&, const T*, T*);                                 \
-  template void ArgReduce<T>(bool, bool, int64_t, int64_t, int64_t, const T*, int64_t*);                    \
+#define OT_INSTANTIATE(T)                                                                \
+  template void Reduce<T>(ReduceKind, const ReduceGeometry&, const T*, T*);              \
+  template void ArgReduce<T>(bool, bool, int64_t, int64_t, int64_t, const T*, int64_t*); \
   template void CumSum<T>(bool, bool, int64_t, int64_t, int64_t, const T*, T*);
 OT_INSTANTIATE(float)
 OT_INSTANTIATE(double)

@@ -29,8 +29,8 @@ using row_stats::Fold8;
 // kept (dx may alias dy or x, so every input element is read before any dx is written), the block's column sums
 // ds/db take dy xhat and dy, and the row sums of g and g xhat run in eight lanes in the same loop (it vectorizes:
 // no serial chain through one accumulator, and x, dy are read once where four passes read them before).
-OT_VEC_CLONES void LayerNormGradRow(int64_t cols, const float* dy, const float* x, const double* __restrict s, double mu,
-                                    double r, float* dx, double* __restrict xh, double* __restrict g,
+OT_VEC_CLONES void LayerNormGradRow(int64_t cols, const float* dy, const float* x, const double* __restrict s,
+                                    double mu, double r, float* dx, double* __restrict xh, double* __restrict g,
                                     double* __restrict ds, double* __restrict db, const float* add) {
   // Eight lanes as two explicit vectors of four doubles (GCC's SLP does not vectorize this loop body by itself);
   // lane l takes the elements j = l mod 8, folded by Fold8 -- one fixed order in every clone.

@@ -10,8 +10,10 @@ namespace ot::cpu {
 
 template <typename T>
 T Store(double v) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) return HalfFromDouble<T>(v);
-  else return static_cast<T>(v);
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
+    return HalfFromDouble<T>(v);
+  else
+    return static_cast<T>(v);
 }
 
 template <typename T>

@@ -16,17 +16,27 @@ inline T Combine(T a, T b, ScatterReduction red) {
     return T(static_cast<float>(Combine(static_cast<float>(a), static_cast<float>(b), red)));
   } else if constexpr (std::is_same_v<T, bool>) {
     switch (red) {
-      case ScatterReduction::kAdd: case ScatterReduction::kMax: return a || b;
-      case ScatterReduction::kMul: case ScatterReduction::kMin: return a && b;
-      default: return b;
+      case ScatterReduction::kAdd:
+      case ScatterReduction::kMax:
+        return a || b;
+      case ScatterReduction::kMul:
+      case ScatterReduction::kMin:
+        return a && b;
+      default:
+        return b;
     }
   } else {
     switch (red) {
-      case ScatterReduction::kAdd: return static_cast<T>(a + b);
-      case ScatterReduction::kMul: return static_cast<T>(a * b);
-      case ScatterReduction::kMax: return std::max(a, b);
-      case ScatterReduction::kMin: return std::min(a, b);
-      default: return b;
+      case ScatterReduction::kAdd:
+        return static_cast<T>(a + b);
+      case ScatterReduction::kMul:
+        return static_cast<T>(a * b);
+      case ScatterReduction::kMax:
+        return std::max(a, b);
+      case ScatterReduction::kMin:
+        return std::min(a, b);
+      default:
+        return b;
     }
   }
 }
@@ -52,8 +62,8 @@ void ScatterElements(const T* data, const std::vector<int64_t>& data_dims, const
 }
 
 template <typename T, typename I>
-void ScatterND(const T* data, const std::vector<int64_t>& data_dims, const I* idx,
-               const std::vector<int64_t>& idx_dims, const T* upd, ScatterReduction red, T* out) {
+void ScatterND(const T* data, const std::vector<int64_t>& data_dims, const I* idx, const std::vector<int64_t>& idx_dims,
+               const T* upd, ScatterReduction red, T* out) {
   CopyBytes(out, data, static_cast<size_t>(NumElementsOf(data_dims)) * sizeof(T));
   const int q = static_cast<int>(idx_dims.size());
   const int64_t k = idx_dims[q - 1];
@@ -74,9 +84,9 @@ void ScatterND(const T* data, const std::vector<int64_t>& data_dims, const I* id
   }
 }
 
-#define OT_SCATTER_INSTANTIATE2(T, I)                                                                     \
-  template void ScatterElements<T, I>(const T*, const std::vector<int64_t>&, const I*, const T*,         \
-                                      const std::vector<int64_t>&, int, ScatterReduction, T*);            \
+#define OT_SCATTER_INSTANTIATE2(T, I)                                                                         \
+  template void ScatterElements<T, I>(const T*, const std::vector<int64_t>&, const I*, const T*,              \
+                                      const std::vector<int64_t>&, int, ScatterReduction, T*);                \
   template void ScatterND<T, I>(const T*, const std::vector<int64_t>&, const I*, const std::vector<int64_t>&, \
                                 const T*, ScatterReduction, T*);
 #define OT_SCATTER_INSTANTIATE(T) OT_SCATTER_INSTANTIATE2(T, int32_t) OT_SCATTER_INSTANTIATE2(T, int64_t)

@@ -17,7 +17,7 @@ void ScatterElements(const T* data, const std::vector<int64_t>& data_dims, const
 // idx: [..., k]; each tuple addresses a slice data[t0, ..., t_{k-1}, :...] that receives the matching slice of
 // upd (shape idx_dims[:-1] + data_dims[k:]).
 template <typename T, typename I>
-void ScatterND(const T* data, const std::vector<int64_t>& data_dims, const I* idx,
-               const std::vector<int64_t>& idx_dims, const T* upd, ScatterReduction red, T* out);
+void ScatterND(const T* data, const std::vector<int64_t>& data_dims, const I* idx, const std::vector<int64_t>& idx_dims,
+               const T* upd, ScatterReduction red, T* out);
 
 }  // namespace ot::cpu

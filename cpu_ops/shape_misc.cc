@@ -13,8 +13,7 @@
 
 namespace ot::cpu {
 
-void Trilu(const void* in, void* out, int64_t batch, int64_t rows, int64_t cols, int64_t k, bool upper,
-           size_t esz) {
+void Trilu(const void* in, void* out, int64_t batch, int64_t rows, int64_t cols, int64_t k, bool upper, size_t esz) {
   const int64_t e = static_cast<int64_t>(esz);
   CopyBytes(out, in, static_cast<size_t>(batch * rows * cols * e));
   auto* d = static_cast<uint8_t*>(out);
@@ -32,8 +31,8 @@ void Trilu(const void* in, void* out, int64_t batch, int64_t rows, int64_t cols,
     }
 }
 
-void OneHot(const int64_t* idx, int64_t outer, int64_t inner, int64_t depth, const void* off, const void* on,
-            void* out, size_t esz) {
+void OneHot(const int64_t* idx, int64_t outer, int64_t inner, int64_t depth, const void* off, const void* on, void* out,
+            size_t esz) {
   FillElements(out, outer * depth * inner, off, esz);
   auto* d = static_cast<uint8_t*>(out);
   for (int64_t o = 0; o < outer; ++o)
@@ -67,14 +66,16 @@ void Range(T start, T delta, int64_t n, T* out) {
 namespace {
 template <typename T>
 inline auto Key(T v) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) return static_cast<float>(v);
-  else return v;
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
+    return static_cast<float>(v);
+  else
+    return v;
 }
 }  // namespace
 
 template <typename T>
-void TopK(const T* in, int64_t outer, int64_t axis_dim, int64_t inner, int64_t k, bool largest, bool sorted,
-          T* values, int64_t* indices) {
+void TopK(const T* in, int64_t outer, int64_t axis_dim, int64_t inner, int64_t k, bool largest, bool sorted, T* values,
+          int64_t* indices) {
   const int64_t lines = outer * inner;
   auto do_lines = [&](int64_t l0, int64_t l1) {
     std::vector<int64_t> order(axis_dim);
@@ -106,8 +107,8 @@ void TopK(const T* in, int64_t outer, int64_t axis_dim, int64_t inner, int64_t k
   ForFixedChunks(lines, (1 << 14) / std::max<int64_t>(1, axis_dim), do_lines);
 }
 
-#define OT_MISC_INSTANTIATE(T)                        \
-  template void Range<T>(T, T, int64_t, T*);          \
+#define OT_MISC_INSTANTIATE(T)               \
+  template void Range<T>(T, T, int64_t, T*); \
   template void TopK<T>(const T*, int64_t, int64_t, int64_t, int64_t, bool, bool, T*, int64_t*);
 OT_MISC_INSTANTIATE(float)
 OT_MISC_INSTANTIATE(double)

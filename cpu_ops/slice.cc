@@ -83,7 +83,9 @@ void CopyBytes(void* dst, const void* src, size_t n) {
 void FillElements(void* dst, int64_t n, const void* value, size_t esz) {
   if (n <= 0) return;
   switch (esz) {
-    case 1: std::memset(dst, *static_cast<const uint8_t*>(value), static_cast<size_t>(n)); return;
+    case 1:
+      std::memset(dst, *static_cast<const uint8_t*>(value), static_cast<size_t>(n));
+      return;
     case 2: {
       uint16_t v;
       std::memcpy(&v, value, 2);
@@ -177,11 +179,21 @@ void StridedCopy(const void* in, int64_t base, void* out, size_t esz, std::vecto
   const int64_t fixed_bytes = s == 1 ? n * eszi : 0;
   auto do_rows = [&](int64_t r0, int64_t r1) {
     switch (fixed_bytes) {
-      case 16: rows_of(std::integral_constant<size_t, 16>{}, r0, r1); break;
-      case 32: rows_of(std::integral_constant<size_t, 32>{}, r0, r1); break;
-      case 64: rows_of(std::integral_constant<size_t, 64>{}, r0, r1); break;
-      case 128: rows_of(std::integral_constant<size_t, 128>{}, r0, r1); break;
-      default: rows_of(std::integral_constant<size_t, 0>{}, r0, r1); break;
+      case 16:
+        rows_of(std::integral_constant<size_t, 16>{}, r0, r1);
+        break;
+      case 32:
+        rows_of(std::integral_constant<size_t, 32>{}, r0, r1);
+        break;
+      case 64:
+        rows_of(std::integral_constant<size_t, 64>{}, r0, r1);
+        break;
+      case 128:
+        rows_of(std::integral_constant<size_t, 128>{}, r0, r1);
+        break;
+      default:
+        rows_of(std::integral_constant<size_t, 0>{}, r0, r1);
+        break;
     }
   };
   ForRowChunks(rows, n * eszi, do_rows);

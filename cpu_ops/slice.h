@@ -22,8 +22,7 @@ void StridedCopy(const void* in, int64_t base, void* out, size_t esz, std::vecto
 // Slice of a row-major tensor of `in_dims`: output dim k takes out_dims[k] elements starting at starts[k] with
 // step steps[k] (negative steps walk backwards). starts must be valid indices where out_dims[k] > 0.
 void Slice(const void* in, void* out, size_t esz, const std::vector<int64_t>& in_dims,
-           const std::vector<int64_t>& starts, const std::vector<int64_t>& steps,
-           const std::vector<int64_t>& out_dims);
+           const std::vector<int64_t>& starts, const std::vector<int64_t>& steps, const std::vector<int64_t>& out_dims);
 
 // The gradient of Slice: out (row-major over `out_dims`, every element written) is zero except where the forward
 // Slice read it, which takes the matching element of `in` (row-major over `in_dims`, the Slice's output dims).

@@ -10,7 +10,6 @@
 #include <immintrin.h>
 #endif
 
-
 namespace ot::cpu {
 
 namespace {
@@ -85,10 +84,18 @@ __attribute__((target("avx2,fma"))) void Matrix(const Operands& o, int64_t m, in
       float* ct = c + i * n + j;
       const int64_t cols = std::min(kTileN, n - j);
       switch (rows) {
-        case 4: Tile<4>(o, i, j, k, t, ct, n, cols, alpha, accumulate); break;
-        case 3: Tile<3>(o, i, j, k, t, ct, n, cols, alpha, accumulate); break;
-        case 2: Tile<2>(o, i, j, k, t, ct, n, cols, alpha, accumulate); break;
-        default: Tile<1>(o, i, j, k, t, ct, n, cols, alpha, accumulate); break;
+        case 4:
+          Tile<4>(o, i, j, k, t, ct, n, cols, alpha, accumulate);
+          break;
+        case 3:
+          Tile<3>(o, i, j, k, t, ct, n, cols, alpha, accumulate);
+          break;
+        case 2:
+          Tile<2>(o, i, j, k, t, ct, n, cols, alpha, accumulate);
+          break;
+        default:
+          Tile<1>(o, i, j, k, t, ct, n, cols, alpha, accumulate);
+          break;
       }
     }
   }
@@ -106,8 +113,8 @@ void Matrix(const Operands&, int64_t, int64_t, int64_t, float*, float, bool) {}
 }  // namespace
 
 bool SmallGemmApplies(const MatMulSpec& s) {
-  return s.type == DnnType::kF32 && !s.a_batch.empty() && s.a_batch.size() == s.b_batch.size() && s.m > 0 &&
-         s.n > 0 && s.k > 0 && s.m <= kMaxMN && s.n <= kMaxMN && s.k <= kMaxK;
+  return s.type == DnnType::kF32 && !s.a_batch.empty() && s.a_batch.size() == s.b_batch.size() && s.m > 0 && s.n > 0 &&
+         s.k > 0 && s.m <= kMaxMN && s.n <= kMaxMN && s.k <= kMaxK;
 }
 
 void SmallBatchedGemm(const MatMulSpec& spec, const float* a, const float* b, float* c) {

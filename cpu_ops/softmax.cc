@@ -23,8 +23,10 @@ using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 template <typename T, typename A>
 T Store(A v) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
 }
 
 // The float loops of a contiguous row (Softmax and LogSoftmax of float, and of half rows widened to float): e^x is
@@ -120,11 +122,21 @@ OT_VEC_CLONES void FloatRows(SoftmaxKind kind, int64_t rows, int64_t n, const fl
       for (; i + 4 <= rows; i += 4) SoftmaxRows4<decltype(len)::value>(n, x + i * n, y + i * n);
     };
     switch (n) {
-      case 16: groups(std::integral_constant<int, 16>{}); break;
-      case 32: groups(std::integral_constant<int, 32>{}); break;
-      case 64: groups(std::integral_constant<int, 64>{}); break;
-      case 128: groups(std::integral_constant<int, 128>{}); break;
-      default: groups(std::integral_constant<int, 0>{}); break;
+      case 16:
+        groups(std::integral_constant<int, 16>{});
+        break;
+      case 32:
+        groups(std::integral_constant<int, 32>{});
+        break;
+      case 64:
+        groups(std::integral_constant<int, 64>{});
+        break;
+      case 128:
+        groups(std::integral_constant<int, 128>{});
+        break;
+      default:
+        groups(std::integral_constant<int, 0>{});
+        break;
     }
   }
   for (; i < rows; ++i) {
@@ -186,8 +198,10 @@ OT_VEC_CLONES void SoftmaxTile(SoftmaxKind kind, int64_t n, int64_t inner, int64
                                std::vector<int64_t>& arg) {
   using A = Acc<T>;
   A* m;
-  if constexpr (std::is_same_v<A, double>) m = md.data();
-  else m = mf.data();
+  if constexpr (std::is_same_v<A, double>)
+    m = md.data();
+  else
+    m = mf.data();
   for (int64_t j = 0; j < nj; ++j) {
     m[j] = -std::numeric_limits<A>::infinity();
     arg[j] = 0;

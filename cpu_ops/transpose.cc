@@ -116,11 +116,20 @@ void Transpose(const void* in, void* out, size_t esz, const std::vector<int64_t>
     return;
   }
   switch (esz) {
-    case 1: TiledTranspose(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), dims, is, j); return;
-    case 2: TiledTranspose(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out), dims, is, j); return;
-    case 4: TiledTranspose(static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out), dims, is, j); return;
-    case 8: TiledTranspose(static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out), dims, is, j); return;
-    default: StridedCopy(in, 0, out, esz, dims, is);
+    case 1:
+      TiledTranspose(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), dims, is, j);
+      return;
+    case 2:
+      TiledTranspose(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out), dims, is, j);
+      return;
+    case 4:
+      TiledTranspose(static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out), dims, is, j);
+      return;
+    case 8:
+      TiledTranspose(static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out), dims, is, j);
+      return;
+    default:
+      StridedCopy(in, 0, out, esz, dims, is);
   }
 }
 

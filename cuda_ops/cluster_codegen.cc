@@ -32,9 +32,13 @@ std::string FloatLit(float f) {
 
 const char* StorageType(DType t) {
   switch (t) {
-    case DType::kF32: return "float";
-    case DType::kF16: case DType::kBF16: return "uint16_t";
-    case DType::kBool: return "uint8_t";
+    case DType::kF32:
+      return "float";
+    case DType::kF16:
+    case DType::kBF16:
+      return "uint16_t";
+    case DType::kBool:
+      return "uint8_t";
   }
   return "float";
 }
@@ -42,10 +46,14 @@ const char* StorageType(DType t) {
 // Storage element -> float (bool: 0/1, as the interpreter's LoadOne).
 std::string LoadExpr(DType t, const std::string& e) {
   switch (t) {
-    case DType::kF32: return e;
-    case DType::kF16: return "ot::HalfBitsToFloat(" + e + ")";
-    case DType::kBF16: return "ot::Bf16BitsToFloat(" + e + ")";
-    case DType::kBool: return "(" + e + " != 0 ? 1.f : 0.f)";
+    case DType::kF32:
+      return e;
+    case DType::kF16:
+      return "ot::HalfBitsToFloat(" + e + ")";
+    case DType::kBF16:
+      return "ot::Bf16BitsToFloat(" + e + ")";
+    case DType::kBool:
+      return "(" + e + " != 0 ? 1.f : 0.f)";
   }
   return e;
 }
@@ -53,10 +61,14 @@ std::string LoadExpr(DType t, const std::string& e) {
 // float -> storage element (the interpreter's StoreTile: bool stores v != 0).
 std::string StoreExpr(DType t, const std::string& e) {
   switch (t) {
-    case DType::kF32: return e;
-    case DType::kF16: return "ot::FloatToHalfBits(" + e + ")";
-    case DType::kBF16: return "ot::FloatToBf16Bits(" + e + ")";
-    case DType::kBool: return "static_cast<uint8_t>(" + e + " != 0.f)";
+    case DType::kF32:
+      return e;
+    case DType::kF16:
+      return "ot::FloatToHalfBits(" + e + ")";
+    case DType::kBF16:
+      return "ot::FloatToBf16Bits(" + e + ")";
+    case DType::kBool:
+      return "static_cast<uint8_t>(" + e + " != 0.f)";
   }
   return e;
 }
@@ -64,20 +76,28 @@ std::string StoreExpr(DType t, const std::string& e) {
 // A float rounded to what a tensor of dtype t holds (the interpreter's RoundScalar/RoundVec).
 std::string RoundExpr(DType t, const std::string& e) {
   switch (t) {
-    case DType::kF32: return e;
-    case DType::kF16: return "ot::math::RoundToHalf(" + e + ")";
-    case DType::kBF16: return "ot::math::RoundToBf16(" + e + ")";
-    case DType::kBool: return "(" + e + " != 0.f ? 1.f : 0.f)";
+    case DType::kF32:
+      return e;
+    case DType::kF16:
+      return "ot::math::RoundToHalf(" + e + ")";
+    case DType::kBF16:
+      return "ot::math::RoundToBf16(" + e + ")";
+    case DType::kBool:
+      return "(" + e + " != 0.f ? 1.f : 0.f)";
   }
   return e;
 }
 
 float RoundHost(DType t, float v) {
   switch (t) {
-    case DType::kF32: return v;
-    case DType::kF16: return math::RoundToHalf(v);
-    case DType::kBF16: return math::RoundToBf16(v);
-    case DType::kBool: return v != 0.f ? 1.f : 0.f;
+    case DType::kF32:
+      return v;
+    case DType::kF16:
+      return math::RoundToHalf(v);
+    case DType::kBF16:
+      return math::RoundToBf16(v);
+    case DType::kBool:
+      return v != 0.f ? 1.f : 0.f;
   }
   return v;
 }
@@ -87,10 +107,21 @@ float RoundHost(DType t, float v) {
 bool MakesBool(Op op) { return (op >= Op::kLess && op <= Op::kXor) || op == Op::kNot; }
 bool Selects(Op op) {
   switch (op) {
-    case Op::kNeg: case Op::kAbs: case Op::kRelu: case Op::kIdentity: case Op::kFloor: case Op::kCeil:
-    case Op::kMax: case Op::kMin: case Op::kWhere: case Op::kReluGrad: case Op::kSign: case Op::kCast:
+    case Op::kNeg:
+    case Op::kAbs:
+    case Op::kRelu:
+    case Op::kIdentity:
+    case Op::kFloor:
+    case Op::kCeil:
+    case Op::kMax:
+    case Op::kMin:
+    case Op::kWhere:
+    case Op::kReluGrad:
+    case Op::kSign:
+    case Op::kCast:
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -105,42 +136,79 @@ std::string OpExpr(const Instr& in) {
   const std::string a = in.a >= 0 ? V(in.a) : "", b = in.b >= 0 ? V(in.b) : "", c = in.c >= 0 ? V(in.c) : "";
   const bool tanh_form = in.imm != 0.f;
   switch (in.op) {
-    case Op::kNeg: return "-" + a;
-    case Op::kAbs: return "fabsf(" + a + ")";
-    case Op::kSign: return "ot::math::Sign(" + a + ")";
-    case Op::kExp: return "ot::math::Exp(" + a + ")";
-    case Op::kLog: return "logf(" + a + ")";
-    case Op::kSqrt: return "sqrtf(" + a + ")";
-    case Op::kReciprocal: return "1.f / " + a;
-    case Op::kTanh: return "ot::math::Tanh(" + a + ")";
-    case Op::kSigmoid: return "ot::math::Sigmoid(" + a + ")";
-    case Op::kRelu: return "ot::math::Relu(" + a + ")";
-    case Op::kErf: return "ot::math::Erf(" + a + ")";
-    case Op::kFloor: return "floorf(" + a + ")";
-    case Op::kCeil: return "ceilf(" + a + ")";
-    case Op::kNot: return "(" + a + " == 0.f ? 1.f : 0.f)";
-    case Op::kLeakyRelu: return "ot::math::LeakyRelu(" + a + ", " + FloatLit(in.imm) + ")";
-    case Op::kGelu: return (tanh_form ? "ot::math::GeluTanh(" : "ot::math::GeluErf(") + a + ")";
-    case Op::kIdentity: case Op::kCast: return a;  // the rounding to the dtype does the cast
-    case Op::kAdd: return a + " + " + b;
-    case Op::kSub: return a + " - " + b;
-    case Op::kMul: return a + " * " + b;
-    case Op::kDiv: return a + " / " + b;
-    case Op::kPow: return "static_cast<float>(pow(static_cast<double>(" + a + "), static_cast<double>(" + b + ")))";
-    case Op::kMax: return "ot::math::NanMax(" + a + ", " + b + ")";
-    case Op::kMin: return "ot::math::NanMin(" + a + ", " + b + ")";
-    case Op::kLess: return "(" + a + " < " + b + " ? 1.f : 0.f)";
-    case Op::kLessEqual: return "(" + a + " <= " + b + " ? 1.f : 0.f)";
-    case Op::kGreater: return "(" + a + " > " + b + " ? 1.f : 0.f)";
-    case Op::kGreaterEqual: return "(" + a + " >= " + b + " ? 1.f : 0.f)";
-    case Op::kEqual: return "(" + a + " == " + b + " ? 1.f : 0.f)";
-    case Op::kAnd: return "((" + a + " != 0.f) & (" + b + " != 0.f) ? 1.f : 0.f)";
-    case Op::kOr: return "((" + a + " != 0.f) | (" + b + " != 0.f) ? 1.f : 0.f)";
-    case Op::kXor: return "((" + a + " != 0.f) != (" + b + " != 0.f) ? 1.f : 0.f)";
-    case Op::kReluGrad: return "ot::math::ReluGrad(" + a + ", " + b + ")";
-    case Op::kGeluGrad: return (tanh_form ? "ot::math::GeluGradTanh(" : "ot::math::GeluGradErf(") + a + ", " + b + ")";
-    case Op::kWhere: return "(" + a + " != 0.f ? " + b + " : " + c + ")";
-    default: break;
+    case Op::kNeg:
+      return "-" + a;
+    case Op::kAbs:
+      return "fabsf(" + a + ")";
+    case Op::kSign:
+      return "ot::math::Sign(" + a + ")";
+    case Op::kExp:
+      return "ot::math::Exp(" + a + ")";
+    case Op::kLog:
+      return "logf(" + a + ")";
+    case Op::kSqrt:
+      return "sqrtf(" + a + ")";
+    case Op::kReciprocal:
+      return "1.f / " + a;
+    case Op::kTanh:
+      return "ot::math::Tanh(" + a + ")";
+    case Op::kSigmoid:
+      return "ot::math::Sigmoid(" + a + ")";
+    case Op::kRelu:
+      return "ot::math::Relu(" + a + ")";
+    case Op::kErf:
+      return "ot::math::Erf(" + a + ")";
+    case Op::kFloor:
+      return "floorf(" + a + ")";
+    case Op::kCeil:
+      return "ceilf(" + a + ")";
+    case Op::kNot:
+      return "(" + a + " == 0.f ? 1.f : 0.f)";
+    case Op::kLeakyRelu:
+      return "ot::math::LeakyRelu(" + a + ", " + FloatLit(in.imm) + ")";
+    case Op::kGelu:
+      return (tanh_form ? "ot::math::GeluTanh(" : "ot::math::GeluErf(") + a + ")";
+    case Op::kIdentity:
+    case Op::kCast:
+      return a;  // the rounding to the dtype does the cast
+    case Op::kAdd:
+      return a + " + " + b;
+    case Op::kSub:
+      return a + " - " + b;
+    case Op::kMul:
+      return a + " * " + b;
+    case Op::kDiv:
+      return a + " / " + b;
+    case Op::kPow:
+      return "static_cast<float>(pow(static_cast<double>(" + a + "), static_cast<double>(" + b + ")))";
+    case Op::kMax:
+      return "ot::math::NanMax(" + a + ", " + b + ")";
+    case Op::kMin:
+      return "ot::math::NanMin(" + a + ", " + b + ")";
+    case Op::kLess:
+      return "(" + a + " < " + b + " ? 1.f : 0.f)";
+    case Op::kLessEqual:
+      return "(" + a + " <= " + b + " ? 1.f : 0.f)";
+    case Op::kGreater:
+      return "(" + a + " > " + b + " ? 1.f : 0.f)";
+    case Op::kGreaterEqual:
+      return "(" + a + " >= " + b + " ? 1.f : 0.f)";
+    case Op::kEqual:
+      return "(" + a + " == " + b + " ? 1.f : 0.f)";
+    case Op::kAnd:
+      return "((" + a + " != 0.f) & (" + b + " != 0.f) ? 1.f : 0.f)";
+    case Op::kOr:
+      return "((" + a + " != 0.f) | (" + b + " != 0.f) ? 1.f : 0.f)";
+    case Op::kXor:
+      return "((" + a + " != 0.f) != (" + b + " != 0.f) ? 1.f : 0.f)";
+    case Op::kReluGrad:
+      return "ot::math::ReluGrad(" + a + ", " + b + ")";
+    case Op::kGeluGrad:
+      return (tanh_form ? "ot::math::GeluGradTanh(" : "ot::math::GeluGradErf(") + a + ", " + b + ")";
+    case Op::kWhere:
+      return "(" + a + " != 0.f ? " + b + " : " + c + ")";
+    default:
+      break;
   }
   throw std::logic_error(std::string("cluster codegen: ") + cluster::OpName(in.op) + " is not elementwise");
 }
@@ -393,7 +461,8 @@ struct OtMin {
     }
     s += "  for (long long r = blockIdx.x; r < a.rows; r += gridDim.x) {\n";
     s += "    const long long base = r * a.row_len;  // flat index of the row's first element\n";
-    s += "    // where row inputs are read: the row's first element, or with empty rows the row itself (MakeClusterArgs\n"
+    s += "    // where row inputs are read: the row's first element, or with empty rows the row itself "
+         "(MakeClusterArgs\n"
          "    // then describes the domain with the reduced axes 1)\n";
     s += "    const long long row_at = a.row_len > 0 ? base : r;\n";
     const std::string ind = "    ";
@@ -410,8 +479,10 @@ struct OtMin {
       s += ind + "{\n";
       for (int32_t r : reds) {
         const Op op = p_.code[r].op;
-        if (op == Op::kReduceSum || op == Op::kReduceMean) s += ind + "  double acc" + Str(r) + " = 0.0;\n";
-        else s += ind + "  float acc" + Str(r) + " = " + FloatLit(op == Op::kReduceMax ? -INFINITY : INFINITY) + ";\n";
+        if (op == Op::kReduceSum || op == Op::kReduceMean)
+          s += ind + "  double acc" + Str(r) + " = 0.0;\n";
+        else
+          s += ind + "  float acc" + Str(r) + " = " + FloatLit(op == Op::kReduceMax ? -INFINITY : INFINITY) + ";\n";
       }
       s += ind + "  for (long long j = threadIdx.x; j < a.row_len; j += blockDim.x) {\n";
       s += ind + "    const long long i = base + j;\n";
@@ -421,9 +492,9 @@ struct OtMin {
         if (in.op == Op::kReduceSum || in.op == Op::kReduceMean)
           s += ind + "    acc" + Str(r) + " += static_cast<double>(" + V(in.a) + ");\n";
         else
-          s += ind + "    acc" + Str(r) + " = ot::math::" +
-               (in.op == Op::kReduceMax ? "ReduceMaxStep" : "ReduceMinStep") + "(acc" + Str(r) + ", " + V(in.a) +
-               ");\n";
+          s += ind + "    acc" + Str(r) +
+               " = ot::math::" + (in.op == Op::kReduceMax ? "ReduceMaxStep" : "ReduceMinStep") + "(acc" + Str(r) +
+               ", " + V(in.a) + ");\n";
       }
       s += ind + "  }\n";
       for (int32_t r : reds) {

@@ -43,8 +43,8 @@
 
 namespace ot::cuda {
 
-constexpr int kClusterMaxRank = 8;     // domain axes after coalescing
-constexpr int kClusterMaxThreads = 256;  // the block size the kernels are compiled for (__launch_bounds__)
+constexpr int kClusterMaxRank = 8;          // domain axes after coalescing
+constexpr int kClusterMaxThreads = 256;     // the block size the kernels are compiled for (__launch_bounds__)
 constexpr int64_t kClusterMaxGrid = 65536;  // blocks at most; the kernels loop (grid-stride) past it
 
 struct ClusterKernelSpec {
@@ -55,10 +55,10 @@ struct ClusterKernelSpec {
 
 // How to launch a generated kernel for a concrete domain.
 struct ClusterLaunch {
-  bool rows = false;        // one block per row (else the flat grid-stride loop)
-  int64_t grid = 0;         // blocks (0: nothing to do, do not launch)
-  int block = 0;            // threads per block (a multiple of 32, <= kClusterMaxThreads)
-  int64_t shared_bytes = 0; // dynamic shared memory
+  bool rows = false;         // one block per row (else the flat grid-stride loop)
+  int64_t grid = 0;          // blocks (0: nothing to do, do not launch)
+  int block = 0;             // threads per block (a multiple of 32, <= kClusterMaxThreads)
+  int64_t shared_bytes = 0;  // dynamic shared memory
 };
 
 struct ClusterKernel {
@@ -82,8 +82,8 @@ std::string GenerateClusterSource(const cluster::Program& p, const std::string& 
 // to D, a row input to D with the reduced axes 1), as the words of OtArgs: numel, rows, row_len, rank, dims[8],
 // strides[max(num_inputs, 1)][8]. Throws std::invalid_argument naming the input that does not broadcast, or
 // when the coalesced domain has more than kClusterMaxRank axes. With empty rows (row_len 0, rows > 0) the strides
-// describe D with the reduced axes 1, so the kernel reads each row's row inputs at its row number. `rows`/`row_len` of the result are what
-// ClusterKernel::Launch takes.
+// describe D with the reduced axes 1, so the kernel reads each row's row inputs at its row number. `rows`/`row_len` of
+// the result are what ClusterKernel::Launch takes.
 struct ClusterArgs {
   std::vector<int64_t> words;
   int64_t numel = 0, rows = 0, row_len = 1;

@@ -99,8 +99,8 @@ size_t BatchNormWorkspaceBytes(const BatchNormDesc& d) {
 
 void BatchNormForwardTraining(const BatchNormDesc& d, const void* x, const float* scale, const float* bias,
                               const float* running_mean, const float* running_var, double momentum, void* y,
-                              float* running_mean_out, float* running_var_out, void* workspace,
-                              size_t workspace_bytes, void* stream) {
+                              float* running_mean_out, float* running_var_out, void* workspace, size_t workspace_bytes,
+                              void* stream) {
   ValidateBatchNorm(d);
   Require(x && scale && bias && y, "null x, scale, bias or y", d);
   Require((!running_mean_out || running_mean) && (!running_var_out || running_var),
@@ -120,8 +120,8 @@ void BatchNormForwardTraining(const BatchNormDesc& d, const void* x, const float
   const Plan& p = PlanFor(lease, d);
   const float one = 1.f, zero = 0.f;
   // No running buffers (null, null: cuDNN skips its own update) and no saved statistics (the backward recomputes).
-  Check(cudnnBatchNormalizationForwardTraining(lease.handle(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, p.x.d, x, p.x.d,
-                                               y, p.p.d, scale, bias, 1.0, nullptr, nullptr, d.eps, nullptr, nullptr),
+  Check(cudnnBatchNormalizationForwardTraining(lease.handle(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, p.x.d, x, p.x.d, y,
+                                               p.p.d, scale, bias, 1.0, nullptr, nullptr, d.eps, nullptr, nullptr),
         "cudnnBatchNormalizationForwardTraining", ToString(d));
 }
 
@@ -142,8 +142,8 @@ void BatchNormForwardInference(const BatchNormDesc& d, const void* x, const floa
 }
 
 void BatchNormBackward(const BatchNormDesc& d, const void* dy, const void* x, const float* scale, const float* mean,
-                       const float* var, void* dx, float* dscale, float* dbias, void* workspace,
-                       size_t workspace_bytes, void* stream) {
+                       const float* var, void* dx, float* dscale, float* dbias, void* workspace, size_t workspace_bytes,
+                       void* stream) {
   ValidateBatchNorm(d);
   Require(dy && x && scale && dx, "null dy, x, scale or dx", d);
   Require((mean == nullptr) == (var == nullptr), "mean and var must be both given or both null", d);
@@ -156,8 +156,8 @@ void BatchNormBackward(const BatchNormDesc& d, const void* dy, const void* x, co
     return;
   }
   if (!BatchNormUsesCudnn(d)) {
-    bn_detail::ChannelStats(d.xt, d.n, d.c, d.spatial, x, 0.0, nullptr, nullptr, nullptr, nullptr, w.partials,
-                            w.stats, stream);
+    bn_detail::ChannelStats(d.xt, d.n, d.c, d.spatial, x, 0.0, nullptr, nullptr, nullptr, nullptr, w.partials, w.stats,
+                            stream);
     bn_detail::Backward(d.xt, d.n, d.c, d.spatial, dy, x, scale, w.stats, nullptr, nullptr, d.eps, true, dx, dscale,
                         dbias, w.partials, w.sums, stream);
     return;

@@ -53,8 +53,8 @@ size_t BatchNormWorkspaceBytes(const BatchNormDesc& d);
 // outputs may all be null (no update), or the four given (an output may alias its input). momentum in [0, 1].
 void BatchNormForwardTraining(const BatchNormDesc& d, const void* x, const float* scale, const float* bias,
                               const float* running_mean, const float* running_var, double momentum, void* y,
-                              float* running_mean_out, float* running_var_out, void* workspace,
-                              size_t workspace_bytes, void* stream);
+                              float* running_mean_out, float* running_var_out, void* workspace, size_t workspace_bytes,
+                              void* stream);
 
 // Inference forward: y = (x - mean) scale / sqrt(var + eps) + bias with the given statistics.
 void BatchNormForwardInference(const BatchNormDesc& d, const void* x, const float* scale, const float* bias,
@@ -63,7 +63,7 @@ void BatchNormForwardInference(const BatchNormDesc& d, const void* x, const floa
 // Backward. mean == var == nullptr: training (statistics recomputed from x); both given: inference. dscale and
 // dbias may be null (not wanted). dx may not alias dy or x.
 void BatchNormBackward(const BatchNormDesc& d, const void* dy, const void* x, const float* scale, const float* mean,
-                       const float* var, void* dx, float* dscale, float* dbias, void* workspace,
-                       size_t workspace_bytes, void* stream);
+                       const float* var, void* dx, float* dscale, float* dbias, void* workspace, size_t workspace_bytes,
+                       void* stream);
 
 }  // namespace ot::cuda

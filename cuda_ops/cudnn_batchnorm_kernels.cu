@@ -209,8 +209,8 @@ void ChannelStats(FloatType xt, int64_t n, int64_t c, int64_t s, const void* x, 
     const T* xp = static_cast<const T*>(x);
     StatsPartials<T><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(c)), kThreads, 0, st>>>(
         c, s, m, chunks, xp, partials);
-    StatsFinalize<T><<<GridFor(c, kThreads), kThreads, 0, st>>>(c, s, m, chunks, xp, partials, momentum, rm, rv,
-                                                                 rm_out, rv_out, stats);
+    StatsFinalize<T><<<GridFor(c, kThreads), kThreads, 0, st>>>(c, s, m, chunks, xp, partials, momentum, rm, rv, rm_out,
+                                                                rv_out, stats);
   });
   CheckLaunch("BatchNorm statistics");
 }
@@ -227,11 +227,11 @@ void Apply(FloatType xt, int64_t n, int64_t c, int64_t s, const void* x, const f
     const T* xp = static_cast<const T*>(x);
     T* yp = static_cast<T*>(y);
     if (stats)
-      ApplyKernel<T, double><<<GridFor(total, kThreads), kThreads, 0, st>>>(total, c, s, xp, scale, bias, stats,
-                                                                            stats + c, eps, yp);
+      ApplyKernel<T, double>
+          <<<GridFor(total, kThreads), kThreads, 0, st>>>(total, c, s, xp, scale, bias, stats, stats + c, eps, yp);
     else
-      ApplyKernel<T, float><<<GridFor(total, kThreads), kThreads, 0, st>>>(total, c, s, xp, scale, bias, mean_f,
-                                                                           var_f, eps, yp);
+      ApplyKernel<T, float>
+          <<<GridFor(total, kThreads), kThreads, 0, st>>>(total, c, s, xp, scale, bias, mean_f, var_f, eps, yp);
   });
   CheckLaunch("BatchNorm apply");
 }
@@ -240,9 +240,9 @@ void Backward(FloatType xt, int64_t n, int64_t c, int64_t s, const void* dy, con
               const double* stats, const float* mean_f, const float* var_f, double eps, bool training, void* dx,
               float* dscale, float* dbias, double* partials, double* sums, void* stream) {
   RequireSizes(n, c, s, "BatchNorm Backward: n, c and spatial must be positive");
-  detail::Require(dy && x && scale && dx && partials && sums &&
-                      (stats != nullptr) != (mean_f != nullptr && var_f != nullptr),
-                  "BatchNorm Backward: null pointer, or both/neither statistics given");
+  detail::Require(
+      dy && x && scale && dx && partials && sums && (stats != nullptr) != (mean_f != nullptr && var_f != nullptr),
+      "BatchNorm Backward: null pointer, or both/neither statistics given");
   const int64_t m = n * s, chunks = Chunks(m), total = n * c * s;
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   DispatchFloat(xt, [&](auto tag) {

@@ -15,11 +15,11 @@
 namespace ot::cuda {
 
 using cudnn_detail::Check;
-using cudnn_detail::Vec;
 using cudnn_detail::FilterDesc;
 using cudnn_detail::FitsInt;
 using cudnn_detail::Lease;
 using cudnn_detail::TensorDesc;
+using cudnn_detail::Vec;
 
 namespace {
 
@@ -53,24 +53,31 @@ Geometry CudnnGeometry(const ConvDesc& d) {
 std::vector<int> Ints(const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
 
 const char* AlgoName(ConvPass p, int a) {
-  static const char* fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
-                              "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char* fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+                              "WINOGRAD",      "WINOGRAD_NONFUSED"};
   static const char* data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
   static const char* filter[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
   switch (p) {
-    case ConvPass::kForward: return a >= 0 && a < 8 ? fwd[a] : "?";
-    case ConvPass::kBackwardData: return a >= 0 && a < 6 ? data[a] : "?";
-    case ConvPass::kBackwardFilter: return a >= 0 && a < 7 ? filter[a] : "?";
+    case ConvPass::kForward:
+      return a >= 0 && a < 8 ? fwd[a] : "?";
+    case ConvPass::kBackwardData:
+      return a >= 0 && a < 6 ? data[a] : "?";
+    case ConvPass::kBackwardFilter:
+      return a >= 0 && a < 7 ? filter[a] : "?";
   }
   return "?";
 }
 
 const char* MathName(cudnnMathType_t m) {
   switch (m) {
-    case CUDNN_DEFAULT_MATH: return "DEFAULT_MATH";
-    case CUDNN_TENSOR_OP_MATH: return "TENSOR_OP_MATH";
-    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "TENSOR_OP_MATH_ALLOW_CONVERSION";
-    case CUDNN_FMA_MATH: return "FMA_MATH";
+    case CUDNN_DEFAULT_MATH:
+      return "DEFAULT_MATH";
+    case CUDNN_TENSOR_OP_MATH:
+      return "TENSOR_OP_MATH";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return "TENSOR_OP_MATH_ALLOW_CONVERSION";
+    case CUDNN_FMA_MATH:
+      return "FMA_MATH";
   }
   return "?";
 }
@@ -112,8 +119,8 @@ cudnnStatus_t WorkspaceOf(cudnnHandle_t h, ConvPass pass, const Plan& p, int alg
       return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.d, p.y.d, p.conv, p.x.d,
                                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
     case ConvPass::kBackwardFilter:
-      return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-          h, p.x.d, p.y.d, p.conv, p.w.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.d, p.y.d, p.conv, p.w.d,
+                                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
   }
   return CUDNN_STATUS_BAD_PARAM;
 }
@@ -155,8 +162,7 @@ std::vector<Candidate> Heuristics(cudnnHandle_t h, ConvPass pass, const Plan& p,
       Check(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max),
             "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount", desc);
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(max > 0 ? max : 1));
-      Check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.d, p.y.d, p.conv, p.w.d, max, &returned,
-                                                          perf.data()),
+      Check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.d, p.y.d, p.conv, p.w.d, max, &returned, perf.data()),
             "cudnnGetConvolutionBackwardFilterAlgorithm_v7", desc);
       return ToCandidates(perf, returned);
     }
@@ -219,8 +225,8 @@ std::unique_ptr<Plan> MakePlan(cudnnHandle_t h, const ConvDesc& d, ConvPass pass
     p->workspace = ws;
     return p;
   }
-  throw std::runtime_error("cuDNN has no algorithm for " + desc + " (" + std::to_string(cands.size()) +
-                           " candidates;" + (tried.empty() ? std::string(" none succeeded") : tried) + ")");
+  throw std::runtime_error("cuDNN has no algorithm for " + desc + " (" + std::to_string(cands.size()) + " candidates;" +
+                           (tried.empty() ? std::string(" none succeeded") : tried) + ")");
 }
 
 Plan& PlanFor(Lease& lease, const ConvDesc& d, ConvPass pass) {
@@ -238,7 +244,8 @@ void Prepare(const ConvDesc& d, std::initializer_list<const void*> ptrs, const c
   const std::string why = ConvUnsupportedReason(d);
   if (!why.empty()) throw std::invalid_argument(std::string("ot::cuda::") + what + ": " + why + " in " + ToString(d));
   for (const void* p : ptrs)
-    if (!p) throw std::invalid_argument(std::string("ot::cuda::") + what + ": a null tensor pointer for " + ToString(d));
+    if (!p)
+      throw std::invalid_argument(std::string("ot::cuda::") + what + ": a null tensor pointer for " + ToString(d));
 }
 
 void CheckWorkspace(const Plan& p, const void* workspace, size_t bytes, const ConvDesc& d, ConvPass pass) {
@@ -262,9 +269,12 @@ std::string ToString(const ConvDesc& d) {
 
 const char* ToString(ConvPass p) {
   switch (p) {
-    case ConvPass::kForward: return "forward";
-    case ConvPass::kBackwardData: return "backward-data";
-    case ConvPass::kBackwardFilter: return "backward-filter";
+    case ConvPass::kForward:
+      return "forward";
+    case ConvPass::kBackwardData:
+      return "backward-data";
+    case ConvPass::kBackwardFilter:
+      return "backward-filter";
   }
   return "?";
 }
@@ -279,8 +289,8 @@ void ValidateConv(const ConvDesc& d) {
     if (d.in_spatial[i] <= 0 || d.kernel[i] <= 0 || d.strides[i] <= 0 || d.dilations[i] <= 0)
       bad("sizes, kernel, strides and dilations must be positive");
     if (d.pad_begin[i] < 0 || d.pad_end[i] < 0) bad("negative padding");
-    const int64_t out = OutSize(d.in_spatial[i] + d.pad_begin[i] + d.pad_end[i] -
-                                DilatedKernel(d.kernel[i], d.dilations[i]), d.strides[i]);
+    const int64_t out = OutSize(
+        d.in_spatial[i] + d.pad_begin[i] + d.pad_end[i] - DilatedKernel(d.kernel[i], d.dilations[i]), d.strides[i]);
     if (out <= 0) bad("the kernel is larger than the padded input");
     if (out != d.out_spatial[i])
       bad("out_spatial[" + std::to_string(i) + "] is " + std::to_string(d.out_spatial[i]) + ", the geometry gives " +
@@ -292,15 +302,19 @@ std::string ConvUnsupportedReason(const ConvDesc& d) {
   const size_t r = d.in_spatial.size();
   if (r > 3) return std::to_string(r) + "-D convolution (cuDNN's legacy API runs 1-D to 3-D)";
   for (size_t i = 0; i < r; ++i) {
-    const int64_t sym = OutSize(d.in_spatial[i] + 2 * d.pad_begin[i] - DilatedKernel(d.kernel[i], d.dilations[i]),
-                                d.strides[i]);
+    const int64_t sym =
+        OutSize(d.in_spatial[i] + 2 * d.pad_begin[i] - DilatedKernel(d.kernel[i], d.dilations[i]), d.strides[i]);
     if (sym != d.out_spatial[i])
       return "pads " + Vec(d.pad_begin) + " (begin) and " + Vec(d.pad_end) + " (end) on spatial dim " +
              std::to_string(i) + ": cuDNN pads symmetrically, and pad " + std::to_string(d.pad_begin[i]) +
              " on both sides gives " + std::to_string(sym) + " outputs, not " + std::to_string(d.out_spatial[i]);
   }
   const int64_t cg = d.c_in / d.group;
-  std::vector<int64_t> all{d.n, d.c_in, d.c_out, d.n * d.c_in * Prod(d.in_spatial), d.n * d.c_out * Prod(d.out_spatial),
+  std::vector<int64_t> all{d.n,
+                           d.c_in,
+                           d.c_out,
+                           d.n * d.c_in * Prod(d.in_spatial),
+                           d.n * d.c_out * Prod(d.out_spatial),
                            d.c_out * cg * Prod(d.kernel)};
   for (const auto* v : {&d.in_spatial, &d.out_spatial, &d.kernel, &d.strides, &d.dilations, &d.pad_begin})
     all.insert(all.end(), v->begin(), v->end());
@@ -333,10 +347,10 @@ void ConvForward(const ConvDesc& d, const void* x, const void* w, const void* bi
   CheckWorkspace(p, workspace, workspace_bytes, d, ConvPass::kForward);
   // Scaling factors are float for float, half and bfloat16 data (cuDNN: double only for double data).
   const float one = 1.f, zero = 0.f;
-  Check(cudnnConvolutionForward(lease.handle(), &one, p.x.d, x, p.w.d, w, p.conv,
-                                static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), workspace, p.workspace, &zero, p.y.d,
-                                y),
-        "cudnnConvolutionForward", ToString(d));
+  Check(
+      cudnnConvolutionForward(lease.handle(), &one, p.x.d, x, p.w.d, w, p.conv,
+                              static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), workspace, p.workspace, &zero, p.y.d, y),
+      "cudnnConvolutionForward", ToString(d));
   // The bias in a second pass over y (y += bias[c], our kernel: cudnnAddTensor documents no bfloat16): for halves
   // the convolution's fp32 result is rounded once to y and again after the bias (cudnnConvolutionBiasActivationForward
   // would fuse it, but only with the IMPLICIT_PRECOMP_GEMM algorithm for an identity activation).

@@ -20,8 +20,10 @@ __global__ void AddBiasKernel(int64_t total, int64_t c, int64_t s, const T* bias
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t ch = (i / s) % c;
     const float v = __fadd_rn(static_cast<float>(y[i]), static_cast<float>(bias[ch]));
-    if constexpr (std::is_same_v<T, float>) y[i] = v;
-    else y[i] = T(v);
+    if constexpr (std::is_same_v<T, float>)
+      y[i] = v;
+    else
+      y[i] = T(v);
   }
 }
 
@@ -36,8 +38,8 @@ void AddChannelBias(FloatType t, int64_t n, int64_t c, int64_t s, const void* bi
   const unsigned grid = static_cast<unsigned>(blocks < kMaxGrid ? blocks : kMaxGrid);
   detail::DispatchFloat(t, [&](auto tag) {
     using T = decltype(tag);
-    AddBiasKernel<T><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        total, c, s, static_cast<const T*>(bias), static_cast<T*>(y));
+    AddBiasKernel<T><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(total, c, s, static_cast<const T*>(bias),
+                                                                               static_cast<T*>(y));
   });
   detail::CheckLaunch("AddChannelBias");
 }

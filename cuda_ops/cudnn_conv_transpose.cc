@@ -57,12 +57,11 @@ void ValidateConvTranspose(const ConvTransposeDesc& d) {
   cudnn_detail::ValidateConvChannels(d, bad);
   const size_t r = d.in_spatial.size();
   for (size_t i = 0; i < r; ++i) {
-    if (d.in_spatial[i] <= 0 || d.out_spatial[i] <= 0 || d.kernel[i] <= 0 || d.strides[i] <= 0 ||
-        d.dilations[i] <= 0)
+    if (d.in_spatial[i] <= 0 || d.out_spatial[i] <= 0 || d.kernel[i] <= 0 || d.strides[i] <= 0 || d.dilations[i] <= 0)
       bad("sizes, kernel, strides and dilations must be positive");
     if (d.pad_begin[i] < 0) bad("negative begin padding");
-    const int64_t out = (d.in_spatial[i] - 1) * d.strides[i] + Extent(d.kernel[i], d.dilations[i]) - d.pad_begin[i] -
-                        d.pad_end[i];
+    const int64_t out =
+        (d.in_spatial[i] - 1) * d.strides[i] + Extent(d.kernel[i], d.dilations[i]) - d.pad_begin[i] - d.pad_end[i];
     if (out != d.out_spatial[i])
       bad("out_spatial[" + std::to_string(i) + "] is " + std::to_string(d.out_spatial[i]) + ", the geometry gives " +
           std::to_string(out));
@@ -123,7 +122,8 @@ size_t ConvTransposeWorkspaceBytes(const ConvTransposeDesc& d) {
 void ConvTransposeForward(const ConvTransposeDesc& d, const void* x, const void* w, const void* bias, void* y,
                           void* workspace, size_t workspace_bytes, void* stream) {
   Prepare(d, "ConvTransposeForward");
-  if (!x || !w || !y) throw std::invalid_argument("ot::cuda::ConvTransposeForward: a null tensor pointer for " + ToString(d));
+  if (!x || !w || !y)
+    throw std::invalid_argument("ot::cuda::ConvTransposeForward: a null tensor pointer for " + ToString(d));
   const ConvTransposeLowering l = LowerConvTranspose(d);
   if (!l.cropped) {
     // cuDNN's backward-data writes every element of Y (beta = 0): rows no window reaches become 0.

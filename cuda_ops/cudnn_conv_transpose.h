@@ -1,6 +1,7 @@
 // Transposed convolution (ONNX ConvTranspose forward) on the GPU through cuDNN (cudnn_conv.h), NCHW layouts:
 //   X [N, C_in, in...], W [C_in, C_out/group, k...], Y [N, C_out, out...], bias [C_out],
-//   Y[n, co, o] = sum over ci in co's group, i, j with o = i * stride - pad_begin + j * dilation of X[n, ci, i] W[ci, co', j]
+//   Y[n, co, o] = sum over ci in co's group, i, j with o = i * stride - pad_begin + j * dilation of X[n, ci, i] W[ci,
+//   co', j]
 // (+ bias[co]). That is the adjoint of the convolution C with the same W, strides, dilations and group mapping a
 // Y-shaped tensor [N, C_out, ...] to an X-shaped one [N, C_in, ...] -- C's filter layout [K = C_in, C = C_out/group,
 // k...] is W's as it is -- so Y = C^T X is cuDNN's convolution backward-data with dy = X, dx = Y.

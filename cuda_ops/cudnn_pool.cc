@@ -12,10 +12,10 @@
 namespace ot::cuda {
 
 using cudnn_detail::Check;
-using cudnn_detail::Vec;
 using cudnn_detail::FitsInt;
 using cudnn_detail::Lease;
 using cudnn_detail::TensorDesc;
+using cudnn_detail::Vec;
 
 namespace {
 
@@ -29,9 +29,12 @@ int64_t Prod(const std::vector<int64_t>& v) {
 
 const char* ModeName(PoolMode m) {
   switch (m) {
-    case PoolMode::kMax: return "max";
-    case PoolMode::kAvgIncludePad: return "avg_include_pad";
-    case PoolMode::kAvgExcludePad: return "avg_exclude_pad";
+    case PoolMode::kMax:
+      return "max";
+    case PoolMode::kAvgIncludePad:
+      return "avg_include_pad";
+    case PoolMode::kAvgExcludePad:
+      return "avg_exclude_pad";
   }
   return "?";
 }
@@ -101,7 +104,8 @@ void Prepare(const PoolDesc& d, std::initializer_list<const void*> ptrs, const c
   const std::string why = PoolUnsupportedReason(d);
   if (!why.empty()) throw std::invalid_argument(std::string("ot::cuda::") + what + ": " + why + " in " + ToString(d));
   for (const void* p : ptrs)
-    if (!p) throw std::invalid_argument(std::string("ot::cuda::") + what + ": a null tensor pointer for " + ToString(d));
+    if (!p)
+      throw std::invalid_argument(std::string("ot::cuda::") + what + ": a null tensor pointer for " + ToString(d));
 }
 
 }  // namespace
@@ -125,8 +129,7 @@ void ValidatePool(const PoolDesc& d) {
     if (v->size() != r) bad("the spatial vectors have different lengths");
   if (d.n <= 0 || d.c <= 0) bad("n and c must be positive");
   for (size_t i = 0; i < r; ++i) {
-    if (d.in_spatial[i] <= 0 || d.out_spatial[i] <= 0 || d.kernel[i] <= 0 || d.strides[i] <= 0 ||
-        d.dilations[i] <= 0)
+    if (d.in_spatial[i] <= 0 || d.out_spatial[i] <= 0 || d.kernel[i] <= 0 || d.strides[i] <= 0 || d.dilations[i] <= 0)
       bad("sizes, kernel, strides and dilations must be positive");
     if (d.pad_begin[i] < 0 || d.pad_end[i] < 0) bad("negative padding");
   }
@@ -232,7 +235,7 @@ size_t PoolBackwardWorkspaceBytes(const PoolDesc& d) {
   ValidatePool(d);
   const bool max = d.mode == PoolMode::kMax, bf16 = d.type == FloatType::kBF16;
   const size_t esz = bf16 ? sizeof(float) : FloatTypeSize(d.type);
-  size_t bytes = max ? cudnn_detail::Align256(static_cast<size_t>(NumY(d)) * esz) : 0;  // Y recomputed
+  size_t bytes = max ? cudnn_detail::Align256(static_cast<size_t>(NumY(d)) * esz) : 0;       // Y recomputed
   if (bf16) bytes += F32Bytes(NumY(d)) + F32Bytes(NumX(d)) + (max ? F32Bytes(NumX(d)) : 0);  // dY, dX, X in fp32
   return bytes;
 }

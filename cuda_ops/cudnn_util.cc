@@ -17,18 +17,24 @@ void Fail(const std::string& what, cudnnStatus_t s, const std::string& desc) {
 
 cudnnDataType_t DataType(FloatType t) {
   switch (t) {
-    case FloatType::kF32: return CUDNN_DATA_FLOAT;
-    case FloatType::kF16: return CUDNN_DATA_HALF;
-    case FloatType::kBF16: return CUDNN_DATA_BFLOAT16;
+    case FloatType::kF32:
+      return CUDNN_DATA_FLOAT;
+    case FloatType::kF16:
+      return CUDNN_DATA_HALF;
+    case FloatType::kBF16:
+      return CUDNN_DATA_BFLOAT16;
   }
   throw std::invalid_argument("cuDNN: unknown FloatType");
 }
 
 const char* TypeName(FloatType t) {
   switch (t) {
-    case FloatType::kF32: return "f32";
-    case FloatType::kF16: return "f16";
-    case FloatType::kBF16: return "bf16";
+    case FloatType::kF32:
+      return "f32";
+    case FloatType::kF16:
+      return "f16";
+    case FloatType::kBF16:
+      return "bf16";
   }
   return "?";
 }

@@ -38,16 +38,18 @@ __device__ __forceinline__ float ToF(T v) {
 }
 template <typename T>
 __device__ __forceinline__ T FromF(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return T(v);
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return T(v);
 }
 
 // ---- Transpose ----------------------------------------------------------------------------------------------------
 
 struct TileArgs {
-  int64_t dim_a, dim_b;        // A: the input axis innermost in the output; B: the innermost input axis
-  int64_t in_stride_a;         // B's input stride is 1
-  int64_t out_stride_b;        // A's output stride is 1
+  int64_t dim_a, dim_b;  // A: the input axis innermost in the output; B: the innermost input axis
+  int64_t in_stride_a;   // B's input stride is 1
+  int64_t out_stride_b;  // A's output stride is 1
   int64_t tiles_a, tiles_b;
   int nrest;
   int64_t rest_count;
@@ -126,7 +128,8 @@ __global__ void GatherKernel(const U* data, const I* idx, int64_t num, int64_t o
   }
 }
 
-// ---- GatherGrad -------------------------------------------------------------------------------------------------------
+// ---- GatherGrad
+// -------------------------------------------------------------------------------------------------------
 
 // keys[j] = the wrapped index (vocab for a bad one: sorted after every valid row), vals[j] = j.
 template <typename I>
@@ -146,8 +149,7 @@ __global__ void GatherGradPrepKernel(const I* idx, int64_t num, int64_t vocab, u
 }
 
 // Segment bounds of each row in the sorted keys (start = end = 0 for rows without entries: memset before).
-__global__ void GatherGradBoundsKernel(const uint32_t* keys, int64_t num, int64_t vocab, int32_t* start,
-                                       int32_t* end) {
+__global__ void GatherGradBoundsKernel(const uint32_t* keys, int64_t num, int64_t vocab, int32_t* start, int32_t* end) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < num;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint32_t k = keys[i];
@@ -253,8 +255,10 @@ TransposeShape SimplifyTranspose(const std::vector<int64_t>& in_dims, const std:
   };
   std::vector<Group> g;
   for (size_t k = 0; k < p.size(); ++k) {
-    if (k > 0 && p[k] == p[k - 1] + 1) g.back().dim *= d[p[k]];
-    else g.push_back({p[k], d[p[k]]});
+    if (k > 0 && p[k] == p[k - 1] + 1)
+      g.back().dim *= d[p[k]];
+    else
+      g.push_back({p[k], d[p[k]]});
   }
   std::vector<int> order(g.size());
   std::iota(order.begin(), order.end(), 0);
@@ -311,8 +315,8 @@ void Transpose(const void* in, void* out, size_t esz, const std::vector<int64_t>
     const dim3 grid(Clamp(a.tiles_b, int64_t{1} << 30), Clamp(a.tiles_a, 65535), Clamp(a.rest_count, 65535));
     detail::DispatchBits(esz, "data kernels", [&](auto tag) {
       using E = decltype(tag);
-      TransposeTiledKernel<E><<<grid, dim3(kTile, kTileRows), 0, st>>>(static_cast<const E*>(in), static_cast<E*>(out),
-                                                                       a);
+      TransposeTiledKernel<E>
+          <<<grid, dim3(kTile, kTileRows), 0, st>>>(static_cast<const E*>(in), static_cast<E*>(out), a);
     });
     CheckLaunch("Transpose (tiled)");
     return;
@@ -326,14 +330,14 @@ void Transpose(const void* in, void* out, size_t esz, const std::vector<int64_t>
   }
   detail::DispatchBits(esz, "data kernels", [&](auto tag) {
     using E = decltype(tag);
-    TransposeGeneralKernel<E><<<GridFlat(s.numel, 256), 256, 0, st>>>(static_cast<const E*>(in), static_cast<E*>(out),
-                                                                      g);
+    TransposeGeneralKernel<E>
+        <<<GridFlat(s.numel, 256), 256, 0, st>>>(static_cast<const E*>(in), static_cast<E*>(out), g);
   });
   CheckLaunch("Transpose (general)");
 }
 
-void Gather(const void* data, int64_t outer, int64_t axis_dim, int64_t inner, size_t esz, IndexType it,
-            const void* idx, int64_t num, void* out, int* bad_index, void* stream) {
+void Gather(const void* data, int64_t outer, int64_t axis_dim, int64_t inner, size_t esz, IndexType it, const void* idx,
+            int64_t num, void* out, int* bad_index, void* stream) {
   Require(outer >= 0 && axis_dim >= 0 && inner >= 0 && num >= 0, "Gather: negative size");
   Require(esz == 1 || esz == 2 || esz == 4 || esz == 8, "Gather: element size must be 1, 2, 4 or 8 bytes");
   if (outer == 0 || num == 0 || inner == 0) return;
@@ -358,11 +362,21 @@ void Gather(const void* data, int64_t outer, int64_t axis_dim, int64_t inner, si
                                                    static_cast<U*>(out), bad_index);
     };
     switch (unit) {
-      case 16: launch(uint4{}); break;
-      case 8: launch(uint64_t{}); break;
-      case 4: launch(uint32_t{}); break;
-      case 2: launch(uint16_t{}); break;
-      default: launch(uint8_t{}); break;
+      case 16:
+        launch(uint4{});
+        break;
+      case 8:
+        launch(uint64_t{});
+        break;
+      case 4:
+        launch(uint32_t{});
+        break;
+      case 2:
+        launch(uint16_t{});
+        break;
+      default:
+        launch(uint8_t{});
+        break;
     }
   });
   CheckLaunch("Gather");
@@ -383,8 +397,8 @@ void GatherGrad(FloatType dyt, const void* dy, IndexType it, const void* idx, in
   Require(dx != nullptr, "GatherGrad: null dx");
   Require(num == 0 || (dy && idx), "GatherGrad: null dy or idx");
   const size_t temp = CubTempBytes(num);
-  const size_t need = 4 * Align256(static_cast<size_t>(num) * 4) + 2 * Align256(static_cast<size_t>(vocab) * 4) +
-                      Align256(temp);
+  const size_t need =
+      4 * Align256(static_cast<size_t>(num) * 4) + 2 * Align256(static_cast<size_t>(vocab) * 4) + Align256(temp);
   Require(workspace && workspace_bytes >= need, "GatherGrad: workspace too small (GatherGradWorkspaceBytes)");
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   const GgWs w = LayoutGg(workspace, num, vocab, temp);
@@ -393,8 +407,8 @@ void GatherGrad(FloatType dyt, const void* dy, IndexType it, const void* idx, in
   if (num > 0) {
     DispatchIndex(it, [&](auto itag) {
       using I = decltype(itag);
-      GatherGradPrepKernel<I><<<GridFlat(num, 256), 256, 0, st>>>(static_cast<const I*>(idx), num, vocab, w.keys_in,
-                                                                 w.vals_in, bad_index);
+      GatherGradPrepKernel<I>
+          <<<GridFlat(num, 256), 256, 0, st>>>(static_cast<const I*>(idx), num, vocab, w.keys_in, w.vals_in, bad_index);
     });
     CheckLaunch("GatherGrad prep");
     int end_bit = 1;
@@ -456,9 +470,15 @@ void Fill(void* out, size_t esz, uint64_t bits, int64_t n, void* stream) {
 void FillFloat(FloatType t, void* out, float value, int64_t n, void* stream) {
   uint64_t bits = 0;
   switch (t) {
-    case FloatType::kF32: bits = FloatBits(value); break;
-    case FloatType::kF16: bits = FloatToHalfBits(value); break;
-    case FloatType::kBF16: bits = FloatToBf16Bits(value); break;
+    case FloatType::kF32:
+      bits = FloatBits(value);
+      break;
+    case FloatType::kF16:
+      bits = FloatToHalfBits(value);
+      break;
+    case FloatType::kBF16:
+      bits = FloatToBf16Bits(value);
+      break;
   }
   Fill(out, FloatTypeSize(t), bits, n, stream);
 }

@@ -39,8 +39,8 @@ void Transpose(const void* in, void* out, size_t esz, const std::vector<int64_t>
 // [-axis_dim, axis_dim) is an error the CPU throws for: here its output row is zero-filled and *bad_index is set to
 // 1 (when not null; never cleared here -- zero it before and read it after, e.g. with the step's other flags).
 // Embedding lookup: outer = 1, axis_dim = V, inner = D.
-void Gather(const void* data, int64_t outer, int64_t axis_dim, int64_t inner, size_t esz, IndexType it,
-            const void* idx, int64_t num, void* out, int* bad_index, void* stream);
+void Gather(const void* data, int64_t outer, int64_t axis_dim, int64_t inner, size_t esz, IndexType it, const void* idx,
+            int64_t num, void* out, int* bad_index, void* stream);
 
 // Workspace of GatherGrad (bytes). Asks CUB for its radix-sort scratch size, so it needs the CUDA runtime (a GPU).
 size_t GatherGradWorkspaceBytes(int64_t num, int64_t vocab);

@@ -17,32 +17,46 @@ namespace {
 
 const char* TypeName(GemmType t) {
   switch (t) {
-    case GemmType::kF32: return "f32";
-    case GemmType::kF16: return "f16";
-    case GemmType::kBF16: return "bf16";
+    case GemmType::kF32:
+      return "f32";
+    case GemmType::kF16:
+      return "f16";
+    case GemmType::kBF16:
+      return "bf16";
   }
   return "?";
 }
 
 const char* EpilogueName(GemmEpilogue e) {
   switch (e) {
-    case GemmEpilogue::kNone: return "none";
-    case GemmEpilogue::kBias: return "bias";
-    case GemmEpilogue::kRelu: return "relu";
-    case GemmEpilogue::kBiasRelu: return "bias_relu";
-    case GemmEpilogue::kGelu: return "gelu";
-    case GemmEpilogue::kBiasGelu: return "bias_gelu";
-    case GemmEpilogue::kBiasGrad: return "bias_grad";
-    case GemmEpilogue::kBiasGradA: return "bias_grad_a";
+    case GemmEpilogue::kNone:
+      return "none";
+    case GemmEpilogue::kBias:
+      return "bias";
+    case GemmEpilogue::kRelu:
+      return "relu";
+    case GemmEpilogue::kBiasRelu:
+      return "bias_relu";
+    case GemmEpilogue::kGelu:
+      return "gelu";
+    case GemmEpilogue::kBiasGelu:
+      return "bias_gelu";
+    case GemmEpilogue::kBiasGrad:
+      return "bias_grad";
+    case GemmEpilogue::kBiasGradA:
+      return "bias_grad_a";
   }
   return "?";
 }
 
 cudaDataType_t DataType(GemmType t) {
   switch (t) {
-    case GemmType::kF32: return CUDA_R_32F;
-    case GemmType::kF16: return CUDA_R_16F;
-    case GemmType::kBF16: return CUDA_R_16BF;
+    case GemmType::kF32:
+      return CUDA_R_32F;
+    case GemmType::kF16:
+      return CUDA_R_16F;
+    case GemmType::kBF16:
+      return CUDA_R_16BF;
   }
   return CUDA_R_32F;
 }
@@ -58,14 +72,22 @@ bool IsBiasGrad(GemmEpilogue e) { return e == GemmEpilogue::kBiasGrad || e == Ge
 // op(B) (kBiasGrad) are its BGRADA, and the row sums of op(A) (kBiasGradA) its BGRADB.
 cublasLtEpilogue_t LtEpilogue(GemmEpilogue e) {
   switch (e) {
-    case GemmEpilogue::kNone: return CUBLASLT_EPILOGUE_DEFAULT;
-    case GemmEpilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
-    case GemmEpilogue::kRelu: return CUBLASLT_EPILOGUE_RELU;
-    case GemmEpilogue::kBiasRelu: return CUBLASLT_EPILOGUE_RELU_BIAS;
-    case GemmEpilogue::kGelu: return CUBLASLT_EPILOGUE_GELU;
-    case GemmEpilogue::kBiasGelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
-    case GemmEpilogue::kBiasGrad: return CUBLASLT_EPILOGUE_BGRADA;
-    case GemmEpilogue::kBiasGradA: return CUBLASLT_EPILOGUE_BGRADB;
+    case GemmEpilogue::kNone:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::kRelu:
+      return CUBLASLT_EPILOGUE_RELU;
+    case GemmEpilogue::kBiasRelu:
+      return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case GemmEpilogue::kGelu:
+      return CUBLASLT_EPILOGUE_GELU;
+    case GemmEpilogue::kBiasGelu:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case GemmEpilogue::kBiasGrad:
+      return CUBLASLT_EPILOGUE_BGRADA;
+    case GemmEpilogue::kBiasGradA:
+      return CUBLASLT_EPILOGUE_BGRADB;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -84,8 +106,10 @@ GemmDesc Normalized(const GemmDesc& g) {
   if (r.lda == 0) r.lda = g.trans_a ? g.m : g.k;
   if (r.ldb == 0) r.ldb = g.trans_b ? g.k : g.n;
   if (r.ldd == 0) r.ldd = g.n;
-  if (r.batch == 1) r.stride_a = r.stride_b = r.stride_d = 0;
-  else if (r.stride_d == 0) r.stride_d = g.m * r.ldd;
+  if (r.batch == 1)
+    r.stride_a = r.stride_b = r.stride_d = 0;
+  else if (r.stride_d == 0)
+    r.stride_d = g.m * r.ldd;
   if (r.type != GemmType::kF32) r.tf32 = false;
   return r;
 }
@@ -124,10 +148,29 @@ struct Key {
 };
 
 Key MakeKey(const GemmDesc& g, size_t workspace_bytes, uint32_t aa, uint32_t ab, uint32_t ad, uint32_t abias) {
-  return Key{static_cast<int>(g.type), g.tf32, g.trans_a, g.trans_b, static_cast<int>(g.epilogue), g.deterministic,
-             g.m, g.n, g.k, g.lda, g.ldb, g.ldd, g.batch, g.stride_a, g.stride_b, g.stride_d,
-             std::bit_cast<uint32_t>(g.alpha), std::bit_cast<uint32_t>(g.beta), workspace_bytes,
-             aa, ab, ad, abias};
+  return Key{static_cast<int>(g.type),
+             g.tf32,
+             g.trans_a,
+             g.trans_b,
+             static_cast<int>(g.epilogue),
+             g.deterministic,
+             g.m,
+             g.n,
+             g.k,
+             g.lda,
+             g.ldb,
+             g.ldd,
+             g.batch,
+             g.stride_a,
+             g.stride_b,
+             g.stride_d,
+             std::bit_cast<uint32_t>(g.alpha),
+             std::bit_cast<uint32_t>(g.beta),
+             workspace_bytes,
+             aa,
+             ab,
+             ad,
+             abias};
 }
 
 }  // namespace
@@ -135,8 +178,8 @@ Key MakeKey(const GemmDesc& g, size_t workspace_bytes, uint32_t aa, uint32_t ab,
 std::string ToString(const GemmDesc& g) {
   std::ostringstream s;
   s << "GemmDesc{" << TypeName(g.type) << (g.tf32 ? " tf32" : "") << " m=" << g.m << " n=" << g.n << " k=" << g.k
-    << " trans_a=" << g.trans_a << " trans_b=" << g.trans_b << " lda=" << g.lda << " ldb=" << g.ldb
-    << " ldd=" << g.ldd << " batch=" << g.batch;
+    << " trans_a=" << g.trans_a << " trans_b=" << g.trans_b << " lda=" << g.lda << " ldb=" << g.ldb << " ldd=" << g.ldd
+    << " batch=" << g.batch;
   if (g.batch != 1) s << " stride_a=" << g.stride_a << " stride_b=" << g.stride_b << " stride_d=" << g.stride_d;
   s << " alpha=" << g.alpha << " beta=" << g.beta << " epilogue=" << EpilogueName(g.epilogue)
     << (g.deterministic ? " deterministic" : "") << "}";
@@ -168,8 +211,8 @@ struct GemmRunner::Impl {
 
 namespace {
 
-cublasLtMatrixLayout_t Layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
-                              int64_t stride, const GemmDesc& g) {
+cublasLtMatrixLayout_t Layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride,
+                              const GemmDesc& g) {
   cublasLtMatrixLayout_t l = nullptr;
   Check(cublasLtMatrixLayoutCreate(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
         "cublasLtMatrixLayoutCreate", g);
@@ -202,8 +245,7 @@ std::unique_ptr<Plan> GemmRunner::Impl::MakePlan(const GemmDesc& g, const void* 
   Check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "set TRANSA", g);
   Check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "set TRANSB", g);
   const cublasLtEpilogue_t epi = LtEpilogue(g.epilogue);
-  Check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE",
-        g);
+  Check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE", g);
   if (HasBias(g.epilogue) || IsBiasGrad(g.epilogue)) {
     // The bias (gradient) vector has the output's type (fp32 for kF32). Its pointer is set here for the heuristic,
     // which reads its alignment, and again before every launch.
@@ -269,9 +311,9 @@ std::unique_ptr<Plan> GemmRunner::Impl::MakePlan(const GemmDesc& g, const void* 
       return plan;
     }
   }
-  throw std::runtime_error("ot::cuda::Gemm: cuBLASLt has no algorithm for " + ToString(g) + " (heuristic: " +
-                           cublasLtGetStatusName(hs) + ", " + std::to_string(returned) + " returned, workspace " +
-                           std::to_string(workspace_bytes) + " bytes)");
+  throw std::runtime_error("ot::cuda::Gemm: cuBLASLt has no algorithm for " + ToString(g) +
+                           " (heuristic: " + cublasLtGetStatusName(hs) + ", " + std::to_string(returned) +
+                           " returned, workspace " + std::to_string(workspace_bytes) + " bytes)");
 }
 
 GemmRunner::GemmRunner() : impl_(std::make_unique<Impl>()) {

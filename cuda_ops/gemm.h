@@ -12,7 +12,8 @@
 //                                                                of the column-major Dᵀ (CUBLASLT_EPILOGUE_BIAS)
 //   kRelu      D = max(x, 0)                                     x = alpha·op(A)op(B) + beta·C
 //   kBiasRelu  D = max(x + bias[j], 0)
-//   kGelu      D = gelu(x), the tanh form cuBLASLt computes:     gelu(v) = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v³)))
+//   kGelu      D = gelu(x), the tanh form cuBLASLt computes:     gelu(v) = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715
+//   v³)))
 //              (kernel_common/scalar_math.h GeluTanh; NOT the erf form of ONNX Gelu's default approximate="none")
 //   kBiasGelu  D = gelu(x + bias[j])
 //   kBiasGrad  D = alpha·op(A)op(B) + beta·C, and bias_grad[j] = Σ_{p<k} op(B)[p, j] for j < n (n elements of the
@@ -84,7 +85,8 @@ std::string ToString(const GemmDesc& g);
 // same shape does no heuristic query.
 class GemmRunner {
  public:
-  GemmRunner();  // throws std::runtime_error with cuBLAS's status name on failure (no GPU: CUBLAS_STATUS_NOT_INITIALIZED)
+  GemmRunner();  // throws std::runtime_error with cuBLAS's status name on failure (no GPU:
+                 // CUBLAS_STATUS_NOT_INITIALIZED)
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;

@@ -29,17 +29,27 @@ inline size_t Align256(size_t b) { return (b + 255) & ~size_t{255}; }
 template <typename F>
 void DispatchFloat(FloatType t, F&& f) {
   switch (t) {
-    case FloatType::kF32: f(float{}); return;
-    case FloatType::kF16: f(float16{}); return;
-    case FloatType::kBF16: f(bfloat16{}); return;
+    case FloatType::kF32:
+      f(float{});
+      return;
+    case FloatType::kF16:
+      f(float16{});
+      return;
+    case FloatType::kBF16:
+      f(bfloat16{});
+      return;
   }
   throw std::invalid_argument("cuda_ops: unknown FloatType");
 }
 template <typename F>
 void DispatchIndex(IndexType t, F&& f) {
   switch (t) {
-    case IndexType::kI32: f(int32_t{}); return;
-    case IndexType::kI64: f(int64_t{}); return;
+    case IndexType::kI32:
+      f(int32_t{});
+      return;
+    case IndexType::kI64:
+      f(int64_t{});
+      return;
   }
   throw std::invalid_argument("cuda_ops: unknown IndexType");
 }
@@ -47,10 +57,18 @@ void DispatchIndex(IndexType t, F&& f) {
 template <typename F>
 void DispatchBits(size_t esz, const char* what, F&& f) {
   switch (esz) {
-    case 1: f(uint8_t{}); return;
-    case 2: f(uint16_t{}); return;
-    case 4: f(uint32_t{}); return;
-    case 8: f(uint64_t{}); return;
+    case 1:
+      f(uint8_t{});
+      return;
+    case 2:
+      f(uint16_t{});
+      return;
+    case 4:
+      f(uint32_t{});
+      return;
+    case 8:
+      f(uint64_t{});
+      return;
   }
   throw std::invalid_argument(std::string(what) + ": element size must be 1, 2, 4 or 8 bytes, not " +
                               std::to_string(esz));
@@ -102,13 +120,17 @@ __device__ __forceinline__ float RoundToOddFloat(double d) {
 
 template <typename T>
 __device__ __forceinline__ T FromF(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return T(v);
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return T(v);
 }
 template <typename T>
 __device__ __forceinline__ T FromD(double v) {
-  if constexpr (std::is_same_v<T, float>) return static_cast<float>(v);
-  else return T(RoundToOddFloat(v));
+  if constexpr (std::is_same_v<T, float>)
+    return static_cast<float>(v);
+  else
+    return T(RoundToOddFloat(v));
 }
 
 }  // namespace ot::cuda::detail

@@ -21,8 +21,8 @@ using detail::FromD;
 using detail::LdD;
 using detail::Require;
 
-constexpr int kThreads = 256;             // both kernels; a multiple of 32 (BlockSum)
-constexpr int64_t kBlockWindow = 256;     // windows of at least this many elements: one block per output
+constexpr int kThreads = 256;          // both kernels; a multiple of 32 (BlockSum)
+constexpr int64_t kBlockWindow = 256;  // windows of at least this many elements: one block per output
 constexpr int64_t kMaxGrid = int64_t{1} << 20;
 
 struct LpArgs {
@@ -131,7 +131,10 @@ std::string VecStr(const std::vector<int64_t>& v) {
 
 std::string ToString(const LpPoolDesc& d) {
   std::ostringstream s;
-  s << "LpPoolDesc{" << (d.type == FloatType::kF32 ? "f32" : d.type == FloatType::kF16 ? "f16" : "bf16")
+  s << "LpPoolDesc{"
+    << (d.type == FloatType::kF32   ? "f32"
+        : d.type == FloatType::kF16 ? "f16"
+                                    : "bf16")
     << " p=" << d.p << " n=" << d.n << " c=" << d.c << " in=" << VecStr(d.in_spatial)
     << " out=" << VecStr(d.out_spatial) << " kernel=" << VecStr(d.kernel) << " strides=" << VecStr(d.strides)
     << " dilations=" << VecStr(d.dilations) << " pads=" << VecStr(d.pad_begin) << VecStr(d.pad_end) << "}";

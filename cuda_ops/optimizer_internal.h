@@ -14,12 +14,10 @@
 
 namespace ot::cuda::optim {
 
-constexpr int kThreads = 256;   // every per-chunk kernel: one block of kThreads per chunk (grid-stride over chunks)
+constexpr int kThreads = 256;  // every per-chunk kernel: one block of kThreads per chunk (grid-stride over chunks)
 constexpr int kMaxGrid = 1 << 16;
 
-inline int GridFor(int64_t items) {
-  return static_cast<int>(items < 1 ? 1 : (items < kMaxGrid ? items : kMaxGrid));
-}
+inline int GridFor(int64_t items) { return static_cast<int>(items < 1 ? 1 : (items < kMaxGrid ? items : kMaxGrid)); }
 
 // Bytes of the OptimTensor array at the start of a descriptor block; the chunk prefix sums follow (8-aligned).
 __host__ __device__ inline size_t TensorBytes(int n) {
@@ -60,7 +58,9 @@ inline size_t WorkspaceBytes(int64_t chunks, int tensors) {
 }
 
 // The descriptor block's parts.
-__device__ __forceinline__ const OptimTensor* Tensors(const void* block) { return static_cast<const OptimTensor*>(block); }
+__device__ __forceinline__ const OptimTensor* Tensors(const void* block) {
+  return static_cast<const OptimTensor*>(block);
+}
 __device__ __forceinline__ const int64_t* ChunkOffsets(const void* block, int num) {
   return reinterpret_cast<const int64_t*>(static_cast<const char*>(block) + TensorBytes(num));
 }
@@ -70,8 +70,10 @@ __device__ __forceinline__ int FindTensor(const int64_t* off, int num, int64_t c
   int lo = 0, hi = num - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
-    if (off[mid] <= c) lo = mid;
-    else hi = mid - 1;
+    if (off[mid] <= c)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -87,9 +89,12 @@ __device__ __forceinline__ Range ChunkRange(const int64_t* off, int t, int64_t c
 
 __device__ __forceinline__ double LoadGrad(const void* g, FloatType t, int64_t i) {
   switch (t) {
-    case FloatType::kF16: return static_cast<double>(HalfBitsToFloat(static_cast<const uint16_t*>(g)[i]));
-    case FloatType::kBF16: return static_cast<double>(Bf16BitsToFloat(static_cast<const uint16_t*>(g)[i]));
-    default: return static_cast<double>(static_cast<const float*>(g)[i]);
+    case FloatType::kF16:
+      return static_cast<double>(HalfBitsToFloat(static_cast<const uint16_t*>(g)[i]));
+    case FloatType::kBF16:
+      return static_cast<double>(Bf16BitsToFloat(static_cast<const uint16_t*>(g)[i]));
+    default:
+      return static_cast<double>(static_cast<const float*>(g)[i]);
   }
 }
 

@@ -73,8 +73,8 @@ __global__ void GradCheckKernel(const void* block, int num, int64_t chunks, cons
 
 // One block: the chunks' sums in a fixed order (strided per thread, then the tree), the flags ORed. A micro-step
 // that only accumulated is no optimizer step: not skipped (found_inf 0), and its norm is NaN, as on the CPU.
-__global__ void GradFinalizeKernel(int64_t chunks, const double* part, const int* flag, const int64_t* micro,
-                                   int64_t k, double* total, int* found_inf, float* grad_norm) {
+__global__ void GradFinalizeKernel(int64_t chunks, const double* part, const int* flag, const int64_t* micro, int64_t k,
+                                   double* total, int* found_inf, float* grad_norm) {
   __shared__ double sh[33];
   if (OnlyAccumulates(micro, k)) {
     if (threadIdx.x == 0) {
@@ -182,10 +182,13 @@ using optim::kThreads;
 
 int OptimStateCount(OptimKind k) {
   switch (k) {
-    case OptimKind::kSgd: return 0;
+    case OptimKind::kSgd:
+      return 0;
     case OptimKind::kMomentum:
-    case OptimKind::kNesterov: return 1;
-    default: return 2;
+    case OptimKind::kNesterov:
+      return 1;
+    default:
+      return 2;
   }
 }
 
@@ -219,7 +222,9 @@ OptimPack PackOptimTensors(const std::vector<OptimTensor>& tensors, OptimKind ki
   return p;
 }
 
-size_t OptimWorkspaceBytes(int64_t num_chunks, int num_tensors) { return optim::WorkspaceBytes(num_chunks, num_tensors); }
+size_t OptimWorkspaceBytes(int64_t num_chunks, int num_tensors) {
+  return optim::WorkspaceBytes(num_chunks, num_tensors);
+}
 
 namespace {
 // The micro-step counter the kernels see: null without accumulation.
@@ -295,7 +300,9 @@ void MultiTensorUpdate(const OptimList& list, const OptimHyper& h, const float* 
     case OptimKind::kAdamW:
       optim::UpdateKernel<2><<<grid, kThreads, 0, s>>>(list.device_block, list.num_tensors, list.num_chunks, u);
       break;
-    case OptimKind::kLamb: optim::LaunchLambUpdate(list, u, w, s); return;
+    case OptimKind::kLamb:
+      optim::LaunchLambUpdate(list, u, w, s);
+      return;
   }
   CheckLaunch("MultiTensorUpdate");
 }
@@ -306,8 +313,8 @@ void FinishOptimizerStep(const int* found_inf, int64_t* step, const LossScaleSta
   const bool dynamic = ls.dynamic && ls.scale;
   if (dynamic) Require(ls.good && ls.bad, "FinishOptimizerStep: a dynamic loss scale needs the good/bad counters");
   optim::FinishKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(
-      found_inf, step, MicroOf(accum), accum.k, ls.scale, ls.good, ls.bad, dynamic, ls.growth, ls.backoff,
-      ls.min_scale, ls.growth_interval, ls.overflows);
+      found_inf, step, MicroOf(accum), accum.k, ls.scale, ls.good, ls.bad, dynamic, ls.growth, ls.backoff, ls.min_scale,
+      ls.growth_interval, ls.overflows);
   CheckLaunch("FinishOptimizerStep");
 }
 
@@ -363,7 +370,8 @@ __global__ void StatsFinalizeKernel(int64_t chunks, const double* part_sq, const
   z = BlockSum(z, shz);
   if (threadIdx.x == 0) {
     if (param_norm) *param_norm = static_cast<float>(sqrt(s));
-    if (zero_fraction) *zero_fraction = total ? static_cast<float>(static_cast<double>(z) / static_cast<double>(total)) : 0.f;
+    if (zero_fraction)
+      *zero_fraction = total ? static_cast<float>(static_cast<double>(z) / static_cast<double>(total)) : 0.f;
   }
 }
 }  // namespace
@@ -383,8 +391,8 @@ void MultiTensorStats(const OptimList& list, int64_t total_elements, float* para
   double* part_sq = static_cast<double*>(workspace);
   long long* part_zero = reinterpret_cast<long long*>(static_cast<char*>(workspace) + Align256(c * 8));
   if (list.num_chunks > 0) {
-    StatsChunkKernel<<<GridFor(list.num_chunks), kThreads, 0, s>>>(list.device_block, list.num_tensors,
-                                                                    list.num_chunks, part_sq, part_zero);
+    StatsChunkKernel<<<GridFor(list.num_chunks), kThreads, 0, s>>>(list.device_block, list.num_tensors, list.num_chunks,
+                                                                   part_sq, part_zero);
     CheckLaunch("MultiTensorStats");
   }
   StatsFinalizeKernel<<<1, kThreads, 0, s>>>(list.num_chunks, part_sq, part_zero, total_elements, param_norm,

@@ -43,12 +43,12 @@ int OptimStateCount(OptimKind k);
 
 // One parameter of the list (an element of the device descriptor block). Everything is updated in place.
 struct OptimTensor {
-  float* param = nullptr;       // fp32 master weights [n]
-  const void* grad = nullptr;   // [n] of grad_type (scaled by the loss scale S when loss scaling is on)
-  float* s0 = nullptr;          // [n] fp32: momentum buffer (momentum, nesterov) or first moment (adam, adamw, lamb)
-  float* s1 = nullptr;          // [n] fp32: second moment (adam, adamw, lamb)
-  float* acc = nullptr;         // [n] fp32: the running gradient sum (accumulation only; zero after each update)
-  void* half_copy = nullptr;    // optional [n] of half_type: round-to-nearest-even of the parameter
+  float* param = nullptr;      // fp32 master weights [n]
+  const void* grad = nullptr;  // [n] of grad_type (scaled by the loss scale S when loss scaling is on)
+  float* s0 = nullptr;         // [n] fp32: momentum buffer (momentum, nesterov) or first moment (adam, adamw, lamb)
+  float* s1 = nullptr;         // [n] fp32: second moment (adam, adamw, lamb)
+  float* acc = nullptr;        // [n] fp32: the running gradient sum (accumulation only; zero after each update)
+  void* half_copy = nullptr;   // optional [n] of half_type: round-to-nearest-even of the parameter
   int64_t n = 0;
   FloatType grad_type = FloatType::kF32;
   FloatType half_type = FloatType::kF16;  // kF16 or kBF16 (only read when half_copy is set)
@@ -81,12 +81,13 @@ struct OptimList {
 
 struct OptimHyper {
   OptimKind kind = OptimKind::kAdam;
-  double lr = 1e-3;                 // base learning rate, used when neither device scalar is given
+  double lr = 1e-3;                  // base learning rate, used when neither device scalar is given
   const float* lr_device = nullptr;  // optional device scalar: the base learning rate (read at pass 2)
-  const double* lr_device_f64 = nullptr;  // the same as a double (the executor's learning-rate state); wins over lr_device
+  const double* lr_device_f64 =
+      nullptr;  // the same as a double (the executor's learning-rate state); wins over lr_device
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
-  double momentum = 0.9;        // momentum and nesterov
-  double max_grad_norm = 0;     // <= 0: no clipping
+  double momentum = 0.9;     // momentum and nesterov
+  double max_grad_norm = 0;  // <= 0: no clipping
   // LR schedule (kernel_common/optim_math.h's LrScheduleFactor, evaluated on the device from *step):
   // 0 constant, 1 linear, 2 cosine; warmup / total steps.
   int lr_schedule = 0;
@@ -103,10 +104,10 @@ struct AccumState {
 };
 
 struct LossScaleState {
-  float* scale = nullptr;    // device scalar S; null: no loss scaling (S = 1)
-  int64_t* good = nullptr;   // device counters of LossScaleUpdate (needed when dynamic)
+  float* scale = nullptr;   // device scalar S; null: no loss scaling (S = 1)
+  int64_t* good = nullptr;  // device counters of LossScaleUpdate (needed when dynamic)
   int64_t* bad = nullptr;
-  bool dynamic = true;       // false: a static scale (unscaling only)
+  bool dynamic = true;  // false: a static scale (unscaling only)
   float growth = 2.f, backoff = 0.5f, min_scale = 1.f;
   int64_t growth_interval = 2000, overflows = 1;
 };

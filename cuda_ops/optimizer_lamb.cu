@@ -25,7 +25,7 @@ namespace {
 using detail::BlockSum;
 
 struct LambOut {
-  float u;   // the update direction as the CPU stores it (float)
+  float u;      // the update direction as the CPU stores it (float)
   double m, v;  // the new moments (double; stored as float by the apply pass)
 };
 
@@ -47,8 +47,7 @@ __device__ __forceinline__ LambArgs ArgsOf(const UpdateArgs& u, const StepScalar
   return {u.beta1, u.beta2, u.eps, u.wd, s.bc1, s.bc2};
 }
 
-__global__ void LambNormKernel(const void* block, int num, int64_t chunks, UpdateArgs u, double* wpart,
-                               double* upart) {
+__global__ void LambNormKernel(const void* block, int num, int64_t chunks, UpdateArgs u, double* wpart, double* upart) {
   __shared__ double sh[33];
   if (GateOf(u.micro, u.accumulate, u.found_inf) != kApply) return;
   const OptimTensor* ts = Tensors(block);
@@ -133,7 +132,7 @@ void LaunchLambUpdate(const OptimList& list, const UpdateArgs& u, const Ws& w, c
   if (list.num_chunks == 0) return;
   const int grid = GridFor(list.num_chunks);
   LambNormKernel<<<grid, kThreads, 0, stream>>>(list.device_block, list.num_tensors, list.num_chunks, u, w.wpart,
-                                                 w.upart);
+                                                w.upart);
   detail::CheckLaunch("MultiTensorUpdate (LAMB norms)");
   LambRatioKernel<<<GridFor(list.num_tensors), kThreads, 0, stream>>>(list.device_block, list.num_tensors, u, w.wpart,
                                                                       w.upart, w.ratio);

@@ -9,8 +9,8 @@
 #include <string>
 #include <type_traits>
 
-#include "cuda_ops/row_kernels.h"
 #include "cuda_ops/launch_util.cuh"
+#include "cuda_ops/row_kernels.h"
 #include "kernel_common/half.h"
 #include "kernel_common/scalar_math.h"
 
@@ -25,19 +25,14 @@ using detail::DispatchFloat;
 using detail::DispatchIndex;
 using detail::Require;
 
-constexpr int kColTile = 32;      // columns per block of the column-partials kernel (threadIdx.x)
-constexpr int kColLanes = 8;      // row lanes per block (threadIdx.y)
+constexpr int kColTile = 32;        // columns per block of the column-partials kernel (threadIdx.x)
+constexpr int kColLanes = 8;        // row lanes per block (threadIdx.y)
 constexpr int64_t kChunkRows = 64;  // rows per chunk: the fixed row partition of the two-stage column sums
 constexpr int kMaxGrid = 1 << 20;
-
-
-
 
 __host__ __device__ inline int64_t Chunks(int64_t rows) { return (rows + kChunkRows - 1) / kChunkRows; }
 
 int GridFor(int64_t items) { return static_cast<int>(items < kMaxGrid ? (items < 1 ? 1 : items) : kMaxGrid); }
-
-
 
 // ---- device helpers: LdF/LdD/FromF/FromD (cuda_ops/launch_util.cuh) ----------------------------------------
 
@@ -406,7 +401,8 @@ struct LnWs {
 };
 LnWs LayoutLn(void* ws, int64_t rows, int64_t cols) {
   char* b = static_cast<char*>(ws);
-  const size_t sr = Align256(static_cast<size_t>(rows) * 8), sp = Align256(static_cast<size_t>(Chunks(rows) * cols) * 8);
+  const size_t sr = Align256(static_cast<size_t>(rows) * 8),
+               sp = Align256(static_cast<size_t>(Chunks(rows) * cols) * 8);
   LnWs l;
   l.mu = reinterpret_cast<double*>(b);
   l.r = reinterpret_cast<double*>(b + sr);
@@ -448,8 +444,10 @@ void LayerNormForward(int64_t rows, int64_t cols, FloatType xt, const void* x, F
           rows, cols, static_cast<const T*>(x), static_cast<const P*>(gamma), static_cast<const P*>(beta), eps,
           static_cast<T*>(y), mean, invstd);
     };
-    if (pt == FloatType::kF32) launch(float{});
-    else launch(T{});
+    if (pt == FloatType::kF32)
+      launch(float{});
+    else
+      launch(T{});
   });
   CheckLaunch("LayerNormForward");
 }
@@ -489,23 +487,25 @@ void LayerNormBackward(int64_t rows, int64_t cols, FloatType xt, const void* dy,
       using P = decltype(ptag);
       if (dgamma || dbeta) {
         // Column sums first: they read dy and x, which dx may overwrite.
-        ColumnPartialsKernel<T, true><<<ColumnGrid(rows, cols), dim3(kColTile, kColLanes), 0, s>>>(
-            rows, cols, tdy, tx, w.mu, w.r, w.p0, w.p1);
+        ColumnPartialsKernel<T, true>
+            <<<ColumnGrid(rows, cols), dim3(kColTile, kColLanes), 0, s>>>(rows, cols, tdy, tx, w.mu, w.r, w.p0, w.p1);
         CheckLaunch("LayerNormBackward column partials");
         if (Chunks(rows) > kTreeFinalizeChunks)
           ColumnTreeFinalizeKernel<P><<<GridFor(cols), 256, 0, s>>>(Chunks(rows), cols, w.p0, w.p1,
                                                                     static_cast<P*>(dgamma), static_cast<P*>(dbeta));
         else
           ColumnFinalizeKernel<P><<<FinalizeGrid(cols), 256, 0, s>>>(Chunks(rows), cols, w.p0, w.p1,
-                                                                   static_cast<P*>(dgamma), static_cast<P*>(dbeta));
+                                                                     static_cast<P*>(dgamma), static_cast<P*>(dbeta));
         CheckLaunch("LayerNormBackward column finalize");
       }
-      LayerNormDxKernel<T, P><<<GridFor(rows), threads, 0, s>>>(rows, cols, tdy, tx, static_cast<const P*>(gamma),
-                                                                w.mu, w.r, static_cast<T*>(dx));
+      LayerNormDxKernel<T, P><<<GridFor(rows), threads, 0, s>>>(rows, cols, tdy, tx, static_cast<const P*>(gamma), w.mu,
+                                                                w.r, static_cast<T*>(dx));
       CheckLaunch("LayerNormBackward dx");
     };
-    if (pt == FloatType::kF32) launch(float{});
-    else launch(T{});
+    if (pt == FloatType::kF32)
+      launch(float{});
+    else
+      launch(T{});
   });
 }
 
@@ -517,11 +517,11 @@ void SoftmaxForward(bool log, int64_t rows, int64_t cols, FloatType t, const voi
   DispatchFloat(t, [&](auto tag) {
     using T = decltype(tag);
     if (log)
-      SoftmaxFwdKernel<T, true><<<GridFor(rows), RowBlockThreads(cols), 0, s>>>(rows, cols, static_cast<const T*>(x),
-                                                                                 static_cast<T*>(y));
+      SoftmaxFwdKernel<T, true>
+          <<<GridFor(rows), RowBlockThreads(cols), 0, s>>>(rows, cols, static_cast<const T*>(x), static_cast<T*>(y));
     else
-      SoftmaxFwdKernel<T, false><<<GridFor(rows), RowBlockThreads(cols), 0, s>>>(rows, cols, static_cast<const T*>(x),
-                                                                                  static_cast<T*>(y));
+      SoftmaxFwdKernel<T, false>
+          <<<GridFor(rows), RowBlockThreads(cols), 0, s>>>(rows, cols, static_cast<const T*>(x), static_cast<T*>(y));
   });
   CheckLaunch("SoftmaxForward");
 }
@@ -544,14 +544,11 @@ void SoftmaxBackward(bool log, int64_t rows, int64_t cols, FloatType t, const vo
   CheckLaunch("SoftmaxBackward");
 }
 
-size_t SoftmaxCrossEntropyWorkspaceBytes(int64_t n) {
-  return 2 * Align256(static_cast<size_t>(n > 0 ? n : 1) * 8);
-}
+size_t SoftmaxCrossEntropyWorkspaceBytes(int64_t n) { return 2 * Align256(static_cast<size_t>(n > 0 ? n : 1) * 8); }
 
-void SoftmaxCrossEntropyForward(LossReduction red, int64_t n, int64_t c, FloatType t, const void* logits,
-                                IndexType it, const void* labels, const void* weight, int64_t ignore_index,
-                                void* loss, void* log_prob, int* bad_label, void* workspace, size_t workspace_bytes,
-                                void* stream) {
+void SoftmaxCrossEntropyForward(LossReduction red, int64_t n, int64_t c, FloatType t, const void* logits, IndexType it,
+                                const void* labels, const void* weight, int64_t ignore_index, void* loss,
+                                void* log_prob, int* bad_label, void* workspace, size_t workspace_bytes, void* stream) {
   Require(n >= 0 && c > 0, "SoftmaxCrossEntropyForward: need n >= 0 and c > 0");
   Require(loss != nullptr, "SoftmaxCrossEntropyForward: null loss");
   Require(workspace && workspace_bytes >= SoftmaxCrossEntropyWorkspaceBytes(n),
@@ -559,7 +556,8 @@ void SoftmaxCrossEntropyForward(LossReduction red, int64_t n, int64_t c, FloatTy
   Require(n == 0 || (logits && labels), "SoftmaxCrossEntropyForward: null logits or labels");
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   double* row_loss = static_cast<double*>(workspace);
-  double* row_w = reinterpret_cast<double*>(static_cast<char*>(workspace) + Align256(static_cast<size_t>(n > 0 ? n : 1) * 8));
+  double* row_w =
+      reinterpret_cast<double*>(static_cast<char*>(workspace) + Align256(static_cast<size_t>(n > 0 ? n : 1) * 8));
   DispatchFloat(t, [&](auto tag) {
     using T = decltype(tag);
     DispatchIndex(it, [&](auto itag) {
@@ -634,11 +632,11 @@ void ReduceRowsToColumns(int64_t rows, int64_t cols, FloatType xt, const void* x
   DispatchFloat(yt, [&](auto tag) {
     using P = decltype(tag);
     if (Chunks(rows) > kTreeFinalizeChunks)
-      ColumnTreeFinalizeKernel<P><<<GridFor(cols), 256, 0, s>>>(Chunks(rows), cols, part, nullptr,
-                                                                static_cast<P*>(y), nullptr);
+      ColumnTreeFinalizeKernel<P>
+          <<<GridFor(cols), 256, 0, s>>>(Chunks(rows), cols, part, nullptr, static_cast<P*>(y), nullptr);
     else
-      ColumnFinalizeKernel<P><<<FinalizeGrid(cols), 256, 0, s>>>(Chunks(rows), cols, part, nullptr,
-                                                               static_cast<P*>(y), nullptr);
+      ColumnFinalizeKernel<P>
+          <<<FinalizeGrid(cols), 256, 0, s>>>(Chunks(rows), cols, part, nullptr, static_cast<P*>(y), nullptr);
   });
   CheckLaunch("ReduceRowsToColumns finalize");
 }

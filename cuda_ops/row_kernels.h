@@ -65,7 +65,8 @@ void SoftmaxForward(bool log, int64_t rows, int64_t cols, FloatType t, const voi
 void SoftmaxBackward(bool log, int64_t rows, int64_t cols, FloatType t, const void* dy, const void* y, void* dx,
                      void* stream);
 
-// ---- Softmax cross-entropy over logits [n, c] -------------------------------------------------------------------------
+// ---- Softmax cross-entropy over logits [n, c]
+// -------------------------------------------------------------------------
 enum class LossReduction : uint8_t { kNone, kSum, kMean };
 
 // Workspace of SoftmaxCrossEntropyForward / Backward (bytes).
@@ -78,10 +79,9 @@ size_t SoftmaxCrossEntropyWorkspaceBytes(int64_t n);
 // CPU). Sums in double, a fixed tree. logits, weight ([c], may be null), loss, log_prob: type t. labels: int32 or
 // int64. A label outside [0, c) that is not ignore_index sets *bad_label = 1 (when not null; never cleared here) and
 // its row counts as ignored -- the CPU throws there, so a caller that needs that must read the flag.
-void SoftmaxCrossEntropyForward(LossReduction red, int64_t n, int64_t c, FloatType t, const void* logits,
-                                IndexType it, const void* labels, const void* weight, int64_t ignore_index,
-                                void* loss, void* log_prob, int* bad_label, void* workspace, size_t workspace_bytes,
-                                void* stream);
+void SoftmaxCrossEntropyForward(LossReduction red, int64_t n, int64_t c, FloatType t, const void* logits, IndexType it,
+                                const void* labels, const void* weight, int64_t ignore_index, void* loss,
+                                void* log_prob, int* bad_label, void* workspace, size_t workspace_bytes, void* stream);
 
 // Its gradient (cpu::SoftmaxCrossEntropyGradF32 with the executor's factor): f_i = w[t_i] * dloss * scale, scale =
 // 1 / sum of w[t_i] over rows not ignored for mean (0 when that sum is 0), 1 otherwise; dloss is dloss[0] (mean,

@@ -34,8 +34,7 @@ template <typename E, typename I>
 __global__ void StridedCopyKernel(const E* __restrict__ in, E* __restrict__ out, StridedArgs a) {
   const I n = static_cast<I>(a.numel);
   const I step = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
-  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < n;
-       i += step) {
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < n; i += step) {
     I rem = i;
     int64_t off = a.base;
     bool inside = true;
@@ -124,8 +123,9 @@ std::vector<int64_t> ExpandStrides(const std::vector<int64_t>& in_dims, const st
   for (size_t k = in_dims.size(); k-- > 0;) {
     const int64_t i = in_dims[k], o = out_dims[lead + k];
     Require(i >= 0 && o >= 0, "Expand: a negative dim");
-    if (i != 1 && i != o) throw std::invalid_argument("Expand: input dim " + std::to_string(k) + " (" +
-                                                      std::to_string(i) + ") does not broadcast to " + std::to_string(o));
+    if (i != 1 && i != o)
+      throw std::invalid_argument("Expand: input dim " + std::to_string(k) + " (" + std::to_string(i) +
+                                  ") does not broadcast to " + std::to_string(o));
     strides[lead + k] = i == 1 ? 0 : s;  // an input dim of 1 repeats its one element
     s *= i;
   }

@@ -54,10 +54,10 @@ class BatchStager {
 
  private:
   struct Array {
-    Tensor host;            // the batch's tensor (kept: identity check in Consume)
+    Tensor host;  // the batch's tensor (kept: identity check in Consume)
     void* pinned = nullptr;
     void* device = nullptr;
-    size_t capacity = 0;    // bytes of pinned and device
+    size_t capacity = 0;  // bytes of pinned and device
   };
   struct Slot {
     std::map<std::string, Array> arrays;

@@ -48,8 +48,7 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds) {
   for (const auto& [name, t] : feeds) {
     const Value* v = graph_.FindValue(name);
     bool is_input = v && std::find(graph_.inputs.begin(), graph_.inputs.end(), v) != graph_.inputs.end();
-    if (!is_input && !(v && v->is_initializer()))
-      throw Error("'" + name + "' is not an input of the model");
+    if (!is_input && !(v && v->is_initializer())) throw Error("'" + name + "' is not an input of the model");
     if (t.empty_tensor()) throw Error("input '" + name + "' is empty");
     CheckFeed(v, t);
     descs[name] = TensorDesc{t.dtype(), t.dims(), true};
@@ -75,8 +74,7 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds) {
   if (it == plans_.end()) {
     // Values in `known` point into this call's feeds: the plan copies what it keeps (folded constants are
     // owned by the plan; known feeds are only read while compiling).
-    it = plans_.emplace(sig, Plan::Compile(graph_, descs, known, opts_.seed, opts_.state_in_place, opts_.device))
-             .first;
+    it = plans_.emplace(sig, Plan::Compile(graph_, descs, known, opts_.seed, opts_.state_in_place, opts_.device)).first;
     it->second->set_profiling(opts_.profile);
     it->second->set_tracing(opts_.trace);
     if (opts_.stager) it->second->set_stager(opts_.stager);

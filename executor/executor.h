@@ -7,21 +7,21 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
-#include "graph/tensor.h"
 #include "executor/device.h"
 #include "executor/kernel_event.h"
 #include "executor/threads.h"
+#include "graph/graph.h"
+#include "graph/tensor.h"
 
 namespace ot {
 
 class BatchStager;  // executor/batch_stager.h
 
 struct ExecutorOptions {
-  uint64_t seed = 0;       // random ops (Dropout in training mode) draw from this seed
-  bool profile = false;    // time every kernel (see kernel_profile())
+  uint64_t seed = 0;            // random ops (Dropout in training mode) draw from this seed
+  bool profile = false;         // time every kernel (see kernel_profile())
   bool check_numerics = false;  // scan every float output after its kernel (see first_nonfinite())
-  bool trace = false;  // record when each kernel of a run ran (see last_trace())
+  bool trace = false;           // record when each kernel of a run ran (see last_trace())
   // Plan::Compile's state_in_place: next-state outputs written into the state's storage (a run changes the
   // graph's state itself; for a caller that copies the outputs into the state anyway, the Trainer).
   bool state_in_place = false;
@@ -40,7 +40,7 @@ struct OpTime {
   std::string op;
   int64_t kernels = 0;  // kernels of this op in the plan
   double ms = 0;
-  double flops = 0;     // of one run of these kernels (KernelInfo::flops), 0 where not counted
+  double flops = 0;  // of one run of these kernels (KernelInfo::flops), 0 where not counted
 };
 
 class Plan;
@@ -94,6 +94,5 @@ class Executor {
   Plan* last_ = nullptr;
   uint64_t runs_ = 0;
 };
-
 
 }  // namespace ot

@@ -2,9 +2,9 @@
 
 namespace ot {
 
-void RegisterTrainingPreviewKernels(KernelRegistry& r);  // executor/kernels/training_preview.cc
-void RegisterGeluGradKernels(KernelRegistry& r);         // executor/kernels/gelu_grad.cc
-void RegisterFusedLinalgKernels(KernelRegistry& r);      // executor/kernels/fused_linalg.cc
+void RegisterTrainingPreviewKernels(KernelRegistry& r);   // executor/kernels/training_preview.cc
+void RegisterGeluGradKernels(KernelRegistry& r);          // executor/kernels/gelu_grad.cc
+void RegisterFusedLinalgKernels(KernelRegistry& r);       // executor/kernels/fused_linalg.cc
 void RegisterFusedElementwiseKernels(KernelRegistry& r);  // executor/kernels/fused_elementwise.cc
 void RegisterMatMulEpilogueKernels(KernelRegistry& r);    // executor/kernels/matmul_epilogue.cc
 void RegisterConvEpilogueKernels(KernelRegistry& r);      // executor/kernels/conv_epilogue.cc

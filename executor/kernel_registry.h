@@ -38,9 +38,7 @@ struct KernelContext {
   const TensorDesc& in(int i) const;
   const TensorDesc& out(int i) const;
   [[noreturn]] void Fail(const std::string& msg) const { throw Error(node.Describe() + ": " + msg); }
-  [[noreturn]] void Unsupported(const std::string& msg) const {
-    throw UnsupportedError(node.Describe() + ": " + msg);
-  }
+  [[noreturn]] void Unsupported(const std::string& msg) const { throw UnsupportedError(node.Describe() + ": " + msg); }
   // Throws UnsupportedError unless input i's dtype is one of `allowed`.
   void RequireDType(int i, std::initializer_list<DataType> allowed) const;
 };
@@ -61,8 +59,14 @@ struct KernelIO {
   // Device kernels: the stream (cudaStream_t) to issue on, in order with the plan's other work; null on the CPU.
   // Buffers are then device memory.
   void* stream = nullptr;
-  template <typename T> const T* In(int i) const { return static_cast<const T*>(in[i]); }
-  template <typename T> T* Out(int i) const { return static_cast<T*>(out[i]); }
+  template <typename T>
+  const T* In(int i) const {
+    return static_cast<const T*>(in[i]);
+  }
+  template <typename T>
+  T* Out(int i) const {
+    return static_cast<T*>(out[i]);
+  }
 };
 
 using Kernel = std::function<void(const KernelIO&)>;

@@ -34,7 +34,8 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 std::shared_ptr<uint8_t> AllocBytes(size_t n) {
   void* p = std::aligned_alloc(kAlign, std::max(AlignUp(n), kAlign));
-  if (!p) throw Error("out of memory: could not allocate " + FormatBytes(static_cast<int64_t>(n)) + " for the step's values");
+  if (!p)
+    throw Error("out of memory: could not allocate " + FormatBytes(static_cast<int64_t>(n)) + " for the step's values");
   return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
 }
 
@@ -201,8 +202,9 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
       if (needed.count(n->outputs[i])) out_needed = true;
     }
 
-    KernelContext kctx{*n, in_descs, vals, out_descs, seed ^ (std::hash<std::string>{}(n->name) * 0x9e3779b97f4a7c15ull),
-                       &g, p->device_.get()};
+    KernelContext kctx{
+        *n, in_descs,        vals, out_descs, seed ^ (std::hash<std::string>{}(n->name) * 0x9e3779b97f4a7c15ull),
+        &g, p->device_.get()};
     const KernelFactory* factory = kreg.Find(n->domain, n->op_type);
     // Folding runs the CPU kernel, on a device too (its results are uploaded with the other constants).
     KernelInfo kinfo;
@@ -217,7 +219,8 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
         const std::string msg = e.what();
         throw Error(msg.find(n->name) == std::string::npos ? n->Describe() + ": " + msg : msg);
       }
-    } else if (!p->device_) throw UnsupportedError(n->Describe() + ": no CPU kernel for op " + n->op_type);
+    } else if (!p->device_)
+      throw UnsupportedError(n->Describe() + ": no CPU kernel for op " + n->op_type);
 
     if (factory && all_known && !kinfo.random && (out_elems <= kFoldLimit || out_needed)) {
       // Fold: run the kernel now on the known inputs; its outputs become constants of the plan.
@@ -308,8 +311,10 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
   p->PlanArena();
   for (const Step& st : p->steps_)
     if (st.kernel.after_run) p->after_run_.push_back(&st.kernel.after_run);
-  if (p->device_) p->SetUpDevice(g);
-  else p->BuildFlowGraph();
+  if (p->device_)
+    p->SetUpDevice(g);
+  else
+    p->BuildFlowGraph();
   p->step_ns_.reset(new std::atomic<int64_t>[p->steps_.size()]());
   return p;
 }
@@ -373,9 +378,13 @@ void Plan::PlanArena() {
     const Buffer& B = bufs_[b];
     const int64_t bytes = static_cast<int64_t>(B.desc.nbytes());
     switch (B.kind) {
-      case BufKind::kArena: pb[b] = {bytes, false, false, B.def_step, B.last_step}; break;
+      case BufKind::kArena:
+        pb[b] = {bytes, false, false, B.def_step, B.last_step};
+        break;
       case BufKind::kConst:
-      case BufKind::kInput: pb[b] = {bytes, true, false, -1, -1}; break;
+      case BufKind::kInput:
+        pb[b] = {bytes, true, false, -1, -1};
+        break;
       case BufKind::kOutput:
         pb[b] = {B.state_buf >= 0 ? 0 : bytes, true, false, -1, -1};
         output_bytes_ += pb[b].bytes;
@@ -392,8 +401,10 @@ void Plan::PlanArena() {
   int64_t exclusive_heap = 0, shared_heap = 0;
   for (const Step& st : steps_) {
     const int64_t h = static_cast<int64_t>(st.kernel.heap_bytes);
-    if (st.kernel.exclusive) exclusive_heap = std::max(exclusive_heap, h);
-    else shared_heap += h;
+    if (st.kernel.exclusive)
+      exclusive_heap = std::max(exclusive_heap, h);
+    else
+      shared_heap += h;
   }
   heap_bytes_ = exclusive_heap + shared_heap;
   for (size_t i = 0; i < output_bufs_.size(); ++i)
@@ -427,8 +438,8 @@ void Plan::PlanArena() {
   for (size_t s = 0; s < steps_.size(); ++s) {
     std::vector<int>& deps = steps_[s].deps;
     for (int b : steps_[s].in_bufs)
-      if (b >= 0 && (bufs_[b].kind == BufKind::kArena || bufs_[b].kind == BufKind::kOutput) &&
-          bufs_[b].def_step >= 0 && bufs_[b].def_step != static_cast<int>(s))
+      if (b >= 0 && (bufs_[b].kind == BufKind::kArena || bufs_[b].kind == BufKind::kOutput) && bufs_[b].def_step >= 0 &&
+          bufs_[b].def_step != static_cast<int>(s))
         deps.push_back(bufs_[b].def_step);
   }
   // Regions of the arena with their lifetimes and the steps that touch them.
@@ -443,7 +454,8 @@ void Plan::PlanArena() {
     const Buffer& B = bufs_[b];
     if (B.kind != BufKind::kArena || B.desc.nbytes() == 0) continue;
     region_of[b] = static_cast<int>(regions.size());
-    regions.push_back({B.offset, B.offset + AlignUp(B.desc.nbytes()), B.def_step, std::max(B.def_step, B.last_step), {}});
+    regions.push_back(
+        {B.offset, B.offset + AlignUp(B.desc.nbytes()), B.def_step, std::max(B.def_step, B.last_step), {}});
   }
   for (size_t s = 0; s < steps_.size(); ++s) {
     for (int b : steps_[s].in_bufs)
@@ -452,7 +464,10 @@ void Plan::PlanArena() {
       if (b >= 0 && region_of[b] >= 0) regions[region_of[b]].users.push_back(static_cast<int>(s));
     if (steps_[s].workspace_offset >= 0 && steps_[s].kernel.workspace_bytes) {
       const size_t lo = static_cast<size_t>(steps_[s].workspace_offset);
-      regions.push_back({lo, lo + AlignUp(steps_[s].kernel.workspace_bytes), static_cast<int>(s), static_cast<int>(s),
+      regions.push_back({lo,
+                         lo + AlignUp(steps_[s].kernel.workspace_bytes),
+                         static_cast<int>(s),
+                         static_cast<int>(s),
                          {static_cast<int>(s)}});
     }
   }
@@ -513,7 +528,6 @@ void Plan::BuildFlowGraph() {
   }
 }
 
-
 namespace {
 // Kernels that run their own OpenMP team take the lock exclusively; all others share it.
 std::shared_mutex& KernelLock() {
@@ -528,7 +542,8 @@ void Plan::CheckArenaFits(int64_t available, const std::string& where) const {
   std::vector<const Buffer*> big;
   for (const Buffer& b : bufs_)
     if (b.kind == BufKind::kArena) big.push_back(&b);
-  std::sort(big.begin(), big.end(), [](const Buffer* a, const Buffer* b) { return a->desc.nbytes() > b->desc.nbytes(); });
+  std::sort(big.begin(), big.end(),
+            [](const Buffer* a, const Buffer* b) { return a->desc.nbytes() > b->desc.nbytes(); });
   std::string names;
   for (size_t i = 0; i < big.size() && i < 3; ++i)
     names += (i ? ", " : "") + big[i]->name + " " + DataTypeName(big[i]->desc.dtype) + DimsToString(big[i]->desc.dims) +
@@ -548,10 +563,14 @@ uint8_t* Plan::BufferPtr(int b) const {
   const Buffer& buf = bufs_[b];
   if (device_) return buf.kind == BufKind::kArena ? dev_arena_ + buf.offset : dev_buf_[static_cast<size_t>(b)];
   switch (buf.kind) {
-    case BufKind::kArena: return arena_.get() + buf.offset;
-    case BufKind::kConst: return const_cast<uint8_t*>(static_cast<const uint8_t*>(buf.constant->raw()));
-    case BufKind::kInput: return const_cast<uint8_t*>(static_cast<const uint8_t*>(input_ptrs_[buf.io_index]));
-    case BufKind::kOutput: return static_cast<uint8_t*>(output_ptrs_[buf.io_index]);
+    case BufKind::kArena:
+      return arena_.get() + buf.offset;
+    case BufKind::kConst:
+      return const_cast<uint8_t*>(static_cast<const uint8_t*>(buf.constant->raw()));
+    case BufKind::kInput:
+      return const_cast<uint8_t*>(static_cast<const uint8_t*>(input_ptrs_[buf.io_index]));
+    case BufKind::kOutput:
+      return static_cast<uint8_t*>(output_ptrs_[buf.io_index]);
   }
   return nullptr;
 }
@@ -648,10 +667,18 @@ std::vector<Plan::BufferView> Plan::buffer_views() const {
     v.name = b.name;
     v.desc = b.desc;
     switch (b.kind) {
-      case BufKind::kArena: v.kind = BufferKind::kArena; break;
-      case BufKind::kConst: v.kind = BufferKind::kConst; break;
-      case BufKind::kInput: v.kind = BufferKind::kInput; break;
-      case BufKind::kOutput: v.kind = BufferKind::kOutput; break;
+      case BufKind::kArena:
+        v.kind = BufferKind::kArena;
+        break;
+      case BufKind::kConst:
+        v.kind = BufferKind::kConst;
+        break;
+      case BufKind::kInput:
+        v.kind = BufferKind::kInput;
+        break;
+      case BufKind::kOutput:
+        v.kind = BufferKind::kOutput;
+        break;
     }
     v.offset = static_cast<int64_t>(b.offset);
     v.def_step = b.def_step;
@@ -738,10 +765,18 @@ std::vector<Tensor> Plan::Run(const std::map<std::string, Tensor>& feeds, uint64
     if (b.kind == BufKind::kOutput && b.io_index == static_cast<int>(i)) continue;
     const void* src = nullptr;
     switch (b.kind) {
-      case BufKind::kConst: src = b.constant->raw(); break;
-      case BufKind::kInput: src = input_ptrs_[b.io_index]; break;
-      case BufKind::kOutput: src = output_ptrs_[b.io_index]; break;
-      case BufKind::kArena: src = arena_.get() + b.offset; break;
+      case BufKind::kConst:
+        src = b.constant->raw();
+        break;
+      case BufKind::kInput:
+        src = input_ptrs_[b.io_index];
+        break;
+      case BufKind::kOutput:
+        src = output_ptrs_[b.io_index];
+        break;
+      case BufKind::kArena:
+        src = arena_.get() + b.offset;
+        break;
     }
     if (b.desc.nbytes()) std::memcpy(results[i].raw(), src, b.desc.nbytes());
   }

@@ -8,9 +8,9 @@
 // the output tensors Run allocates -- except the next-state outputs written into their state's own storage
 // (state_in_place), which Run returns as tensors sharing the state's buffer.
 #pragma once
-#include <cstdint>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <map>
 #include <memory>
@@ -89,7 +89,9 @@ class Plan {
   // kernel's) and the handles of the returned tensors (their dims, control blocks, allocator rounding).
   int64_t heap_bytes() const { return heap_bytes_; }
   // Per step: the workspace bytes its kernel declared.
-  int64_t workspace_bytes(int step) const { return static_cast<int64_t>(steps_[static_cast<size_t>(step)].kernel.workspace_bytes); }
+  int64_t workspace_bytes(int step) const {
+    return static_cast<int64_t>(steps_[static_cast<size_t>(step)].kernel.workspace_bytes);
+  }
   // Graph output indices written into their state's storage (Compile's state_in_place).
   const std::vector<int>& outputs_in_state() const { return outputs_in_state_; }
   int64_t folded_count() const { return folded_; }
@@ -129,10 +131,10 @@ class Plan {
   };
   struct StepView {
     const Node* node = nullptr;
-    std::vector<int> in_bufs, out_bufs;  // -1 = absent
-    int64_t workspace = 0;                      // KernelInfo::workspace_bytes
-    std::vector<std::pair<int, int>> inplace;   // KernelInfo::inplace (output index, input index)
-    std::vector<std::pair<int, int>> views;     // KernelInfo::views (output index, input index)
+    std::vector<int> in_bufs, out_bufs;        // -1 = absent
+    int64_t workspace = 0;                     // KernelInfo::workspace_bytes
+    std::vector<std::pair<int, int>> inplace;  // KernelInfo::inplace (output index, input index)
+    std::vector<std::pair<int, int>> views;    // KernelInfo::views (output index, input index)
   };
   std::vector<BufferView> buffer_views() const;
   // The kernels in plan order (the order liveness is measured in).
@@ -148,7 +150,7 @@ class Plan {
     const Tensor* constant = nullptr;  // kConst
     int io_index = -1;                 // kInput: index into input_names_; kOutput: graph output index
     int def_step = -1, last_step = -1;
-    int state_buf = -1;                // kOutput written into this kConst state buffer's storage (state_in_place)
+    int state_buf = -1;  // kOutput written into this kConst state buffer's storage (state_in_place)
   };
   struct Step {
     const Node* node = nullptr;
@@ -215,10 +217,10 @@ class Plan {
 
   // Device plans (see on_device()).
   std::shared_ptr<DeviceBackend> device_;
-  std::vector<void*> dev_allocs_;          // freed with the plan
+  std::vector<void*> dev_allocs_;  // freed with the plan
   uint8_t* dev_arena_ = nullptr;
-  std::vector<uint8_t*> dev_buf_;          // per buffer: its device copy (kConst, kInput, kOutput)
-  std::vector<int> state_bufs_;            // kConst buffers that are training state
+  std::vector<uint8_t*> dev_buf_;                  // per buffer: its device copy (kConst, kInput, kOutput)
+  std::vector<int> state_bufs_;                    // kConst buffers that are training state
   std::vector<std::pair<int, int>> state_copies_;  // (state buffer, output buffer): next state not written in place
   bool state_in_place_ = false;
   bool upload_state_ = true;

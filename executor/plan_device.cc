@@ -109,19 +109,23 @@ void Plan::SetUpDevice(const Graph& g) {
     const Buffer& B = bufs_[b];
     const size_t n = B.desc.nbytes();
     switch (B.kind) {
-      case BufKind::kArena: break;
+      case BufKind::kArena:
+        break;
       case BufKind::kConst:
         dev_buf_[b] = alloc(n, "constant '" + B.name + "'");
         device_->CopyToDevice(dev_buf_[b], B.constant->raw(), n);  // state again before the first run
         break;
-      case BufKind::kInput: dev_buf_[b] = alloc(n, "input '" + B.name + "'"); break;
+      case BufKind::kInput:
+        dev_buf_[b] = alloc(n, "input '" + B.name + "'");
+        break;
       case BufKind::kOutput:
         if (B.state_buf < 0) dev_buf_[b] = alloc(n, "output '" + B.name + "'");
         break;
     }
   }
   for (size_t b = 0; b < bufs_.size(); ++b)
-    if (bufs_[b].kind == BufKind::kOutput && bufs_[b].state_buf >= 0) dev_buf_[b] = dev_buf_[static_cast<size_t>(bufs_[b].state_buf)];
+    if (bufs_[b].kind == BufKind::kOutput && bufs_[b].state_buf >= 0)
+      dev_buf_[b] = dev_buf_[static_cast<size_t>(bufs_[b].state_buf)];
   // With state_in_place the device state is the state: a next state that was not written in place (a half copy,
   // which the update writes with no input of its own) is copied into it after the run, and Run returns the host
   // state tensor for it, as for one written in place.

@@ -20,8 +20,10 @@ std::string RangeText(const void* p, const TensorDesc& d) {
     const T* x = static_cast<const T*>(p);
     for (int64_t i = 0; i < n; ++i) {
       const double v = static_cast<double>(static_cast<float>(x[i]));
-      if (std::isnan(v)) ++nan;
-      else if (std::isinf(v)) ++inf;
+      if (std::isnan(v))
+        ++nan;
+      else if (std::isinf(v))
+        ++inf;
       else {
         lo = std::min(lo, v);
         hi = std::max(hi, v);
@@ -29,12 +31,16 @@ std::string RangeText(const void* p, const TensorDesc& d) {
     }
   };
   switch (d.dtype) {
-    case DataType::kFloat32: scan(float{}); break;
+    case DataType::kFloat32:
+      scan(float{});
+      break;
     case DataType::kFloat64: {
       const double* x = static_cast<const double*>(p);
       for (int64_t i = 0; i < n; ++i) {
-        if (std::isnan(x[i])) ++nan;
-        else if (std::isinf(x[i])) ++inf;
+        if (std::isnan(x[i]))
+          ++nan;
+        else if (std::isinf(x[i]))
+          ++inf;
         else {
           lo = std::min(lo, x[i]);
           hi = std::max(hi, x[i]);
@@ -42,13 +48,20 @@ std::string RangeText(const void* p, const TensorDesc& d) {
       }
       break;
     }
-    case DataType::kFloat16: scan(float16{}); break;
-    case DataType::kBFloat16: scan(bfloat16{}); break;
-    default: return "";
+    case DataType::kFloat16:
+      scan(float16{});
+      break;
+    case DataType::kBFloat16:
+      scan(bfloat16{});
+      break;
+    default:
+      return "";
   }
   char b[160];
-  if (lo > hi) std::snprintf(b, sizeof b, "no finite value");
-  else std::snprintf(b, sizeof b, "range [%.6g, %.6g]", lo, hi);
+  if (lo > hi)
+    std::snprintf(b, sizeof b, "no finite value");
+  else
+    std::snprintf(b, sizeof b, "range [%.6g, %.6g]", lo, hi);
   std::string r = b;
   if (nan || inf) r += ", " + std::to_string(nan) + " NaN, " + std::to_string(inf) + " inf of " + std::to_string(n);
   return r;
@@ -65,16 +78,20 @@ bool AllFinite(const void* p, const TensorDesc& d) {
     return true;
   };
   switch (d.dtype) {
-    case DataType::kFloat32: return scan(float{});
+    case DataType::kFloat32:
+      return scan(float{});
     case DataType::kFloat64: {
       const double* x = static_cast<const double*>(p);
       for (int64_t i = 0; i < n; ++i)
         if (!std::isfinite(x[i])) return false;
       return true;
     }
-    case DataType::kFloat16: return scan(float16{});
-    case DataType::kBFloat16: return scan(bfloat16{});
-    default: return true;
+    case DataType::kFloat16:
+      return scan(float16{});
+    case DataType::kBFloat16:
+      return scan(bfloat16{});
+    default:
+      return true;
   }
 }
 
@@ -93,7 +110,8 @@ void Plan::NoteNonFinite(size_t i, const std::vector<const void*>& in) {
   for (int b : st.out_bufs) {
     if (b < 0 || AllFinite(host(BufferPtr(b), bufs_[b].desc), bufs_[b].desc)) continue;
     int64_t cur = first_nonfinite_.load();
-    while ((cur < 0 || static_cast<int64_t>(i) < cur) && !first_nonfinite_.compare_exchange_weak(cur, static_cast<int64_t>(i))) {
+    while ((cur < 0 || static_cast<int64_t>(i) < cur) &&
+           !first_nonfinite_.compare_exchange_weak(cur, static_cast<int64_t>(i))) {
     }
     // Describe it now: its input buffers may be reused by later kernels.
     DataType prec = DataType::kUndefined;
@@ -104,7 +122,8 @@ void Plan::NoteNonFinite(size_t i, const std::vector<const void*>& in) {
       const std::string r = RangeText(host(in[k], bufs_[ib].desc), bufs_[ib].desc);
       if (r.empty()) continue;
       if (prec == DataType::kUndefined || SizeOf(bufs_[ib].desc.dtype) < SizeOf(prec)) prec = bufs_[ib].desc.dtype;
-      text += "; input " + std::to_string(k) + " '" + bufs_[ib].name + "' " + DataTypeName(bufs_[ib].desc.dtype) + " " + r;
+      text +=
+          "; input " + std::to_string(k) + " '" + bufs_[ib].name + "' " + DataTypeName(bufs_[ib].desc.dtype) + " " + r;
     }
     for (int ob : st.out_bufs)
       if (ob >= 0) {

@@ -35,9 +35,10 @@ StreamSchedule AssignStreams(const std::vector<std::vector<int>>& deps, const st
       for (int s = 0; s < S; ++s) {
         double start = avail[static_cast<size_t>(s)];
         for (int d : deps[j])
-          start = std::max(start, finish[static_cast<size_t>(d)] + (stream[static_cast<size_t>(d)] != s ? event_cost : 0));
-        const bool better = best < 0 || start < best_start ||
-                            (start == best_start && s == pref_stream && best != pref_stream);
+          start =
+              std::max(start, finish[static_cast<size_t>(d)] + (stream[static_cast<size_t>(d)] != s ? event_cost : 0));
+        const bool better =
+            best < 0 || start < best_start || (start == best_start && s == pref_stream && best != pref_stream);
         if (better) {
           best = s;
           best_start = start;
@@ -101,9 +102,7 @@ std::string CheckSchedule(const std::vector<std::vector<int>>& deps, const Strea
   const size_t n = deps.size();
   const size_t S = static_cast<size_t>(std::max(1, sc.streams));
   if (sc.stream.size() != n || sc.waits.size() != n || sc.event.size() != n) return "the schedule has another size";
-  auto name = [&](size_t i) {
-    return std::to_string(i) + " (stream " + std::to_string(sc.stream[i]) + ")";
-  };
+  auto name = [&](size_t i) { return std::to_string(i) + " (stream " + std::to_string(sc.stream[i]) + ")"; };
   // Vector clocks from the waits as listed, nothing skipped: clock[i][s] = the last kernel of stream s that is
   // sure to have finished before kernel i starts.
   std::vector<std::vector<int>> cur(S, std::vector<int>(S, -1)), done(n);
@@ -113,7 +112,8 @@ std::string CheckSchedule(const std::vector<std::vector<int>>& deps, const Strea
     std::vector<int>& c = cur[static_cast<size_t>(t)];
     for (int w : sc.waits[j]) {
       if (w < 0 || static_cast<size_t>(w) >= j) return "kernel " + name(j) + " waits for a later kernel";
-      if (sc.stream[static_cast<size_t>(w)] == t) return "kernel " + name(j) + " waits for its own stream's " + name(static_cast<size_t>(w));
+      if (sc.stream[static_cast<size_t>(w)] == t)
+        return "kernel " + name(j) + " waits for its own stream's " + name(static_cast<size_t>(w));
       if (sc.event[static_cast<size_t>(w)] < 0) return "kernel " + name(static_cast<size_t>(w)) + " records no event";
       for (size_t s = 0; s < S; ++s) c[s] = std::max(c[s], done[static_cast<size_t>(w)][s]);
     }

@@ -23,12 +23,12 @@
 namespace ot {
 
 struct StreamSchedule {
-  int streams = 1;                       // streams used (stream ids are 0 .. streams-1)
-  std::vector<int> stream;               // per kernel: its stream
-  std::vector<std::vector<int>> waits;   // per kernel: the kernels whose events it waits for first (other streams)
-  std::vector<int> event;                // per kernel: the index of the event recorded after it, or -1
-  int events = 0;                        // events recorded per run (one per kernel that another stream waits for)
-  int wait_count() const;                // total waits (for reports and tests)
+  int streams = 1;                      // streams used (stream ids are 0 .. streams-1)
+  std::vector<int> stream;              // per kernel: its stream
+  std::vector<std::vector<int>> waits;  // per kernel: the kernels whose events it waits for first (other streams)
+  std::vector<int> event;               // per kernel: the index of the event recorded after it, or -1
+  int events = 0;                       // events recorded per run (one per kernel that another stream waits for)
+  int wait_count() const;               // total waits (for reports and tests)
 };
 
 // Assigns streams by list scheduling over the DAG, deterministically (no clocks, no hashing of pointers):

@@ -24,8 +24,8 @@ void SetThreadCount(int n) {
 }
 
 int ThreadCount() {
-  if (g_threads == 0) return static_cast<int>(tbb::global_control::active_value(
-                          tbb::global_control::max_allowed_parallelism));
+  if (g_threads == 0)
+    return static_cast<int>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
   return g_threads;
 }
 

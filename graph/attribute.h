@@ -23,12 +23,42 @@ struct Attribute {
   // For kGraph/kOther: the serialized AttributeProto, so export writes back what import read.
   std::string opaque;
 
-  static Attribute Int(int64_t v) { Attribute a; a.kind = Kind::kInt; a.i = v; return a; }
-  static Attribute Float(float v) { Attribute a; a.kind = Kind::kFloat; a.f = v; return a; }
-  static Attribute String(std::string v) { Attribute a; a.kind = Kind::kString; a.s = std::move(v); return a; }
-  static Attribute Ints(std::vector<int64_t> v) { Attribute a; a.kind = Kind::kInts; a.ints = std::move(v); return a; }
-  static Attribute Floats(std::vector<float> v) { Attribute a; a.kind = Kind::kFloats; a.floats = std::move(v); return a; }
-  static Attribute TensorValue(Tensor v) { Attribute a; a.kind = Kind::kTensor; a.t = std::move(v); return a; }
+  static Attribute Int(int64_t v) {
+    Attribute a;
+    a.kind = Kind::kInt;
+    a.i = v;
+    return a;
+  }
+  static Attribute Float(float v) {
+    Attribute a;
+    a.kind = Kind::kFloat;
+    a.f = v;
+    return a;
+  }
+  static Attribute String(std::string v) {
+    Attribute a;
+    a.kind = Kind::kString;
+    a.s = std::move(v);
+    return a;
+  }
+  static Attribute Ints(std::vector<int64_t> v) {
+    Attribute a;
+    a.kind = Kind::kInts;
+    a.ints = std::move(v);
+    return a;
+  }
+  static Attribute Floats(std::vector<float> v) {
+    Attribute a;
+    a.kind = Kind::kFloats;
+    a.floats = std::move(v);
+    return a;
+  }
+  static Attribute TensorValue(Tensor v) {
+    Attribute a;
+    a.kind = Kind::kTensor;
+    a.t = std::move(v);
+    return a;
+  }
   std::string ToString() const;
 };
 

@@ -32,8 +32,8 @@ std::string DataTypeName(DataType t);
 DataType DataTypeFromName(const std::string& name);
 // True for an ONNX TensorProto enum value this runtime can hold in a Tensor.
 bool IsSupportedDataType(int32_t onnx_enum);
-bool IsFloat(DataType t);     // float16, bfloat16, float32, float64
-bool IsInteger(DataType t);   // signed and unsigned integers (not bool)
-bool IsSigned(DataType t);    // signed integers and floats
+bool IsFloat(DataType t);    // float16, bfloat16, float32, float64
+bool IsInteger(DataType t);  // signed and unsigned integers (not bool)
+bool IsSigned(DataType t);   // signed integers and floats
 
 }  // namespace ot

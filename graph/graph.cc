@@ -14,22 +14,36 @@ std::string Attribute::ToString() const {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) {
       if (i) s += ",";
-      if constexpr (std::is_same_v<std::decay_t<decltype(v[0])>, std::string>) s += "\"" + v[i] + "\"";
-      else s += std::to_string(v[i]);
+      if constexpr (std::is_same_v<std::decay_t<decltype(v[0])>, std::string>)
+        s += "\"" + v[i] + "\"";
+      else
+        s += std::to_string(v[i]);
     }
     return s + "]";
   };
   switch (kind) {
-    case Kind::kFloat: { std::string s = std::to_string(f); return s; }
-    case Kind::kInt: return std::to_string(i);
-    case Kind::kString: return "\"" + s + "\"";
-    case Kind::kTensor: return "tensor<" + DataTypeName(t.dtype()) + DimsToString(t.dims()) + ">";
-    case Kind::kFloats: return join(floats);
-    case Kind::kInts: return join(ints);
-    case Kind::kStrings: return join(strings);
-    case Kind::kTensors: return "tensors(" + std::to_string(tensors.size()) + ")";
-    case Kind::kGraph: return "graph";
-    case Kind::kOther: return "?";
+    case Kind::kFloat: {
+      std::string s = std::to_string(f);
+      return s;
+    }
+    case Kind::kInt:
+      return std::to_string(i);
+    case Kind::kString:
+      return "\"" + s + "\"";
+    case Kind::kTensor:
+      return "tensor<" + DataTypeName(t.dtype()) + DimsToString(t.dims()) + ">";
+    case Kind::kFloats:
+      return join(floats);
+    case Kind::kInts:
+      return join(ints);
+    case Kind::kStrings:
+      return join(strings);
+    case Kind::kTensors:
+      return "tensors(" + std::to_string(tensors.size()) + ")";
+    case Kind::kGraph:
+      return "graph";
+    case Kind::kOther:
+      return "?";
   }
   return "?";
 }
@@ -115,8 +129,8 @@ Value* Graph::AddInitializer(const std::string& name, Tensor t) {
   return v;
 }
 
-Node* Graph::AddNode(const std::string& op_type, const std::vector<Value*>& inputs,
-                     const std::vector<Value*>& outputs, const std::string& name) {
+Node* Graph::AddNode(const std::string& op_type, const std::vector<Value*>& inputs, const std::vector<Value*>& outputs,
+                     const std::string& name) {
   nodes_.push_back(std::make_unique<Node>());
   Node* n = nodes_.back().get();
   n->op_type = op_type;
@@ -129,7 +143,8 @@ Node* Graph::AddNode(const std::string& op_type, const std::vector<Value*>& inpu
   for (size_t i = 0; i < outputs.size(); ++i) {
     Value* o = outputs[i];
     if (!o) continue;
-    if (o->producer) throw Error("value '" + o->name + "' is produced by two nodes ('" + o->producer->name + "' and '" + name + "')");
+    if (o->producer)
+      throw Error("value '" + o->name + "' is produced by two nodes ('" + o->producer->name + "' and '" + name + "')");
     o->producer = n;
     o->producer_output = static_cast<int>(i);
   }

@@ -32,7 +32,7 @@ class Value {
   std::string name;
   DataType dtype = DataType::kUndefined;
   Shape shape;
-  Node* producer = nullptr;   // null for graph inputs, initializers and state
+  Node* producer = nullptr;  // null for graph inputs, initializers and state
   int producer_output = -1;
   std::vector<Use> uses;
   std::shared_ptr<Tensor> initializer;  // constant data (weights, or model-level constants)

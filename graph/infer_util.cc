@@ -26,8 +26,10 @@ Shape BroadcastShapes(const InferContext& ctx, const std::vector<Shape>& shapes)
         ctx.Fail("shapes do not broadcast: dim " + std::to_string(off + i) + " is " + std::to_string(o.value) +
                  " and " + std::to_string(d.value));
       // Symbolic against something else: unknown unless one side is static (> 1) which then wins.
-      if (d.is_static()) o = d;
-      else if (!o.is_static()) o = Dim();
+      if (d.is_static())
+        o = d;
+      else if (!o.is_static())
+        o = Dim();
     }
   }
   return Shape(out);
@@ -42,7 +44,8 @@ std::vector<int64_t> BroadcastDims(const std::vector<std::vector<int64_t>>& dims
     for (size_t i = 0; i < d.size(); ++i) {
       int64_t& o = out[off + i];
       if (d[i] == 1) continue;
-      if (o == 1) o = d[i];
+      if (o == 1)
+        o = d[i];
       else if (o != d[i])
         throw Error(what + ": shapes do not broadcast (" + std::to_string(o) + " vs " + std::to_string(d[i]) + ")");
     }

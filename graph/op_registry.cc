@@ -78,12 +78,11 @@ void InferContext::RequireArity(int lo, int hi, int max_outputs) const {
     Fail(std::string("takes ") + (lo == hi ? count(lo, "input") : std::to_string(lo) + " to " + count(hi, "input")) +
          ", got " + std::to_string(n));
   if (static_cast<int>(node.outputs.size()) > max_outputs)
-    Fail("has " + count(static_cast<int>(node.outputs.size()), "output") + ", the op has " + count(max_outputs, "output"));
+    Fail("has " + count(static_cast<int>(node.outputs.size()), "output") + ", the op has " +
+         count(max_outputs, "output"));
 }
 
-void InferContext::Unsupported(const std::string& msg) const {
-  throw UnsupportedError(node.Describe() + ": " + msg);
-}
+void InferContext::Unsupported(const std::string& msg) const { throw UnsupportedError(node.Describe() + ": " + msg); }
 
 const OpRegistry& OpRegistry::Global() {
   static const OpRegistry* reg = [] {
@@ -99,16 +98,15 @@ void OpRegistry::Register(OpSchema s) {
   ops_[{d, s.op_type}] = std::move(s);
 }
 
-void OpRegistry::SetGrad(const std::string& domain, const std::string& op_type, GradFn fn,
-                         std::vector<int> non_diff) {
+void OpRegistry::SetGrad(const std::string& domain, const std::string& op_type, GradFn fn, std::vector<int> non_diff) {
   auto it = ops_.find({domain == "ai.onnx" ? "" : domain, op_type});
   if (it == ops_.end()) throw Error("gradient rule for unregistered op " + op_type);
   it->second.grad = std::move(fn);
   it->second.non_differentiable = std::move(non_diff);
 }
 
-void OpRegistry::SetAmp(const std::string& domain, const std::string& op_type, AmpClass c,
-                        std::vector<int> fp32_inputs, std::vector<int> fp32_outputs, bool loss, bool fp32_inside) {
+void OpRegistry::SetAmp(const std::string& domain, const std::string& op_type, AmpClass c, std::vector<int> fp32_inputs,
+                        std::vector<int> fp32_outputs, bool loss, bool fp32_inside) {
   auto it = ops_.find({domain == "ai.onnx" ? "" : domain, op_type});
   if (it == ops_.end()) throw Error("AMP class for unregistered op " + op_type);
   it->second.amp = c;

@@ -48,8 +48,7 @@ std::optional<DimsValue> DimsValueOf(const Value* v);
 // executor with concrete shapes and the values it folded at plan time.
 class InferContext {
  public:
-  InferContext(const Node& node, std::vector<TypeShape> inputs, std::vector<const Tensor*> values,
-               int num_outputs);
+  InferContext(const Node& node, std::vector<TypeShape> inputs, std::vector<const Tensor*> values, int num_outputs);
   const Node& node;
 
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
@@ -131,8 +130,8 @@ using ClusterLowerFn = std::function<std::string(const Node&, ClusterBuilder&)>;
 
 struct OpSchema {
   std::string op_type;
-  std::string domain;      // "" = ai.onnx
-  int min_opset = 1;       // earliest opset version whose semantics the entry implements
+  std::string domain;  // "" = ai.onnx
+  int min_opset = 1;   // earliest opset version whose semantics the entry implements
   InferFn infer;
   // Inputs whose *values* determine output shapes (Reshape's shape, Slice's starts...). The executor must know
   // them when it makes a plan; it folds their producers or asks the caller for them.

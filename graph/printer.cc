@@ -25,8 +25,10 @@ std::string PrintGraph(const Graph& g) {
     for (const Value* o : n->outputs) {
       s << (first ? "" : ", ");
       first = false;
-      if (o) s << "%" << o->name << ": " << Type(o);
-      else s << "_";
+      if (o)
+        s << "%" << o->name << ": " << Type(o);
+      else
+        s << "_";
     }
     s << " = " << (n->domain.empty() ? "" : n->domain + ".") << n->op_type << "(";
     for (size_t i = 0; i < n->inputs.size(); ++i) {

@@ -23,18 +23,23 @@ std::shared_ptr<uint8_t> Allocate(size_t bytes) {
 
 template <typename T>
 double ToDouble(T v) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) return static_cast<float>(v);
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
+    return static_cast<float>(v);
+  else
+    return static_cast<double>(v);
 }
 
 template <typename T>
 T FromDouble(double v) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) return T(static_cast<float>(v));
-  else if constexpr (std::is_same_v<T, bool>) return v != 0.0;
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
+    return T(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, bool>)
+    return v != 0.0;
   else if constexpr (std::is_integral_v<T>) {
     if (std::isnan(v)) return T(0);
     return static_cast<T>(static_cast<int64_t>(v));
-  } else return static_cast<T>(v);
+  } else
+    return static_cast<T>(v);
 }
 }  // namespace
 
@@ -95,8 +100,10 @@ double Tensor::GetDouble(int64_t i) const {
 int64_t Tensor::GetInt64(int64_t i) const {
   return DispatchDType(dtype_, [&](auto tag) -> int64_t {
     using T = decltype(tag);
-    if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(data<T>()[i]);
-    else return static_cast<int64_t>(ToDouble<T>(data<T>()[i]));
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<int64_t>(data<T>()[i]);
+    else
+      return static_cast<int64_t>(ToDouble<T>(data<T>()[i]));
   });
 }
 
@@ -122,8 +129,10 @@ Tensor Tensor::CastTo(DataType to) const {
       const S* s = data<S>();
       D* d = r.data<D>();
       for (int64_t i = 0; i < numel_; ++i) {
-        if constexpr (std::is_integral_v<S> && std::is_integral_v<D>) d[i] = static_cast<D>(s[i]);
-        else d[i] = FromDouble<D>(ToDouble<S>(s[i]));
+        if constexpr (std::is_integral_v<S> && std::is_integral_v<D>)
+          d[i] = static_cast<D>(s[i]);
+        else
+          d[i] = FromDouble<D>(ToDouble<S>(s[i]));
       }
     });
   });

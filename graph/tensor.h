@@ -28,8 +28,14 @@ class Tensor {
 
   void* raw() { return buf_ ? buf_.get() : nullptr; }
   const void* raw() const { return buf_ ? buf_.get() : nullptr; }
-  template <typename T> T* data() { return static_cast<T*>(raw()); }
-  template <typename T> const T* data() const { return static_cast<const T*>(raw()); }
+  template <typename T>
+  T* data() {
+    return static_cast<T*>(raw());
+  }
+  template <typename T>
+  const T* data() const {
+    return static_cast<const T*>(raw());
+  }
 
   // Deep copy (the buffer is shared between copies of a Tensor object otherwise).
   Tensor Clone() const;
@@ -55,20 +61,34 @@ class Tensor {
 template <typename F>
 decltype(auto) DispatchDType(DataType t, F&& f) {
   switch (t) {
-    case DataType::kFloat32: return f(float{});
-    case DataType::kFloat64: return f(double{});
-    case DataType::kFloat16: return f(float16{});
-    case DataType::kBFloat16: return f(bfloat16{});
-    case DataType::kInt8: return f(int8_t{});
-    case DataType::kInt16: return f(int16_t{});
-    case DataType::kInt32: return f(int32_t{});
-    case DataType::kInt64: return f(int64_t{});
-    case DataType::kUint8: return f(uint8_t{});
-    case DataType::kUint16: return f(uint16_t{});
-    case DataType::kUint32: return f(uint32_t{});
-    case DataType::kUint64: return f(uint64_t{});
-    case DataType::kBool: return f(bool{});
-    default: break;
+    case DataType::kFloat32:
+      return f(float{});
+    case DataType::kFloat64:
+      return f(double{});
+    case DataType::kFloat16:
+      return f(float16{});
+    case DataType::kBFloat16:
+      return f(bfloat16{});
+    case DataType::kInt8:
+      return f(int8_t{});
+    case DataType::kInt16:
+      return f(int16_t{});
+    case DataType::kInt32:
+      return f(int32_t{});
+    case DataType::kInt64:
+      return f(int64_t{});
+    case DataType::kUint8:
+      return f(uint8_t{});
+    case DataType::kUint16:
+      return f(uint16_t{});
+    case DataType::kUint32:
+      return f(uint32_t{});
+    case DataType::kUint64:
+      return f(uint64_t{});
+    case DataType::kBool:
+      return f(bool{});
+    default:
+      break;
   }
   return f(float{});  // unreachable for valid tensors; callers check the dtype first
 }
@@ -77,11 +97,20 @@ decltype(auto) DispatchDType(DataType t, F&& f) {
 template <typename F>
 bool DispatchFloat(DataType t, F&& f) {
   switch (t) {
-    case DataType::kFloat32: f(float{}); return true;
-    case DataType::kFloat64: f(double{}); return true;
-    case DataType::kFloat16: f(float16{}); return true;
-    case DataType::kBFloat16: f(bfloat16{}); return true;
-    default: return false;
+    case DataType::kFloat32:
+      f(float{});
+      return true;
+    case DataType::kFloat64:
+      f(double{});
+      return true;
+    case DataType::kFloat16:
+      f(float16{});
+      return true;
+    case DataType::kBFloat16:
+      f(bfloat16{});
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -21,7 +21,7 @@ enum class RowIdiom : uint8_t { kNone, kSoftmax, kSoftmaxGrad };
 
 struct RowIdiomMatch {
   RowIdiom kind = RowIdiom::kNone;
-  int32_t a = -1, b = -1;          // the routine's operands: x (kSoftmax; b = a), or dy and y (kSoftmaxGrad)
+  int32_t a = -1, b = -1;         // the routine's operands: x (kSoftmax; b = a), or dy and y (kSoftmaxGrad)
   std::vector<int32_t> internal;  // the idiom's instructions but the last: computed by nobody once it matches
 };
 

@@ -34,20 +34,49 @@ enum class Op : uint8_t {
   kInput,  // a = input index
   kConst,  // imm
   // unary (a)
-  kNeg, kAbs, kSign, kExp, kLog, kSqrt, kReciprocal, kTanh, kSigmoid, kRelu, kErf, kFloor, kCeil, kNot,
+  kNeg,
+  kAbs,
+  kSign,
+  kExp,
+  kLog,
+  kSqrt,
+  kReciprocal,
+  kTanh,
+  kSigmoid,
+  kRelu,
+  kErf,
+  kFloor,
+  kCeil,
+  kNot,
   kLeakyRelu,  // imm = alpha
   kGelu,       // imm = 0: erf form, 1: tanh form
   kIdentity,   // a copy (a Cast to the same type)
   kCast,       // a rounded to this instruction's dtype (to bool: a != 0)
   // binary (a, b)
-  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin,
-  kLess, kLessEqual, kGreater, kGreaterEqual, kEqual, kAnd, kOr, kXor,
-  kReluGrad,   // b > 0 ? a : 0 (a select, not a product: a NaN dY where b <= 0 gives 0): dY and X (or Y) of Relu
-  kGeluGrad,   // dY = a, X = b; imm as kGelu
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMax,
+  kMin,
+  kLess,
+  kLessEqual,
+  kGreater,
+  kGreaterEqual,
+  kEqual,
+  kAnd,
+  kOr,
+  kXor,
+  kReluGrad,  // b > 0 ? a : 0 (a select, not a product: a NaN dY where b <= 0 gives 0): dY and X (or Y) of Relu
+  kGeluGrad,  // dY = a, X = b; imm as kGelu
   // ternary
-  kWhere,      // a ? b : c
+  kWhere,  // a ? b : c
   // row reductions of a full value (a) to a row value
-  kReduceSum, kReduceMean, kReduceMax, kReduceMin,
+  kReduceSum,
+  kReduceMean,
+  kReduceMax,
+  kReduceMin,
 };
 
 struct Instr {
@@ -68,9 +97,13 @@ struct Program {
 // Facts about ops.
 inline int Arity(Op op) {
   switch (op) {
-    case Op::kInput: case Op::kConst: return 0;
-    case Op::kWhere: return 3;
-    default: break;
+    case Op::kInput:
+    case Op::kConst:
+      return 0;
+    case Op::kWhere:
+      return 3;
+    default:
+      break;
   }
   if (op >= Op::kAdd && op <= Op::kGeluGrad) return 2;
   return 1;

@@ -16,14 +16,12 @@ namespace text_detail {
 
 // Names in Op order (the table is checked against the last Op below).
 inline constexpr const char* kOpNames[] = {
-    "input", "const",
-    "neg", "abs", "sign", "exp", "log", "sqrt", "reciprocal", "tanh", "sigmoid", "relu", "erf", "floor", "ceil",
-    "not", "leaky_relu", "gelu", "identity", "cast",
-    "add", "sub", "mul", "div", "pow", "max", "min",
-    "less", "less_equal", "greater", "greater_equal", "equal", "and", "or", "xor",
-    "relu_grad", "gelu_grad",
-    "where",
-    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
+    "input",      "const",      "neg",           "abs",        "sign",        "exp",        "log",
+    "sqrt",       "reciprocal", "tanh",          "sigmoid",    "relu",        "erf",        "floor",
+    "ceil",       "not",        "leaky_relu",    "gelu",       "identity",    "cast",       "add",
+    "sub",        "mul",        "div",           "pow",        "max",         "min",        "less",
+    "less_equal", "greater",    "greater_equal", "equal",      "and",         "or",         "xor",
+    "relu_grad",  "gelu_grad",  "where",         "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
 };
 inline constexpr int kNumOps = static_cast<int>(sizeof(kOpNames) / sizeof(kOpNames[0]));
 static_assert(kNumOps == static_cast<int>(Op::kReduceMin) + 1, "kOpNames must list every Op in order");
@@ -120,10 +118,14 @@ inline DType ParseDType(const std::string& s) {
 
 inline const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kBool: return "bool";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kBool:
+      return "bool";
   }
   return "?";
 }
@@ -131,8 +133,7 @@ inline const char* DTypeName(DType t) {
 inline void Validate(const Program& p) {
   using text_detail::InstrError;
   if (p.num_inputs < 0) throw std::invalid_argument("cluster program: inputs " + std::to_string(p.num_inputs));
-  if (p.reduce_axes < 0)
-    throw std::invalid_argument("cluster program: reduce_axes " + std::to_string(p.reduce_axes));
+  if (p.reduce_axes < 0) throw std::invalid_argument("cluster program: reduce_axes " + std::to_string(p.reduce_axes));
   for (size_t i = 0; i < p.code.size(); ++i) {
     const Instr& in = p.code[i];
     const int opi = static_cast<int>(in.op);
@@ -144,8 +145,9 @@ inline void Validate(const Program& p) {
     const int32_t ops[3] = {in.a, in.b, in.c};
     if (in.op == Op::kInput) {
       if (in.a < 0 || in.a >= p.num_inputs)
-        InstrError(p, i, "input index " + std::to_string(in.a) + " out of range (inputs " +
-                             std::to_string(p.num_inputs) + ")");
+        InstrError(
+            p, i,
+            "input index " + std::to_string(in.a) + " out of range (inputs " + std::to_string(p.num_inputs) + ")");
       if (in.b != -1 || in.c != -1) InstrError(p, i, "an input has no operands b, c");
       continue;
     }
@@ -154,12 +156,12 @@ inline void Validate(const Program& p) {
       const char name = static_cast<char>('a' + k);
       if (k < arity) {
         if (ops[k] < 0 || static_cast<size_t>(ops[k]) >= i)
-          InstrError(p, i, std::string("operand ") + name + " = " + std::to_string(ops[k]) +
-                               " is not an earlier instruction");
+          InstrError(
+              p, i, std::string("operand ") + name + " = " + std::to_string(ops[k]) + " is not an earlier instruction");
         if (!p.code[ops[k]].row) any_full = true;
       } else if (ops[k] != -1) {
-        InstrError(p, i, std::string("operand ") + name + " set, but " + OpName(in.op) + " takes " +
-                             std::to_string(arity));
+        InstrError(p, i,
+                   std::string("operand ") + name + " set, but " + OpName(in.op) + " takes " + std::to_string(arity));
       }
     }
     if ((in.op == Op::kGelu || in.op == Op::kGeluGrad) && in.imm != 0.f && in.imm != 1.f)
@@ -251,7 +253,8 @@ inline Program ParseProgram(const std::string& text) {
     // %I = OPNAME [%A [%B [%C]]] [imm=FLOAT] [input=N] : DTYPE [row]
     if (!saw_inputs) LineError(ln, "an instruction before the 'inputs N' line");
     int32_t idx = 0;
-    if (!text_detail::ParseRef(t[0], &idx)) LineError(ln, "expected '%N = op ...', 'inputs', 'reduce_axes' or 'outputs'");
+    if (!text_detail::ParseRef(t[0], &idx))
+      LineError(ln, "expected '%N = op ...', 'inputs', 'reduce_axes' or 'outputs'");
     if (static_cast<size_t>(idx) != p.code.size())
       LineError(ln, "instruction %" + std::to_string(idx) + " out of order (expected %" +
                         std::to_string(p.code.size()) + ")");
@@ -304,8 +307,8 @@ inline Program ParseProgram(const std::string& text) {
     if (in.op == Op::kInput) {
       if (!has_input) LineError(ln, "input without input=N");
       if (in.a >= p.num_inputs)
-        LineError(ln, "input index " + std::to_string(in.a) + " out of range (inputs " +
-                          std::to_string(p.num_inputs) + ")");
+        LineError(
+            ln, "input index " + std::to_string(in.a) + " out of range (inputs " + std::to_string(p.num_inputs) + ")");
     } else {
       in.a = refs[0];
       in.b = refs[1];

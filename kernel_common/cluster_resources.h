@@ -41,8 +41,8 @@ inline Resources EstimateResources(const Program& p) {
   for (int i = 0; i < n; ++i) {
     const Instr& in = p.code[static_cast<size_t>(i)];
     if (IsReduction(in.op)) ++reductions;
-    live -= dies_at[static_cast<size_t>(i)];  // operands read for the last time by instruction i
-    if (in.op == Op::kConst) continue;        // an immediate in the instruction stream
+    live -= dies_at[static_cast<size_t>(i)];         // operands read for the last time by instruction i
+    if (in.op == Op::kConst) continue;               // an immediate in the instruction stream
     if (last[static_cast<size_t>(i)] < 0) continue;  // never read: computed into a scratch register
     ++live;
     r.max_live = std::max(r.max_live, live);

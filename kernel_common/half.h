@@ -66,8 +66,8 @@ OT_HD uint16_t FloatToHalfBits(float f) {
     return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0u));
   }
   if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520 -> inf
-  if (absx < 0x38800000u) {  // subnormal half or zero
-    if (absx < 0x33000000u) return static_cast<uint16_t>(sign);  // < 2^-25 rounds to 0
+  if (absx < 0x38800000u) {                                               // subnormal half or zero
+    if (absx < 0x33000000u) return static_cast<uint16_t>(sign);           // < 2^-25 rounds to 0
     uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
     int exp = static_cast<int>(absx >> 23);
     int shift = 126 - exp;  // 113 - exp + 13

@@ -126,9 +126,12 @@ OT_HD double LrScheduleFactor(int kind, int64_t done, int64_t warmup, int64_t to
   const double span = static_cast<double>(total - warmup > 1 ? total - warmup : 1);
   const double progress = (s - static_cast<double>(warmup)) / span;
   switch (kind) {
-    case 1: return progress >= 1 ? 0.0 : 1.0 - progress;
-    case 2: return progress >= 1 ? 0.0 : 0.5 * (1.0 + cos(3.14159265358979323846 * progress));
-    default: return 1.0;
+    case 1:
+      return progress >= 1 ? 0.0 : 1.0 - progress;
+    case 2:
+      return progress >= 1 ? 0.0 : 0.5 * (1.0 + cos(3.14159265358979323846 * progress));
+    default:
+      return 1.0;
   }
 }
 

@@ -117,8 +117,10 @@ std::string OneLine(const std::string& msg) {
   out.reserve(msg.size());
   static const char kHex[] = "0123456789abcdef";
   for (unsigned char c : msg) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
     else if (c < 0x20 || c == 0x7f) {
       out += "\\x";
       out += kHex[c >> 4];
@@ -129,7 +131,6 @@ std::string OneLine(const std::string& msg) {
   }
   return out;
 }
-
 
 std::string DirName(const std::string& path) {
   size_t p = path.find_last_of('/');

@@ -27,12 +27,18 @@ std::string NormalizeDomain(const std::string& d) { return d == "ai.onnx" ? "" :
 
 const char* TypeCaseName(onnx::TypeProto::ValueCase c) {
   switch (c) {
-    case onnx::TypeProto::kSequenceType: return "sequence";
-    case onnx::TypeProto::kMapType: return "map";
-    case onnx::TypeProto::kOptionalType: return "optional";
-    case onnx::TypeProto::kSparseTensorType: return "sparse tensor";
-    case onnx::TypeProto::kOpaqueType: return "opaque";
-    default: return "unknown";
+    case onnx::TypeProto::kSequenceType:
+      return "sequence";
+    case onnx::TypeProto::kMapType:
+      return "map";
+    case onnx::TypeProto::kOptionalType:
+      return "optional";
+    case onnx::TypeProto::kSparseTensorType:
+      return "sparse tensor";
+    case onnx::TypeProto::kOpaqueType:
+      return "opaque";
+    default:
+      return "unknown";
   }
 }
 
@@ -93,8 +99,8 @@ class Importer {
   // The graph's initializers, inputs, nodes, outputs and value_info, in that order.
   void ReadGraph(onnx::GraphProto& gp) {
     if (gp.sparse_initializer_size() > 0)
-      throw UnsupportedError(what_ + ": sparse initializers are not supported ('" + gp.sparse_initializer(0).values().name() +
-                             "')");
+      throw UnsupportedError(what_ + ": sparse initializers are not supported ('" +
+                             gp.sparse_initializer(0).values().name() + "')");
     ReadInitializers(gp);
     ReadInputs(gp);
     ReadNodes(gp);
@@ -137,7 +143,8 @@ class Importer {
     if (tp.value_case() == onnx::TypeProto::VALUE_NOT_SET) return true;
     if (tp.value_case() != onnx::TypeProto::kTensorType) {
       if (strict)
-        throw UnsupportedError(context + " has a non-tensor type (" + std::string(TypeCaseName(tp.value_case())) + "), which is not supported");
+        throw UnsupportedError(context + " has a non-tensor type (" + std::string(TypeCaseName(tp.value_case())) +
+                               "), which is not supported");
       return false;
     }
     const auto& tt = tp.tensor_type();
@@ -200,29 +207,50 @@ class Importer {
 
   Attribute ReadAttribute(const onnx::AttributeProto& ap, const std::string& node_desc) {
     int type = ap.type();
-    if (!ap.ref_attr_name().empty()) type = -1;  // function-body reference: keep opaque
+    if (!ap.ref_attr_name().empty()) type = -1;     // function-body reference: keep opaque
     if (type == onnx::AttributeProto::UNDEFINED) {  // very old writers: infer from the field that is set
-      if (ap.has_f()) type = onnx::AttributeProto::FLOAT;
-      else if (ap.has_i()) type = onnx::AttributeProto::INT;
-      else if (ap.has_s()) type = onnx::AttributeProto::STRING;
-      else if (ap.has_t()) type = onnx::AttributeProto::TENSOR;
-      else if (ap.has_g()) type = onnx::AttributeProto::GRAPH;
-      else if (ap.floats_size()) type = onnx::AttributeProto::FLOATS;
-      else if (ap.ints_size()) type = onnx::AttributeProto::INTS;
-      else if (ap.strings_size()) type = onnx::AttributeProto::STRINGS;
-      else if (ap.tensors_size()) type = onnx::AttributeProto::TENSORS;
-      else if (ap.graphs_size()) type = onnx::AttributeProto::GRAPHS;
+      if (ap.has_f())
+        type = onnx::AttributeProto::FLOAT;
+      else if (ap.has_i())
+        type = onnx::AttributeProto::INT;
+      else if (ap.has_s())
+        type = onnx::AttributeProto::STRING;
+      else if (ap.has_t())
+        type = onnx::AttributeProto::TENSOR;
+      else if (ap.has_g())
+        type = onnx::AttributeProto::GRAPH;
+      else if (ap.floats_size())
+        type = onnx::AttributeProto::FLOATS;
+      else if (ap.ints_size())
+        type = onnx::AttributeProto::INTS;
+      else if (ap.strings_size())
+        type = onnx::AttributeProto::STRINGS;
+      else if (ap.tensors_size())
+        type = onnx::AttributeProto::TENSORS;
+      else if (ap.graphs_size())
+        type = onnx::AttributeProto::GRAPHS;
     }
     Attribute a;
     switch (type) {
-      case onnx::AttributeProto::FLOAT: a = Attribute::Float(ap.f()); break;
-      case onnx::AttributeProto::INT: a = Attribute::Int(ap.i()); break;
-      case onnx::AttributeProto::STRING: a = Attribute::String(ap.s()); break;
-      case onnx::AttributeProto::TENSOR:
-        a = Attribute::TensorValue(TensorFromProto(ap.t(), base_dir_, what_, node_desc + ": attribute '" + ap.name() + "'"));
+      case onnx::AttributeProto::FLOAT:
+        a = Attribute::Float(ap.f());
         break;
-      case onnx::AttributeProto::FLOATS: a = Attribute::Floats({ap.floats().begin(), ap.floats().end()}); break;
-      case onnx::AttributeProto::INTS: a = Attribute::Ints({ap.ints().begin(), ap.ints().end()}); break;
+      case onnx::AttributeProto::INT:
+        a = Attribute::Int(ap.i());
+        break;
+      case onnx::AttributeProto::STRING:
+        a = Attribute::String(ap.s());
+        break;
+      case onnx::AttributeProto::TENSOR:
+        a = Attribute::TensorValue(
+            TensorFromProto(ap.t(), base_dir_, what_, node_desc + ": attribute '" + ap.name() + "'"));
+        break;
+      case onnx::AttributeProto::FLOATS:
+        a = Attribute::Floats({ap.floats().begin(), ap.floats().end()});
+        break;
+      case onnx::AttributeProto::INTS:
+        a = Attribute::Ints({ap.ints().begin(), ap.ints().end()});
+        break;
       case onnx::AttributeProto::STRINGS:
         a.kind = Attribute::Kind::kStrings;
         a.strings.assign(ap.strings().begin(), ap.strings().end());
@@ -230,8 +258,9 @@ class Importer {
       case onnx::AttributeProto::TENSORS:
         a.kind = Attribute::Kind::kTensors;
         for (int i = 0; i < ap.tensors_size(); ++i)
-          a.tensors.push_back(TensorFromProto(ap.tensors(i), base_dir_, what_,
-                                              node_desc + ": attribute '" + ap.name() + "'[" + std::to_string(i) + "]"));
+          a.tensors.push_back(
+              TensorFromProto(ap.tensors(i), base_dir_, what_,
+                              node_desc + ": attribute '" + ap.name() + "'[" + std::to_string(i) + "]"));
         break;
       case onnx::AttributeProto::GRAPH:
         a.kind = Attribute::Kind::kGraph;
@@ -260,7 +289,8 @@ class Importer {
       std::string name = np.name();
       if (name.empty()) {
         name = np.op_type() + "_" + std::to_string(idx);
-        for (int k = 1; node_names.count(name); ++k) name = np.op_type() + "_" + std::to_string(idx) + "_" + std::to_string(k);
+        for (int k = 1; node_names.count(name); ++k)
+          name = np.op_type() + "_" + std::to_string(idx) + "_" + std::to_string(k);
         node_names.insert(name);
       }
       const std::string domain = NormalizeDomain(np.domain());
@@ -293,7 +323,8 @@ class Importer {
       n->doc_string = np.doc_string();
       for (const auto& ap : np.attribute()) {
         if (ap.name().empty()) throw Error(what_ + ": " + desc + ": an attribute has no name");
-        if (n->attrs.count(ap.name())) throw Error(what_ + ": " + desc + ": attribute '" + ap.name() + "' is given twice");
+        if (n->attrs.count(ap.name()))
+          throw Error(what_ + ": " + desc + ": attribute '" + ap.name() + "' is given twice");
         n->attrs.emplace(ap.name(), ReadAttribute(ap, desc));
       }
       for (const auto& out : np.output())
@@ -342,7 +373,7 @@ class Importer {
   const std::string& base_dir_;
   const std::string& what_;
   Graph& g_;
-  std::vector<const Graph*> outers_;  // enclosing graphs of a TrainingInfoProto graph
+  std::vector<const Graph*> outers_;                      // enclosing graphs of a TrainingInfoProto graph
   std::unordered_map<std::string, std::string> defined_;  // value name -> what defines it
 };
 
@@ -377,7 +408,8 @@ Value* BindingNext(Graph& sub, const Graph* main, const std::string& name, const
       return v;
     }
   }
-  throw Error(context + ": '" + name + "' is not an output of the " + (main ? "algorithm or of the model" : "initialization graph"));
+  throw Error(context + ": '" + name + "' is not an output of the " +
+              (main ? "algorithm or of the model" : "initialization graph"));
 }
 
 // Reads TrainingInfoProto i into g.training_info.
@@ -401,8 +433,9 @@ void ReadTrainingInfo(onnx::TrainingInfoProto& tp, int index, Graph& g, const st
   auto bind = [&](Graph* sub, const auto& entries, const std::string& field, bool algorithm) {
     for (int i = 0; i < entries.size(); ++i) {
       const std::string context = where + "." + field + "[" + std::to_string(i) + "]";
-      if (!sub) throw Error(context + ": binding '" + entries.Get(i).key() + "' but the training info has no " +
-                            (algorithm ? "algorithm" : "initialization") + " graph");
+      if (!sub)
+        throw Error(context + ": binding '" + entries.Get(i).key() + "' but the training info has no " +
+                    (algorithm ? "algorithm" : "initialization") + " graph");
       const auto& e = entries.Get(i);
       if (algorithm && !keys.insert(e.key()).second)
         throw Error(context + ": '" + e.key() + "' is bound twice (each variable is updated at most once)");
@@ -453,8 +486,10 @@ void WriteValueInfo(const Value* v, const std::string& name, onnx::ValueInfoProt
   auto* sh = tt->mutable_shape();
   for (const Dim& d : v->shape.dims()) {
     auto* dp = sh->add_dim();
-    if (d.is_static()) dp->set_dim_value(d.value);
-    else if (!d.symbol.empty()) dp->set_dim_param(d.symbol);
+    if (d.is_static())
+      dp->set_dim_value(d.value);
+    else if (!d.symbol.empty())
+      dp->set_dim_param(d.symbol);
   }
 }
 
@@ -466,13 +501,23 @@ void WriteAttribute(const std::string& key, const Attribute& a, const Node& n, o
         throw Error(n.Describe() + ": attribute '" + key + "' cannot be exported (no serialized form)");
       ap->set_name(key);
       return;
-    default: break;
+    default:
+      break;
   }
   ap->set_name(key);
   switch (a.kind) {
-    case Attribute::Kind::kFloat: ap->set_type(onnx::AttributeProto::FLOAT); ap->set_f(a.f); break;
-    case Attribute::Kind::kInt: ap->set_type(onnx::AttributeProto::INT); ap->set_i(a.i); break;
-    case Attribute::Kind::kString: ap->set_type(onnx::AttributeProto::STRING); ap->set_s(a.s); break;
+    case Attribute::Kind::kFloat:
+      ap->set_type(onnx::AttributeProto::FLOAT);
+      ap->set_f(a.f);
+      break;
+    case Attribute::Kind::kInt:
+      ap->set_type(onnx::AttributeProto::INT);
+      ap->set_i(a.i);
+      break;
+    case Attribute::Kind::kString:
+      ap->set_type(onnx::AttributeProto::STRING);
+      ap->set_s(a.s);
+      break;
     case Attribute::Kind::kTensor:
       ap->set_type(onnx::AttributeProto::TENSOR);
       TensorToProto(a.t, "", ap->mutable_t());
@@ -493,7 +538,8 @@ void WriteAttribute(const std::string& key, const Attribute& a, const Node& n, o
       ap->set_type(onnx::AttributeProto::TENSORS);
       for (const auto& t : a.tensors) TensorToProto(t, "", ap->add_tensors());
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -505,7 +551,7 @@ std::unique_ptr<Graph> ParseModelBytes(const uint8_t* data, size_t size, const s
                                        const std::string& what) {
   if (size > static_cast<size_t>(INT_MAX))
     throw Error(io::OneLine(what + ": model file is larger than 2 GiB (" + std::to_string(size) +
-                                     " bytes); store its weights as external data"));
+                            " bytes); store its weights as external data"));
   onnx::ModelProto m;
   if (!onnx_detail::ParseProto(data, size, &m))
     throw Error(io::OneLine(what + ": not a valid ONNX model (protobuf parse failed)"));
@@ -513,7 +559,8 @@ std::unique_ptr<Graph> ParseModelBytes(const uint8_t* data, size_t size, const s
   Importer imp(base_dir, what, *g);
   try {
     imp.Run(m);
-    for (int i = 0; i < m.training_info_size(); ++i) ReadTrainingInfo(*m.mutable_training_info(i), i, *g, base_dir, what);
+    for (int i = 0; i < m.training_info_size(); ++i)
+      ReadTrainingInfo(*m.mutable_training_info(i), i, *g, base_dir, what);
   } catch (const UnsupportedError& e) {
     throw UnsupportedError(io::OneLine(e.what()));
   } catch (const Error& e) {

@@ -56,7 +56,8 @@ std::string Inflate(const uint8_t* src, uint64_t n, uint64_t expected, const std
           zs.avail_out = 1;
           ret = inflate(&zs, Z_NO_FLUSH);
           if (ret == Z_STREAM_END && zs.avail_out == 1) break;
-          if (zs.avail_out == 0) throw Error(what + ": deflated data is larger than its declared size " + std::to_string(expected));
+          if (zs.avail_out == 0)
+            throw Error(what + ": deflated data is larger than its declared size " + std::to_string(expected));
           if (ret == Z_BUF_ERROR && zs.avail_in == 0 && fed >= n) throw Error(what + ": deflated data is truncated");
           if (ret != Z_OK) throw Error(what + ": corrupt deflated data");
           continue;
@@ -123,7 +124,8 @@ std::vector<NamedTensor> ParseZip(const uint8_t* p, size_t n, const std::string&
     uint64_t comp = Rd32(c + 20), uncomp = Rd32(c + 24);
     uint16_t name_len = Rd16(c + 28), extra_len = Rd16(c + 30), comment_len = Rd16(c + 32);
     uint64_t local = Rd32(c + 42);
-    if (cd_end - pos - 46 < uint64_t(name_len) + extra_len + comment_len) throw bad("central directory entry truncated");
+    if (cd_end - pos - 46 < uint64_t(name_len) + extra_len + comment_len)
+      throw bad("central directory entry truncated");
     std::string name(reinterpret_cast<const char*>(c + 46), name_len);
     // ZIP64 extended information: the 64-bit values of the fields that hold 0xFFFFFFFF, in this order.
     const uint8_t* x = c + 46 + name_len;
@@ -151,7 +153,8 @@ std::vector<NamedTensor> ParseZip(const uint8_t* p, size_t n, const std::string&
     if (local > n || n - local < 30 || Rd32(p + local) != kLocalSig) throw bad("bad local header for '" + name + "'");
     uint64_t data = local + 30 + Rd16(p + local + 26) + Rd16(p + local + 28);
     if (data > n || comp > n - data) throw Error(member + ": data lies beyond the end of the file");
-    std::string key = name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0 ? name.substr(0, name.size() - 4) : name;
+    std::string key =
+        name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0 ? name.substr(0, name.size() - 4) : name;
     if (!names.insert(key).second) throw Error(member + " appears twice");
     NamedTensor nt;
     nt.name = key;
@@ -277,8 +280,10 @@ void WriteNpz(const std::string& path, const std::vector<NamedTensor>& tensors, 
       ce.method = 0;
       if (compress) {
         body = Deflate(npy, path);
-        if (body.size() < npy.size()) ce.method = 8;
-        else body.clear();
+        if (body.size() < npy.size())
+          ce.method = 8;
+        else
+          body.clear();
       }
       const std::string& payload = ce.method == 8 ? body : npy;
       ce.comp = payload.size();
@@ -332,9 +337,9 @@ void WriteNpz(const std::string& path, const std::vector<NamedTensor>& tensors, 
       Put32(h, ce.uncomp >= 0xffffffffu ? 0xffffffffu : static_cast<uint32_t>(ce.uncomp));
       Put16(h, static_cast<uint32_t>(ce.name.size()));
       Put16(h, static_cast<uint32_t>(z64extra.size()));
-      Put16(h, 0);           // comment
-      Put16(h, 0);           // disk
-      Put16(h, 0);           // internal attributes
+      Put16(h, 0);               // comment
+      Put16(h, 0);               // disk
+      Put16(h, 0);               // internal attributes
       Put32(h, 0100644u << 16);  // external attributes: regular file, -rw-r--r--
       Put32(h, ce.offset >= 0xffffffffu ? 0xffffffffu : static_cast<uint32_t>(ce.offset));
       h += ce.name;

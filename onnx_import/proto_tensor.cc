@@ -1,10 +1,9 @@
 #include "onnx_import/proto_tensor.h"
 
 #include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <google/protobuf/io/coded_stream.h>
 
 #include <cerrno>
 #include <climits>
@@ -22,20 +21,34 @@ namespace {
 
 std::string OnnxTypeName(int64_t e) {
   switch (e) {
-    case 8: return "string";
-    case 14: return "complex64";
-    case 15: return "complex128";
-    case 17: return "float8e4m3fn";
-    case 18: return "float8e4m3fnuz";
-    case 19: return "float8e5m2";
-    case 20: return "float8e5m2fnuz";
-    case 21: return "uint4";
-    case 22: return "int4";
-    case 23: return "float4e2m1";
-    case 24: return "float8e8m0";
-    case 25: return "uint2";
-    case 26: return "int2";
-    default: return "dtype(" + std::to_string(e) + ")";
+    case 8:
+      return "string";
+    case 14:
+      return "complex64";
+    case 15:
+      return "complex128";
+    case 17:
+      return "float8e4m3fn";
+    case 18:
+      return "float8e4m3fnuz";
+    case 19:
+      return "float8e5m2";
+    case 20:
+      return "float8e5m2fnuz";
+    case 21:
+      return "uint4";
+    case 22:
+      return "int4";
+    case 23:
+      return "float4e2m1";
+    case 24:
+      return "float8e8m0";
+    case 25:
+      return "uint2";
+    case 26:
+      return "int2";
+    default:
+      return "dtype(" + std::to_string(e) + ")";
   }
 }
 
@@ -176,8 +189,10 @@ template <typename Dst, typename Field>
 void CopyField(const Field& f, Tensor* t) {
   Dst* d = t->data<Dst>();
   for (int i = 0; i < f.size(); ++i) {
-    if constexpr (std::is_same_v<Dst, bool>) d[i] = f.Get(i) != 0;
-    else d[i] = static_cast<Dst>(f.Get(i));
+    if constexpr (std::is_same_v<Dst, bool>)
+      d[i] = f.Get(i) != 0;
+    else
+      d[i] = static_cast<Dst>(f.Get(i));
   }
 }
 
@@ -205,8 +220,7 @@ Tensor TensorFromProto(const onnx::TensorProto& tp, const std::string& base_dir,
   if (dims.size() > 64) throw Error(context + ": rank " + std::to_string(dims.size()) + " is too large");
   size_t nbytes = CheckedBytes(dims, dt, context);
   if (tp.has_segment()) throw UnsupportedError(context + ": segmented tensors are not supported");
-  if (tp.data_location() == onnx::TensorProto::EXTERNAL)
-    return ReadExternal(tp, dt, dims, nbytes, base_dir, context);
+  if (tp.data_location() == onnx::TensorProto::EXTERNAL) return ReadExternal(tp, dt, dims, nbytes, base_dir, context);
   if (tp.has_raw_data()) {
     if (tp.raw_data().size() != nbytes)
       throw Error(context + ": " + Declared(dims, dt, nbytes) + " but raw_data has " +
@@ -220,39 +234,78 @@ Tensor TensorFromProto(const onnx::TensorProto& tp, const std::string& base_dir,
   size_t count = 0;
   const char* field = "";
   switch (dt) {
-    case DataType::kFloat32: count = tp.float_data_size(); field = "float_data"; break;
-    case DataType::kFloat64: count = tp.double_data_size(); field = "double_data"; break;
-    case DataType::kInt64: count = tp.int64_data_size(); field = "int64_data"; break;
+    case DataType::kFloat32:
+      count = tp.float_data_size();
+      field = "float_data";
+      break;
+    case DataType::kFloat64:
+      count = tp.double_data_size();
+      field = "double_data";
+      break;
+    case DataType::kInt64:
+      count = tp.int64_data_size();
+      field = "int64_data";
+      break;
     case DataType::kUint32:
-    case DataType::kUint64: count = tp.uint64_data_size(); field = "uint64_data"; break;
-    default: count = tp.int32_data_size(); field = "int32_data"; break;
+    case DataType::kUint64:
+      count = tp.uint64_data_size();
+      field = "uint64_data";
+      break;
+    default:
+      count = tp.int32_data_size();
+      field = "int32_data";
+      break;
   }
   // All-empty dims with zero elements and no data is fine; otherwise the counts must agree exactly.
   if (count != numel) {
     bool has_any = tp.float_data_size() || tp.double_data_size() || tp.int64_data_size() || tp.uint64_data_size() ||
                    tp.int32_data_size() || tp.string_data_size();
-    if (!has_any && numel > 0)
-      throw Error(context + ": " + Declared(dims, dt, nbytes) + " but the tensor has no data");
-    throw Error(context + ": declared " + DimsToString(dims) + " " + DataTypeName(dt) + " = " +
-                std::to_string(numel) + " elements but " + field + " has " + std::to_string(count));
+    if (!has_any && numel > 0) throw Error(context + ": " + Declared(dims, dt, nbytes) + " but the tensor has no data");
+    throw Error(context + ": declared " + DimsToString(dims) + " " + DataTypeName(dt) + " = " + std::to_string(numel) +
+                " elements but " + field + " has " + std::to_string(count));
   }
   Tensor t(dt, dims);
   if (numel == 0) return t;
   switch (dt) {
-    case DataType::kFloat32: CopyField<float>(tp.float_data(), &t); break;
-    case DataType::kFloat64: CopyField<double>(tp.double_data(), &t); break;
-    case DataType::kInt64: CopyField<int64_t>(tp.int64_data(), &t); break;
-    case DataType::kUint32: CopyField<uint32_t>(tp.uint64_data(), &t); break;
-    case DataType::kUint64: CopyField<uint64_t>(tp.uint64_data(), &t); break;
-    case DataType::kInt32: CopyField<int32_t>(tp.int32_data(), &t); break;
-    case DataType::kInt16: CopyField<int16_t>(tp.int32_data(), &t); break;
-    case DataType::kUint16: CopyField<uint16_t>(tp.int32_data(), &t); break;
-    case DataType::kInt8: CopyField<int8_t>(tp.int32_data(), &t); break;
-    case DataType::kUint8: CopyField<uint8_t>(tp.int32_data(), &t); break;
-    case DataType::kBool: CopyField<bool>(tp.int32_data(), &t); break;
+    case DataType::kFloat32:
+      CopyField<float>(tp.float_data(), &t);
+      break;
+    case DataType::kFloat64:
+      CopyField<double>(tp.double_data(), &t);
+      break;
+    case DataType::kInt64:
+      CopyField<int64_t>(tp.int64_data(), &t);
+      break;
+    case DataType::kUint32:
+      CopyField<uint32_t>(tp.uint64_data(), &t);
+      break;
+    case DataType::kUint64:
+      CopyField<uint64_t>(tp.uint64_data(), &t);
+      break;
+    case DataType::kInt32:
+      CopyField<int32_t>(tp.int32_data(), &t);
+      break;
+    case DataType::kInt16:
+      CopyField<int16_t>(tp.int32_data(), &t);
+      break;
+    case DataType::kUint16:
+      CopyField<uint16_t>(tp.int32_data(), &t);
+      break;
+    case DataType::kInt8:
+      CopyField<int8_t>(tp.int32_data(), &t);
+      break;
+    case DataType::kUint8:
+      CopyField<uint8_t>(tp.int32_data(), &t);
+      break;
+    case DataType::kBool:
+      CopyField<bool>(tp.int32_data(), &t);
+      break;
     case DataType::kFloat16:
-    case DataType::kBFloat16: CopyBits16(tp.int32_data(), &t); break;
-    default: throw UnsupportedError(context + ": data type " + DataTypeName(dt) + " is not supported");
+    case DataType::kBFloat16:
+      CopyBits16(tp.int32_data(), &t);
+      break;
+    default:
+      throw UnsupportedError(context + ": data type " + DataTypeName(dt) + " is not supported");
   }
   return t;
 }

@@ -152,8 +152,10 @@ class HeaderParser {
       r.push_back(v);
       if (r.size() > 64) Fail("rank too large");
       Ws();
-      if (Peek() == ',') ++i_;
-      else if (Peek() != ')') Fail("expected ',' or ')' in the shape");
+      if (Peek() == ',')
+        ++i_;
+      else if (Peek() != ')')
+        Fail("expected ',' or ')' in the shape");
     }
   }
 

@@ -106,7 +106,8 @@ StepOutputNames AttachStepGraph(Graph& model, const Graph& step, const StepOutpu
   for (auto [n, key, dst] : {std::tuple{&names.lr, kLrKey, &out.lr}, std::tuple{&names.step, kStepKey, &out.step}}) {
     if (n->empty()) continue;
     const Value* v = model.FindValue(*n);
-    if (!v || !v->is_initializer()) throw Error("step graph: its " + std::string(key) + " state '" + *n + "' is not an initializer");
+    if (!v || !v->is_initializer())
+      throw Error("step graph: its " + std::string(key) + " state '" + *n + "' is not an initializer");
     SetMetadata(model, key, *n);
     *dst = *n;
   }
@@ -129,11 +130,11 @@ std::unique_ptr<Graph> CombinedStepGraph(const Graph& model, StepOutputNames* na
     throw UnsupportedError(what + ": the model has " + std::to_string(model.training_info.size()) +
                            " training_info entries; only one is supported");
   const Graph::TrainingInfo& ti = model.training_info[0];
-  if (!ti.algorithm || ti.algorithm->nodes().empty())
-    throw Error(what + ": training_info[0] has no algorithm graph");
+  if (!ti.algorithm || ti.algorithm->nodes().empty()) throw Error(what + ": training_info[0] has no algorithm graph");
   if (ti.initialization && !ti.initialization->nodes().empty())
-    throw UnsupportedError(what + ": training_info[0].initialization is not supported (the initializers are used as "
-                                  "they are)");
+    throw UnsupportedError(what +
+                           ": training_info[0].initialization is not supported (the initializers are used as "
+                           "they are)");
   const Graph& alg = *ti.algorithm;
   auto g = std::make_unique<Graph>();
   g->name = model.name;

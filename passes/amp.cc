@@ -96,8 +96,10 @@ class Painter {
       bool any_half = false, all_ok = true;
       for (const Value* v : n->inputs) {
         if (!v || !f32_.count(v)) continue;
-        if (v->producer && c.half.count(v->producer)) any_half = true;
-        else if (!(v->is_initializer() && !v->producer)) all_ok = false;
+        if (v->producer && c.half.count(v->producer))
+          any_half = true;
+        else if (!(v->is_initializer() && !v->producer))
+          all_ok = false;
       }
       if (any_half && all_ok) c.half.insert(n);
     }
@@ -222,8 +224,8 @@ bool AmpPass::Run(Graph& g) {
     for (int i = 0; i < static_cast<int>(n->inputs.size()); ++i) {
       Value* v = n->inputs[i];
       if (!v || !f32.count(v)) continue;
-      const bool keep = s && std::find(s->amp_fp32_inputs.begin(), s->amp_fp32_inputs.end(), i) !=
-                                 s->amp_fp32_inputs.end();
+      const bool keep =
+          s && std::find(s->amp_fp32_inputs.begin(), s->amp_fp32_inputs.end(), i) != s->amp_fp32_inputs.end();
       const DataType want = half && !keep ? H : DataType::kFloat32;
       if (v->dtype != want) {
         g.SetInput(n, i, cast_to(v, want));
@@ -324,8 +326,7 @@ std::string FormatAmpReport(const AmpReport& r, DataType half) {
   }
   std::snprintf(line, sizeof line, "%-28s %8d %8d\n", "total", th, tf);
   out += line;
-  out += "Casts inserted: " + std::to_string(r.casts_inserted) + " (" + std::to_string(r.casts_folded) +
-         " folded)\n";
+  out += "Casts inserted: " + std::to_string(r.casts_inserted) + " (" + std::to_string(r.casts_folded) + " folded)\n";
   return out;
 }
 

@@ -31,7 +31,7 @@
 namespace ot {
 
 struct AmpOptions {
-  DataType half = DataType::kUndefined;  // kFloat16 or kBFloat16; kUndefined: the pass does nothing
+  DataType half = DataType::kUndefined;      // kFloat16 or kBFloat16; kUndefined: the pass does nothing
   std::vector<std::string> keep_fp32_ops;    // --keep-fp32 OP,...
   std::vector<std::string> keep_fp32_nodes;  // --keep-fp32-node NAME,...
 };

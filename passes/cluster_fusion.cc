@@ -24,9 +24,12 @@ FuseMode ParseFuseMode(const std::string& s) {
 
 const char* FuseModeName(FuseMode m) {
   switch (m) {
-    case FuseMode::kOff: return "off";
-    case FuseMode::kLite: return "lite";
-    case FuseMode::kFull: return "full";
+    case FuseMode::kOff:
+      return "off";
+    case FuseMode::kLite:
+      return "lite";
+    case FuseMode::kFull:
+      return "full";
   }
   return "?";
 }
@@ -40,8 +43,7 @@ std::string Label(const Node* n) { return n->op_type + " " + n->name; }
 // The state of the contraction: kernels in topological order, their cluster ids, and the clusters' members.
 class Clustering {
  public:
-  Clustering(const Graph& g, const FuseOptions& opts, const FusionSizes& sizes)
-      : g_(g), opts_(opts), sizes_(sizes) {
+  Clustering(const Graph& g, const FuseOptions& opts, const FusionSizes& sizes) : g_(g), opts_(opts), sizes_(sizes) {
     dims_.reserve(sizes.values.size());
     for (const auto& [v, f] : sizes.values) dims_[v] = &f.dims;  // hashed: every program build asks for each value
     for (const Value* v : g.outputs) is_output_.insert(v);
@@ -98,11 +100,15 @@ class Clustering {
         bool esc = is_output_.count(v) > 0, shape_read = false;
         for (const Use& u : v->uses) {
           if (in.count(u.node)) continue;
-          if (ReadsOnlyShape(u.node)) shape_read = true;
-          else esc = true;
+          if (ReadsOnlyShape(u.node))
+            shape_read = true;
+          else
+            esc = true;
         }
-        if (esc) out.push_back(v);
-        else if (shape_read) shape_only.push_back(v);
+        if (esc)
+          out.push_back(v);
+        else if (shape_read)
+          shape_only.push_back(v);
       }
     for (const Value* v : shape_only)
       if (!ShapeTwin(members, v, out)) out.push_back(v);
@@ -117,7 +123,8 @@ class Clustering {
   }
 
   // A value of v's shape that the fused node of `members` reads from outside or stores (`escapes`), or null.
-  const Value* ShapeTwin(const std::vector<int>& members, const Value* v, const std::vector<const Value*>& escapes) const {
+  const Value* ShapeTwin(const std::vector<int>& members, const Value* v,
+                         const std::vector<const Value*>& escapes) const {
     const ValueDims* d = Dims(v);
     if (!d) return nullptr;
     // Inside one cluster every value broadcasts to the domain, so a dim > 1 that two of them share concretely is the
@@ -399,8 +406,8 @@ bool ClusterFusionPass::Run(Graph& g) {
           if (!inside.count(u.node)) readers += (readers.empty() ? "" : ", ") + u.node->op_type;
         which += (which.empty() ? "" : "; ") + v->name + (readers.empty() ? " (a step output)" : " read by " + readers);
       }
-      return no("lite: " + std::to_string(built.outputs.size()) + " values would leave the cluster (full allows it): " +
-                which);
+      return no("lite: " + std::to_string(built.outputs.size()) +
+                " values would leave the cluster (full allows it): " + which);
     }
     const int operands = static_cast<int>(built.inputs.size() + built.outputs.size());
     if (operands > opts_.limits.operands)
@@ -486,8 +493,10 @@ bool ClusterFusionPass::Run(Graph& g) {
   for (const auto& n : g.nodes()) {
     list_pos[n.get()] = static_cast<int>(list_pos.size());
     prev[n.get()] = tail;
-    if (tail) next[tail] = n.get();
-    else head = n.get();
+    if (tail)
+      next[tail] = n.get();
+    else
+      head = n.get();
     tail = n.get();
   }
   if (tail) next[tail] = nullptr;
@@ -537,7 +546,8 @@ bool ClusterFusionPass::Run(Graph& g) {
           for (const Use& u : uses) {
             if (in.count(u.node)) continue;
             const Value* twin = cl.ShapeTwin(members, v, escapes);
-            if (!twin) throw Error("cluster fusion: no value of the shape of '" + v->name + "' for " + u.node->Describe());
+            if (!twin)
+              throw Error("cluster fusion: no value of the shape of '" + v->name + "' for " + u.node->Describe());
             g.SetInput(u.node, u.input_index, const_cast<Value*>(twin));
           }
         }
@@ -584,8 +594,9 @@ std::string FormatFusionReport(const FusionReport& r, int max_refused) {
   if (r.memory_budget > 0) out += " (budget " + mb(r.memory_budget) + ")";
   out += "\n";
   if (r.budget_unreachable)
-    out += "  the budget is below what fusion and recomputation can reach; only merges that do not raise the peak were "
-           "made\n";
+    out +=
+        "  the budget is below what fusion and recomputation can reach; only merges that do not raise the peak were "
+        "made\n";
   else if (r.memory_budget > 0 && r.peak_before > r.memory_budget)
     out += "  the budget is below the unfused step's planned peak: met by fusion and recomputing saved values\n";
   for (const std::string& v : r.rematerialized) out += "  recomputed: " + v + "\n";

@@ -42,7 +42,7 @@ const char* FuseModeName(FuseMode m);
 
 struct FuseOptions {
   FuseMode mode = FuseMode::kLite;
-  int64_t memory_budget = 0;    // bytes; <= 0: no limit
+  int64_t memory_budget = 0;  // bytes; <= 0: no limit
   // What one fused kernel may take (kernel_common/cluster_resources.h estimates a program's CUDA cost): inputs +
   // outputs (a CUDA kernel's parameter budget), registers per thread (more spills, or halves occupancy below 25% on
   // a 64K-register SM) and shared memory per block.
@@ -54,8 +54,8 @@ struct FuseOptions {
     // bound keeps fusion linear in the graph (each merge rebuilds the cluster's program).
     int nodes = 64;
   } limits;
-  double margin = 0.1;          // a merge may touch this much more than its parts
-  bool epilogues = true;        // full: also fold clusters into GEMM and conv epilogues (passes/fuse_epilogue.h)
+  double margin = 0.1;    // a merge may touch this much more than its parts
+  bool epilogues = true;  // full: also fold clusters into GEMM and conv epilogues (passes/fuse_epilogue.h)
   // lite, full: fold ReluGrad into max pooling's gradient, Relu and bias sums into batch norm, residual sums into
   // layer norm (passes/fuse_pool_relu.h, passes/fuse_batch_norm.h, passes/fuse_residual_norm.h): CPU kernels
   bool kernel_folds = true;
@@ -78,23 +78,23 @@ struct FusionSizes {
     std::vector<std::pair<int, int>> views;    // (output index, input index): the output is the input's bytes
   };
   std::map<const Node*, KernelFacts> kernels;  // nodes that run as kernels (the others are folded constants)
-  int64_t planned_peak = 0;  // the runtime's planned peak of the step (bytes)
+  int64_t planned_peak = 0;                    // the runtime's planned peak of the step (bytes)
 };
 
 struct FusedCluster {
   // "cluster": a FusedElementwise node (or, under full, an epilogue); "fold": ops taken into a norm kernel
   // (passes/fold_report.h), named after the norm node, its outputs those of the norm.
   std::string kind = "cluster";
-  std::string name;                  // the FusedElementwise node
-  std::vector<std::string> ops;      // "Op node-name" of each member
+  std::string name;              // the FusedElementwise node
+  std::vector<std::string> ops;  // "Op node-name" of each member
   int inputs = 0, outputs = 0;
   int64_t input_bytes = 0, output_bytes = 0;
-  int64_t saved_bytes = 0;           // bytes of the values it keeps internal, each written once and read once
-  std::string program;               // text form
+  int64_t saved_bytes = 0;  // bytes of the values it keeps internal, each written once and read once
+  std::string program;      // text form
 };
 
 struct RefusedMerge {
-  std::string producer, consumer;    // a node of each side
+  std::string producer, consumer;  // a node of each side
   std::string reason;
 };
 
@@ -106,7 +106,7 @@ struct FusionReport {
   // The budget is below the unfused step's planned peak and what fusion and rematerialization reached (executor/
   // fusion.h: from the final plan); only merges that do not raise the peak were made.
   bool budget_unreachable = false;
-  int fused_nodes = 0;                      // nodes replaced
+  int fused_nodes = 0;  // nodes replaced
   std::vector<FusedCluster> clusters;
   std::vector<RefusedMerge> refused;
   std::vector<std::string> rematerialized;  // values recomputed to meet the budget (passes/rematerialize.h)

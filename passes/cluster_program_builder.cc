@@ -24,20 +24,33 @@ void SetClusterAttributes(Node* f, const cluster::Program& p, const std::vector<
 
 bool ToClusterType(DataType t, cluster::DType* out) {
   switch (t) {
-    case DataType::kFloat32: *out = cluster::DType::kF32; return true;
-    case DataType::kFloat16: *out = cluster::DType::kF16; return true;
-    case DataType::kBFloat16: *out = cluster::DType::kBF16; return true;
-    case DataType::kBool: *out = cluster::DType::kBool; return true;
-    default: return false;
+    case DataType::kFloat32:
+      *out = cluster::DType::kF32;
+      return true;
+    case DataType::kFloat16:
+      *out = cluster::DType::kF16;
+      return true;
+    case DataType::kBFloat16:
+      *out = cluster::DType::kBF16;
+      return true;
+    case DataType::kBool:
+      *out = cluster::DType::kBool;
+      return true;
+    default:
+      return false;
   }
 }
 
 DataType FromClusterType(cluster::DType t) {
   switch (t) {
-    case cluster::DType::kF32: return DataType::kFloat32;
-    case cluster::DType::kF16: return DataType::kFloat16;
-    case cluster::DType::kBF16: return DataType::kBFloat16;
-    case cluster::DType::kBool: return DataType::kBool;
+    case cluster::DType::kF32:
+      return DataType::kFloat32;
+    case cluster::DType::kF16:
+      return DataType::kFloat16;
+    case cluster::DType::kBF16:
+      return DataType::kBFloat16;
+    case cluster::DType::kBool:
+      return DataType::kBool;
   }
   return DataType::kUndefined;
 }
@@ -206,7 +219,8 @@ class Builder : public ClusterBuilder {
     const ValueDims* in = dims_(node_->inputs[0]);
     if (!in || in->dims != out_.domain)
       throw NotFusible(node_->Describe() + ": reduces a value that is not the cluster's whole domain");
-    if (static_cast<int>(axes.size()) != reduce_axes_ && !(axes.empty() && reduce_axes_ == static_cast<int>(in->dims.size())))
+    if (static_cast<int>(axes.size()) != reduce_axes_ &&
+        !(axes.empty() && reduce_axes_ == static_cast<int>(in->dims.size())))
       throw NotFusible(node_->Describe() + ": reduces other axes than the cluster's rows");
     if (out_.program.code[a].row) throw NotFusible(node_->Describe() + ": reduces a row value");
     cluster::Instr ins;
@@ -281,7 +295,8 @@ BuiltCluster BuildClusterProgram(const Graph& g, const std::vector<const Node*>&
         if (!d) throw NotFusible("the dims of '" + v->name + "' are not known");
         cluster::DType t;
         if (!ToClusterType(d->dtype, &t)) return;
-        if (Numel(d->dims) > Numel(out.domain) || (Numel(d->dims) == Numel(out.domain) && d->dims.size() > out.domain.size()))
+        if (Numel(d->dims) > Numel(out.domain) ||
+            (Numel(d->dims) == Numel(out.domain) && d->dims.size() > out.domain.size()))
           out.domain = d->dims;
       };
       for (const Value* v : n->inputs) consider(v);
@@ -323,7 +338,8 @@ BuiltCluster BuildClusterProgram(const Graph& g, const std::vector<const Node*>&
         std::vector<int64_t> kept = out.domain;
         for (int k = 0; k < reduce_axes; ++k) kept[kept.size() - 1 - k] = 1;
         std::vector<int64_t> dropped(out.domain.begin(), out.domain.end() - reduce_axes);
-        if (d->dims == kept) keep = 1;
+        if (d->dims == kept)
+          keep = 1;
         else if (d->dims != dropped)
           throw NotFusible("'" + v->name + "' " + DimsToString(d->dims) + " is neither full nor one per row");
       } else if (d->dims != out.domain) {

@@ -12,7 +12,7 @@ namespace ot {
 
 namespace {
 constexpr double kHalfMax = 65504.0;
-constexpr double kHalfMinNormal = 6.103515625e-05;  // 2^-14
+constexpr double kHalfMinNormal = 6.103515625e-05;            // 2^-14
 constexpr double kHalfMinSubnormal = 5.9604644775390625e-08;  // 2^-24
 
 std::string Num(double v) {
@@ -41,7 +41,8 @@ bool Fp16RangePass::Run(Graph& g) {
     if (is_cast && n->attr_int("to", 0) == static_cast<int64_t>(DataType::kFloat16) && n->inputs[0]) {
       Value* c = n->inputs[0];
       const Tensor* t = nullptr;
-      if (c->is_initializer() && !state.count(c)) t = c->initializer.get();
+      if (c->is_initializer() && !state.count(c))
+        t = c->initializer.get();
       else if (c->producer && c->producer->op_type == "Constant" && c->producer->has_attr("value"))
         t = &c->producer->attr("value")->t;
       if (!t || !IsFloat(t->dtype()) || t->dtype() == DataType::kFloat16) continue;
@@ -63,8 +64,10 @@ bool Fp16RangePass::Run(Graph& g) {
       Tensor fixed(t->dtype(), t->dims());
       for (int64_t i = 0; i < count; ++i) {
         double v = t->GetDouble(i);
-        if (std::isfinite(v) && std::fabs(v) > kHalfMax) v = std::copysign(opts_.infinity, v);
-        else if (tiny) v = std::copysign(opts_.epsilon, v);
+        if (std::isfinite(v) && std::fabs(v) > kHalfMax)
+          v = std::copysign(opts_.infinity, v);
+        else if (tiny)
+          v = std::copysign(opts_.epsilon, v);
         fixed.SetDouble(i, v);
       }
       Value* nv = g.AddInitializer(g.UniqueName(c->name + ".fp16_range"), std::move(fixed));

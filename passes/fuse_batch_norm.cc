@@ -5,8 +5,8 @@
 #include <set>
 #include <unordered_map>
 
-#include "graph/infer_util.h"
 #include "graph/graph.h"
+#include "graph/infer_util.h"
 #include "passes/fold_report.h"
 #include "passes/fuse_util.h"
 
@@ -98,8 +98,9 @@ bool BatchNormFoldPass::Run(Graph& g) {
           if (!later) extended = rep.bytes(r);
         }
         if (opts_.memory_budget > 0 && extended > 0 && peak_ + extended > opts_.memory_budget) {
-          rep.Refuse(rg, bg, "keeping Relu's output alive until BatchNormGrad (+" + std::to_string(extended) +
-                                 " bytes) would pass the memory budget");
+          rep.Refuse(rg, bg,
+                     "keeping Relu's output alive until BatchNormGrad (+" + std::to_string(extended) +
+                         " bytes) would pass the memory budget");
         } else {
           peak_ += extended;
           const std::string rg_label = FoldReport::Label(rg);
@@ -143,8 +144,9 @@ bool BatchNormFoldPass::Run(Graph& g) {
       continue;
     }
     if (d[1] < 2 || spatial < 16) {
-      rep.Refuse(bg, sum, "ReduceSum sums " + DimsToString(d) +
-                              " in another order than plane by plane (one channel, or planes under 16 elements)");
+      rep.Refuse(bg, sum,
+                 "ReduceSum sums " + DimsToString(d) +
+                     " in another order than plane by plane (one channel, or planes under 16 elements)");
       continue;
     }
     Value* out = sum->outputs[0];

@@ -102,7 +102,8 @@ bool FuseBiasGradPass::Run(Graph& g) {
       const Node* anchor = nullptr;
       bool after = false;
       for (const auto& n : g.nodes()) {
-        if (n.get() == gemm) after = true;
+        if (n.get() == gemm)
+          after = true;
         else if (after && n.get() != r) {
           anchor = n.get();
           break;

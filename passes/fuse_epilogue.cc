@@ -80,7 +80,8 @@ bool EpiloguePass::Run(Graph& g) {
     for (size_t i = 0; i < d->dims.size(); ++i) {
       if (d->dims[i] != 1) continue;
       const int r = static_cast<int>(d->dims.size());
-      if (!v->shape.known_rank() || !w->shape.known_rank() || v->shape.rank() != r || w->shape.rank() != r) return false;
+      if (!v->shape.known_rank() || !w->shape.known_rank() || v->shape.rank() != r || w->shape.rank() != r)
+        return false;
       const Dim &a = v->shape[static_cast<int>(i)], &b = w->shape[static_cast<int>(i)];
       if (!(a.is_static() && b.is_static() && a.value == 1 && b.value == 1)) return false;
     }
@@ -109,7 +110,8 @@ bool EpiloguePass::Run(Graph& g) {
       refuse("B " + DimsToString(bd->dims) + " is batched (only B [K, N] folds)");
       continue;
     }
-    if (yd->dtype != DataType::kFloat32 && yd->dtype != DataType::kFloat16 && yd->dtype != DataType::kBFloat16) continue;
+    if (yd->dtype != DataType::kFloat32 && yd->dtype != DataType::kFloat16 && yd->dtype != DataType::kBFloat16)
+      continue;
 
     // C's program, its inputs and outputs.
     cluster::Program p;
@@ -175,8 +177,10 @@ bool EpiloguePass::Run(Graph& g) {
     bool shape_reads = false;
     for (const Use& u : y->uses) {
       if (u.node == c) continue;
-      if (reads_only_shape(u.node)) shape_reads = true;
-      else y_store = true;
+      if (reads_only_shape(u.node))
+        shape_reads = true;
+      else
+        y_store = true;
     }
     Value* twin = nullptr;
     bool twin_is_input = false;
@@ -237,7 +241,8 @@ bool EpiloguePass::Run(Graph& g) {
     // Y lowers (or keeps) the live bytes at every step in between.
     if (!y_store && extended <= Bytes(*yd)) extended = 0;
     if (opts_.memory_budget > 0 && extended > 0 && report_->peak_after + extended > opts_.memory_budget) {
-      refuse(std::string("keeping the ") + (conv ? "convolution's" : "GEMM's") + " inputs alive until the cluster runs (+" + std::to_string(extended) +
+      refuse(std::string("keeping the ") + (conv ? "convolution's" : "GEMM's") +
+             " inputs alive until the cluster runs (+" + std::to_string(extended) +
              " bytes) would pass the memory budget");
       continue;
     }
@@ -273,7 +278,8 @@ bool EpiloguePass::Run(Graph& g) {
     {
       bool after = false;
       for (const auto& n : g.nodes()) {
-        if (n.get() == c) after = true;
+        if (n.get() == c)
+          after = true;
         else if (after && n.get() != G) {
           anchor = n.get();
           break;
@@ -314,7 +320,7 @@ bool EpiloguePass::Run(Graph& g) {
     fc.name = name;
     fc.program = f->attrs["program"].s;
     report_->saved_bytes += fc.saved_bytes;
-    report_->peak_after += extended;  // an upper bound: the inputs' bytes held over the whole interval
+    report_->peak_after += extended;             // an upper bound: the inputs' bytes held over the whole interval
     report_->fused_nodes += IsFused(c) ? 1 : 2;  // a FusedElementwise's members were counted by the cluster pass
     report_->clusters.push_back(std::move(fc));
     changed = true;

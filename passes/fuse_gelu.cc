@@ -78,7 +78,8 @@ bool MatchTail(const Graph& g, Node* f, Match& m) {
   if (!other) return false;
   if (other == m.x) {  // Mul(x, a), then * 0.5 or / 2
     Node* last = OnlyUser(g, n1->outputs[0]);
-    if (!last || !(WithConstant(last, "Mul", 0.5) == n1->outputs[0] || WithConstant(last, "Div", 2.0) == n1->outputs[0]))
+    if (!last ||
+        !(WithConstant(last, "Mul", 0.5) == n1->outputs[0] || WithConstant(last, "Div", 2.0) == n1->outputs[0]))
       return false;
     m.nodes.push_back(last);
     return true;

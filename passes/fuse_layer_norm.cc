@@ -73,10 +73,15 @@ bool MatchFromSub(const Graph& g, Node* sub, Match& m) {
   Node* div = nullptr;
   for (const Use& u : d->uses) {
     Node* n = u.node;
-    if (IsOp(n, "Div") && u.input_index == 0 && !div) div = n;
-    else if (IsOp(n, "Pow") && u.input_index == 0 && n->inputs.size() == 2 && Near(ScalarConstant(n->inputs[1]), 2.0) && !sq) sq = n;
-    else if (IsOp(n, "Mul") && n->inputs.size() == 2 && n->inputs[0] == d && n->inputs[1] == d && (!sq || sq == n)) sq = n;
-    else return false;
+    if (IsOp(n, "Div") && u.input_index == 0 && !div)
+      div = n;
+    else if (IsOp(n, "Pow") && u.input_index == 0 && n->inputs.size() == 2 && Near(ScalarConstant(n->inputs[1]), 2.0) &&
+             !sq)
+      sq = n;
+    else if (IsOp(n, "Mul") && n->inputs.size() == 2 && n->inputs[0] == d && n->inputs[1] == d && (!sq || sq == n))
+      sq = n;
+    else
+      return false;
   }
   if (!sq || !div) return false;
   const size_t expected_uses = IsOp(sq, "Mul") ? 3 : 2;

@@ -26,7 +26,7 @@ class FuseMatMulBiasPass : public Pass {
  public:
   std::string name() const override { return "fuse_matmul_bias"; }
   bool Run(Graph& g) override;
-  int gemms() const { return gemms_; }              // after Run: MatMul + Add -> Gemm rewrites
+  int gemms() const { return gemms_; }                  // after Run: MatMul + Add -> Gemm rewrites
   int matmul_biases() const { return matmul_biases_; }  // ... -> MatMulBias rewrites (with or without ReLU)
 
  private:

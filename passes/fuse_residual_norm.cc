@@ -65,8 +65,9 @@ bool ResidualNormFoldPass::Run(Graph& g) {
     }
     const int64_t more = extended(x, add, ln) + (r != x ? extended(r, add, ln) : 0);
     if (opts_.memory_budget > 0 && more > 0 && peak_ + more > opts_.memory_budget) {
-      rep.Refuse(add, ln, "keeping the Add's operands alive until the norm (+" + std::to_string(more) +
-                              " bytes) would pass the memory budget");
+      rep.Refuse(add, ln,
+                 "keeping the Add's operands alive until the norm (+" + std::to_string(more) +
+                     " bytes) would pass the memory budget");
       continue;
     }
     peak_ += more;
@@ -88,8 +89,8 @@ bool ResidualNormFoldPass::Run(Graph& g) {
 
   for (Node* lg : nodes) {
     // grad: LayerNormGrad -> Sum.
-    if (!lg || lg->domain != kInternalDomain || lg->op_type != "LayerNormGrad" || !rep.kernel(lg) ||
-        lg->has_input(5) || lg->outputs.empty())
+    if (!lg || lg->domain != kInternalDomain || lg->op_type != "LayerNormGrad" || !rep.kernel(lg) || lg->has_input(5) ||
+        lg->outputs.empty())
       continue;
     Value* dx = lg->outputs[0];
     if (!fuse::Private(g, dx)) continue;

@@ -85,8 +85,7 @@ inline void RemoveMatched(Graph& g, const std::vector<Node*>& nodes) {
   std::vector<Node*> consts;
   for (Node* n : nodes)
     for (Value* in : n->inputs)
-      if (in && IsOp(in->producer, "Constant") &&
-          std::find(consts.begin(), consts.end(), in->producer) == consts.end())
+      if (in && IsOp(in->producer, "Constant") && std::find(consts.begin(), consts.end(), in->producer) == consts.end())
         consts.push_back(in->producer);
   for (Node* n : nodes) g.RemoveNode(n);
   for (Node* c : consts)

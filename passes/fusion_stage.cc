@@ -49,12 +49,16 @@ PassManager FusionPipeline(FusionBuild& b) {
     return changed;
   });
   // Only under a budget the fused step does not meet (report.peak_after: the cluster pass's model of the plan).
-  pm.Add("rematerialize", [&b](Graph& g) {
-    if (b.report.peak_after <= b.opts.memory_budget) return false;
-    return RematerializePass(b.opts.memory_budget, b.sizes, &b.report).Run(g);
-  }, "", o.memory_budget > 0);
-  pm.Add("fuse_epilogue", [&b](Graph& g) { return EpiloguePass(b.opts, b.sizes, &b.report).Run(g); }, "",
-         o.mode == FuseMode::kFull && o.epilogues);
+  pm.Add(
+      "rematerialize",
+      [&b](Graph& g) {
+        if (b.report.peak_after <= b.opts.memory_budget) return false;
+        return RematerializePass(b.opts.memory_budget, b.sizes, &b.report).Run(g);
+      },
+      "", o.memory_budget > 0);
+  pm.Add(
+      "fuse_epilogue", [&b](Graph& g) { return EpiloguePass(b.opts, b.sizes, &b.report).Run(g); }, "",
+      o.mode == FuseMode::kFull && o.epilogues);
   return pm;
 }
 

@@ -73,7 +73,8 @@ void ExpandOne(Graph& g, Node* gn) {
   const std::set<const Value*> dep = Dependents(g, x_vals);
   for (Value* z : z_vals)
     if (dep.count(z))
-      throw UnsupportedError(desc + ": z '" + z->name + "' depends on an x (stopping the gradient at z is not supported)");
+      throw UnsupportedError(desc + ": z '" + z->name +
+                             "' depends on an x (stopping the gradient at z is not supported)");
 
   // The Gradient node goes first: its outputs stay as values that the new nodes produce.
   const std::string gname = gn->name;

@@ -12,7 +12,8 @@ bool IsScalarFloat(const Value* v) {
 
 std::string OutputList(const Graph& g) {
   std::string s;
-  for (const Value* v : g.outputs) s += (s.empty() ? "" : ", ") + v->name + " " + DataTypeName(v->dtype) + v->shape.ToString();
+  for (const Value* v : g.outputs)
+    s += (s.empty() ? "" : ", ") + v->name + " " + DataTypeName(v->dtype) + v->shape.ToString();
   return s;
 }
 }  // namespace
@@ -22,7 +23,8 @@ bool LossPass::Run(Graph& g) {
   if (opts_.kind.empty()) {
     if (!opts_.output.empty()) {
       const Value* v = g.FindValue(opts_.output);
-      if (!v) throw Error("--loss-output: the model has no value '" + opts_.output + "' (outputs: " + OutputList(g) + ")");
+      if (!v)
+        throw Error("--loss-output: the model has no value '" + opts_.output + "' (outputs: " + OutputList(g) + ")");
       if (!IsScalarFloat(v))
         throw Error("--loss-output: '" + opts_.output + "' is " + DataTypeName(v->dtype) + v->shape.ToString() +
                     ", not a scalar float");

@@ -27,10 +27,14 @@ void Validate(const LossScaleOptions& o) {
 
 const char* LossScaleModeName(LossScaleMode m) {
   switch (m) {
-    case LossScaleMode::kAuto: return "auto";
-    case LossScaleMode::kNone: return "none";
-    case LossScaleMode::kStatic: return "static";
-    case LossScaleMode::kDynamic: return "dynamic";
+    case LossScaleMode::kAuto:
+      return "auto";
+    case LossScaleMode::kNone:
+      return "none";
+    case LossScaleMode::kStatic:
+      return "static";
+    case LossScaleMode::kDynamic:
+      return "dynamic";
   }
   return "?";
 }
@@ -51,7 +55,8 @@ bool LossScalingPass::Run(Graph& g) {
   if (!seed_ || g.FindValue(seed_->name) != seed_)
     throw Error("loss-scaling: the loss gradient seed is not a value of this graph");
   if (!IsFloat(seed_->dtype)) throw Error("loss-scaling: the loss gradient seed '" + seed_->name + "' is not float");
-  if (static_cast<int>(opt->inputs.size()) != l.num_inputs() || static_cast<int>(opt->outputs.size()) != l.num_outputs())
+  if (static_cast<int>(opt->inputs.size()) != l.num_inputs() ||
+      static_cast<int>(opt->outputs.size()) != l.num_outputs())
     throw Error("loss-scaling: " + opt->Describe() + " has operands its attributes do not describe");
 
   Tensor s(DataType::kFloat32, {});

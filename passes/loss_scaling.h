@@ -37,11 +37,11 @@ LossScaleMode ResolveLossScale(LossScaleMode m, DataType half);
 
 struct LossScaleOptions {
   LossScaleMode mode = LossScaleMode::kNone;
-  double init = 65536;        // the initial scale (static: the fixed scale)
-  double factor = 2;          // growth factor after growth_interval finite steps
-  double backoff = 0.5;       // factor on overflow
+  double init = 65536;   // the initial scale (static: the fixed scale)
+  double factor = 2;     // growth factor after growth_interval finite steps
+  double backoff = 0.5;  // factor on overflow
   int64_t growth_interval = 2000;
-  int64_t overflows = 1;      // overflows before backing off
+  int64_t overflows = 1;  // overflows before backing off
   double min_scale = 1;
 };
 

@@ -28,10 +28,10 @@ struct Region {
 };
 
 struct Liveness {
-  std::vector<int> start, end;   // per buffer (arena buffers only)
-  std::vector<int> shares;       // per buffer: the buffer whose memory it took, or -1
-  std::vector<int> root;         // per buffer: the first buffer of its group
-  std::vector<Region> regions;   // groups (one per root) then workspaces
+  std::vector<int> start, end;  // per buffer (arena buffers only)
+  std::vector<int> shares;      // per buffer: the buffer whose memory it took, or -1
+  std::vector<int> root;        // per buffer: the first buffer of its group
+  std::vector<Region> regions;  // groups (one per root) then workspaces
   int64_t resident = 0;
   int64_t saved = 0;
 };
@@ -62,8 +62,8 @@ Liveness Analyze(const std::vector<PlanBuffer>& bufs, const std::vector<PlanStep
   // Readers extend a lifetime (a caller's `last` may be stale); a read before the write is an error.
   for (int s = 0; s < ns; ++s) {
     for (int b : steps[s].inputs) {
-      if (b < -1 || b >= nb) Bad("step " + std::to_string(s) + " reads buffer " + std::to_string(b) + " of " +
-                                 std::to_string(nb));
+      if (b < -1 || b >= nb)
+        Bad("step " + std::to_string(s) + " reads buffer " + std::to_string(b) + " of " + std::to_string(nb));
       if (b < 0 || bufs[b].resident) continue;
       if (bufs[b].def > s || (bufs[b].def == s && !std::count(steps[s].outputs.begin(), steps[s].outputs.end(), b)))
         Bad("step " + std::to_string(s) + " reads buffer " + std::to_string(b) + " before step " +
@@ -71,8 +71,8 @@ Liveness Analyze(const std::vector<PlanBuffer>& bufs, const std::vector<PlanStep
       L.end[b] = std::max(L.end[b], s);
     }
     for (int b : steps[s].outputs)
-      if (b < -1 || b >= nb) Bad("step " + std::to_string(s) + " writes buffer " + std::to_string(b) + " of " +
-                                 std::to_string(nb));
+      if (b < -1 || b >= nb)
+        Bad("step " + std::to_string(s) + " writes buffer " + std::to_string(b) + " of " + std::to_string(nb));
     if (steps[s].workspace < 0) Bad("step " + std::to_string(s) + " has a negative workspace");
   }
   // In-place takers and views, in step order: a group grows one member at a time; gend[root] is the last step
@@ -260,15 +260,17 @@ MemoryPlan PlanMemoryArena(const std::vector<PlanBuffer>& bufs, const std::vecto
   p.inplace_saved_bytes = L.saved;
   p.peak_live_bytes = L.resident + Sweep(L.regions, ns, &p.peak_step);
 
-  std::vector<int64_t> off = L.regions.size() > static_cast<size_t>(best_fit_limit) ? PlaceByTime(L.regions, ns)
-                                                                                   : PlaceBestFit(L.regions);
+  std::vector<int64_t> off =
+      L.regions.size() > static_cast<size_t>(best_fit_limit) ? PlaceByTime(L.regions, ns) : PlaceBestFit(L.regions);
   for (size_t k = 0; k < off.size(); ++k) p.arena_bytes = std::max(p.arena_bytes, off[k] + L.regions[k].size);
   p.offsets.assign(bufs.size(), -1);
   p.workspace_offsets.assign(steps.size(), -1);
   std::vector<int64_t> root_off(bufs.size(), -1);
   for (size_t k = 0; k < L.regions.size(); ++k) {
-    if (L.regions[k].buf >= 0) root_off[L.regions[k].buf] = off[k];
-    else p.workspace_offsets[L.regions[k].step] = off[k];
+    if (L.regions[k].buf >= 0)
+      root_off[L.regions[k].buf] = off[k];
+    else
+      p.workspace_offsets[L.regions[k].step] = off[k];
   }
   for (size_t b = 0; b < bufs.size(); ++b)
     if (!bufs[b].resident) p.offsets[b] = root_off[L.root[b]];

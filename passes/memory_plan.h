@@ -35,19 +35,19 @@ struct PlanBuffer {
 };
 
 struct PlanStep {
-  std::vector<int> inputs, outputs;               // buffer indices (-1 = absent)
-  int64_t workspace = 0;                          // bytes the kernel needs while it runs
-  std::vector<std::pair<int, int>> inplace;       // (output buffer, input buffer) pairs the kernel allows
-  std::vector<std::pair<int, int>> views;         // (output buffer, input buffer): the output is the input's bytes
+  std::vector<int> inputs, outputs;          // buffer indices (-1 = absent)
+  int64_t workspace = 0;                     // bytes the kernel needs while it runs
+  std::vector<std::pair<int, int>> inplace;  // (output buffer, input buffer) pairs the kernel allows
+  std::vector<std::pair<int, int>> views;    // (output buffer, input buffer): the output is the input's bytes
 };
 
 struct MemoryPlan {
-  std::vector<int64_t> offsets;     // per buffer; -1 for resident buffers
-  std::vector<int> shares;          // per buffer: the buffer whose memory it reuses in place, or -1
+  std::vector<int64_t> offsets;            // per buffer; -1 for resident buffers
+  std::vector<int> shares;                 // per buffer: the buffer whose memory it reuses in place, or -1
   std::vector<int64_t> workspace_offsets;  // per step; -1 when the step has no workspace
   int64_t arena_bytes = 0;
   int64_t resident_bytes = 0;
-  int64_t peak_live_bytes = 0;      // resident + the largest live arena bytes (workspaces included)
+  int64_t peak_live_bytes = 0;  // resident + the largest live arena bytes (workspaces included)
   int peak_step = -1;
   int64_t inplace_saved_bytes = 0;  // bytes of the outputs that took an input's memory (in place or as a view)
 };

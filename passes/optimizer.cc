@@ -1,7 +1,5 @@
 #include "passes/optimizer.h"
 
-#include "kernel_common/optim_math.h"
-
 #include <algorithm>
 #include <cmath>
 
@@ -9,16 +7,20 @@
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/ops/optimizer_layout.h"
+#include "kernel_common/optim_math.h"
 
 namespace ot {
 
 namespace {
 int StatesPerParam(OptimizerKind k) {
   switch (k) {
-    case OptimizerKind::kSgd: return 0;
+    case OptimizerKind::kSgd:
+      return 0;
     case OptimizerKind::kMomentum:
-    case OptimizerKind::kNesterov: return 1;
-    default: return 2;
+    case OptimizerKind::kNesterov:
+      return 1;
+    default:
+      return 2;
   }
 }
 }  // namespace
@@ -31,12 +33,18 @@ OptimizerKind ParseOptimizerKind(const std::string& s) {
 
 const char* OptimizerKindName(OptimizerKind k) {
   switch (k) {
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kMomentum: return "momentum";
-    case OptimizerKind::kNesterov: return "nesterov";
-    case OptimizerKind::kAdam: return "adam";
-    case OptimizerKind::kAdamW: return "adamw";
-    case OptimizerKind::kLamb: return "lamb";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kMomentum:
+      return "momentum";
+    case OptimizerKind::kNesterov:
+      return "nesterov";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+    case OptimizerKind::kLamb:
+      return "lamb";
   }
   return "?";
 }
@@ -86,7 +94,8 @@ bool OptimizerPass::Run(Graph& g) {
   std::vector<Value*> inputs = {lr_, step_};
   std::vector<Value*> states, outputs;
   for (Value* p : params_) {
-    if (!p || !p->initializer) throw Error("optimizer: parameter '" + (p ? p->name : std::string("?")) + "' is not an initializer");
+    if (!p || !p->initializer)
+      throw Error("optimizer: parameter '" + (p ? p->name : std::string("?")) + "' is not an initializer");
     inputs.push_back(p);
   }
   for (Value* gr : grads_) inputs.push_back(gr);
@@ -129,8 +138,8 @@ bool OptimizerPass::Run(Graph& g) {
     node_->attrs["total_steps"] = Attribute::Int(opts_.total_steps);
   }
   Tensor hp(DataType::kFloat64, {6});
-  const double hv[6] = {opts_.beta1, opts_.beta2, opts_.Eps(), opts_.WeightDecay(), opts_.momentum,
-                        opts_.clip_grad_norm};
+  const double hv[6] = {opts_.beta1,         opts_.beta2,    opts_.Eps(),
+                        opts_.WeightDecay(), opts_.momentum, opts_.clip_grad_norm};
   for (int i = 0; i < 6; ++i) hp.SetDouble(i, hv[i]);
   node_->attrs["hyperparameters"] = Attribute::TensorValue(std::move(hp));
   InferNode(*node_);

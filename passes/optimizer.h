@@ -23,13 +23,11 @@
 
 namespace ot {
 
-
 // "sgd" | "momentum" | "nesterov" | "adam" | "adamw" | "lamb"; throws Error naming the choices otherwise.
 OptimizerKind ParseOptimizerKind(const std::string& s);
 const char* OptimizerKindName(OptimizerKind k);
 // "constant" | "linear" | "cosine" -> 0 | 1 | 2; throws Error naming the choices otherwise.
 int ParseLrSchedule(const std::string& s);
-
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kAdam;
@@ -38,9 +36,9 @@ struct OptimizerOptions {
   // Unset: the default of the optimizer (torch.optim; LAMB: Apex FusedLAMB): eps 1e-8 (lamb 1e-6),
   // weight_decay 0 (adamw and lamb 0.01).
   std::optional<double> eps, weight_decay;
-  double momentum = 0.9;       // momentum and nesterov
-  double clip_grad_norm = 0;   // > 0: clip the global gradient norm to this (torch.nn.utils.clip_grad_norm_)
-  int64_t accumulate = 1;      // --grad-accum K: the update applies the mean gradient of K micro-steps
+  double momentum = 0.9;      // momentum and nesterov
+  double clip_grad_norm = 0;  // > 0: clip the global gradient norm to this (torch.nn.utils.clip_grad_norm_)
+  int64_t accumulate = 1;     // --grad-accum K: the update applies the mean gradient of K micro-steps
   // --lr-schedule constant|linear|cosine (0|1|2, kernel_common/optim_math.h LrScheduleFactor) over total_steps
   // optimizer steps with `warmup` warm-up steps; applied by the update kernel to lr from the step counter.
   int lr_schedule = 0;

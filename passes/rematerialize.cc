@@ -34,9 +34,9 @@ Value* CheapOutput(const Node* n) {
 }
 
 struct Model {
-  std::vector<Node*> order;                    // the kernels in execution order
-  std::unordered_map<const Node*, int> step;   // kernel -> step index
-  std::unordered_map<const Value*, int> buf;   // value -> buffer index
+  std::vector<Node*> order;                   // the kernels in execution order
+  std::unordered_map<const Node*, int> step;  // kernel -> step index
+  std::unordered_map<const Value*, int> buf;  // value -> buffer index
   std::vector<PlanBuffer> bufs;
   std::vector<PlanStep> steps;
 };
@@ -52,9 +52,7 @@ int64_t RematerializePass::Peak(const Graph& g, int* peak_step) const {
     auto it = node_alias_.find(n);
     return it == node_alias_.end() ? n : it->second;
   };
-  auto is_kernel = [&](const Node* n) {
-    return sizes_.kernels.count(orig_n(n)) > 0 || IsFusedKernel(n);
-  };
+  auto is_kernel = [&](const Node* n) { return sizes_.kernels.count(orig_n(n)) > 0 || IsFusedKernel(n); };
   Model m;
   for (Node* n : g.TopologicalOrder())
     if (is_kernel(n)) {
@@ -161,8 +159,10 @@ bool RematerializePass::Run(Graph& g) {
       for (const Use& u : v->uses) {
         if (!step.count(u.node)) continue;
         const int r = step[u.node];
-        if (r <= ps) ++early;
-        else if (first_late < 0 || r < first_late) first_late = r;
+        if (r <= ps)
+          ++early;
+        else if (first_late < 0 || r < first_late)
+          first_late = r;
       }
       if (early == 0 || first_late < 0) continue;
       bool inputs_alive = true;

@@ -42,54 +42,74 @@ PassManager StepPipeline(StepBuild& b) {
   const std::string step = "it makes the training step", mixed = "mixed precision follows --amp";
   b.loss_scaling = ResolveLossScale(o.loss_scale.mode, o.amp.half);
   PassManager pm;
-  pm.Add("training_mode", [](Graph& g) { return TrainingModePass(true).Run(g); }, step);
+  pm.Add(
+      "training_mode", [](Graph& g) { return TrainingModePass(true).Run(g); }, step);
   // Before autodiff, so the fused ops' gradient rules apply.
   pm.Add("pattern_fusion", [](Graph& g) { return RunPatternFusion(g, true); });
-  pm.Add("loss", [&b](Graph& g) {
-    LossPass loss(b.o.loss);
-    const bool changed = loss.Run(g);
-    b.info.loss = loss.loss_name();
-    return changed;
-  }, step);
-  pm.Add("autodiff", [&b](Graph& g) {
-    b.autodiff = std::make_unique<AutodiffPass>(AutodiffOptions{b.info.loss, b.o.freeze});
-    const bool changed = b.autodiff->Run(g);
-    if (b.autodiff->params().empty()) throw Error("no trainable parameter reaches the loss '" + b.info.loss + "'");
-    b.info.params = b.autodiff->params();
-    b.info.seed = b.autodiff->seed();
-    return changed;
-  }, step);
-  pm.Add("optimizer", [&b](Graph& g) {
-    OptimizerPass optimizer(b.o.optimizer, b.autodiff->params(), b.autodiff->grads());
-    const bool changed = optimizer.Run(g);
-    b.info.lr = optimizer.lr();
-    b.info.step = optimizer.step();
-    b.info.grad_norm = optimizer.grad_norm();
-    b.info.skipped = optimizer.skipped();
-    AddOutput(g, g.FindValue(b.info.loss));
-    return changed;
-  }, step);
-  pm.Add("amp", [&b](Graph& g) {
-    AmpPass pass(b.o.amp);
-    const bool changed = pass.Run(g);
-    b.info.amp = pass.report();
-    return changed;
-  }, mixed, amp);
-  pm.Add("fp16_range", [&b](Graph& g) {
-    Fp16RangePass range(b.o.fp16_range);
-    const bool changed = range.Run(g);
-    b.info.fp16_range_changes = range.changes();
-    return changed;
-  }, "", amp && o.amp.half == DataType::kFloat16);
-  pm.Add("master_weights", [](Graph& g) { return MasterWeightsPass().Run(g); }, mixed, amp);
-  pm.Add("loss_scaling", [&b](Graph& g) {
-    LossScaleOptions ls = b.o.loss_scale;
-    ls.mode = b.loss_scaling;
-    LossScalingPass scaling(ls, b.info.seed);
-    const bool changed = scaling.Run(g);
-    b.info.loss_scale = scaling.scale();
-    return changed;
-  }, "use --loss-scale none", b.loss_scaling != LossScaleMode::kNone);
+  pm.Add(
+      "loss",
+      [&b](Graph& g) {
+        LossPass loss(b.o.loss);
+        const bool changed = loss.Run(g);
+        b.info.loss = loss.loss_name();
+        return changed;
+      },
+      step);
+  pm.Add(
+      "autodiff",
+      [&b](Graph& g) {
+        b.autodiff = std::make_unique<AutodiffPass>(AutodiffOptions{b.info.loss, b.o.freeze});
+        const bool changed = b.autodiff->Run(g);
+        if (b.autodiff->params().empty()) throw Error("no trainable parameter reaches the loss '" + b.info.loss + "'");
+        b.info.params = b.autodiff->params();
+        b.info.seed = b.autodiff->seed();
+        return changed;
+      },
+      step);
+  pm.Add(
+      "optimizer",
+      [&b](Graph& g) {
+        OptimizerPass optimizer(b.o.optimizer, b.autodiff->params(), b.autodiff->grads());
+        const bool changed = optimizer.Run(g);
+        b.info.lr = optimizer.lr();
+        b.info.step = optimizer.step();
+        b.info.grad_norm = optimizer.grad_norm();
+        b.info.skipped = optimizer.skipped();
+        AddOutput(g, g.FindValue(b.info.loss));
+        return changed;
+      },
+      step);
+  pm.Add(
+      "amp",
+      [&b](Graph& g) {
+        AmpPass pass(b.o.amp);
+        const bool changed = pass.Run(g);
+        b.info.amp = pass.report();
+        return changed;
+      },
+      mixed, amp);
+  pm.Add(
+      "fp16_range",
+      [&b](Graph& g) {
+        Fp16RangePass range(b.o.fp16_range);
+        const bool changed = range.Run(g);
+        b.info.fp16_range_changes = range.changes();
+        return changed;
+      },
+      "", amp && o.amp.half == DataType::kFloat16);
+  pm.Add(
+      "master_weights", [](Graph& g) { return MasterWeightsPass().Run(g); }, mixed, amp);
+  pm.Add(
+      "loss_scaling",
+      [&b](Graph& g) {
+        LossScaleOptions ls = b.o.loss_scale;
+        ls.mode = b.loss_scaling;
+        LossScalingPass scaling(ls, b.info.seed);
+        const bool changed = scaling.Run(g);
+        b.info.loss_scale = scaling.scale();
+        return changed;
+      },
+      "use --loss-scale none", b.loss_scaling != LossScaleMode::kNone);
   // Last: every Transpose a GEMM reads is written by now (autodiff's, AMP's Casts placed, master copies bound).
   pm.Add("fold_transpose", [](Graph& g) { return FoldTransposePass().Run(g); });
   // After the fold: the weight gradients are the Gemms they will stay.

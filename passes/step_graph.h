@@ -49,18 +49,18 @@ const std::vector<std::string>& OptionalPasses();
 void CheckDisabledPasses(const std::vector<std::string>& names);
 
 struct StepGraphInfo {
-  std::string loss;               // the scalar loss value
-  std::vector<Value*> params;     // trained parameters
-  Value* lr = nullptr;            // base learning rate (state, not updated by the step)
-  Value* step = nullptr;          // optimizer steps taken (state)
-  Value* grad_norm = nullptr;     // outputs of the update
+  std::string loss;            // the scalar loss value
+  std::vector<Value*> params;  // trained parameters
+  Value* lr = nullptr;         // base learning rate (state, not updated by the step)
+  Value* step = nullptr;       // optimizer steps taken (state)
+  Value* grad_norm = nullptr;  // outputs of the update
   Value* skipped = nullptr;
-  Value* seed = nullptr;          // the loss gradient's seed (ones)
-  AmpReport amp;                  // what the amp pass did (empty without --amp)
+  Value* seed = nullptr;                              // the loss gradient's seed (ones)
+  AmpReport amp;                                      // what the amp pass did (empty without --amp)
   LossScaleMode loss_scaling = LossScaleMode::kNone;  // the mode in effect (never kAuto)
-  Value* loss_scale = nullptr;    // the scale state S (with loss scaling)
-  Value* param_norm = nullptr;    // outputs of the update: L2 norm of the parameters after it
-  Value* zero_grad_fraction = nullptr;  // share of this step's gradient elements that are exactly zero
+  Value* loss_scale = nullptr;                        // the scale state S (with loss scaling)
+  Value* param_norm = nullptr;                        // outputs of the update: L2 norm of the parameters after it
+  Value* zero_grad_fraction = nullptr;                // share of this step's gradient elements that are exactly zero
   std::vector<std::string> fp16_range_changes;
 };
 

@@ -34,8 +34,8 @@ std::vector<Tensor> RunOp(const std::string& op_type, const std::vector<Tensor>&
       continue;
     }
     std::string name = "in" + std::to_string(i);
-    bool is_const = std::find(constant_inputs.begin(), constant_inputs.end(), static_cast<int>(i)) !=
-                    constant_inputs.end();
+    bool is_const =
+        std::find(constant_inputs.begin(), constant_inputs.end(), static_cast<int>(i)) != constant_inputs.end();
     Value* v;
     if (is_const) {
       v = g.AddInitializer(name, inputs[i]);
@@ -99,11 +99,13 @@ void ExpectCloseAfterAdam(const Tensor& a, const Tensor& e, double rtol, double 
     const double x = a.GetDouble(i), y = e.GetDouble(i), d = std::fabs(x - y);
     diff2 += d * d;
     ref2 += y * y;
-    if (!(d <= noise_bound)) ADD_FAILURE() << "element " << i << ": got " << x << ", expected " << y << " (past lr x steps)";
+    if (!(d <= noise_bound))
+      ADD_FAILURE() << "element " << i << ": got " << x << ", expected " << y << " (past lr x steps)";
     if (!(d <= atol + rtol * std::fabs(y))) ++outside;
   }
   const int64_t allowed = std::max<int64_t>(1, a.numel() / 1000);
-  EXPECT_LE(outside, allowed) << "elements out of tolerance (rtol " << rtol << ", atol " << atol << ") of " << a.numel();
+  EXPECT_LE(outside, allowed) << "elements out of tolerance (rtol " << rtol << ", atol " << atol << ") of "
+                              << a.numel();
   EXPECT_LE(std::sqrt(diff2), rtol * std::sqrt(ref2)) << "relative difference in norm";
 }
 

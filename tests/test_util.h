@@ -13,13 +13,13 @@
 
 namespace ot::test {
 
-// Runs one node `op_type` (opset `opset` of domain "", or version 1 of a non-empty `domain`) on `inputs` (on `device`, null = the CPU) (an empty Tensor = omitted optional input)
-// with `attrs`; returns its `num_outputs` outputs. Each input is a graph input unless listed in
-// `constant_inputs`, which become initializers (values known at plan time).
+// Runs one node `op_type` (opset `opset` of domain "", or version 1 of a non-empty `domain`) on `inputs` (on `device`,
+// null = the CPU) (an empty Tensor = omitted optional input) with `attrs`; returns its `num_outputs` outputs. Each
+// input is a graph input unless listed in `constant_inputs`, which become initializers (values known at plan time).
 std::vector<Tensor> RunOp(const std::string& op_type, const std::vector<Tensor>& inputs,
                           const std::map<std::string, Attribute>& attrs = {}, int num_outputs = 1, int opset = 17,
-                          const std::vector<int>& constant_inputs = {},
-                          std::shared_ptr<DeviceBackend> device = nullptr, const std::string& domain = "");
+                          const std::vector<int>& constant_inputs = {}, std::shared_ptr<DeviceBackend> device = nullptr,
+                          const std::string& domain = "");
 
 // Fresh random tensors (seeded from the test name and a counter, so reruns repeat but inputs differ).
 Tensor RandomTensor(DataType t, const std::vector<int64_t>& dims, double lo = -1.0, double hi = 1.0);

@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -22,12 +22,12 @@
 
 #include "executor/device.h"
 #include "executor/executor.h"
-#include "training/pipeline.h"
 #include "executor/plan.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "tools/commands.h"
+#include "training/pipeline.h"
 
 namespace fs = std::filesystem;
 
@@ -65,11 +65,17 @@ std::string Compare(const Tensor& actual, const Tensor& expected) {
   for (int64_t i = 0; i < actual.numel(); ++i) {
     double a = actual.GetDouble(i), e = expected.GetDouble(i);
     if (std::isnan(a) || std::isnan(e)) {
-      if (std::isnan(a) != std::isnan(e)) { ++bad; if (first < 0) first = i; }
+      if (std::isnan(a) != std::isnan(e)) {
+        ++bad;
+        if (first < 0) first = i;
+      }
       continue;
     }
     if (std::isinf(e) || std::isinf(a)) {
-      if (a != e) { ++bad; if (first < 0) first = i; }
+      if (a != e) {
+        ++bad;
+        if (first < 0) first = i;
+      }
       continue;
     }
     if (std::fabs(a - e) > 1e-7 + 1e-3 * std::fabs(e)) {
@@ -79,8 +85,8 @@ std::string Compare(const Tensor& actual, const Tensor& expected) {
   }
   if (!bad) return "";
   std::ostringstream s;
-  s << bad << " of " << actual.numel() << " elements differ; first at " << first << ": got "
-    << actual.GetDouble(first) << ", expected " << expected.GetDouble(first);
+  s << bad << " of " << actual.numel() << " elements differ; first at " << first << ": got " << actual.GetDouble(first)
+    << ", expected " << expected.GetDouble(first);
   return s.str();
 }
 
@@ -179,8 +185,8 @@ Result RunModelDir(const fs::path& dir, const CheckOptions& o) {
             return res;
           }
           res.outcome = Outcome::kFail;
-          res.reason = e.path().filename().string() + " output " + std::to_string(i) + " ('" +
-                       g->outputs[i]->name + "'): " + why;
+          res.reason = e.path().filename().string() + " output " + std::to_string(i) + " ('" + g->outputs[i]->name +
+                       "'): " + why;
           return res;
         }
       }
@@ -238,8 +244,10 @@ ChildResult InChild(const std::function<std::string()>& f, int timeout_s) {
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) r.exited_badly = true;
+  if (WIFSIGNALED(status))
+    r.signal = WTERMSIG(status);
+  else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    r.exited_badly = true;
   return r;
 }
 
@@ -283,7 +291,8 @@ std::string ProbeDevice(const CheckOptions& o) {
   if (!o.fork) return open();
   const ChildResult c = InChild(open, 0);
   if (!c.forked) return "";  // no child: let the models report it
-  if (c.signal) return "--device " + o.device + ": opening the device crashed (signal " + std::to_string(c.signal) + ")";
+  if (c.signal)
+    return "--device " + o.device + ": opening the device crashed (signal " + std::to_string(c.signal) + ")";
   return c.msg;
 }
 

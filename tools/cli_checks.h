@@ -2,7 +2,6 @@
 // given), and the output paths checked before any work starts.
 #pragma once
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <string>
 

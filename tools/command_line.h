@@ -2,7 +2,6 @@
 // and runs the chosen command; the CLI fuzzer (tests/fuzz/fuzz_cli.cc) parses arbitrary arguments with it.
 #pragma once
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 
@@ -21,8 +20,8 @@ struct CommandLine {
   PlanOptions plan;
   bool markdown = false, gpu = false;  // ops --markdown, ops --gpu
   CheckOptions check;
-  CLI::App *run_cmd = nullptr, *info_cmd = nullptr, *train_cmd = nullptr, *passes_cmd = nullptr,
-           *plan_cmd = nullptr, *ops_cmd = nullptr, *check_cmd = nullptr;
+  CLI::App *run_cmd = nullptr, *info_cmd = nullptr, *train_cmd = nullptr, *passes_cmd = nullptr, *plan_cmd = nullptr,
+           *ops_cmd = nullptr, *check_cmd = nullptr;
 };
 
 // A fresh command line (CLI11 apps keep what they parsed: one per parse).

@@ -21,7 +21,7 @@ struct CheckOptions {
   bool quiet = false;        // print only failures and the summary
   int timeout_s = 300;       // per model
   int threads = 0;
-  std::string passed_list;   // write the names of passed tests to this file
+  std::string passed_list;     // write the names of passed tests to this file
   std::string device = "cpu";  // executor/device.h's OpenDevice spec: cpu, cuda[:N] or auto
 };
 int Check(const CheckOptions& o);
@@ -30,9 +30,9 @@ int Info(const std::string& model);
 
 struct RunOptions {
   std::string model, data, output;
-  bool profile = false;  // print time per op type
-  std::string fuse = "lite";  // cluster fusion (sized for the data's shapes) after the pattern fusions
-  int repeat = 1;  // > 1: time repeated runs (after one warm-up) and print the median and best
+  bool profile = false;                   // print time per op type
+  std::string fuse = "lite";              // cluster fusion (sized for the data's shapes) after the pattern fusions
+  int repeat = 1;                         // > 1: time repeated runs (after one warm-up) and print the median and best
   std::vector<std::string> disable_pass;  // --disable-pass pattern_fusion|fusion: run the model as exported
 };
 int Run(const RunOptions& o);
@@ -41,7 +41,7 @@ int Run(const RunOptions& o);
 namespace ot {
 class Executor;
 struct KernelEvent;
-}
+}  // namespace ot
 namespace ot::tools {
 // Time per op type and the slowest kernels of the executor's last plan, divided by `runs`.
 void PrintOpProfile(const Executor& ex, double runs);
@@ -59,7 +59,9 @@ int Ops(bool markdown);
 int OpsWithoutGpuKernel();
 }  // namespace ot::tools
 
-namespace ot { struct TrainerOptions; }
+namespace ot {
+struct TrainerOptions;
+}
 namespace ot::tools {
 struct TrainOptions {
   std::string model, data;
@@ -81,17 +83,17 @@ struct TrainOptions {
   int64_t loss_scale_growth_interval = 2000, loss_scale_overflows = 1;
   uint64_t seed = 0;
   std::string fuse = "lite", memory_budget, log_json, save, eval_data;
-  std::vector<std::string> disable_pass;  // --disable-pass NAME[,NAME...]: optional passes left out
-  bool verify_passes = false;             // --verify-passes
-  std::string profile_trace;  // --profile FILE: Chrome trace of one step
-  std::string device = "cpu";  // --device auto|cpu|cuda[:N]
+  std::vector<std::string> disable_pass;     // --disable-pass NAME[,NAME...]: optional passes left out
+  bool verify_passes = false;                // --verify-passes
+  std::string profile_trace;                 // --profile FILE: Chrome trace of one step
+  std::string device = "cpu";                // --device auto|cpu|cuda[:N]
   bool tf32 = false, deterministic = false;  // --tf32, --deterministic (GPU)
   bool cuda_graph = true;  // --no-cuda-graph clears it: replay the steady-state step as a CUDA graph (GPU)
   int streams = 2;         // --streams N: CUDA streams a step's kernels are spread over (GPU; 1: one stream)
   std::string checkpoint, resume;
   bool reset_optimizer = false;   // --reset-optimizer: resume another optimizer's checkpoint, its state afresh
   bool allow_other_data = false;  // --allow-other-data: resume on a data set other than the checkpoint's
-  int64_t checkpoint_every = 0;  // 0: only at the end (and on SIGINT)
+  int64_t checkpoint_every = 0;   // 0: only at the end (and on SIGINT)
 };
 // The Trainer's options from the command line's (total_steps: the run's optimizer steps, for the LR schedule).
 ot::TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps);

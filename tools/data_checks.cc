@@ -46,8 +46,8 @@ void CheckDataFitsStep(const Graph& step, const Arrays& arrays, const std::strin
     const int64_t v = t.GetInt64(i);
     if (v < 0 || v >= classes)
       throw Error(file + ": array '" + o.labels + "' sample " + std::to_string(i / std::max<int64_t>(per, 1)) +
-                  ": label " + std::to_string(v) + " is outside [0, " + std::to_string(classes) + "), the classes of '" +
-                  o.logits + "'");
+                  ": label " + std::to_string(v) + " is outside [0, " + std::to_string(classes) +
+                  "), the classes of '" + o.logits + "'");
   }
 }
 

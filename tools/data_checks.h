@@ -4,8 +4,8 @@
 #pragma once
 #include <string>
 
-#include "training/trainer.h"
 #include "tools/commands.h"
+#include "training/trainer.h"
 
 namespace ot::tools {
 

@@ -1,8 +1,7 @@
 // onnx-train: the command-line front end. See README.md for the command reference.
-#include <CLI/CLI.hpp>
-
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>

@@ -5,22 +5,23 @@
 #include <map>
 #include <memory>
 
-#include "training/pipeline.h"
-#include "training/memory_report.h"
-#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/printer.h"
-#include "tools/cli_checks.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "onnx_import/training_info.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 #include "tools/train_cli.h"
+#include "training/memory_report.h"
+#include "training/pipeline.h"
+#include "training/trainer.h"
 
 namespace ot::tools {
 
 CLI::App* AddPassesCommand(CLI::App& app, PassesOptions& o) {
-  auto* cmd = app.add_subcommand("passes", "Build the training step graph of MODEL; write it as an ONNX training model");
+  auto* cmd =
+      app.add_subcommand("passes", "Build the training step graph of MODEL; write it as an ONNX training model");
   AddTrainOptions(cmd, o.train);
   cmd->add_option("-o,--output", o.output, "STEP.onnx: the model with the step in its TrainingInfoProto")
       ->check(NonEmptyPath());
@@ -46,7 +47,8 @@ int Passes(const PassesOptions& o) {
     for (const std::string& p : known) list += (list.empty() ? "" : ", ") + p;
     throw Error("--dump-after: no pass '" + o.dump_after + "' (" + list + ")");
   }
-  if (!o.fuse_given && (o.dump_after == "fusion" || std::count(fusion_passes.begin(), fusion_passes.end(), o.dump_after)))
+  if (!o.fuse_given &&
+      (o.dump_after == "fusion" || std::count(fusion_passes.begin(), fusion_passes.end(), o.dump_after)))
     throw Error("--dump-after " + o.dump_after + ": give --fuse lite|full (and --batch)");
   if (!o.output.empty()) CheckOutputFile("-o", o.output);
   std::unique_ptr<Graph> model = LoadCheckedModel(t.model);
@@ -80,8 +82,7 @@ int Passes(const PassesOptions& o) {
     } catch (const Error& e) {
       throw Error(t.model + ": " + e.what());
     }
-    if (o.dump_after == "fusion")
-      std::printf("--- after fusion ---\n%s\n", PrintGraph(*step).c_str());
+    if (o.dump_after == "fusion") std::printf("--- after fusion ---\n%s\n", PrintGraph(*step).c_str());
   }
   if (o.dump_after == "step") std::printf("--- step graph ---\n%s\n", PrintGraph(*step).c_str());
 
@@ -108,9 +109,10 @@ int Passes(const PassesOptions& o) {
 
   if (!o.output.empty()) {
     ToInferenceMode(*model);
-    const StepOutputNames names = AttachStepGraph(
-        *model, *step, {info.loss, info.grad_norm ? info.grad_norm->name : "", info.skipped ? info.skipped->name : "",
-                  info.lr ? info.lr->name : "", info.step ? info.step->name : ""});
+    const StepOutputNames names =
+        AttachStepGraph(*model, *step,
+                        {info.loss, info.grad_norm ? info.grad_norm->name : "", info.skipped ? info.skipped->name : "",
+                         info.lr ? info.lr->name : "", info.step ? info.step->name : ""});
     SaveModel(*model, o.output);
     std::printf("wrote %s (loss output '%s' of training_info[0].algorithm)\n", o.output.c_str(), names.loss.c_str());
   }

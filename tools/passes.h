@@ -1,15 +1,13 @@
-// `onnx-train passes MODEL [train options] [-o STEP.onnx] [--dump-after PASS|all] [--fuse lite|full]`: builds the training step graph
-// (passes/step_graph.h), prints a summary (nodes by op, parameters, states) and writes it as a standard ONNX
-// training model (onnx_import/training_info.h: main graph = the model in inference mode plus every training
-// state as an initializer; training_info[0].algorithm = the step; update_binding = (state, next value)).
+// `onnx-train passes MODEL [train options] [-o STEP.onnx] [--dump-after PASS|all] [--fuse lite|full]`: builds the
+// training step graph (passes/step_graph.h), prints a summary (nodes by op, parameters, states) and writes it as a
+// standard ONNX training model (onnx_import/training_info.h: main graph = the model in inference mode plus every
+// training state as an initializer; training_info[0].algorithm = the step; update_binding = (state, next value)).
 #pragma once
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 
 #include "graph/graph.h"
-
 #include "tools/commands.h"
 
 namespace ot::tools {
@@ -28,7 +26,9 @@ int Passes(const PassesOptions& o);
 
 }  // namespace ot::tools
 
-namespace ot { class Trainer; }
+namespace ot {
+class Trainer;
+}
 namespace ot::tools {
 // The Trainer of a model that holds its training step (training_info, as `passes -o` writes it): the step is
 // trained as stored. Train options that would rebuild the step (--loss*, --logits, --labels, --freeze,

@@ -9,16 +9,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "training/pipeline.h"
 #include "executor/host_memory.h"
-#include "training/memory_report.h"
-#include "training/trainer.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "onnx_import/training_info.h"
 #include "tools/commands.h"
 #include "tools/train_cli.h"
+#include "training/memory_report.h"
+#include "training/pipeline.h"
+#include "training/trainer.h"
 
 namespace ot::tools {
 
@@ -32,9 +32,12 @@ struct Setting {
 // From the options (bare --amp is bf16 on the CPU, DESIGN.md).
 Setting FromOptions(const TrainOptions& o) {
   switch (MakeTrainerOptions(o, o.steps).amp.half) {
-    case DataType::kFloat16: return {"fp16", o.optimizer};
-    case DataType::kBFloat16: return {"bf16", o.optimizer};
-    default: return {"fp32", o.optimizer};
+    case DataType::kFloat16:
+      return {"fp16", o.optimizer};
+    case DataType::kBFloat16:
+      return {"bf16", o.optimizer};
+    default:
+      return {"fp32", o.optimizer};
   }
 }
 
@@ -65,7 +68,8 @@ std::string Size(int64_t b) {
 
 std::string Percent(int64_t part, int64_t whole) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+  std::snprintf(buf, sizeof buf, "%.1f%%",
+                whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
   return buf;
 }
 
@@ -89,10 +93,11 @@ void PrintTable(const PlanOptions& o, const Setting& set, const MemoryReport& r)
   row("  of which constants", r.constants);
   row("  of which step outputs", r.step_outputs);
   row("peak", r.peak_bytes);
-  std::printf("\nover the whole step: saved activations %s, arena %s (largest kernel workspace %s, in it); "
-              "declared outside the plan: %s of library heap and result handles\n",
-              Size(r.saved_activations_total).c_str(), Size(r.arena_bytes).c_str(), Size(r.workspace_bytes).c_str(),
-              Size(r.heap_bytes).c_str());
+  std::printf(
+      "\nover the whole step: saved activations %s, arena %s (largest kernel workspace %s, in it); "
+      "declared outside the plan: %s of library heap and result handles\n",
+      Size(r.saved_activations_total).c_str(), Size(r.arena_bytes).c_str(), Size(r.workspace_bytes).c_str(),
+      Size(r.heap_bytes).c_str());
   const int64_t available = AvailableHostMemory();
   if (available > 0 && r.arena_bytes > available)
     std::printf("does not fit: the arena needs %s, this machine has %s available (train and run refuse to start)\n",
@@ -135,13 +140,17 @@ void PrintJson(const PlanOptions& o, const Setting& set, const MemoryReport& r, 
   j["peak_node"] = r.peak_node;
   nlohmann::json largest = nlohmann::json::array();
   for (const SavedActivation& s : r.largest)
-    largest.push_back({{"name", s.name}, {"op", s.op}, {"dtype", DataTypeName(s.dtype)}, {"shape", s.dims},
-                       {"bytes", s.bytes}});
+    largest.push_back(
+        {{"name", s.name}, {"op", s.op}, {"dtype", DataTypeName(s.dtype)}, {"shape", s.dims}, {"bytes", s.bytes}});
   j["largest"] = largest;
   nlohmann::json live = nlohmann::json::array();
   for (const SavedActivation& s : r.live_at_peak)
-    live.push_back({{"name", s.name}, {"op", s.op}, {"dtype", DataTypeName(s.dtype)}, {"shape", s.dims},
-                    {"bytes", s.bytes}, {"part", s.part}});
+    live.push_back({{"name", s.name},
+                    {"op", s.op},
+                    {"dtype", DataTypeName(s.dtype)},
+                    {"shape", s.dims},
+                    {"bytes", s.bytes},
+                    {"part", s.part}});
   j["live_at_peak"] = live;
   nlohmann::json fj;
   fj["mode"] = f.mode.empty() ? "off" : f.mode;
@@ -153,8 +162,13 @@ void PrintJson(const PlanOptions& o, const Setting& set, const MemoryReport& r, 
   fj["fused_ops"] = f.fused_nodes;
   nlohmann::json clusters = nlohmann::json::array();
   for (const FusedCluster& c : f.clusters)
-    clusters.push_back({{"kind", c.kind}, {"name", c.name}, {"ops", c.ops}, {"inputs", c.inputs},
-                        {"outputs", c.outputs}, {"input_bytes", c.input_bytes}, {"output_bytes", c.output_bytes},
+    clusters.push_back({{"kind", c.kind},
+                        {"name", c.name},
+                        {"ops", c.ops},
+                        {"inputs", c.inputs},
+                        {"outputs", c.outputs},
+                        {"input_bytes", c.input_bytes},
+                        {"output_bytes", c.output_bytes},
                         {"saved_bytes", c.saved_bytes}});
   fj["clusters"] = clusters;
   nlohmann::json refused = nlohmann::json::array();

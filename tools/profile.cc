@@ -6,10 +6,9 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "executor/kernel_event.h"
 #include "graph/error.h"
@@ -40,9 +39,9 @@ std::string Precision(const KernelEvent& e) {
 
 // The category of the step summary.
 std::string Kind(const Node& n) {
-  static const std::set<std::string> gemm = {"MatMul",       "Gemm",           "MatMulBias",     "MatMulTrans",
-                                             "GemmSum",      "Conv",           "ConvGradData",   "ConvGradWeight",
-                                             "ConvTranspose", "Einsum",        "MatMulEpilogue", "ConvEpilogue"};
+  static const std::set<std::string> gemm = {"MatMul",        "Gemm",   "MatMulBias",     "MatMulTrans",
+                                             "GemmSum",       "Conv",   "ConvGradData",   "ConvGradWeight",
+                                             "ConvTranspose", "Einsum", "MatMulEpilogue", "ConvEpilogue"};
   if (n.op_type == "Cast") return "casts";
   if (n.op_type == "FusedElementwise") return "fused clusters";
   if (gemm.count(n.op_type)) return "GEMM/conv";
@@ -90,7 +89,10 @@ std::string WriteProfileTrace(const std::string& path, const std::vector<KernelE
   }
   trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "onnx-train step"}}}});
   for (int t : threads)
-    trace.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", t},
+    trace.push_back({{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", 1},
+                     {"tid", t},
                      {"args", {{"name", "worker " + std::to_string(t)}}}});
   nlohmann::json kinds = nlohmann::json::object();
   for (const auto& [k, ms] : by_kind) kinds[k] = {{"kernels", count_kind[k]}, {"ms", ms}};

@@ -31,12 +31,9 @@ std::string DataFingerprint(const Arrays& arrays) {
 
 std::map<std::string, std::string> CheckpointMeta(const TrainOptions& o, int64_t steps_done, int64_t accum,
                                                   const std::string& data_fingerprint) {
-  return {{"step", std::to_string(steps_done)},
-          {"batch", std::to_string(o.batch)},
-          {"grad_accum", std::to_string(accum)},
-          {"seed", std::to_string(o.seed)},
-          {"shuffle", o.no_shuffle ? "0" : "1"},
-          {"data", data_fingerprint}};
+  return {{"step", std::to_string(steps_done)},  {"batch", std::to_string(o.batch)},
+          {"grad_accum", std::to_string(accum)}, {"seed", std::to_string(o.seed)},
+          {"shuffle", o.no_shuffle ? "0" : "1"}, {"data", data_fingerprint}};
 }
 
 int64_t Resume(Trainer& trainer, const TrainOptions& o, int64_t accum, const std::string& data_fingerprint) {

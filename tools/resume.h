@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "training/trainer.h"
 #include "tools/commands.h"
+#include "training/trainer.h"
 
 namespace ot::tools {
 

@@ -6,13 +6,13 @@
 #include <map>
 
 #include "executor/executor.h"
-#include "training/pipeline.h"
 #include "executor/plan.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "tools/cli_checks.h"
 #include "tools/commands.h"
+#include "training/pipeline.h"
 
 namespace ot::tools {
 
@@ -54,7 +54,8 @@ int Run(const RunOptions& o) {
     }
     feeds[nt.name] = std::move(nt.tensor);
   }
-  if (!unused.empty()) std::fprintf(stderr, "note: %s: arrays the model does not read: %s\n", o.data.c_str(), unused.c_str());
+  if (!unused.empty())
+    std::fprintf(stderr, "note: %s: arrays the model does not read: %s\n", o.data.c_str(), unused.c_str());
   for (const Value* v : g->RealInputs())
     if (!feeds.count(v->name))
       throw Error(o.data + ": no array for the model input '" + v->name + "'" +
@@ -87,8 +88,8 @@ int Run(const RunOptions& o) {
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(ms.begin(), ms.end());
-    std::printf("runs: %d  median: %.3f ms  best: %.3f ms  threads: %d  kernels: %lld  arena: %lld bytes\n",
-                o.repeat, ms[ms.size() / 2], ms[0], ThreadCount(), static_cast<long long>(ex.last_kernel_count()),
+    std::printf("runs: %d  median: %.3f ms  best: %.3f ms  threads: %d  kernels: %lld  arena: %lld bytes\n", o.repeat,
+                ms[ms.size() / 2], ms[0], ThreadCount(), static_cast<long long>(ex.last_kernel_count()),
                 static_cast<long long>(ex.last_arena_bytes()));
   }
   if (o.profile) PrintOpProfile(ex, o.repeat > 1 ? o.repeat : 1);

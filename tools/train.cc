@@ -17,9 +17,6 @@
 #include <map>
 
 #include "executor/cpu_features.h"
-#include "training/data_loader.h"
-#include "training/fusion.h"
-#include "training/trainer.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
@@ -28,6 +25,9 @@
 #include "tools/data_checks.h"
 #include "tools/passes.h"
 #include "tools/resume.h"
+#include "training/data_loader.h"
+#include "training/fusion.h"
+#include "training/trainer.h"
 
 namespace ot::tools {
 
@@ -57,7 +57,8 @@ Arrays ReadArrays(const std::string& path, const std::vector<std::string>& names
     }
     arrays[nt.name] = std::move(nt.tensor);
   }
-  if (!unused.empty()) std::fprintf(stderr, "note: %s: arrays the step does not read: %s\n", path.c_str(), unused.c_str());
+  if (!unused.empty())
+    std::fprintf(stderr, "note: %s: arrays the step does not read: %s\n", path.c_str(), unused.c_str());
   for (const std::string& in : names)
     if (!arrays.count(in))
       throw Error(path + ": no array named '" + in + "' (the step needs it as an input)" +
@@ -68,8 +69,10 @@ Arrays ReadArrays(const std::string& path, const std::vector<std::string>& names
 std::string Clock(double seconds) {
   const long s = std::lround(std::max(0.0, seconds));
   char b[32];
-  if (s >= 3600) std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
-  else std::snprintf(b, sizeof b, "%ld:%02ld", s / 60, s % 60);
+  if (s >= 3600)
+    std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  else
+    std::snprintf(b, sizeof b, "%ld:%02ld", s / 60, s % 60);
   return b;
 }
 
@@ -109,7 +112,8 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
     ls.init = v;
   }
   if (ls.mode != LossScaleMode::kStatic) ls.init = o.loss_scale_init;
-  if (!(o.loss_scale_init > 0) || !(o.loss_scale_factor >= 1) || !(o.loss_scale_backoff > 0 && o.loss_scale_backoff < 1))
+  if (!(o.loss_scale_init > 0) || !(o.loss_scale_factor >= 1) ||
+      !(o.loss_scale_backoff > 0 && o.loss_scale_backoff < 1))
     throw Error("--loss-scale-init must be > 0, --loss-scale-factor >= 1 and --loss-scale-backoff in (0, 1)");
   ls.factor = o.loss_scale_factor;
   ls.backoff = o.loss_scale_backoff;
@@ -124,7 +128,8 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.fuse.mode = ParseFuseMode(o.fuse);
   to.passes.disabled = o.disable_pass;  // checked where the step is built (BuildStepGraph)
   to.passes.verify = o.verify_passes;
-  if (std::find(o.disable_pass.begin(), o.disable_pass.end(), "fusion") != o.disable_pass.end()) to.fuse.mode = FuseMode::kOff;
+  if (std::find(o.disable_pass.begin(), o.disable_pass.end(), "fusion") != o.disable_pass.end())
+    to.fuse.mode = FuseMode::kOff;
   to.fuse.memory_budget = o.memory_budget.empty() ? DefaultMemoryBudget() : ParseByteSize(o.memory_budget);
   to.refuse_over_budget = !o.memory_budget.empty();
   return to;
@@ -148,8 +153,7 @@ std::ofstream OpenLog(const std::string& path, int64_t start) {
     std::ofstream(path, std::ios::trunc) << kept;
   }
   std::error_code ec;
-  if (start == 0 && std::filesystem::file_size(path, ec) > 0 && !ec)
-    std::filesystem::rename(path, path + ".prev", ec);
+  if (start == 0 && std::filesystem::file_size(path, ec) > 0 && !ec) std::filesystem::rename(path, path + ".prev", ec);
   std::ofstream log(path, start > 0 ? std::ios::app : std::ios::trunc);
   if (!log) throw Error(path + ": cannot write");
   return log;
@@ -212,13 +216,19 @@ class ScaleWatch {
 class Progress {
  public:
   Progress(const TrainOptions& o, bool bar, int64_t start, int64_t total, int64_t k, int64_t per_epoch, bool scaling)
-      : o_(o), bar_(bar), start_(start), total_(total), k_(k), per_epoch_(per_epoch), scaling_(scaling),
-        line_every_(total <= 200 ? 1 : (total + 99) / 100), t_start_(std::chrono::steady_clock::now()) {}
+      : o_(o),
+        bar_(bar),
+        start_(start),
+        total_(total),
+        k_(k),
+        per_epoch_(per_epoch),
+        scaling_(scaling),
+        line_every_(total <= 200 ? 1 : (total + 99) / 100),
+        t_start_(std::chrono::steady_clock::now()) {}
 
   // After step s (from 0) of `epoch` (from 0); `eval_s`: the seconds evaluation took so far (not training).
   void Step(int64_t s, int64_t epoch, const StepResult& r, double eval_s) {
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start_).count() - eval_s;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start_).count() - eval_s;
     const double done = static_cast<double>(s + 1 - start_);
     const double rate = done * static_cast<double>(k_ * o_.batch) / std::max(elapsed, 1e-9);
     const double eta = elapsed / done * static_cast<double>(total_ - s - 1);
@@ -235,11 +245,11 @@ class Progress {
     } else if (!o_.quiet && ((s + 1) % line_every_ == 0 || s + 1 == total_ || r.skipped)) {
       char scale[48] = "";
       if (scaling_) std::snprintf(scale, sizeof scale, " loss_scale %g", r.loss_scale);
-      std::printf("epoch %lld step %lld/%lld loss %.6f grad_norm %.4g param_norm %.4g lr %.4g%s%s %.1f ms %.0f "
-                  "samples/s ETA %s\n",
-                  static_cast<long long>(epoch + 1), static_cast<long long>(s + 1), static_cast<long long>(total_),
-                  r.loss, r.grad_norm, r.param_norm, r.lr, scale, r.skipped ? " skipped" : "", r.ms, rate,
-                  Clock(eta).c_str());
+      std::printf(
+          "epoch %lld step %lld/%lld loss %.6f grad_norm %.4g param_norm %.4g lr %.4g%s%s %.1f ms %.0f "
+          "samples/s ETA %s\n",
+          static_cast<long long>(epoch + 1), static_cast<long long>(s + 1), static_cast<long long>(total_), r.loss,
+          r.grad_norm, r.param_norm, r.lr, scale, r.skipped ? " skipped" : "", r.ms, rate, Clock(eta).c_str());
       std::fflush(stdout);
     }
   }
@@ -282,7 +292,7 @@ int Train(const TrainOptions& o) {
   const std::string fingerprint = o.checkpoint.empty() && o.resume.empty() ? "" : DataFingerprint(train_arrays);
   DataLoader data(std::move(train_arrays), o.batch, !o.no_shuffle, o.seed, o.data);
   const int64_t k = trainer->options().optimizer.accumulate;  // o.grad_accum, or the stored step's
-  const int64_t per_epoch = data.batches_per_epoch();  // micro-batches
+  const int64_t per_epoch = data.batches_per_epoch();         // micro-batches
   if (per_epoch < k)
     throw Error(o.data + ": " + std::to_string(data.samples()) + " samples do not fill one step of " +
                 std::to_string(k) + " x " + std::to_string(o.batch) + " samples");
@@ -325,7 +335,8 @@ int Train(const TrainOptions& o) {
   };
 
   g_interrupted = false;
-  struct sigaction sa {}, old_sa{};
+  struct sigaction sa {
+  }, old_sa{};
   sa.sa_handler = OnSigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_sa);
@@ -370,10 +381,9 @@ int Train(const TrainOptions& o) {
     // by the second's, which has no first-run costs (oneDNN's JIT, TBB's threads); tracing stops after it.
     if (!o.profile_trace.empty() && s - start < 2) {
       const DataType half = trainer->options().amp.half;
-      const std::string line =
-          WriteProfileTrace(o.profile_trace, trainer->executor().last_trace(), s + 1,
-                            half == DataType::kUndefined ? "fp32" : DataTypeName(half),
-                            FuseModeName(trainer->options().fuse.mode));
+      const std::string line = WriteProfileTrace(o.profile_trace, trainer->executor().last_trace(), s + 1,
+                                                 half == DataType::kUndefined ? "fp32" : DataTypeName(half),
+                                                 FuseModeName(trainer->options().fuse.mode));
       if (s - start == 1 || s + 1 == total) {
         trainer->set_trace(false);
         if (!o.quiet) std::fprintf(stderr, "%s%s\n", bar ? "\r" : "", line.c_str());
@@ -391,17 +401,18 @@ int Train(const TrainOptions& o) {
                    "\nwarning: step %lld: the gradient norm is 0 -- no parameter is learning (every gradient element "
                    "is zero%s)\n",
                    static_cast<long long>(s + 1),
-                   step_info.amp.half_nodes.empty() ? "" : "; in half precision small gradients flush to zero: try "
-                                                           "--loss-scale dynamic");
+                   step_info.amp.half_nodes.empty() ? ""
+                                                    : "; in half precision small gradients flush to zero: try "
+                                                      "--loss-scale dynamic");
       warned_zero_norm = true;
     }
     if (log) LogStep(log, s + 1, epoch + 1, r, scaling);
     progress.Step(s, epoch, r, eval_s);
-    if (!std::isfinite(r.loss) && !r.skipped)
-      throw Error("step " + std::to_string(s + 1) + ": the loss is not finite");
+    if (!std::isfinite(r.loss) && !r.skipped) throw Error("step " + std::to_string(s + 1) + ": the loss is not finite");
     // Dynamic scaling skips steps on purpose while it finds its scale (2^16 down to what fits); it is stuck only when
     // it keeps skipping at its floor.
-    if (skipped_in_row >= 10 && (!dynamic || r.loss_scale <= trainer->options().loss_scale.min_scale || skipped_in_row >= 40)) {
+    if (skipped_in_row >= 10 &&
+        (!dynamic || r.loss_scale <= trainer->options().loss_scale.min_scale || skipped_in_row >= 40)) {
       std::string node;
       for (const Arrays& m : micro)
         if (node.empty()) node = trainer->FirstNonFiniteNode(m);
@@ -434,7 +445,8 @@ int Train(const TrainOptions& o) {
   if (o.profile && total > start)
     PrintOpProfile(trainer->executor(), static_cast<double>((total - start > 1 ? total - start - 1 : 1) * k));
   if (const auto& dev = trainer->options().device)
-    std::printf("peak device memory: %lld bytes (%.1f MiB) on %s\n", static_cast<long long>(dev->peak_allocated_bytes()),
+    std::printf("peak device memory: %lld bytes (%.1f MiB) on %s\n",
+                static_cast<long long>(dev->peak_allocated_bytes()),
                 static_cast<double>(dev->peak_allocated_bytes()) / (1 << 20), dev->name().c_str());
   if (skipped || scaling) {
     std::printf("%lld steps skipped (non-finite gradients)", static_cast<long long>(skipped));

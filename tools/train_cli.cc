@@ -8,22 +8,19 @@ StepOptions MakeStepOptions(const TrainOptions& o) { return ot::MakeStepOptions(
 
 void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("model", o.model, "MODEL.onnx")->required();
-  cmd->add_option("--data", o.data, "TRAIN.npz whose arrays are named after the step's inputs")
-      ->check(NonEmptyPath());
+  cmd->add_option("--data", o.data, "TRAIN.npz whose arrays are named after the step's inputs")->check(NonEmptyPath());
   cmd->add_option("--loss-output", o.loss_output, "The model's scalar loss output");
   cmd->add_option("--loss", o.loss, "Append a loss on --logits: cross_entropy or mse");
   cmd->add_option("--logits", o.logits, "The output the appended loss reads");
   cmd->add_option("--labels", o.labels, "Name of the labels input the appended loss adds");
   cmd->add_option("--freeze", o.freeze, "Parameters whose names match this regex are not trained");
   cmd->add_option("--optimizer", o.optimizer, "sgd|momentum|nesterov|adam|adamw|lamb");
-  cmd->add_option("--lr", o.lr, "Learning rate (default: the optimizer's)")
-      ->check(FiniteNumber(true));
+  cmd->add_option("--lr", o.lr, "Learning rate (default: the optimizer's)")->check(FiniteNumber(true));
   cmd->add_option("--weight-decay", o.weight_decay, "Weight decay (default: the optimizer's)")
       ->check(FiniteNumber(false));
   cmd->add_option("--clip-grad-norm", o.clip_grad_norm, "Clip the global gradient norm to this")
       ->check(FiniteNumber(false));
-  cmd->add_option("--grad-accum", o.grad_accum, "Micro-batches of --batch per optimizer step")
-      ->check(AtLeast(1));
+  cmd->add_option("--grad-accum", o.grad_accum, "Micro-batches of --batch per optimizer step")->check(AtLeast(1));
   cmd->add_option("--lr-schedule", o.lr_schedule, "constant|linear|cosine over the optimizer steps");
   cmd->add_option("--warmup", o.warmup, "Warm-up optimizer steps (linear from 0)")->check(AtLeast(0));
   cmd->add_option("--batch", o.batch, "Batch size (the micro-batch with --grad-accum)")->check(AtLeast(1));
@@ -68,16 +65,15 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
                   "Fusion never raises the planned peak above this (e.g. 2G, 512M; default: the machine's memory)");
   cmd->add_option("--log-json", o.log_json, "Write one JSON object per step (and per evaluation) to this file")
       ->check(NonEmptyPath());
-  cmd->add_option("--save", o.save, "Write the trained model (ONNX, inference mode) here")
-      ->check(NonEmptyPath());
+  cmd->add_option("--save", o.save, "Write the trained model (ONNX, inference mode) here")->check(NonEmptyPath());
   cmd->add_option("--checkpoint", o.checkpoint, "Directory for the full training state (checkpoint.npz)")
       ->check(NonEmptyPath());
   cmd->add_option("--checkpoint-every", o.checkpoint_every, "Write the checkpoint every N optimizer steps")
       ->check(AtLeast(1));
-  cmd->add_option("--resume", o.resume, "Continue from the checkpoint in this directory")
-      ->check(NonEmptyPath());
-  cmd->add_flag("--reset-optimizer", o.reset_optimizer,
-                "With --resume: accept a checkpoint of another optimizer; load its weights, start the optimizer afresh");
+  cmd->add_option("--resume", o.resume, "Continue from the checkpoint in this directory")->check(NonEmptyPath());
+  cmd->add_flag(
+      "--reset-optimizer", o.reset_optimizer,
+      "With --resume: accept a checkpoint of another optimizer; load its weights, start the optimizer afresh");
   cmd->add_flag("--allow-other-data", o.allow_other_data,
                 "With --resume: accept a checkpoint made on another data set than --data");
   cmd->add_flag("--check-numerics", o.check_numerics,
@@ -90,8 +86,9 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--device", o.device,
                   "Where the step runs: cpu (default), cuda, cuda:N, or auto (the first GPU when there is one)");
   cmd->add_flag("--tf32", o.tf32, "GPU: let float32 GEMMs use TF32 tensor cores (off: fp32 means fp32)");
-  cmd->add_flag("--deterministic", o.deterministic,
-                "GPU: GEMM algorithms without split-K reductions, so every run gives the same bits (the CPU always does)");
+  cmd->add_flag(
+      "--deterministic", o.deterministic,
+      "GPU: GEMM algorithms without split-K reductions, so every run gives the same bits (the CPU always does)");
   cmd->add_flag("!--no-cuda-graph", o.cuda_graph,
                 "GPU: issue every kernel of every step instead of replaying the steady-state step as a CUDA graph");
   cmd->add_option("--streams", o.streams,

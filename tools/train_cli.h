@@ -2,8 +2,8 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
-#include "training/trainer.h"
 #include "tools/commands.h"
+#include "training/trainer.h"
 
 namespace ot::tools {
 // Adds MODEL and every train option to `cmd`, writing into `o`.

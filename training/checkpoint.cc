@@ -12,11 +12,11 @@
 #include <filesystem>
 #include <set>
 
-#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/graph.h"
 #include "onnx_import/tensor_io.h"
 #include "passes/master_weights.h"
+#include "training/trainer.h"
 
 namespace ot {
 
@@ -204,11 +204,9 @@ std::map<std::string, std::string> Trainer::LoadCheckpoint(const std::string& di
       throw Error(path + ": the optimizer step counter '" + s->name + "' is " + Num(t.GetDouble(0)) +
                   ", not a count >= 0");
     if (s == info_.lr && (t.numel() != 1 || !(t.GetDouble(0) >= 0)))
-      throw Error(path + ": the learning rate '" + s->name + "' is " + Num(t.GetDouble(0)) +
-                  ", not a number >= 0");
+      throw Error(path + ": the learning rate '" + s->name + "' is " + Num(t.GetDouble(0)) + ", not a number >= 0");
     if (s == info_.loss_scale && (t.numel() != 1 || !(t.GetDouble(0) > 0)))
-      throw Error(path + ": the loss scale '" + s->name + "' is " + Num(t.GetDouble(0)) +
-                  ", not a number > 0");
+      throw Error(path + ": the loss scale '" + s->name + "' is " + Num(t.GetDouble(0)) + ", not a number > 0");
     load.push_back(s);
   }
   // An array this run has no state for is another optimizer's (or model's) unless it is a half copy or a loss scale

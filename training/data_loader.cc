@@ -23,7 +23,8 @@ int64_t CheckSampleArrays(const std::map<std::string, Tensor>& arrays, const std
   int64_t samples = -1;
   for (const auto& [name, t] : arrays) {
     if (t.rank() == 0) throw Error(what + ": array '" + name + "' is a scalar; axis 0 must be the sample axis");
-    if (samples < 0) samples = t.dims()[0];
+    if (samples < 0)
+      samples = t.dims()[0];
     else if (t.dims()[0] != samples)
       throw Error(what + ": array '" + name + "' has " + std::to_string(t.dims()[0]) + " samples, others have " +
                   std::to_string(samples));
@@ -41,7 +42,11 @@ int64_t CheckSampleArrays(const std::map<std::string, Tensor>& arrays, const std
 
 DataLoader::DataLoader(std::map<std::string, Tensor> arrays, int64_t batch, bool shuffle, uint64_t seed,
                        const std::string& what)
-    : arrays_(std::move(arrays)), batch_(batch), shuffle_(shuffle), seed_(seed), what_(what),
+    : arrays_(std::move(arrays)),
+      batch_(batch),
+      shuffle_(shuffle),
+      seed_(seed),
+      what_(what),
       tasks_(std::make_unique<Tasks>()) {
   if (batch_ <= 0) throw Error("--batch must be positive");
   if (arrays_.empty()) throw Error(what_ + ": no arrays");

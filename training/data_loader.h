@@ -28,8 +28,7 @@ class DataLoader {
  public:
   // `arrays`: name -> tensor with the samples on axis 0 (all the same count). Float arrays are checked for
   // NaN/inf once here: a non-finite value is an error naming the file, array and sample.
-  DataLoader(std::map<std::string, Tensor> arrays, int64_t batch, bool shuffle, uint64_t seed,
-             const std::string& what);
+  DataLoader(std::map<std::string, Tensor> arrays, int64_t batch, bool shuffle, uint64_t seed, const std::string& what);
   ~DataLoader();  // waits for a prefetch in flight
   int64_t samples() const { return samples_; }
   int64_t batches_per_epoch() const { return samples_ / batch_; }

@@ -79,14 +79,22 @@ int64_t ParseByteSize(const std::string& text) {
   for (; i < text.size(); ++i)
     if (!std::isspace(static_cast<unsigned char>(text[i]))) unit += static_cast<char>(std::toupper(text[i]));
   double mult = 1;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "K" || unit == "KB") mult = 1e3;
-  else if (unit == "KIB") mult = 1024.0;
-  else if (unit == "M" || unit == "MB") mult = 1e6;
-  else if (unit == "MIB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB") mult = 1e9;
-  else if (unit == "GIB") mult = 1024.0 * 1024 * 1024;
-  else throw Error("--memory-budget: unknown unit in '" + text + "' (B, K, M, G, KiB, MiB, GiB)");
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "K" || unit == "KB")
+    mult = 1e3;
+  else if (unit == "KIB")
+    mult = 1024.0;
+  else if (unit == "M" || unit == "MB")
+    mult = 1e6;
+  else if (unit == "MIB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB")
+    mult = 1e9;
+  else if (unit == "GIB")
+    mult = 1024.0 * 1024 * 1024;
+  else
+    throw Error("--memory-budget: unknown unit in '" + text + "' (B, K, M, G, KiB, MiB, GiB)");
   if (!(v > 0) || !std::isfinite(v)) throw Error("--memory-budget: '" + text + "' must be a positive size");
   return static_cast<int64_t>(std::llround(v * mult));
 }

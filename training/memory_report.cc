@@ -34,7 +34,8 @@ StepRoles AnalyzeStep(const Graph& g, const std::vector<Plan::StepView>& steps, 
   const Node* opt = nullptr;
   for (const auto& n : g.nodes())
     if (n->op_type == "OptimizerUpdate" && n->domain == kInternalDomain) {
-      if (opt) throw Error("memory report: the step has two OptimizerUpdate nodes ('" + opt->name + "', '" + n->name + "')");
+      if (opt)
+        throw Error("memory report: the step has two OptimizerUpdate nodes ('" + opt->name + "', '" + n->name + "')");
       opt = n.get();
     }
   if (opt) {
@@ -50,7 +51,8 @@ StepRoles AnalyzeStep(const Graph& g, const std::vector<Plan::StepView>& steps, 
     while (!stack.empty()) {
       const Node* p = stack.back()->producer;
       stack.pop_back();
-      if (!p || !p->domain.empty() || (p->op_type != "Identity" && p->op_type != "Cast" && p->op_type != "Sum")) continue;
+      if (!p || !p->domain.empty() || (p->op_type != "Identity" && p->op_type != "Cast" && p->op_type != "Sum"))
+        continue;
       for (const Value* in : p->inputs)
         if (in && !in->initializer && r.grads.insert(in).second) stack.push_back(in);
     }
@@ -185,10 +187,14 @@ MemoryReport ReportMemory(const Graph& step, const Plan& plan, const std::string
     Part part = Part::kTransient;
     const bool stored = b.kind == Plan::BufferKind::kConst;
     if (stored) {
-      if (v && roles.params.count(v)) part = Part::kParameters;
-      else if (v && roles.half_copies.count(v)) part = Part::kHalfCopies;
-      else if (v && (roles.state.count(v) || roles.optimizer_inputs.count(v))) part = Part::kOptimizerState;
-      else part = Part::kConstants;
+      if (v && roles.params.count(v))
+        part = Part::kParameters;
+      else if (v && roles.half_copies.count(v))
+        part = Part::kHalfCopies;
+      else if (v && (roles.state.count(v) || roles.optimizer_inputs.count(v)))
+        part = Part::kOptimizerState;
+      else
+        part = Part::kConstants;
     } else if (v && roles.grads.count(v)) {
       part = Part::kGradients;
     } else if (v && saved_values.count(v)) {
@@ -256,14 +262,14 @@ MemoryReport ReportMemory(const Graph& step, const Plan& plan, const std::string
   r.largest = std::move(saved);
 
   static const char* const kPartNames[kParts] = {"parameters", "half_copies", "optimizer_state", "saved_activations",
-                                                 "gradients", "transient", "transient", "transient"};
+                                                 "gradients",  "transient",   "transient",       "transient"};
   for (size_t bi = 0; bi < bufs.size(); ++bi) {
     const Plan::BufferView& b = bufs[bi];
     if (r.peak_step >= 0 && !alive(b, r.peak_step)) continue;
     const Value* v = step.FindValue(b.name);
-    r.live_at_peak.push_back({b.name, v && v->producer ? v->producer->op_type : std::string(v && v->initializer ? "initializer" : "input"),
-                              b.desc.dtype, b.desc.dims, static_cast<int64_t>(b.desc.nbytes()),
-                              kPartNames[static_cast<int>(part_of[bi])]});
+    r.live_at_peak.push_back(
+        {b.name, v && v->producer ? v->producer->op_type : std::string(v && v->initializer ? "initializer" : "input"),
+         b.desc.dtype, b.desc.dims, static_cast<int64_t>(b.desc.nbytes()), kPartNames[static_cast<int>(part_of[bi])]});
   }
   std::stable_sort(r.live_at_peak.begin(), r.live_at_peak.end(), by_bytes);
   if (r.live_at_peak.size() > 10) r.live_at_peak.resize(10);
@@ -297,15 +303,15 @@ BatchInputs InputsForBatch(const Graph& step, int64_t batch, const std::map<std:
     d.dtype = v->dtype != DataType::kUndefined ? v->dtype : array->dtype();
     const int rank = v->shape.known_rank() ? v->shape.rank() : array->rank();
     if (array && array->rank() != rank)
-      throw Error(data_name + ": array '" + v->name + "' has rank " + std::to_string(array->rank()) +
-                  " but input '" + v->name + "' is " + v->shape.ToString());
+      throw Error(data_name + ": array '" + v->name + "' has rank " + std::to_string(array->rank()) + " but input '" +
+                  v->name + "' is " + v->shape.ToString());
     for (int i = 0; i < rank; ++i) {
       const Dim dim = v->shape.known_rank() ? v->shape[i] : Dim();
       if (i == 0) {
         // Axis 0 is the batch; a model exported with a fixed batch takes only that batch (as `train` does).
         if (dim.is_static() && dim.value != batch)
-          throw Error("input '" + v->name + "' has a static batch dim " + std::to_string(dim.value) +
-                      " (shape " + v->shape.ToString() + "), not --batch " + std::to_string(batch));
+          throw Error("input '" + v->name + "' has a static batch dim " + std::to_string(dim.value) + " (shape " +
+                      v->shape.ToString() + "), not --batch " + std::to_string(batch));
         d.dims.push_back(batch);
       } else if (dim.is_static()) {
         d.dims.push_back(dim.value);

@@ -63,11 +63,11 @@ struct MemoryReport {
   // twice at its step, workspaces not at all), so planned_peak_bytes may differ from peak_bytes either way.
   int64_t planned_peak_bytes = 0;
   int planned_peak_step = -1;
-  int64_t resident_bytes = 0;       // of planned_peak_bytes
-  int64_t workspace_bytes = 0;      // the largest workspace any one kernel declared
-  int64_t workspace_total = 0;      // summed over the kernels (each is live during its own step only)
-  int64_t heap_bytes = 0;           // declared outside the arena: library allocations, returned handles (Plan::heap_bytes)
-  int64_t inplace_saved_bytes = 0;  // bytes of the outputs that took their input's memory
+  int64_t resident_bytes = 0;   // of planned_peak_bytes
+  int64_t workspace_bytes = 0;  // the largest workspace any one kernel declared
+  int64_t workspace_total = 0;  // summed over the kernels (each is live during its own step only)
+  int64_t heap_bytes = 0;       // declared outside the arena: library allocations, returned handles (Plan::heap_bytes)
+  int64_t inplace_saved_bytes = 0;            // bytes of the outputs that took their input's memory
   std::vector<SavedActivation> largest;       // the 10 largest saved values, largest first
   std::vector<SavedActivation> live_at_peak;  // the 10 largest values live at the peak, largest first
 };

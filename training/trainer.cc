@@ -14,7 +14,6 @@
 #include <set>
 
 #include "executor/batch_stager.h"
-#include "training/fusion.h"
 #include "executor/host_memory.h"
 #include "executor/plan.h"
 #include "graph/error.h"
@@ -24,6 +23,7 @@
 #include "onnx_import/tensor_io.h"
 #include "passes/master_weights.h"
 #include "passes/training_mode.h"
+#include "training/fusion.h"
 
 namespace ot {
 
@@ -96,7 +96,8 @@ Trainer::Trainer(StoredStep stored, TrainerOptions opts)
   Graph& g = *graph_;
   auto need = [&](const std::string& name, const char* what) -> Value* {
     Value* v = name.empty() ? nullptr : g.FindValue(name);
-    if (!v) throw Error(std::string("the stored training step has no ") + what + (name.empty() ? "" : " '" + name + "'"));
+    if (!v)
+      throw Error(std::string("the stored training step has no ") + what + (name.empty() ? "" : " '" + name + "'"));
     return v;
   };
   info_.loss = need(stored.loss, "loss output")->name;
@@ -219,8 +220,8 @@ StepResult Trainer::Step(const std::vector<Arrays>& micro_batches) {
     if (opts_.check_numerics)
       if (const Node* bad = exec_->first_nonfinite())
         throw Error("--check-numerics: " + bad->Describe() + " produced a NaN or infinity in step " +
-                    std::to_string(optimizer_steps() + 1) + " (no state was updated): " +
-                    exec_->first_nonfinite_detail());
+                    std::to_string(optimizer_steps() + 1) +
+                    " (no state was updated): " + exec_->first_nonfinite_detail());
     // The update kernel already left everything unchanged on a skipped step; write the next state in place. An
     // output the plan wrote into the state's own storage (Plan::Compile's state_in_place) shares its buffer:
     // nothing to copy.
@@ -250,8 +251,9 @@ EvalResult Trainer::Evaluate(const Arrays& data, int64_t batch) const {
     if (it == data.end()) throw Error("evaluation data: no array named '" + name + "'");
     if (it->second.dims().empty()) throw Error("evaluation data: array '" + name + "' has no sample axis");
     const int64_t m = it->second.dims()[0];
-    if (n >= 0 && m != n) throw Error("evaluation data: array '" + name + "' has " + std::to_string(m) +
-                                      " samples, another has " + std::to_string(n));
+    if (n >= 0 && m != n)
+      throw Error("evaluation data: array '" + name + "' has " + std::to_string(m) + " samples, another has " +
+                  std::to_string(n));
     n = m;
   }
   EvalResult res;

@@ -19,8 +19,8 @@ namespace ot {
 
 struct TrainerOptions {
   LossOptions loss;
-  std::string freeze;  // --freeze REGEX
-  OptimizerOptions optimizer;  // .accumulate: micro-batches per Step; .lr_schedule/.warmup/.total_steps
+  std::string freeze;           // --freeze REGEX
+  OptimizerOptions optimizer;   // .accumulate: micro-batches per Step; .lr_schedule/.warmup/.total_steps
   AmpOptions amp;               // .half: kFloat16/kBFloat16 for --amp, kUndefined for fp32
   Fp16RangeOptions fp16_range;  // --fp16-infinity, --fp16-epsilon
   LossScaleOptions loss_scale = StepOptions().loss_scale;  // mode "auto": dynamic for fp16, none otherwise
@@ -53,12 +53,12 @@ StepOptions MakeStepOptions(const TrainerOptions& o);
 using Arrays = std::map<std::string, Tensor>;
 
 struct StepResult {
-  double loss = 0;       // mean of the micro-batches' losses
-  double grad_norm = 0;  // global gradient norm before clipping (of the mean gradient with accumulation)
-  bool skipped = false;  // the gradients were not all finite: nothing changed
-  double lr = 0;         // the learning rate this step used (after the schedule)
-  double loss_scale = 0;  // the loss scale S this step used (0 without loss scaling)
-  double param_norm = 0;  // L2 norm of the parameters after the step
+  double loss = 0;                // mean of the micro-batches' losses
+  double grad_norm = 0;           // global gradient norm before clipping (of the mean gradient with accumulation)
+  bool skipped = false;           // the gradients were not all finite: nothing changed
+  double lr = 0;                  // the learning rate this step used (after the schedule)
+  double loss_scale = 0;          // the loss scale S this step used (0 without loss scaling)
+  double param_norm = 0;          // L2 norm of the parameters after the step
   double zero_grad_fraction = 0;  // share of the last micro-step's gradient elements that were exactly zero
   double ms = 0;
 };

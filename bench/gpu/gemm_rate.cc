@@ -142,7 +142,8 @@ void RunCase(GemmRunner& runner, const Case& c, void* workspace, cudaStream_t st
   const double flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch;
   const char* type = g.type == GemmType::kF16 ? "f16" : g.type == GemmType::kBF16 ? "bf16" : g.tf32 ? "tf32" : "f32";
   std::printf(
-      "{\"case\": \"%s\", \"device\": \"%s\", \"type\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"batch\": %lld, "
+      "{\"case\": \"%s\", \"device\": \"%s\", \"type\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"batch\": "
+      "%lld, "
       "\"trans_a\": %s, \"trans_b\": %s, \"epilogue\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"tflops\": %.2f}\n",
       c.name.c_str(), device.c_str(), type, static_cast<long long>(g.m), static_cast<long long>(g.n),
       static_cast<long long>(g.k), static_cast<long long>(g.batch), g.trans_a ? "true" : "false",
@@ -157,9 +158,12 @@ int main(int argc, char** argv) {
   std::string filter;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--warmup" && i + 1 < argc) warmup = std::atoi(argv[++i]);
-    else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
-    else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+    if (a == "--warmup" && i + 1 < argc)
+      warmup = std::atoi(argv[++i]);
+    else if (a == "--iters" && i + 1 < argc)
+      iters = std::atoi(argv[++i]);
+    else if (a == "--filter" && i + 1 < argc)
+      filter = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--warmup N] [--iters N] [--filter SUBSTRING]\n", argv[0]);
       return 2;

@@ -31,8 +31,9 @@ int main(int argc, char** argv) {
       double loss = 0;
       for (int64_t i = 0; i < data.batches_per_epoch(); ++i) loss += trainer.Step(data.Get(epoch, i).arrays).loss;
       const ot::EvalResult e = trainer.Evaluate(test, 100);
-      std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f\n", static_cast<long long>(epoch + 1),
-                  loss / static_cast<double>(data.batches_per_epoch()), e.loss, e.accuracy);
+      std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f\n",
+                  static_cast<long long>(epoch + 1), loss / static_cast<double>(data.batches_per_epoch()), e.loss,
+                  e.accuracy);
     }
     if (argc > 2) trainer.Save(argv[2]);
   } catch (const ot::Error& e) {

@@ -74,7 +74,8 @@ class CudaBackend final : public DeviceBackend {
     cudaDeviceProp prop{};
     CudaCheck(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
     name_ = "cuda:" + std::to_string(index) + " (" + prop.name + ")";
-    for (cudaStream_t& s : streams_) CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    for (cudaStream_t& s : streams_)
+      CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
     stream_ = streams_[0];
   }
   ~CudaBackend() override {
@@ -157,7 +158,9 @@ class CudaBackend final : public DeviceBackend {
   void DestroyEvent(void* e) override {
     if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
   }
-  void RecordEvent(void* e, int s) override { CudaCheck(cudaEventRecord(static_cast<cudaEvent_t>(e), At(s)), "cudaEventRecord"); }
+  void RecordEvent(void* e, int s) override {
+    CudaCheck(cudaEventRecord(static_cast<cudaEvent_t>(e), At(s)), "cudaEventRecord");
+  }
   void WaitEvent(int s, void* e) override {
     CudaCheck(cudaStreamWaitEvent(At(s), static_cast<cudaEvent_t>(e), 0), "cudaStreamWaitEvent");
   }

@@ -19,10 +19,14 @@ namespace ot {
 // cuda_ops' storage type of a float dtype; UnsupportedError naming `what` and the dtype for any other.
 inline cuda::FloatType DeviceFloatType(const KernelContext& ctx, DataType t, const std::string& what) {
   switch (t) {
-    case DataType::kFloat32: return cuda::FloatType::kF32;
-    case DataType::kFloat16: return cuda::FloatType::kF16;
-    case DataType::kBFloat16: return cuda::FloatType::kBF16;
-    default: ctx.Unsupported(what + " of " + DataTypeName(t) + " on the GPU");
+    case DataType::kFloat32:
+      return cuda::FloatType::kF32;
+    case DataType::kFloat16:
+      return cuda::FloatType::kF16;
+    case DataType::kBFloat16:
+      return cuda::FloatType::kBF16;
+    default:
+      ctx.Unsupported(what + " of " + DataTypeName(t) + " on the GPU");
   }
 }
 
@@ -60,14 +64,14 @@ KernelInfo DeviceCopyKernel(const KernelContext& ctx);
 // The kernel of a node the fusion table lowers (nullopt when it does not lower, e.g. an opaque op).
 std::optional<KernelInfo> GeneratedKernel(const KernelContext& ctx);
 
-void RegisterCudaCopyKernels(KernelRegistry& r);    // executor/cuda/kernels_copy.cc
-void RegisterCudaFusedKernels(KernelRegistry& r);   // executor/cuda/kernels_generated.cc
-void RegisterCudaLinalgKernels(KernelRegistry& r);  // executor/cuda/kernels_linalg.cc
-void RegisterCudaRowKernels(KernelRegistry& r);     // executor/cuda/kernels_rows.cc
+void RegisterCudaCopyKernels(KernelRegistry& r);       // executor/cuda/kernels_copy.cc
+void RegisterCudaFusedKernels(KernelRegistry& r);      // executor/cuda/kernels_generated.cc
+void RegisterCudaLinalgKernels(KernelRegistry& r);     // executor/cuda/kernels_linalg.cc
+void RegisterCudaRowKernels(KernelRegistry& r);        // executor/cuda/kernels_rows.cc
 void RegisterCudaOptimizerKernels(KernelRegistry& r);  // executor/cuda/kernels_optim.cc
-void RegisterCudaDataKernels(KernelRegistry& r);    // executor/cuda/kernels_data.cc (also Expand, Tile)
-void RegisterCudaConvKernels(KernelRegistry& r);    // kernels_conv.cc (Conv, its gradients, ConvTranspose, ReduceSum)
-void RegisterCudaPoolKernels(KernelRegistry& r);    // executor/cuda/kernels_conv_pool.cc (cuDNN pooling, LpPool)
+void RegisterCudaDataKernels(KernelRegistry& r);       // executor/cuda/kernels_data.cc (also Expand, Tile)
+void RegisterCudaConvKernels(KernelRegistry& r);  // kernels_conv.cc (Conv, its gradients, ConvTranspose, ReduceSum)
+void RegisterCudaPoolKernels(KernelRegistry& r);  // executor/cuda/kernels_conv_pool.cc (cuDNN pooling, LpPool)
 void RegisterCudaBatchNormKernels(KernelRegistry& r);  // executor/cuda/kernels_conv_norm.cc
 
 }  // namespace ot

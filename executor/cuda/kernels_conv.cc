@@ -84,7 +84,9 @@ double ConvFlops(const cuda::ConvDesc& d) {
   return f;
 }
 
-bool HasZero(const std::vector<int64_t>& v) { return std::any_of(v.begin(), v.end(), [](int64_t d) { return d == 0; }); }
+bool HasZero(const std::vector<int64_t>& v) {
+  return std::any_of(v.begin(), v.end(), [](int64_t d) { return d == 0; });
+}
 
 // Output 0 zero-filled (a gradient of an empty batch) or left alone when it is empty.
 KernelInfo ZeroKernel(const KernelContext& ctx) {
@@ -94,7 +96,8 @@ KernelInfo ZeroKernel(const KernelContext& ctx) {
   });
 }
 
-// ---- Conv(X, W[, B]) -> Y ---------------------------------------------------------------------------------------------
+// ---- Conv(X, W[, B]) -> Y
+// ---------------------------------------------------------------------------------------------
 KernelInfo ConvKernel(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
   if (ctx.in(1).dtype != t || (ctx.has_input(2) && ctx.in(2).dtype != t)) ctx.Fail("X, W and B must share a dtype");
@@ -115,7 +118,8 @@ KernelInfo ConvKernel(const KernelContext& ctx) {
   return info;
 }
 
-// ---- ConvGradData(dY, W, shape(X)) -> dX and ConvGradWeight(dY, X, shape(W)) -> dW -----------------------------------
+// ---- ConvGradData(dY, W, shape(X)) -> dX and ConvGradWeight(dY, X, shape(W)) -> dW
+// -----------------------------------
 KernelInfo ConvGradKernel(const KernelContext& ctx, bool data) {
   const DataType t = ctx.in(0).dtype;
   if (ctx.in(1).dtype != t || ctx.out(0).dtype != t) ctx.Fail("dY, input 1 and the output must share a dtype");
@@ -131,8 +135,10 @@ KernelInfo ConvGradKernel(const KernelContext& ctx, bool data) {
   const std::string what = ctx.node.Describe();
   KernelInfo info = MakeInfo([=](const KernelIO& io) {
     RunLauncher(what, [&] {
-      if (data) cuda::ConvBackwardData(d, io.in[0], io.in[1], io.out[0], io.workspace, ws, io.stream);
-      else cuda::ConvBackwardFilter(d, io.in[0], io.in[1], io.out[0], io.workspace, ws, io.stream);
+      if (data)
+        cuda::ConvBackwardData(d, io.in[0], io.in[1], io.out[0], io.workspace, ws, io.stream);
+      else
+        cuda::ConvBackwardFilter(d, io.in[0], io.in[1], io.out[0], io.workspace, ws, io.stream);
     });
   });
   info.workspace_bytes = ws;
@@ -140,9 +146,10 @@ KernelInfo ConvGradKernel(const KernelContext& ctx, bool data) {
   return info;
 }
 
-// ---- ConvTranspose(X, W[, B]) -> Y ------------------------------------------------------------------------------------
-// The geometry is BuildConvSpec's (the CPU kernel's reader: auto_pad, output_padding and output_shape folded into
-// pad_begin / pad_end by linalg::ConvTransposeAxis, pad_end negative where output rows lie past every input's reach).
+// ---- ConvTranspose(X, W[, B]) -> Y
+// ------------------------------------------------------------------------------------ The geometry is BuildConvSpec's
+// (the CPU kernel's reader: auto_pad, output_padding and output_shape folded into pad_begin / pad_end by
+// linalg::ConvTransposeAxis, pad_end negative where output rows lie past every input's reach).
 KernelInfo ConvTransposeKernel(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
   if (ctx.in(1).dtype != t || (ctx.has_input(2) && ctx.in(2).dtype != t)) ctx.Fail("X, W and B must share a dtype");
@@ -179,12 +186,13 @@ KernelInfo ConvTransposeKernel(const KernelContext& ctx) {
   return info;
 }
 
-// ---- ReduceSum --------------------------------------------------------------------------------------------------------
-// What the fusion table lowers (reductions over trailing axes, elementwise epilogues) runs as a generated kernel, as
-// before this factory existed. Otherwise a sum that keeps one contiguous block of axes [k0, k1) -- X viewed as
-// [P, K, Q], Y = [K] -- runs as rows: [P, K, Q] transposed to [P, Q, K] in the workspace (when Q > 1), then the
-// deterministic column sum over the P Q rows (cuda::ReduceRowsToColumns: double, fixed chunks, rounded once).
-// Conv's bias gradient, ReduceSum(dY [N, C, H, W], axes {0, 2, 3}), is this with P = N, K = C, Q = H W.
+// ---- ReduceSum
+// -------------------------------------------------------------------------------------------------------- What the
+// fusion table lowers (reductions over trailing axes, elementwise epilogues) runs as a generated kernel, as before this
+// factory existed. Otherwise a sum that keeps one contiguous block of axes [k0, k1) -- X viewed as [P, K, Q], Y = [K]
+// -- runs as rows: [P, K, Q] transposed to [P, Q, K] in the workspace (when Q > 1), then the deterministic column sum
+// over the P Q rows (cuda::ReduceRowsToColumns: double, fixed chunks, rounded once). Conv's bias gradient, ReduceSum(dY
+// [N, C, H, W], axes {0, 2, 3}), is this with P = N, K = C, Q = H W.
 KernelInfo ReduceSumKernel(const KernelContext& ctx) {
   if (std::optional<KernelInfo> g = GeneratedKernel(ctx)) return std::move(*g);
   const Node& n = ctx.node;
@@ -211,7 +219,8 @@ KernelInfo ReduceSumKernel(const KernelContext& ctx) {
       ctx.Unsupported("ReduceSum of " + DimsToString(dims) + " keeping axes that are not contiguous on the GPU");
   const cuda::FloatType xt = DeviceFloatType(ctx, ctx.in(0).dtype, "ReduceSum");
   const cuda::FloatType yt = DeviceFloatType(ctx, ctx.out(0).dtype, "ReduceSum");
-  const int64_t P = DimsProduct(dims, 0, static_cast<size_t>(k0)), K = DimsProduct(dims, static_cast<size_t>(k0), static_cast<size_t>(k1)),
+  const int64_t P = DimsProduct(dims, 0, static_cast<size_t>(k0)),
+                K = DimsProduct(dims, static_cast<size_t>(k0), static_cast<size_t>(k1)),
                 Q = DimsProduct(dims, static_cast<size_t>(k1), dims.size());
   if (ctx.out(0).numel() != K) ctx.Fail("the output does not have the kept axes' size");
   if (K == 0) return MakeInfo([](const KernelIO&) {});
@@ -239,8 +248,10 @@ KernelInfo ReduceSumKernel(const KernelContext& ctx) {
 
 void RegisterCudaConvKernels(KernelRegistry& r) {
   r.Register("Conv", ConvKernel);
-  r.Register("ConvGradData", [](const KernelContext& c) { return ConvGradKernel(c, true); }, kInternalDomain);
-  r.Register("ConvGradWeight", [](const KernelContext& c) { return ConvGradKernel(c, false); }, kInternalDomain);
+  r.Register(
+      "ConvGradData", [](const KernelContext& c) { return ConvGradKernel(c, true); }, kInternalDomain);
+  r.Register(
+      "ConvGradWeight", [](const KernelContext& c) { return ConvGradKernel(c, false); }, kInternalDomain);
   r.Register("ConvTranspose", ConvTransposeKernel);
   r.Register("ReduceSum", ReduceSumKernel);
 }

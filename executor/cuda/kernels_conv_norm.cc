@@ -29,9 +29,12 @@ KernelInfo BatchNormKernel(const KernelContext& ctx) {
   const auto& dims = ctx.in(0).dims;
   if (dims.size() < 2) ctx.Fail("X must have rank >= 2 (N, C, ...)");
   bool training;
-  if (n.opset >= 14) training = n.attr_int("training_mode", 0) != 0;
-  else if (n.opset >= 7) training = ctx.has_output(1) || ctx.has_output(2) || ctx.has_output(3) || ctx.has_output(4);
-  else training = n.attr_int("is_test", 0) == 0;
+  if (n.opset >= 14)
+    training = n.attr_int("training_mode", 0) != 0;
+  else if (n.opset >= 7)
+    training = ctx.has_output(1) || ctx.has_output(2) || ctx.has_output(3) || ctx.has_output(4);
+  else
+    training = n.attr_int("is_test", 0) == 0;
   if (ctx.has_output(3) || ctx.has_output(4))
     ctx.Unsupported("the saved_mean/saved_var outputs of BatchNormalization before opset 14");
   if (n.opset >= 14 && !training && (ctx.has_output(1) || ctx.has_output(2)))
@@ -71,8 +74,8 @@ KernelInfo BatchNormKernel(const KernelContext& ctx) {
   if (!training) {
     info.fn = [=](const KernelIO& io) {
       RunLauncher(what, [&] {
-        cuda::BatchNormForwardInference(d, io.in[0], io.In<float>(1), io.In<float>(2), io.In<float>(3),
-                                        io.In<float>(4), io.out[0], io.stream);
+        cuda::BatchNormForwardInference(d, io.in[0], io.In<float>(1), io.In<float>(2), io.In<float>(3), io.In<float>(4),
+                                        io.out[0], io.stream);
       });
     };
     return info;

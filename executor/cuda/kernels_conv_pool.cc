@@ -73,7 +73,8 @@ KernelInfo PoolKernel(const KernelContext& ctx) {
   const auto& x = ctx.in(0).dims;
   RequireRank(ctx, x);
   if (ctx.has_output(1)) ctx.Unsupported("MaxPool's Indices output on the GPU (cuDNN does not return positions)");
-  const cpu::PoolSpec s = PoolGeometry(ctx, max ? cpu::PoolKind::kMax : cpu::PoolKind::kAvg, x, ctx.out(0).dims, global);
+  const cpu::PoolSpec s =
+      PoolGeometry(ctx, max ? cpu::PoolKind::kMax : cpu::PoolKind::kAvg, x, ctx.out(0).dims, global);
   if (ctx.out(0).dtype != ctx.in(0).dtype) ctx.Fail("Y's dtype differs from X's");
   if (ctx.out(0).numel() == 0) return MakeInfo([](const KernelIO&) {});
   if (Empty(x)) ctx.Unsupported("pooling an empty input into a non-empty output on the GPU");
@@ -141,17 +142,18 @@ KernelInfo LpPoolKernel(const KernelContext& ctx) {
   }
   if (ctx.out(0).numel() == 0) return MakeInfo([](const KernelIO&) {});
   const std::string what = ctx.node.Describe();
-  return MakeInfo([=](const KernelIO& io) {
-    RunLauncher(what, [&] { cuda::LpPoolForward(d, io.in[0], io.out[0], io.stream); });
-  });
+  return MakeInfo(
+      [=](const KernelIO& io) { RunLauncher(what, [&] { cuda::LpPoolForward(d, io.in[0], io.out[0], io.stream); }); });
 }
 
 }  // namespace
 
 void RegisterCudaPoolKernels(KernelRegistry& r) {
   for (const char* op : {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"}) r.Register(op, PoolKernel);
-  r.Register("MaxPoolGrad", [](const KernelContext& c) { return PoolGradKernel(c, true); }, kInternalDomain);
-  r.Register("AveragePoolGrad", [](const KernelContext& c) { return PoolGradKernel(c, false); }, kInternalDomain);
+  r.Register(
+      "MaxPoolGrad", [](const KernelContext& c) { return PoolGradKernel(c, true); }, kInternalDomain);
+  r.Register(
+      "AveragePoolGrad", [](const KernelContext& c) { return PoolGradKernel(c, false); }, kInternalDomain);
   r.Register("LpPool", LpPoolKernel);
   r.Register("GlobalLpPool", LpPoolKernel);
 }

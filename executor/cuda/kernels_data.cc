@@ -53,14 +53,17 @@ cuda::IndexType IndexTypeOf(const KernelContext& ctx, int i) {
 KernelInfo GatherKernel(const KernelContext& ctx) {
   const auto& dims = ctx.in(0).dims;
   const int axis = NormalizeAxis(ctx.node.attr_int("axis", 0), static_cast<int>(dims.size()), ctx.node.Describe());
-  const int64_t outer = DimsProduct(dims, 0, axis), axis_dim = dims[axis], inner = DimsProduct(dims, axis + 1, dims.size());
+  const int64_t outer = DimsProduct(dims, 0, axis), axis_dim = dims[axis],
+                inner = DimsProduct(dims, axis + 1, dims.size());
   const size_t esz = ElemSize(ctx, ctx.in(0).dtype);
   const cuda::IndexType it = IndexTypeOf(ctx, 1);
   const int64_t num = ctx.in(1).numel();
   auto flag = std::make_shared<DeviceFlag>();
   const std::string what = ctx.node.Describe();
   KernelInfo info{[=](const KernelIO& io) {
-    RunLauncher(what, [&] { cuda::Gather(io.in[0], outer, axis_dim, inner, esz, it, io.in[1], num, io.out[0], flag->dev, io.stream); });
+    RunLauncher(what, [&] {
+      cuda::Gather(io.in[0], outer, axis_dim, inner, esz, it, io.in[1], num, io.out[0], flag->dev, io.stream);
+    });
     flag->CopyBack(io.stream);
   }};
   info.after_run = FlagCheck(flag, what + ": an index is out of range");
@@ -76,7 +79,8 @@ KernelInfo GatherGradKernel(const KernelContext& ctx) {
                 num = ctx.in(1).numel();
   const size_t dy_step = static_cast<size_t>(num * dim) * SizeOf(ctx.in(0).dtype),
                dx_step = static_cast<size_t>(vocab * dim) * SizeOf(ctx.out(0).dtype);
-  const cuda::FloatType dyt = DeviceFloatType(ctx, ctx.in(0).dtype, "GatherGrad"), dxt = DeviceFloatType(ctx, ctx.out(0).dtype, "GatherGrad");
+  const cuda::FloatType dyt = DeviceFloatType(ctx, ctx.in(0).dtype, "GatherGrad"),
+                        dxt = DeviceFloatType(ctx, ctx.out(0).dtype, "GatherGrad");
   const cuda::IndexType it = IndexTypeOf(ctx, 1);
   if (ctx.in(0).numel() != outer * num * dim) ctx.Fail("dY does not match the indices and X's shape");
   size_t ws = 0;
@@ -114,7 +118,8 @@ KernelInfo SplitKernel(const KernelContext& ctx) {
   const size_t esz = SizeOf(ctx.in(0).dtype);
   const int64_t outer = DimsProduct(dims, 0, axis), inner = DimsProduct(dims, axis + 1, dims.size());
   std::vector<int64_t> parts;
-  for (size_t o = 0; o < ctx.outputs.size(); ++o) parts.push_back(ctx.has_output(static_cast<int>(o)) ? ctx.out(static_cast<int>(o)).dims[axis] : -1);
+  for (size_t o = 0; o < ctx.outputs.size(); ++o)
+    parts.push_back(ctx.has_output(static_cast<int>(o)) ? ctx.out(static_cast<int>(o)).dims[axis] : -1);
   int64_t total = 0;
   for (int64_t p : parts) total += std::max<int64_t>(p, 0);
   if (total != dims[axis]) ctx.Unsupported("a Split whose absent outputs leave a part of unknown size");
@@ -137,7 +142,8 @@ KernelInfo ConcatKernel(const KernelContext& ctx) {
   const size_t esz = SizeOf(ctx.out(0).dtype);
   const int64_t outer = DimsProduct(dims, 0, axis), inner = DimsProduct(dims, axis + 1, dims.size());
   std::vector<int64_t> parts;
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) parts.push_back(ctx.has_input(static_cast<int>(i)) ? ctx.in(static_cast<int>(i)).dims[axis] : 0);
+  for (size_t i = 0; i < ctx.inputs.size(); ++i)
+    parts.push_back(ctx.has_input(static_cast<int>(i)) ? ctx.in(static_cast<int>(i)).dims[axis] : 0);
   return KernelInfo{[=](const KernelIO& io) {
     int64_t at = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -174,7 +180,8 @@ KernelInfo TileKernel(const KernelContext& ctx) {
   const size_t esz = ElemSize(ctx, ctx.in(0).dtype);
   if (ctx.out(0).dtype != ctx.in(0).dtype) ctx.Fail("Y's dtype differs from X's");
   const std::vector<int64_t> id = ctx.in(0).dims;
-  if (ctx.input_values.size() < 2 || !ctx.input_values[1]) ctx.Unsupported("Tile with repeats unknown when the plan is made");
+  if (ctx.input_values.size() < 2 || !ctx.input_values[1])
+    ctx.Unsupported("Tile with repeats unknown when the plan is made");
   const std::vector<int64_t> reps = ctx.input_values[1]->ToInt64Vector();
   if (reps.size() != id.size()) ctx.Fail("repeats length differs from the input rank");
   for (size_t k = 0; k < id.size(); ++k)

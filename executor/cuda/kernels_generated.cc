@@ -75,7 +75,8 @@ KernelInfo MakeGenerated(const KernelContext& ctx, const cluster::Program& p, co
   std::vector<std::vector<int64_t>> dims;
   for (int slot : in_map) {
     cluster::DType t;
-    if (!ToClusterType(ctx.in(slot).dtype, &t)) ctx.Unsupported("input " + std::to_string(slot) + " is " + DataTypeName(ctx.in(slot).dtype));
+    if (!ToClusterType(ctx.in(slot).dtype, &t))
+      ctx.Unsupported("input " + std::to_string(slot) + " is " + DataTypeName(ctx.in(slot).dtype));
     spec.input_types.push_back(t);
     dims.push_back(ctx.in(slot).dims);
   }
@@ -104,7 +105,8 @@ KernelInfo MakeGenerated(const KernelContext& ctx, const cluster::Program& p, co
     if (p.code[p.outputs[o]].row || ctx.out(static_cast<int>(o)).numel() != n) continue;
     for (int i = 0; i < p.num_inputs; ++i) {
       const int slot = in_map[static_cast<size_t>(i)];
-      if (is_full[i] && ctx.in(slot).numel() == n && SizeOf(ctx.in(slot).dtype) == SizeOf(ctx.out(static_cast<int>(o)).dtype))
+      if (is_full[i] && ctx.in(slot).numel() == n &&
+          SizeOf(ctx.in(slot).dtype) == SizeOf(ctx.out(static_cast<int>(o)).dtype))
         info.inplace.push_back({static_cast<int>(o), slot});
     }
   }

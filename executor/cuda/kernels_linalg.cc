@@ -1,6 +1,6 @@
-// MatMul, Gemm, ai.onnxtrain.MatMulBias, MatMulTrans and GemmSum on the GPU through cuBLASLt (cuda_ops/gemm.h): the CPU kernels' specs
-// (numpy batching with a shared weight folded into M, Gemm's transposes) become a row-major GemmDesc; MatMulBias's
-// bias and ReLU are cuBLASLt epilogues. fp32 runs exact fp32 (no TF32) unless --tf32.
+// MatMul, Gemm, ai.onnxtrain.MatMulBias, MatMulTrans and GemmSum on the GPU through cuBLASLt (cuda_ops/gemm.h): the CPU
+// kernels' specs (numpy batching with a shared weight folded into M, Gemm's transposes) become a row-major GemmDesc;
+// MatMulBias's bias and ReLU are cuBLASLt epilogues. fp32 runs exact fp32 (no TF32) unless --tf32.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,10 +38,14 @@ SharedRunner& Runner() {
 
 cuda::GemmType GemmTypeOf(const KernelContext& ctx, DataType t) {
   switch (t) {
-    case DataType::kFloat32: return cuda::GemmType::kF32;
-    case DataType::kFloat16: return cuda::GemmType::kF16;
-    case DataType::kBFloat16: return cuda::GemmType::kBF16;
-    default: ctx.Unsupported("GEMM of " + DataTypeName(t) + " on the GPU (float32, float16 and bfloat16 are)");
+    case DataType::kFloat32:
+      return cuda::GemmType::kF32;
+    case DataType::kFloat16:
+      return cuda::GemmType::kF16;
+    case DataType::kBFloat16:
+      return cuda::GemmType::kBF16;
+    default:
+      ctx.Unsupported("GEMM of " + DataTypeName(t) + " on the GPU (float32, float16 and bfloat16 are)");
   }
 }
 
@@ -99,8 +103,8 @@ KernelInfo GemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMulSpe
   const cuda::GemmDesc g = DescOf(ctx, t, s, ep, &batch);
   KernelInfo info;
   info.workspace_bytes = cuda::GemmRunner::WorkspaceBytes();
-  info.flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
-               static_cast<double>(batch);
+  info.flops =
+      2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) * static_cast<double>(batch);
   const bool empty = g.m == 0 || g.n == 0 || batch == 0;
   const size_t out_bytes = ctx.out(0).nbytes();
   info.fn = [g, bias_slot, empty, out_bytes](const KernelIO& io) {
@@ -173,8 +177,8 @@ KernelInfo GemmSumKernel(const KernelContext& ctx) {
             epilogue_ok->store(false);  // this layout has no bias-gradient epilogue here: GEMM + column sums
           }
         }
-        r.runner->Run(plain, io.in[0], io.in[1], io.out[0], nullptr, io.workspace,
-                      cuda::GemmRunner::WorkspaceBytes(), io.stream);
+        r.runner->Run(plain, io.in[0], io.in[1], io.out[0], nullptr, io.workspace, cuda::GemmRunner::WorkspaceBytes(),
+                      io.stream);
       } catch (const std::exception& e) {
         throw Error(std::string("cuBLASLt: ") + e.what());
       }

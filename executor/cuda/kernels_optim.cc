@@ -83,8 +83,7 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
     for (int j = 0; j < k; ++j)
       if (ctx.in(l.state_in(j, i)).numel() != numel[i] || ctx.in(l.state_in(j, i)).dtype != DataType::kFloat32)
         ctx.Fail("a state of parameter " + std::to_string(i) + " is not float32 of the parameter's size");
-    if (accumulating &&
-        (ctx.in(l.acc_in(i)).numel() != numel[i] || ctx.in(l.acc_in(i)).dtype != DataType::kFloat32))
+    if (accumulating && (ctx.in(l.acc_in(i)).numel() != numel[i] || ctx.in(l.acc_in(i)).dtype != DataType::kFloat32))
       ctx.Fail("the gradient sum of parameter " + std::to_string(i) + " is not float32 of the parameter's size");
   }
   if (accumulating && (ctx.in(l.micro_in()).numel() != 1 || ctx.in(l.micro_in()).dtype != DataType::kInt64))
@@ -141,10 +140,10 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
       Copy(io.out[l.param_out(i)], io.in[l.param_in(i)], bytes, io.stream);
       for (int j = 0; j < k; ++j) Copy(io.out[l.state_out(j, i)], io.in[l.state_in(j, i)], bytes, io.stream);
       if (accumulating) Copy(io.out[l.acc_out(i)], io.in[l.acc_in(i)], bytes, io.stream);
-      key.insert(key.end(), {io.out[l.param_out(i)], io.in[l.grad_in(i)], k >= 1 ? io.out[l.state_out(0, i)] : nullptr,
-                             k >= 2 ? io.out[l.state_out(1, i)] : nullptr,
-                             accumulating ? io.out[l.acc_out(i)] : nullptr,
-                             half_slot[i] >= 0 ? io.out[half_slot[i]] : nullptr});
+      key.insert(key.end(),
+                 {io.out[l.param_out(i)], io.in[l.grad_in(i)], k >= 1 ? io.out[l.state_out(0, i)] : nullptr,
+                  k >= 2 ? io.out[l.state_out(1, i)] : nullptr, accumulating ? io.out[l.acc_out(i)] : nullptr,
+                  half_slot[i] >= 0 ? io.out[half_slot[i]] : nullptr});
     }
     if (!io.out[base] || (accumulating && !io.out[micro_out]))
       throw Error(what + ": the step and micro-step counters' outputs are needed on the GPU");
@@ -198,8 +197,10 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
       ws = st->own_ws;
     }
     cuda::OptimHyper hh = h;
-    if (lr64) hh.lr_device_f64 = static_cast<const double*>(io.in[0]);
-    else hh.lr_device = static_cast<const float*>(io.in[0]);
+    if (lr64)
+      hh.lr_device_f64 = static_cast<const double*>(io.in[0]);
+    else
+      hh.lr_device = static_cast<const float*>(io.in[0]);
     int* found_inf = reinterpret_cast<int*>(static_cast<uint8_t*>(ws) + ws_step);
     RunLauncher(what, [&] {
       cuda::MultiTensorStep(st->list, hh, ls, accum, static_cast<int64_t*>(io.out[base]), found_inf,

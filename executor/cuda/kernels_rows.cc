@@ -41,15 +41,16 @@ KernelInfo LayerNormKernel(const KernelContext& ctx) {
   KernelInfo info{[=](const KernelIO& io) {
     RunLauncher(what, [&] {
       cuda::LayerNormForward(rows, cols, xt, io.in[0], pt, io.in[1], has_b ? io.in[2] : nullptr, eps, io.out[0],
-                             om ? static_cast<float*>(io.out[1]) : nullptr, oi ? static_cast<float*>(io.out[2]) : nullptr,
-                             io.stream);
+                             om ? static_cast<float*>(io.out[1]) : nullptr,
+                             oi ? static_cast<float*>(io.out[2]) : nullptr, io.stream);
     });
   }};
   AllowInPlace(info, ctx, 0, 0);
   return info;
 }
 
-// ---- LayerNormGrad(dY, X, Scale[, Mean, InvStdDev]) -> dX[, dScale, dBias] -------------------------------------------
+// ---- LayerNormGrad(dY, X, Scale[, Mean, InvStdDev]) -> dX[, dScale, dBias]
+// -------------------------------------------
 KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
   const FloatType xt = DeviceFloatType(ctx, ctx.in(1).dtype, "LayerNormGrad");
@@ -158,10 +159,14 @@ LossShape LossGeometry(const KernelContext& ctx, int x, int labels) {
   if (lt != DataType::kInt32 && lt != DataType::kInt64) ctx.Unsupported("labels of " + DataTypeName(lt));
   s.it = lt == DataType::kInt32 ? cuda::IndexType::kI32 : cuda::IndexType::kI64;
   const std::string rs = n.attr_string("reduction", "mean");
-  if (rs == "none") s.red = cuda::LossReduction::kNone;
-  else if (rs == "sum") s.red = cuda::LossReduction::kSum;
-  else if (rs == "mean") s.red = cuda::LossReduction::kMean;
-  else ctx.Fail("unknown reduction '" + rs + "'");
+  if (rs == "none")
+    s.red = cuda::LossReduction::kNone;
+  else if (rs == "sum")
+    s.red = cuda::LossReduction::kSum;
+  else if (rs == "mean")
+    s.red = cuda::LossReduction::kMean;
+  else
+    ctx.Fail("unknown reduction '" + rs + "'");
   if (n.has_attr("ignore_index")) s.ignore = n.attr_int("ignore_index", 0);
   return s;
 }
@@ -259,7 +264,8 @@ KernelInfo ReduceToShapeKernel(const KernelContext& ctx) {
   const size_t ws = cuda::ReduceRowsToColumnsWorkspaceBytes(rows, cols);
   const std::string what = ctx.node.Describe();
   KernelInfo info{[=](const KernelIO& io) {
-    RunLauncher(what, [&] { cuda::ReduceRowsToColumns(rows, cols, xt, io.in[0], yt, io.out[0], io.workspace, ws, io.stream); });
+    RunLauncher(
+        what, [&] { cuda::ReduceRowsToColumns(rows, cols, xt, io.in[0], yt, io.out[0], io.workspace, ws, io.stream); });
   }};
   info.workspace_bytes = ws;
   return info;

@@ -71,8 +71,10 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
     if (e.is_row[i] && !e.is_full[i]) {
       // One value per row of Y (rows of row_len along the last axis), or one in all.
       if (numel == 1) continue;
-      if (numel == NumElements(ydims) / row_len) in_stride[i] = {true, y_image / row_len, in_stride[i].elem_size};
-      else blockable = false;
+      if (numel == NumElements(ydims) / row_len)
+        in_stride[i] = {true, y_image / row_len, in_stride[i].elem_size};
+      else
+        blockable = false;
     } else if (e.is_row[i]) {
       blockable = false;
     } else if (static_cast<int64_t>(d.size()) < rank || d[0] == 1) {
@@ -112,8 +114,10 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
       bd[0] = domain;
       for (int i = 1; i < p.num_inputs; ++i) {
         if (!in_stride[i].advances) continue;
-        if (e.is_row[i]) bd[i] = {images * (y_image / row_len)};
-        else bd[i][0] = images;
+        if (e.is_row[i])
+          bd[i] = {images * (y_image / row_len)};
+        else
+          bd[i][0] = images;
       }
     }
     try {
@@ -153,8 +157,6 @@ KernelInfo ConvEpilogueKernel(const KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterConvEpilogueKernels(KernelRegistry& r) {
-  r.Register("ConvEpilogue", ConvEpilogueKernel, kInternalDomain);
-}
+void RegisterConvEpilogueKernels(KernelRegistry& r) { r.Register("ConvEpilogue", ConvEpilogueKernel, kInternalDomain); }
 
 }  // namespace ot

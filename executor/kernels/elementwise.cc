@@ -22,7 +22,8 @@ bool IsTensorType(DataType t) { return t != DataType::kUndefined && t != DataTyp
 
 void RequireTensorType(const KernelContext& ctx, int i) {
   DataType t = ctx.in(i).dtype;
-  if (!IsTensorType(t)) ctx.Unsupported("input " + std::to_string(i) + " type " + DataTypeName(t) + " is not supported");
+  if (!IsTensorType(t))
+    ctx.Unsupported("input " + std::to_string(i) + " type " + DataTypeName(t) + " is not supported");
 }
 
 // Copies input 0 to output 0 unless the executor placed them in the same buffer.
@@ -70,8 +71,8 @@ KernelInfo MakeCast(const KernelContext& ctx) {
       // In place only where no element changes size or C++ type but through float tiles (the same dtype: the
       // copy is skipped; float16 <-> bfloat16: each tile is loaded, then stored): a plain y[i] = x[i] loop over
       // two types of one size would alias across types.
-      constexpr bool kTiles = (std::is_same_v<S, float16> || std::is_same_v<S, bfloat16>) &&
-                              (std::is_same_v<D, float16> || std::is_same_v<D, bfloat16>);
+      constexpr bool kTiles = (std::is_same_v<S, float16> || std::is_same_v<S, bfloat16>)&&(
+          std::is_same_v<D, float16> || std::is_same_v<D, bfloat16>);
       if constexpr (std::is_same_v<S, D> || kTiles)
         if (ctx.in(0).dims == ctx.out(0).dims) k.inplace.push_back({0, 0});
       return k;
@@ -144,8 +145,7 @@ KernelInfo MakeDropout(const KernelContext& ctx) {
     if (training)  // the ratio matters only in training mode
       if (const Tensor* r = known(1)) ratio = static_cast<float>(r->GetDouble(0));
   }
-  if (training && !(ratio >= 0.f && ratio < 1.f))
-    ctx.Fail("ratio " + std::to_string(ratio) + " is outside [0, 1)");
+  if (training && !(ratio >= 0.f && ratio < 1.f)) ctx.Fail("ratio " + std::to_string(ratio) + " is outside [0, 1)");
   const int64_t n = ctx.in(0).numel();
   const bool has_mask = ctx.has_output(1);
   const DataType mask_t = has_mask ? ctx.out(1).dtype : DataType::kBool;

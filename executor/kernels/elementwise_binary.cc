@@ -1,8 +1,9 @@
 // CPU kernel factories of the elementwise family, binary half: arithmetic, Pow, Mod, BitShift, comparisons,
 // logic, PRelu, Where and the variadic Sum/Mean/Max/Min. Broadcast plans are made once, when the plan is made.
+#include "cpu_ops/elementwise_binary.h"
+
 #include <type_traits>
 
-#include "cpu_ops/elementwise_binary.h"
 #include "executor/kernel_registry.h"
 #include "graph/tensor.h"
 
@@ -79,7 +80,8 @@ KernelInfo MakePow(const KernelContext& ctx) {
         if constexpr (std::is_same_v<E, bool>) {
           ctx.Unsupported("bool exponent");
         } else {
-          return KernelInfo{[plan](const KernelIO& io) { cpu::Pow<T, E>(io.In<T>(0), io.In<E>(1), io.Out<T>(0), plan); }};
+          return KernelInfo{
+              [plan](const KernelIO& io) { cpu::Pow<T, E>(io.In<T>(0), io.In<E>(1), io.Out<T>(0), plan); }};
         }
       });
     }
@@ -102,9 +104,8 @@ KernelInfo MakePRelu(const KernelContext& ctx) {
   auto plan = Plan(ctx, {x, s});
   return DispatchDType(t, [&](auto tag) -> KernelInfo {
     using T = decltype(tag);
-    return KernelInfo{[plan](const KernelIO& io) {
-      cpu::Binary<T>(BinaryOp::kPRelu, io.In<T>(0), io.In<T>(1), io.out[0], plan);
-    }};
+    return KernelInfo{
+        [plan](const KernelIO& io) { cpu::Binary<T>(BinaryOp::kPRelu, io.In<T>(0), io.In<T>(1), io.out[0], plan); }};
   });
 }
 
@@ -116,9 +117,8 @@ KernelInfo MakeWhere(const KernelContext& ctx) {
   auto plan = Plan(ctx, {ctx.in(0).dims, ctx.in(1).dims, ctx.in(2).dims});
   return DispatchDType(t, [&](auto tag) -> KernelInfo {
     using T = decltype(tag);
-    return KernelInfo{[plan](const KernelIO& io) {
-      cpu::Where<T>(io.In<bool>(0), io.In<T>(1), io.In<T>(2), io.Out<T>(0), plan);
-    }};
+    return KernelInfo{
+        [plan](const KernelIO& io) { cpu::Where<T>(io.In<bool>(0), io.In<T>(1), io.In<T>(2), io.Out<T>(0), plan); }};
   });
 }
 

@@ -16,7 +16,7 @@ struct EpilogueProgram {
   cluster::Program p;
   std::vector<std::vector<int64_t>> dims;  // program input i's dims: 0 = Y, i >= 1 = the node's input i + 2
   std::vector<cluster::DType> types;
-  std::vector<bool> is_full, is_row;       // loaded as a full value / as a row value somewhere in the program
+  std::vector<bool> is_full, is_row;  // loaded as a full value / as a row value somewhere in the program
 };
 
 // Parses the node's `program` with Y = ydims of type yt as its input 0. Fails naming the node when the program is

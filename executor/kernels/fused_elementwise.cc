@@ -3,11 +3,12 @@
 // (cpu_ops/fused_elementwise.h), which runs the cluster in one pass over cache-sized tiles. Its scratch registers
 // are the kernel's declared workspace; an output may take the memory of a full, unbroadcast input of the same
 // element size (the interpreter loads a tile before it stores it).
+#include "cpu_ops/fused_elementwise.h"
+
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
 
-#include "cpu_ops/fused_elementwise.h"
 #include "executor/kernel_registry.h"
 #include "executor/threads.h"
 #include "graph/graph.h"
@@ -18,7 +19,6 @@
 namespace ot {
 
 namespace {
-
 
 KernelInfo FusedElementwiseKernel(const KernelContext& ctx) {
   cluster::Program p;
@@ -31,7 +31,8 @@ KernelInfo FusedElementwiseKernel(const KernelContext& ctx) {
   std::vector<cluster::DType> types;
   for (int i = 0; i < p.num_inputs; ++i) {
     cluster::DType t;
-    if (!ToClusterType(ctx.in(i).dtype, &t)) ctx.Unsupported("input " + std::to_string(i) + " is " + DataTypeName(ctx.in(i).dtype));
+    if (!ToClusterType(ctx.in(i).dtype, &t))
+      ctx.Unsupported("input " + std::to_string(i) + " is " + DataTypeName(ctx.in(i).dtype));
     types.push_back(t);
     dims.push_back(ctx.in(i).dims);
   }

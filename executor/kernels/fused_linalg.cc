@@ -33,8 +33,8 @@ cpu::MatMulSpec MatMulBiasSpec(const KernelContext& ctx) {
   const auto& bias = ctx.in(2).dims;
   const bool tb = ctx.node.attr_int("trans_b", 0) != 0;
   if (a.size() < 2 || b.size() != 2 || bias.size() != 1)
-    ctx.Fail(std::string("MatMulBias takes A of rank >= 2, B ") + (tb ? "[N, K]" : "[K, N]") +
-             " and bias [N]; got A " + DimsToString(a) + ", B " + DimsToString(b) + ", bias " + DimsToString(bias));
+    ctx.Fail(std::string("MatMulBias takes A of rank >= 2, B ") + (tb ? "[N, K]" : "[K, N]") + " and bias [N]; got A " +
+             DimsToString(a) + ", B " + DimsToString(b) + ", bias " + DimsToString(bias));
   cpu::MatMulSpec spec;
   spec.trans_b = tb;
   spec.m = 1;
@@ -78,8 +78,8 @@ KernelInfo MatMulBiasKernel(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
   for (int i = 1; i < 3; ++i)
     if (ctx.in(i).dtype != t)
-      ctx.Fail("input " + std::to_string(i) + " (" + DataTypeName(ctx.in(i).dtype) + ") and A (" +
-               DataTypeName(t) + ") differ in dtype");
+      ctx.Fail("input " + std::to_string(i) + " (" + DataTypeName(ctx.in(i).dtype) + ") and A (" + DataTypeName(t) +
+               ") differ in dtype");
   const std::string act = ctx.node.attr_string("activation", "none");
   if (act != "none" && act != "relu") ctx.Fail("activation = '" + act + "' (none or relu)");
   const bool relu = act == "relu";
@@ -109,7 +109,7 @@ KernelInfo MatMulBiasKernel(const KernelContext& ctx) {
       };
     } else {
       cpu::MatMulSpec s = spec;
-      s.type = std::is_same_v<T, float16> ? cpu::DnnType::kF16
+      s.type = std::is_same_v<T, float16>    ? cpu::DnnType::kF16
                : std::is_same_v<T, bfloat16> ? cpu::DnnType::kBF16
                                              : cpu::DnnType::kF32;
       auto mm = std::make_shared<cpu::DnnlMatMul>(s);
@@ -125,11 +125,20 @@ KernelInfo MatMulBiasKernel(const KernelContext& ctx) {
     }
   };
   switch (t) {
-    case DataType::kFloat32: build(float{}); break;
-    case DataType::kFloat16: build(float16{}); break;
-    case DataType::kBFloat16: build(bfloat16{}); break;
-    case DataType::kFloat64: build(double{}); break;
-    default: ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
+    case DataType::kFloat32:
+      build(float{});
+      break;
+    case DataType::kFloat16:
+      build(float16{});
+      break;
+    case DataType::kBFloat16:
+      build(bfloat16{});
+      break;
+    case DataType::kFloat64:
+      build(double{});
+      break;
+    default:
+      ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
   }
   info.flops = cpu::GemmFlops(spec);
   return info;

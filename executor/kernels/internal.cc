@@ -1,8 +1,8 @@
 // CPU kernels of the internal ops (graph/ops/internal.cc).
-#include <algorithm>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <vector>

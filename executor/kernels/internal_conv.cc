@@ -17,9 +17,9 @@
 #include "cpu_ops/pool_grad.h"
 #include "cpu_ops/scatter_add.h"
 #include "executor/kernel_registry.h"
-#include "executor/threads.h"
 #include "executor/kernels/conv_geometry.h"
 #include "executor/kernels/pool_geometry.h"
+#include "executor/threads.h"
 #include "graph/graph.h"
 #include "graph/infer_util.h"
 #include "graph/ops/linalg_util.h"
@@ -51,8 +51,8 @@ cpu::ConvSpec GradConvSpec(const KernelContext& ctx, const std::vector<int64_t>&
       static_cast<int>(pads.size()) != 2 * r)
     ctx.Fail("strides, dilations or pads do not match the spatial rank");
   for (int i = 0; i < r; ++i) {
-    const auto g = linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i],
-                                    pads[r + i], auto_pad, false);
+    const auto g = linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i], pads[r + i],
+                                    auto_pad, false);
     if (g.out != spec.out_spatial[i]) ctx.Fail("dY's shape disagrees with the convolution geometry");
     spec.pad_begin.push_back(g.pad_begin);
     spec.pad_end.push_back(g.pad_end);
@@ -166,8 +166,10 @@ KernelInfo ConvBackwardKernel(const KernelContext& ctx, cpu::DnnlConvBackward::K
   KernelInfo info;
   if (ctx.in(0).dtype == DataType::kFloat64) {
     info.fn = [spec, data](const KernelIO& io) {
-      if (data) cpu::NaiveConvGradData<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
-      else cpu::NaiveConvGradWeight<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
+      if (data)
+        cpu::NaiveConvGradData<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
+      else
+        cpu::NaiveConvGradWeight<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));
     };
     return info;
   }
@@ -279,8 +281,10 @@ KernelInfo GatherGradKernel(const KernelContext& ctx) {
   info.fn = [=](const KernelIO& io) {
     bool ok;
     if (f64)
-      ok = i64 ? cpu::GatherGrad(io.In<double>(0), io.In<int64_t>(1), num_idx, outer, axis_dim, inner, io.Out<double>(0))
-               : cpu::GatherGrad(io.In<double>(0), io.In<int32_t>(1), num_idx, outer, axis_dim, inner, io.Out<double>(0));
+      ok =
+          i64 ? cpu::GatherGrad(io.In<double>(0), io.In<int64_t>(1), num_idx, outer, axis_dim, inner, io.Out<double>(0))
+              : cpu::GatherGrad(io.In<double>(0), io.In<int32_t>(1), num_idx, outer, axis_dim, inner,
+                                io.Out<double>(0));
     else
       ok = i64 ? cpu::GatherGrad(io.In<float>(0), io.In<int64_t>(1), num_idx, outer, axis_dim, inner, io.Out<float>(0))
                : cpu::GatherGrad(io.In<float>(0), io.In<int32_t>(1), num_idx, outer, axis_dim, inner, io.Out<float>(0));
@@ -293,8 +297,7 @@ KernelInfo GatherGradKernel(const KernelContext& ctx) {
 
 void RegisterConvGradKernels(KernelRegistry& r) {
   r.Register(
-      "ConvGradData",
-      [](const KernelContext& c) { return ConvBackwardKernel(c, cpu::DnnlConvBackward::Kind::kData); },
+      "ConvGradData", [](const KernelContext& c) { return ConvBackwardKernel(c, cpu::DnnlConvBackward::Kind::kData); },
       kInternalDomain);
   r.Register(
       "ConvGradWeight",

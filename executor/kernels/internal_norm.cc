@@ -178,8 +178,7 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
   KernelInfo k;
   k.fn = [=](const KernelIO& io) {
     std::vector<int64_t> t(static_cast<size_t>(N * D));
-    for (int64_t i = 0; i < N * D; ++i)
-      t[i] = it == DataType::kInt32 ? io.In<int32_t>(2)[i] : io.In<int64_t>(2)[i];
+    for (int64_t i = 0; i < N * D; ++i) t[i] = it == DataType::kInt32 ? io.In<int32_t>(2)[i] : io.In<int64_t>(2)[i];
     std::vector<double> w = has_w ? LoadAll(io.in[3], tw, C) : std::vector<double>(static_cast<size_t>(C), 1.0);
     std::vector<double> g = LoadAll(io.in[0], tg, none ? N * D : 1);
     double wsum = 0;
@@ -302,9 +301,9 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
     std::vector<double> ds(static_cast<size_t>(cols), 0.0), db(static_cast<size_t>(cols), 0.0);
     if (fast) {
       // float32 rows: cpu_ops/row_grad's parallel, vectorized form of the loop below.
-      cpu::LayerNormGradF32(rows, cols, io.In<float>(0), io.In<float>(1), s.data(),
-                            saved ? io.In<float>(3) : nullptr, saved ? io.In<float>(4) : nullptr, eps,
-                            io.Out<float>(0), ds.data(), db.data(), addend ? io.In<float>(5) : nullptr);
+      cpu::LayerNormGradF32(rows, cols, io.In<float>(0), io.In<float>(1), s.data(), saved ? io.In<float>(3) : nullptr,
+                            saved ? io.In<float>(4) : nullptr, eps, io.Out<float>(0), ds.data(), db.data(),
+                            addend ? io.In<float>(5) : nullptr);
       if (o1) Store(io.out[1], t1, 0, cols, ds.data());
       if (o2) Store(io.out[2], t2, 0, cols, db.data());
       return;
@@ -315,8 +314,10 @@ KernelInfo LayerNormGradKernel(const KernelContext& ctx) {
         cpu::LayerNormGradHalf(rows, cols, io.In<T>(0), io.In<T>(1), s.data(), saved ? io.In<float>(3) : nullptr,
                                saved ? io.In<float>(4) : nullptr, eps, io.Out<T>(0), ds.data(), db.data());
       };
-      if (t0 == DataType::kFloat16) run(float16{});
-      else run(bfloat16{});
+      if (t0 == DataType::kFloat16)
+        run(float16{});
+      else
+        run(bfloat16{});
       if (o1) Store(io.out[1], t1, 0, cols, ds.data());
       if (o2) Store(io.out[2], t2, 0, cols, db.data());
       return;

@@ -8,10 +8,10 @@
 
 #include "cpu_ops/optimizer.h"
 #include "executor/kernel_registry.h"
-#include "kernel_common/optim_math.h"
 #include "graph/graph.h"
 #include "graph/ops/optimizer_layout.h"
 #include "graph/tensor.h"
+#include "kernel_common/optim_math.h"
 
 namespace ot {
 
@@ -37,7 +37,8 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
     ctx.Fail("operand counts do not match the attributes (" + std::to_string(l.num_inputs()) + " inputs and " +
              std::to_string(l.num_outputs()) + " outputs expected)");
   const DataType lr_t = ctx.in(0).dtype;
-  if (lr_t != DataType::kFloat32 && lr_t != DataType::kFloat64) ctx.Unsupported("learning rate of " + DataTypeName(lr_t));
+  if (lr_t != DataType::kFloat32 && lr_t != DataType::kFloat64)
+    ctx.Unsupported("learning rate of " + DataTypeName(lr_t));
   if (ctx.in(0).numel() != 1 || ctx.in(1).numel() != 1) ctx.Fail("lr and step must be scalars");
   std::vector<int64_t> numel(n);
   std::vector<bool> f64(n);
@@ -57,7 +58,8 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
     const int64_t i = l.half_params[j];
     if (i < 0 || i >= n) ctx.Fail("half_params[" + std::to_string(j) + "] = " + std::to_string(i) + " is out of range");
     if (f64[i]) ctx.Unsupported("a half copy of a float64 parameter");
-    half[i] = l.half_dtype == static_cast<int64_t>(DataType::kBFloat16) ? cpu::HalfKind::kBFloat16 : cpu::HalfKind::kFloat16;
+    half[i] =
+        l.half_dtype == static_cast<int64_t>(DataType::kBFloat16) ? cpu::HalfKind::kBFloat16 : cpu::HalfKind::kFloat16;
     half_slot[i] = l.half_out(j);
   }
   const bool scaling = l.scaling(), dynamic = l.loss_scaling == "dynamic";

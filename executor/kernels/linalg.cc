@@ -17,20 +17,19 @@
 
 namespace ot {
 
-void RegisterLinalgPoolKernels(KernelRegistry& r);    // linalg_pool.cc
-void RegisterLinalgQuantKernels(KernelRegistry& r);   // linalg_quant.cc
+void RegisterLinalgPoolKernels(KernelRegistry& r);   // linalg_pool.cc
+void RegisterLinalgQuantKernels(KernelRegistry& r);  // linalg_quant.cc
 cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi);
 void RegisterLinalgEinsumKernels(KernelRegistry& r);  // linalg_einsum.cc
 
 namespace {
 
-bool IsDnnType(DataType t) {
-  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
-}
+bool IsDnnType(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16; }
 
 cpu::DnnType ToDnnType(DataType t) {
-  return t == DataType::kFloat16 ? cpu::DnnType::kF16 : t == DataType::kBFloat16 ? cpu::DnnType::kBF16
-                                                                                  : cpu::DnnType::kF32;
+  return t == DataType::kFloat16    ? cpu::DnnType::kF16
+         : t == DataType::kBFloat16 ? cpu::DnnType::kBF16
+                                    : cpu::DnnType::kF32;
 }
 
 // A GEMM kernel for spec over dtype t: oneDNN for float types, loops otherwise. `prefill(io)` (may be empty)
@@ -75,12 +74,18 @@ KernelInfo MakeGemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMu
     return k;
   };
   switch (t) {
-    case DataType::kFloat64: return loops(double{}, double{});
-    case DataType::kInt32: return loops(int32_t{}, int64_t{});
-    case DataType::kInt64: return loops(int64_t{}, int64_t{});
-    case DataType::kUint32: return loops(uint32_t{}, uint64_t{});
-    case DataType::kUint64: return loops(uint64_t{}, uint64_t{});
-    default: break;
+    case DataType::kFloat64:
+      return loops(double{}, double{});
+    case DataType::kInt32:
+      return loops(int32_t{}, int64_t{});
+    case DataType::kInt64:
+      return loops(int64_t{}, int64_t{});
+    case DataType::kUint32:
+      return loops(uint32_t{}, uint64_t{});
+    case DataType::kUint64:
+      return loops(uint64_t{}, uint64_t{});
+    default:
+      break;
   }
   ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
 }
@@ -208,15 +213,32 @@ KernelInfo GemmKernel(const KernelContext& ctx) {
     const int64_t cs_m = c2[0] == 1 ? 0 : c2[1], cs_n = c2[1] == 1 ? 0 : 1;
     spec.accumulate = true;
     switch (t) {
-      case DataType::kFloat32: prefill = MakeGemmPrefill<float>(cs_m, cs_n, beta, spec.m, spec.n); break;
-      case DataType::kFloat16: prefill = MakeGemmPrefill<float16>(cs_m, cs_n, beta, spec.m, spec.n); break;
-      case DataType::kBFloat16: prefill = MakeGemmPrefill<bfloat16>(cs_m, cs_n, beta, spec.m, spec.n); break;
-      case DataType::kFloat64: prefill = MakeGemmPrefill<double>(cs_m, cs_n, beta, spec.m, spec.n); break;
-      case DataType::kInt32: prefill = MakeGemmPrefill<int32_t>(cs_m, cs_n, beta, spec.m, spec.n); break;
-      case DataType::kInt64: prefill = MakeGemmPrefill<int64_t>(cs_m, cs_n, beta, spec.m, spec.n); break;
-      case DataType::kUint32: prefill = MakeGemmPrefill<uint32_t>(cs_m, cs_n, beta, spec.m, spec.n); break;
-      case DataType::kUint64: prefill = MakeGemmPrefill<uint64_t>(cs_m, cs_n, beta, spec.m, spec.n); break;
-      default: ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
+      case DataType::kFloat32:
+        prefill = MakeGemmPrefill<float>(cs_m, cs_n, beta, spec.m, spec.n);
+        break;
+      case DataType::kFloat16:
+        prefill = MakeGemmPrefill<float16>(cs_m, cs_n, beta, spec.m, spec.n);
+        break;
+      case DataType::kBFloat16:
+        prefill = MakeGemmPrefill<bfloat16>(cs_m, cs_n, beta, spec.m, spec.n);
+        break;
+      case DataType::kFloat64:
+        prefill = MakeGemmPrefill<double>(cs_m, cs_n, beta, spec.m, spec.n);
+        break;
+      case DataType::kInt32:
+        prefill = MakeGemmPrefill<int32_t>(cs_m, cs_n, beta, spec.m, spec.n);
+        break;
+      case DataType::kInt64:
+        prefill = MakeGemmPrefill<int64_t>(cs_m, cs_n, beta, spec.m, spec.n);
+        break;
+      case DataType::kUint32:
+        prefill = MakeGemmPrefill<uint32_t>(cs_m, cs_n, beta, spec.m, spec.n);
+        break;
+      case DataType::kUint64:
+        prefill = MakeGemmPrefill<uint64_t>(cs_m, cs_n, beta, spec.m, spec.n);
+        break;
+      default:
+        ctx.Unsupported("dtype " + DataTypeName(t) + " is not supported");
     }
   }
   return MakeGemmKernel(ctx, t, spec, prefill);
@@ -297,11 +319,10 @@ cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi, bo
   auto os = node.attr_ints("output_shape");
   if (static_cast<int>(os.size()) == r + 2) os.erase(os.begin(), os.begin() + 2);
   for (int i = 0; i < r; ++i) {
-    const auto g = transpose ? linalg::ConvTransposeAxis(x[2 + i], spec.kernel[i], spec.strides[i],
-                                                         spec.dilations[i], pads[i], pads[r + i], op[i],
-                                                         os.empty() ? -1 : os[i], auto_pad)
-                             : linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i],
-                                                pads[i], pads[r + i], auto_pad, false);
+    const auto g = transpose ? linalg::ConvTransposeAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i],
+                                                         pads[i], pads[r + i], op[i], os.empty() ? -1 : os[i], auto_pad)
+                             : linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i],
+                                                pads[r + i], auto_pad, false);
     if (y_from_geometry) {
       spec.out_spatial.push_back(g.out);
     } else if (g.out != spec.out_spatial[i]) {

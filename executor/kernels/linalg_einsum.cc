@@ -186,9 +186,12 @@ class Planner {
     std::vector<int> batch, contr, m, n;
     for (int l : x.labels) {
       const bool in_y = Contains(y.labels, l), keep = Contains(later, l);
-      if (in_y && keep) batch.push_back(l);
-      else if (in_y) contr.push_back(l);
-      else if (keep) m.push_back(l);
+      if (in_y && keep)
+        batch.push_back(l);
+      else if (in_y)
+        contr.push_back(l);
+      else if (keep)
+        m.push_back(l);
     }
     for (int l : y.labels)
       if (!Contains(x.labels, l) && Contains(later, l)) n.push_back(l);

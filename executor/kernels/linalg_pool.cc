@@ -80,11 +80,16 @@ KernelInfo PoolKernel(const KernelContext& ctx) {
     return k;
   };
   switch (t) {
-    case DataType::kFloat32: return make(float{});
-    case DataType::kFloat64: return make(double{});
-    case DataType::kFloat16: return make(float16{});
-    case DataType::kBFloat16: return make(bfloat16{});
-    default: break;
+    case DataType::kFloat32:
+      return make(float{});
+    case DataType::kFloat64:
+      return make(double{});
+    case DataType::kFloat16:
+      return make(float16{});
+    case DataType::kBFloat16:
+      return make(bfloat16{});
+    default:
+      break;
   }
   if (spec.kind == cpu::PoolKind::kMax) {
     if (t == DataType::kInt8) return make(int8_t{});

@@ -14,7 +14,7 @@
 
 namespace ot {
 
-cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi);           // linalg.cc
+cpu::MatMulSpec NumpyMatMulSpec(const KernelContext& ctx, int ai, int bi);  // linalg.cc
 
 namespace {
 
@@ -87,7 +87,8 @@ KernelInfo IntegerMatMul(const KernelContext& ctx, bool qlinear) {
   info.fn = [=](const KernelIO& io) {
     std::vector<int64_t> a(na), b(nb), c(nc);
     ShiftRows(ta, io.in[ai], na, a_zc ? io.in[azi] : nullptr, std::max<int64_t>(a_zc, 1), k, a.data());
-    ShiftCols(tb, io.in[bi], nb, b_zc ? io.in[bzi] : nullptr, std::max<int64_t>(b_zc, 1), bd.size() >= 2 ? bd[bd.size() - 2] : nb, n, b.data());
+    ShiftCols(tb, io.in[bi], nb, b_zc ? io.in[bzi] : nullptr, std::max<int64_t>(b_zc, 1),
+              bd.size() >= 2 ? bd[bd.size() - 2] : nb, n, b.data());
     cpu::NaiveMatMul<int64_t, int64_t>(spec, a.data(), b.data(), c.data());
     if (!qlinear) {
       int32_t* y = io.Out<int32_t>(0);

@@ -4,11 +4,12 @@
 // (oneDNN; the bias written into the block first and accumulated onto, as MatMulBias does) fills a cache-sized
 // block buffer -- the kernel's workspace -- and the cluster program (cpu_ops/fused_elementwise.h) runs over that
 // block right away, reading the buffer as its input 0, so Y reaches memory only where the program stores it.
-// Blocks: about 1 MiB of Y each (an L2 cache) and at least 256 rows (smaller GEMMs lose more than the cache gains); a program operand is either the same for every block
-// (it broadcasts along the rows) or advances with the rows (Y's shape, or one value per row); any other operand
-// shape, or a program reducing more than the last axis, runs as one block. Every block computes what the whole
-// would (the GEMM's rows are independent and the program is elementwise or reduces along a row), up to the order in
-// which oneDNN adds a row's K products: its kernel for a block's last rows may differ in the last bits.
+// Blocks: about 1 MiB of Y each (an L2 cache) and at least 256 rows (smaller GEMMs lose more than the cache gains); a
+// program operand is either the same for every block (it broadcasts along the rows) or advances with the rows (Y's
+// shape, or one value per row); any other operand shape, or a program reducing more than the last axis, runs as one
+// block. Every block computes what the whole would (the GEMM's rows are independent and the program is elementwise or
+// reduces along a row), up to the order in which oneDNN adds a row's K products: its kernel for a block's last rows may
+// differ in the last bits.
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
@@ -17,8 +18,8 @@
 #include "cpu_ops/dnnl_util.h"
 #include "cpu_ops/fused_elementwise.h"
 #include "cpu_ops/matmul.h"
-#include "executor/kernels/epilogue_blocks.h"
 #include "executor/kernel_registry.h"
+#include "executor/kernels/epilogue_blocks.h"
 #include "executor/threads.h"
 #include "graph/graph.h"
 #include "graph/infer_util.h"
@@ -70,8 +71,10 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
     in_stride[i].elem_size = SizeOf(ctx.in(i + 2).dtype);
     if (e.is_row[i] && !e.is_full[i]) {
       if (numel == 1) continue;
-      if (numel == m) in_stride[i] = {true, 1, in_stride[i].elem_size};
-      else blockable = false;
+      if (numel == m)
+        in_stride[i] = {true, 1, in_stride[i].elem_size};
+      else
+        blockable = false;
     } else if (lead_ones && !e.is_row[i]) {
       continue;
     } else if (d == ydims && !e.is_row[i]) {
@@ -94,7 +97,9 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
   auto make_block = [&](int64_t rows) {
     Block blk;
     cpu::MatMulSpec s;
-    s.type = t == DataType::kFloat16 ? cpu::DnnType::kF16 : t == DataType::kBFloat16 ? cpu::DnnType::kBF16 : cpu::DnnType::kF32;
+    s.type = t == DataType::kFloat16    ? cpu::DnnType::kF16
+             : t == DataType::kBFloat16 ? cpu::DnnType::kBF16
+                                        : cpu::DnnType::kF32;
     s.m = rows;
     s.k = k;
     s.n = n;
@@ -106,7 +111,8 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
       domain = {rows, n};
       bd[0] = domain;
       for (int i = 1; i < p.num_inputs; ++i)
-        if (in_stride[i].advances) bd[i] = in_stride[i].step == n ? std::vector<int64_t>{rows, n} : std::vector<int64_t>{rows, 1};
+        if (in_stride[i].advances)
+          bd[i] = in_stride[i].step == n ? std::vector<int64_t>{rows, n} : std::vector<int64_t>{rows, 1};
     }
     try {
       blk.fk = std::make_shared<cpu::FusedKernel>(p, domain, bd, e.types, ThreadCount());
@@ -143,7 +149,8 @@ KernelInfo MatMulEpilogueKernel(const KernelContext& ctx) {
         DispatchDType(t, [&](auto tag) {
           using T = decltype(tag);
           if constexpr (std::is_same_v<T, float> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
-            cpu::FillScaledBroadcast2D<T>(static_cast<const T*>(io.in[2]), 0, 1, 1.0f, rows, n, reinterpret_cast<T*>(ybuf));
+            cpu::FillScaledBroadcast2D<T>(static_cast<const T*>(io.in[2]), 0, 1, 1.0f, rows, n,
+                                          reinterpret_cast<T*>(ybuf));
         });
       }
       blk.mm->Run(a_ptr + static_cast<size_t>(r0 * k) * elem, io.in[1], ybuf, mmws);

@@ -1,15 +1,16 @@
 // CPU kernel factories of the norm family: Softmax/LogSoftmax/Hardmax, BatchNormalization, LayerNormalization,
 // InstanceNormalization, MeanVarianceNormalization, LpNormalization, NegativeLogLikelihoodLoss,
 // SoftmaxCrossEntropyLoss.
+#include "cpu_ops/norm.h"
+
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
 
-#include "cpu_ops/loss.h"
-#include "cpu_ops/norm.h"
-#include "cpu_ops/softmax.h"
 #include "cpu_ops/half_convert.h"
+#include "cpu_ops/loss.h"
+#include "cpu_ops/softmax.h"
 #include "executor/kernel_registry.h"
 #include "graph/graph.h"
 #include "graph/infer_util.h"
@@ -214,8 +215,8 @@ KernelInfo MakeLayerNorm(const KernelContext& ctx) {
     if (!ctx.has_output(3)) ctx.Fail("S (output 3, X + R) must be present");
     KernelInfo k{[=](const KernelIO& io) {
       cpu::ResidualLayerNormF32(rows, cols, io.In<float>(0), io.In<float>(3), io.In<float>(1),
-                                has_b ? io.In<float>(2) : nullptr, sidx, bidx, eps, io.Out<float>(3),
-                                io.Out<float>(0), om ? io.Out<float>(1) : nullptr, oi ? io.Out<float>(2) : nullptr);
+                                has_b ? io.In<float>(2) : nullptr, sidx, bidx, eps, io.Out<float>(3), io.Out<float>(0),
+                                om ? io.Out<float>(1) : nullptr, oi ? io.Out<float>(2) : nullptr);
     }};
     AllowInPlace(k, ctx, 3, 0);  // S[i] = X[i] + R[i]: each read before its element is written
     AllowInPlace(k, ctx, 3, 3);
@@ -256,7 +257,8 @@ KernelInfo MakeMvn(const KernelContext& ctx) {
   const DataType dt = ctx.in(0).dtype;
   const std::vector<int64_t> dims = ctx.in(0).dims;
   std::vector<bool> red(dims.size(), false);
-  for (int64_t a : n.attr_ints("axes", {0, 2, 3})) red[NormalizeAxis(a, static_cast<int>(dims.size()), n.Describe())] = true;
+  for (int64_t a : n.attr_ints("axes", {0, 2, 3}))
+    red[NormalizeAxis(a, static_cast<int>(dims.size()), n.Describe())] = true;
   return {[=](const KernelIO& io) {
     DispatchFloat(dt, [&](auto tag) {
       using T = decltype(tag);
@@ -298,7 +300,7 @@ KernelInfo MakeLoss(const KernelContext& ctx) {
   const int64_t N = dims[0], C = dims[1], D = Prod(dims, 2, dims.size());
   if (ctx.in(1).numel() != N * D) ctx.Fail("target does not match the input's shape");
   const std::string rs = n.attr_string("reduction", "mean");
-  const cpu::LossReduction red = rs == "none" ? cpu::LossReduction::kNone
+  const cpu::LossReduction red = rs == "none"  ? cpu::LossReduction::kNone
                                  : rs == "sum" ? cpu::LossReduction::kSum
                                                : cpu::LossReduction::kMean;
   const int64_t ii = n.has_attr("ignore_index") ? n.attr_int("ignore_index", 0) : std::numeric_limits<int64_t>::min();
@@ -332,8 +334,10 @@ KernelInfo MakeLoss(const KernelContext& ctx) {
           throw Error(what + ": " + e.what());
         }
       };
-      if (it == DataType::kInt32) run(int32_t{});
-      else run(int64_t{});
+      if (it == DataType::kInt32)
+        run(int32_t{});
+      else
+        run(int64_t{});
     });
   };
   return info;

@@ -13,12 +13,16 @@ namespace {
 using cpu::ReduceKind;
 
 const std::map<std::string, ReduceKind>& ReduceKinds() {
-  static const std::map<std::string, ReduceKind> m = {
-      {"ReduceSum", ReduceKind::kSum},         {"ReduceMean", ReduceKind::kMean},
-      {"ReduceMax", ReduceKind::kMax},         {"ReduceMin", ReduceKind::kMin},
-      {"ReduceProd", ReduceKind::kProd},       {"ReduceL1", ReduceKind::kL1},
-      {"ReduceL2", ReduceKind::kL2},           {"ReduceLogSum", ReduceKind::kLogSum},
-      {"ReduceLogSumExp", ReduceKind::kLogSumExp}, {"ReduceSumSquare", ReduceKind::kSumSquare}};
+  static const std::map<std::string, ReduceKind> m = {{"ReduceSum", ReduceKind::kSum},
+                                                      {"ReduceMean", ReduceKind::kMean},
+                                                      {"ReduceMax", ReduceKind::kMax},
+                                                      {"ReduceMin", ReduceKind::kMin},
+                                                      {"ReduceProd", ReduceKind::kProd},
+                                                      {"ReduceL1", ReduceKind::kL1},
+                                                      {"ReduceL2", ReduceKind::kL2},
+                                                      {"ReduceLogSum", ReduceKind::kLogSum},
+                                                      {"ReduceLogSumExp", ReduceKind::kLogSumExp},
+                                                      {"ReduceSumSquare", ReduceKind::kSumSquare}};
   return m;
 }
 
@@ -26,17 +30,38 @@ const std::map<std::string, ReduceKind>& ReduceKinds() {
 template <typename F>
 bool DispatchReduce(DataType t, F&& f) {
   switch (t) {
-    case DataType::kFloat32: f(float{}); return true;
-    case DataType::kFloat64: f(double{}); return true;
-    case DataType::kFloat16: f(float16{}); return true;
-    case DataType::kBFloat16: f(bfloat16{}); return true;
-    case DataType::kInt32: f(int32_t{}); return true;
-    case DataType::kInt64: f(int64_t{}); return true;
-    case DataType::kInt8: f(int8_t{}); return true;
-    case DataType::kUint8: f(uint8_t{}); return true;
-    case DataType::kUint32: f(uint32_t{}); return true;
-    case DataType::kUint64: f(uint64_t{}); return true;
-    default: return false;
+    case DataType::kFloat32:
+      f(float{});
+      return true;
+    case DataType::kFloat64:
+      f(double{});
+      return true;
+    case DataType::kFloat16:
+      f(float16{});
+      return true;
+    case DataType::kBFloat16:
+      f(bfloat16{});
+      return true;
+    case DataType::kInt32:
+      f(int32_t{});
+      return true;
+    case DataType::kInt64:
+      f(int64_t{});
+      return true;
+    case DataType::kInt8:
+      f(int8_t{});
+      return true;
+    case DataType::kUint8:
+      f(uint8_t{});
+      return true;
+    case DataType::kUint32:
+      f(uint32_t{});
+      return true;
+    case DataType::kUint64:
+      f(uint64_t{});
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -147,14 +147,20 @@ KernelInfo PadKernel(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
   const size_t esz = ElemSize(ctx, t);
   const std::vector<int64_t> id = ctx.in(0).dims, od = ctx.out(0).dims;
-  std::optional<shape_ops::PadArgs> p = shape_ops::ReadPadArgs(ctx.node, KernelValues(ctx), static_cast<int>(id.size()));
+  std::optional<shape_ops::PadArgs> p =
+      shape_ops::ReadPadArgs(ctx.node, KernelValues(ctx), static_cast<int>(id.size()));
   if (!p) ctx.Fail("pads are unknown");
   cpu::PadMode mode;
-  if (p->mode == "constant") mode = cpu::PadMode::kConstant;
-  else if (p->mode == "reflect") mode = cpu::PadMode::kReflect;
-  else if (p->mode == "edge") mode = cpu::PadMode::kEdge;
-  else if (p->mode == "wrap" && ctx.node.opset >= 19) mode = cpu::PadMode::kWrap;
-  else ctx.Unsupported("mode '" + p->mode + "' is not supported");
+  if (p->mode == "constant")
+    mode = cpu::PadMode::kConstant;
+  else if (p->mode == "reflect")
+    mode = cpu::PadMode::kReflect;
+  else if (p->mode == "edge")
+    mode = cpu::PadMode::kEdge;
+  else if (p->mode == "wrap" && ctx.node.opset >= 19)
+    mode = cpu::PadMode::kWrap;
+  else
+    ctx.Unsupported("mode '" + p->mode + "' is not supported");
   for (size_t d = 0; d < id.size(); ++d)
     if (mode != cpu::PadMode::kConstant && id[d] == 0 && od[d] > 0)
       ctx.Fail("cannot pad an empty dim in mode " + p->mode);

@@ -282,9 +282,8 @@ void RegisterShapeIndexKernels(KernelRegistry& r) {
   r.Register("Scatter", ScatterElementsKernel);
   r.Register("ScatterND", ScatterNDKernel);
   r.Register("Shape", ShapeKernel);
-  r.Register("Size", [](const KernelContext& ctx) {
-    return BytesKernel(AsBytes(std::vector<int64_t>{ctx.in(0).numel()}));
-  });
+  r.Register("Size",
+             [](const KernelContext& ctx) { return BytesKernel(AsBytes(std::vector<int64_t>{ctx.in(0).numel()})); });
   r.Register("Constant", ConstantKernel);
   r.Register("ConstantOfShape", ConstantOfShapeKernel);
   r.Register("Range", RangeKernel);

@@ -1,9 +1,10 @@
 // CPU kernels of the ai.onnx.preview.training optimizers (graph/ops/training_preview.cc): adapt a node's
 // R, T, X.., G.., states.. operands to cpu_ops/training_preview.h, one call per tensor.
+#include "cpu_ops/training_preview.h"
+
 #include <string>
 #include <vector>
 
-#include "cpu_ops/training_preview.h"
 #include "executor/kernel_registry.h"
 
 namespace ot {

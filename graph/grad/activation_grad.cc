@@ -141,20 +141,21 @@ void RegisterActivationGrads(OpRegistry& r) {
     Value* d = c.Op("Add", {c.Op("Div", {c.Y(0), c.Scalar(alpha, c.Y(0))}), c.Scalar(1.0, c.Y(0))});
     c.SetGrad(0, c.Op("Where", {Positive(c, c.X(0)), c.dY(0), c.Op("Mul", {c.dY(0), d})}));
   });
-  r.SetGrad("", "Clip", [](GradContext& c) {
-    if (c.node().opset >= 11) {
-      c.SetGrad(0, c.Op("Where", {c.Op("Equal", {c.X(0), c.Y(0)}), c.dY(0), Zero(c)}));
-      return;
-    }
-    // Opset 6-10 (min/max attributes): ops of those opsets only (no Where before 9, no float Equal before 11).
-    const double lo = AttrF(c, "min", -3.402823466e38), hi = AttrF(c, "max", 3.402823466e38);
-    Value* out = c.Op("Or", {c.Op("Less", {c.X(0), c.Scalar(lo, c.X(0))}),
-                             c.Op("Greater", {c.X(0), c.Scalar(hi, c.X(0))})});
-    c.SetGrad(0, c.Op("Mul", {c.dY(0), CastLike(c, c.Op("Not", {out}), c.dY(0))}));
-  }, {1, 2});
-  r.SetGrad("", "Softplus", [](GradContext& c) {
-    c.SetGrad(0, c.Op("Mul", {c.dY(0), c.Op("Sigmoid", {c.X(0)})}));
-  });
+  r.SetGrad("", "Clip",
+            [](GradContext& c) {
+              if (c.node().opset >= 11) {
+                c.SetGrad(0, c.Op("Where", {c.Op("Equal", {c.X(0), c.Y(0)}), c.dY(0), Zero(c)}));
+                return;
+              }
+              // Opset 6-10 (min/max attributes): ops of those opsets only (no Where before 9, no float Equal before
+              // 11).
+              const double lo = AttrF(c, "min", -3.402823466e38), hi = AttrF(c, "max", 3.402823466e38);
+              Value* out = c.Op("Or", {c.Op("Less", {c.X(0), c.Scalar(lo, c.X(0))}),
+                                       c.Op("Greater", {c.X(0), c.Scalar(hi, c.X(0))})});
+              c.SetGrad(0, c.Op("Mul", {c.dY(0), CastLike(c, c.Op("Not", {out}), c.dY(0))}));
+            },
+            {1, 2});
+  r.SetGrad("", "Softplus", [](GradContext& c) { c.SetGrad(0, c.Op("Mul", {c.dY(0), c.Op("Sigmoid", {c.X(0)})})); });
   r.SetGrad("", "Softsign", [](GradContext& c) {
     Value* d = c.Op("Add", {c.Scalar(1.0, c.X(0)), c.Op("Abs", {c.X(0)})});
     c.SetGrad(0, c.Op("Div", {c.dY(0), c.Op("Mul", {d, d})}));
@@ -220,8 +221,8 @@ void RegisterActivationGrads(OpRegistry& r) {
   });
   r.SetGrad("", "Shrink", [](GradContext& c) {
     const double l = AttrF(c, "lambd", 0.5);
-    Value* out = c.Op("Or", {c.Op("Less", {c.X(0), c.Scalar(-l, c.X(0))}),
-                             c.Op("Greater", {c.X(0), c.Scalar(l, c.X(0))})});
+    Value* out =
+        c.Op("Or", {c.Op("Less", {c.X(0), c.Scalar(-l, c.X(0))}), c.Op("Greater", {c.X(0), c.Scalar(l, c.X(0))})});
     c.SetGrad(0, c.Op("Where", {out, c.dY(0), Zero(c)}));
   });
   for (const char* op : {"ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceLogSum"})

@@ -29,9 +29,9 @@ InferFn ShapeFromInput(int like, int shape_in, bool shape_is_value) {
       return;
     }
     const Shape& s = ctx.input_shape(shape_in);
-    ctx.set_output(0, ctx.input_type(like),
-                   s.known_rank() && s.rank() == 1 && s[0].is_static() ? UnknownDims(static_cast<int>(s[0].value))
-                                                                       : Shape());
+    ctx.set_output(
+        0, ctx.input_type(like),
+        s.known_rank() && s.rank() == 1 && s[0].is_static() ? UnknownDims(static_cast<int>(s[0].value)) : Shape());
   };
 }
 
@@ -54,8 +54,7 @@ std::map<std::string, Attribute> GeometryAttrs(const GradContext& c) {
 
 // ReduceSum over `axes`, keepdims=0, in the form of the graph's opset.
 Value* ReduceSumAxes(GradContext& c, Value* v, const std::vector<int64_t>& axes) {
-  if (c.node().opset >= 13)
-    return c.Op("ReduceSum", {v, c.Ints(axes)}, {{"keepdims", Attribute::Int(0)}});
+  if (c.node().opset >= 13) return c.Op("ReduceSum", {v, c.Ints(axes)}, {{"keepdims", Attribute::Int(0)}});
   return c.Op("ReduceSum", {v}, {{"axes", Attribute::Ints(axes)}, {"keepdims", Attribute::Int(0)}});
 }
 

@@ -11,7 +11,8 @@
 // its output size (floor division) is X's as long as output_padding < stride, which ONNX requires.
 //
 // GlobalMaxPool is MaxPool with the window covering the spatial dims: its gradient is MaxPoolGrad {global = 1} (the
-// kernel takes that window from X's dims when the plan is made), dY going to the first maximum of each plane (as torch's adaptive_max_pool / max_pool backward).
+// kernel takes that window from X's dims when the plan is made), dY going to the first maximum of each plane (as
+// torch's adaptive_max_pool / max_pool backward).
 #include <algorithm>
 
 #include "graph/grad/grad_rules.h"
@@ -66,12 +67,13 @@ void ConvTransposeGrad(GradContext& c) {
       const grad::SizeElem in = grad::DimOf(c, c.X(0), 2 + i), k = grad::DimOf(c, c.X(1), 2 + i),
                            s{strides[i], nullptr};
       // ext = (k - 1) d + 1; the output's size: output_shape, else in * s (SAME).
-      const grad::SizeElem ext = grad::Arith(c, "Add", grad::Arith(c, "Mul", grad::Arith(c, "Sub", k, one),
-                                                                   {dilations[i], nullptr}), one);
-      const grad::SizeElem out = out_shape.empty() ? grad::Arith(c, "Mul", in, s) : grad::SizeElem{out_shape[i], nullptr};
+      const grad::SizeElem ext =
+          grad::Arith(c, "Add", grad::Arith(c, "Mul", grad::Arith(c, "Sub", k, one), {dilations[i], nullptr}), one);
+      const grad::SizeElem out =
+          out_shape.empty() ? grad::Arith(c, "Mul", in, s) : grad::SizeElem{out_shape[i], nullptr};
       const grad::SizeElem reach = grad::Arith(c, "Add", grad::Arith(c, "Mul", grad::Arith(c, "Sub", in, one), s), ext);
-      const grad::SizeElem total = grad::Arith(
-          c, "Max", zero, grad::Arith(c, "Sub", grad::Arith(c, "Add", reach, {out_pad[i], nullptr}), out));
+      const grad::SizeElem total =
+          grad::Arith(c, "Max", zero, grad::Arith(c, "Sub", grad::Arith(c, "Add", reach, {out_pad[i], nullptr}), out));
       const grad::SizeElem small = grad::Arith(c, "Div", total, {2, nullptr});
       const grad::SizeElem pb = auto_pad == "SAME_UPPER" ? small : grad::Arith(c, "Sub", total, small);
       begin.push_back(pb);
@@ -81,9 +83,9 @@ void ConvTransposeGrad(GradContext& c) {
     dy = c.Op("Pad", {dy, grad::SizesValue(c, begin)});
   } else {
     for (int i = 0; i < r; ++i) {
-      const auto g = linalg::ConvTransposeAxis(xs[i] < 0 ? 1 : xs[i], ws[i] < 0 ? 1 : ws[i], strides[i], dilations[i],
-                                               pads[i], pads[r + i], out_pad[i], out_shape.empty() ? -1 : out_shape[i],
-                                               auto_pad);
+      const auto g =
+          linalg::ConvTransposeAxis(xs[i] < 0 ? 1 : xs[i], ws[i] < 0 ? 1 : ws[i], strides[i], dilations[i], pads[i],
+                                    pads[r + i], out_pad[i], out_shape.empty() ? -1 : out_shape[i], auto_pad);
       // g.pad_end < 0 where output rows lie past the last input's reach (output_padding): the convolution then
       // reads them with no padding, and its output keeps X's size while that excess is below the stride.
       const int64_t pe = std::max<int64_t>(0, g.pad_end);

@@ -32,11 +32,9 @@ using grad::ConstInts;
 Value* SliceOp(GradContext& c, Value* v, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
                const std::vector<int64_t>& axes) {
   if (c.node().opset >= 10) return c.Op("Slice", {v, c.Ints(starts), c.Ints(ends), c.Ints(axes)});
-  return c.Op("Slice", {v}, {{"starts", Attribute::Ints(starts)}, {"ends", Attribute::Ints(ends)},
-                             {"axes", Attribute::Ints(axes)}});
+  return c.Op("Slice", {v},
+              {{"starts", Attribute::Ints(starts)}, {"ends", Attribute::Ints(ends)}, {"axes", Attribute::Ints(axes)}});
 }
-
-
 
 void GatherGradRule(GradContext& c) {
   c.SetGrad(0, c.Op("GatherGrad", {c.dY(0), c.X(1), c.Op("Shape", {c.X(0)})},
@@ -154,8 +152,10 @@ void DropoutGrad(GradContext& c) {
   Value* mask = c.Op("Cast", {c.Y(1)}, {{"to", Attribute::Int(static_cast<int64_t>(c.X(0)->dtype))}});
   Value* scale;
   std::optional<double> ratio;
-  if (n.opset >= 12) ratio = n.has_input(1) ? ConstDouble(n.inputs[1]) : std::optional<double>(0.5);
-  else ratio = n.attr_float("ratio", 0.5f);
+  if (n.opset >= 12)
+    ratio = n.has_input(1) ? ConstDouble(n.inputs[1]) : std::optional<double>(0.5);
+  else
+    ratio = n.attr_float("ratio", 0.5f);
   if (ratio) {
     if (*ratio >= 1) c.Fail("ratio must be < 1");
     scale = c.Scalar(1.0 / (1.0 - *ratio), c.X(0));
@@ -194,9 +194,9 @@ void RegisterDataGrads(OpRegistry& r) {
       return;
     }
     const Shape& s = ctx.input_shape(2);
-    ctx.set_output(0, ctx.input_type(0),
-                   s.known_rank() && s.rank() == 1 && s[0].is_static() ? UnknownDims(static_cast<int>(s[0].value))
-                                                                       : Shape());
+    ctx.set_output(
+        0, ctx.input_type(0),
+        s.known_rank() && s.rank() == 1 && s[0].is_static() ? UnknownDims(static_cast<int>(s[0].value)) : Shape());
   };
   r.Register(gg);
 

@@ -41,15 +41,20 @@ std::vector<std::vector<int>> Tokens(const std::string& equation, const linalg::
   const size_t arrow = eq.find("->");
   std::vector<std::vector<int>> terms(1);
   for (size_t i = 0; i < std::min(arrow, eq.size()); ++i) {
-    if (eq[i] == ',') terms.emplace_back();
-    else if (eq[i] == '.') terms.back().push_back(kEll), i += 2;
-    else terms.back().push_back(linalg::EinsumLetter(eq[i]));
+    if (eq[i] == ',')
+      terms.emplace_back();
+    else if (eq[i] == '.')
+      terms.back().push_back(kEll), i += 2;
+    else
+      terms.back().push_back(linalg::EinsumLetter(eq[i]));
   }
   std::vector<int> out;
   if (arrow != std::string::npos) {
     for (size_t i = arrow + 2; i < eq.size(); ++i) {
-      if (eq[i] == '.') out.push_back(kEll), i += 2;
-      else out.push_back(linalg::EinsumLetter(eq[i]));
+      if (eq[i] == '.')
+        out.push_back(kEll), i += 2;
+      else
+        out.push_back(linalg::EinsumLetter(eq[i]));
     }
   } else {
     if (e.ellipsis_rank > 0) out.push_back(kEll);
@@ -81,10 +86,12 @@ void EinsumGrad(GradContext& c) {
   for (const auto& t : terms)
     for (int l : t)
       if (l != kEll && std::count(t.begin(), t.end(), l) > 1)
-        c.Fail("equation '" + eq + "' repeats a label inside a term (a diagonal); Einsum's gradient rule does "
+        c.Fail("equation '" + eq +
+               "' repeats a label inside a term (a diagonal); Einsum's gradient rule does "
                "not support that");
   if (E > 0 && !Has(out, kEll))
-    c.Fail("equation '" + eq + "' sums its ellipsis (broadcast) dims away; Einsum's gradient rule needs them in "
+    c.Fail("equation '" + eq +
+           "' sums its ellipsis (broadcast) dims away; Einsum's gradient rule needs them in "
            "the output");
   for (int i = 0; i < num; ++i) {
     if (!c.needs_grad(i)) continue;
@@ -94,7 +101,8 @@ void EinsumGrad(GradContext& c) {
     // ReduceToShape, which aligns dims from the right, so no letter may come before the ellipsis.
     const int ell_i = ranks[i] - static_cast<int>(ti.size()) + (ell ? 1 : 0);
     if (ell && ell_i < E && ti.front() != kEll)
-      c.Fail("equation '" + eq + "': operand " + std::to_string(i) + " has letters before an ellipsis that "
+      c.Fail("equation '" + eq + "': operand " + std::to_string(i) +
+             " has letters before an ellipsis that "
              "covers fewer dims than the output's; Einsum's gradient rule does not support that");
     std::vector<std::string> gterms{Term(out)};
     std::vector<Value*> operands{c.dY(0)};
@@ -114,8 +122,10 @@ void EinsumGrad(GradContext& c) {
       }
       bool elsewhere = Has(out, l);
       for (int j = 0; j < num; ++j) elsewhere = elsewhere || (j != i && Has(terms[j], l));
-      if (elsewhere) kept.push_back(l);
-      else missing.push_back(axis);
+      if (elsewhere)
+        kept.push_back(l);
+      else
+        missing.push_back(axis);
       ++axis;
     }
     Value* g;

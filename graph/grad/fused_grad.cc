@@ -23,8 +23,7 @@ void RegisterMatMulBiasGrad(OpRegistry& r) {
     const int rank = a.rank();
     Value* g = c.dY(0);
     if (!g) return;
-    if (c.node().attr_string("activation", "none") == "relu")
-      g = c.Op("ReluGrad", {g, c.Y(0)}, {}, kInternalDomain);
+    if (c.node().attr_string("activation", "none") == "relu") g = c.Op("ReluGrad", {g, c.Y(0)}, {}, kInternalDomain);
     auto gemm = [&](Value* x, Value* y, bool tx, bool ty) {
       return c.Op("Gemm", {x, y}, {{"transA", Attribute::Int(tx)}, {"transB", Attribute::Int(ty)}});
     };

@@ -29,7 +29,8 @@ inline std::optional<std::vector<int64_t>> ConstInts(const Value* v) {
 inline std::optional<double> ConstDouble(const Value* v) {
   if (!v) return std::nullopt;
   const Tensor* t = nullptr;
-  if (v->initializer) t = v->initializer.get();
+  if (v->initializer)
+    t = v->initializer.get();
   else if (v->producer && v->producer->op_type == "Constant" && v->producer->attr("value"))
     t = &v->producer->attr("value")->t;
   if (!t || t->numel() != 1) return std::nullopt;

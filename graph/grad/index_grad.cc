@@ -53,8 +53,8 @@ void GatherElementsGrad(GradContext& c) {
 
 void GatherNDGrad(GradContext& c) {
   if (c.node().attr_int("batch_dims", 0) != 0) c.Fail("GatherND with batch_dims != 0 has no gradient rule");
-  c.SetGrad(0, c.Op("ScatterND", {grad::ZerosLike(c, c.X(0)), c.X(1), c.dY(0)},
-                    {{"reduction", Attribute::String("add")}}));
+  c.SetGrad(
+      0, c.Op("ScatterND", {grad::ZerosLike(c, c.X(0)), c.X(1), c.dY(0)}, {{"reduction", Attribute::String("add")}}));
 }
 
 void ScatterElementsGrad(GradContext& c) {
@@ -91,8 +91,8 @@ void TopKGrad(GradContext& c) {
   if (!c.node().has_output(1)) c.Fail("TopK needs its Indices output for the gradient");
   if (c.node().opset < 9) c.Fail("TopK's gradient needs opset 9 or later (Scatter)");
   const auto axis = Attribute::Int(c.node().attr_int("axis", -1));
-  c.SetGrad(0, c.Op(c.node().opset >= 11 ? "ScatterElements" : "Scatter",
-                    {grad::ZerosLike(c, c.X(0)), c.Y(1), c.dY(0)}, {{"axis", axis}}));
+  c.SetGrad(0, c.Op(c.node().opset >= 11 ? "ScatterElements" : "Scatter", {grad::ZerosLike(c, c.X(0)), c.Y(1), c.dY(0)},
+                    {{"axis", axis}}));
 }
 
 // CumSum: dX is the cumulative sum of dY in the other direction (same exclusive).
@@ -112,7 +112,7 @@ void SpaceDepthGrad(GradContext& c, bool to_space) {
   if (b <= 0) c.Fail("blocksize must be positive");
   // X's C, H, W: static, or read in the step graph.
   const grad::SizeElem zero{0, nullptr}, bk{b, nullptr}, ch = grad::DimOf(c, c.X(0), 1), h = grad::DimOf(c, c.X(0), 2),
-                       w = grad::DimOf(c, c.X(0), 3);
+                                                         w = grad::DimOf(c, c.X(0), 3);
   std::vector<grad::SizeElem> mid;
   std::vector<int64_t> inv;
   if (to_space) {
@@ -144,8 +144,9 @@ void RegisterIndexGrads(OpRegistry& r) {
     std::optional<DimsValue> target = ctx.input_dims_value(1);
     if (!target) {
       const Shape& s = ctx.input_shape(1);
-      ctx.set_output(0, t, s.known_rank() && s.rank() == 1 && s[0].is_static() ? UnknownDims(static_cast<int>(s[0].value))
-                                                                               : Shape());
+      ctx.set_output(
+          0, t,
+          s.known_rank() && s.rank() == 1 && s[0].is_static() ? UnknownDims(static_cast<int>(s[0].value)) : Shape());
       return;
     }
     const std::vector<Dim> out = SizesOf(ctx, *target, "X's shape");

@@ -73,8 +73,8 @@ void LpNormGrad(GradContext& c) {
   const std::vector<int64_t> axes{NormalizeAxis(c.node().attr_int("axis", -1), rank, c.node().Describe())};
   Value* x = c.X(0);
   const char* norm_op = p == 2 ? "ReduceL2" : "ReduceL1";
-  Value* norm = c.node().opset >= 18 ? c.Op(norm_op, {x, c.Ints(axes)})
-                                     : c.Op(norm_op, {x}, {{"axes", Attribute::Ints(axes)}});
+  Value* norm =
+      c.node().opset >= 18 ? c.Op(norm_op, {x, c.Ints(axes)}) : c.Op(norm_op, {x}, {{"axes", Attribute::Ints(axes)}});
   Value* s = grad::ReduceSumAxes(c, c.Op("Mul", {c.dY(0), c.Y(0)}), axes, /*keepdims=*/true);
   Value* dir = p == 2 ? c.Y(0) : c.Op("Sign", {x});
   Value* g = c.Op("Div", {c.Op("Sub", {c.dY(0), c.Op("Mul", {dir, s})}), norm});

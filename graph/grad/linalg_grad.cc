@@ -33,9 +33,12 @@ void RegisterLinalgGrads(OpRegistry& r) {
     const int ar = a1 ? 2 : as.rank(), br = b1 ? 2 : bs.rank();
     Value* dy = c.dY(0);
     const int yr = std::max(ar, br);  // the rank of A B with both operands matrices
-    if (a1 && b1) dy = c.Op("Reshape", {dy, c.Ints({1, 1})});
-    else if (a1) dy = grad::UnsqueezeAxes(c, dy, {yr - 2});
-    else if (b1) dy = grad::UnsqueezeAxes(c, dy, {yr - 1});
+    if (a1 && b1)
+      dy = c.Op("Reshape", {dy, c.Ints({1, 1})});
+    else if (a1)
+      dy = grad::UnsqueezeAxes(c, dy, {yr - 2});
+    else if (b1)
+      dy = grad::UnsqueezeAxes(c, dy, {yr - 1});
     if (c.needs_grad(0)) {
       Value* da = c.Op("MatMul", {dy, SwapLast2(c, b, br)});
       if (a1) da = grad::SqueezeAxes(c, da, {yr - 2});  // [..., K]: the batch dims are summed by ReduceToShape

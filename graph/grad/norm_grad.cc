@@ -146,8 +146,8 @@ void LossRule(GradContext& c, bool softmax) {
   }
   // SoftmaxCrossEntropyLoss's optional log_prob output: LogSoftmax along axis 1.
   if (softmax && c.dY(1)) {
-    Value* lp = c.Op("SoftmaxGrad", {c.dY(1), c.Y(1)}, {{"axis", I(1)}, {"log", I(1)}, {"legacy", I(0)}},
-                     kInternalDomain);
+    Value* lp =
+        c.Op("SoftmaxGrad", {c.dY(1), c.Y(1)}, {{"axis", I(1)}, {"log", I(1)}, {"legacy", I(0)}}, kInternalDomain);
     dx = dx ? c.Op("Add", {dx, lp}) : lp;
   }
   if (dx) c.SetGrad(0, dx);
@@ -166,9 +166,10 @@ void RegisterNormGrads(OpRegistry& r) {
   const GradFn layer_norm = [](GradContext& c) {
     const Node& n = c.node();
     if (c.dY(1) || c.dY(2)) c.Fail("gradients through the Mean/InvStdDev outputs are not supported");
-    auto outs = c.OpN("LayerNormGrad", {c.dY(0), c.X(0), c.X(1)}, 3,
-                      {{"axis", I(n.attr_int("axis", -1))}, {"epsilon", Attribute::Float(n.attr_float("epsilon", 1e-5f))}},
-                      kInternalDomain);
+    auto outs =
+        c.OpN("LayerNormGrad", {c.dY(0), c.X(0), c.X(1)}, 3,
+              {{"axis", I(n.attr_int("axis", -1))}, {"epsilon", Attribute::Float(n.attr_float("epsilon", 1e-5f))}},
+              kInternalDomain);
     if (c.needs_grad(0)) c.SetGrad(0, outs[0]);
     for (int i = 1; i < 3; ++i)
       if (c.needs_grad(i)) c.SetGrad(i, c.ReduceToShape(outs[i], c.X(i)));
@@ -176,29 +177,33 @@ void RegisterNormGrads(OpRegistry& r) {
   r.SetGrad("", "LayerNormalization", layer_norm);
   r.SetGrad(kInternalDomain, "LayerNormalization", layer_norm);
 
-  r.SetGrad(
-      "", "BatchNormalization",
-      [](GradContext& c) {
-        const Node& n = c.node();
-        if (n.opset < 9 && n.attr_int("spatial", 1) == 0) c.Fail("spatial = 0 is not supported");
-        bool training;
-        if (n.opset >= 14) training = n.attr_int("training_mode", 0) != 0;
-        else if (n.opset >= 7) training = n.outputs.size() > 1 && (n.has_output(1) || n.has_output(2));
-        else training = n.attr_int("is_test", 0) == 0;
-        for (size_t i = 1; i < n.outputs.size(); ++i)
-          if (c.dY(static_cast<int>(i))) c.Fail("gradients through the running/saved statistics are not supported");
-        std::vector<Value*> ins = {c.dY(0), c.X(0), c.X(1)};
-        if (!training) {
-          ins.push_back(c.X(3));
-          ins.push_back(c.X(4));
-        }
-        auto outs = c.OpN("BatchNormGrad", ins, 3,
-                          {{"epsilon", Attribute::Float(n.attr_float("epsilon", 1e-5f))}, {"training", I(training)}},
-                          kInternalDomain);
-        for (int i = 0; i < 3; ++i)
-          if (c.needs_grad(i)) c.SetGrad(i, outs[i]);
-      },
-      {3, 4});
+  r.SetGrad("", "BatchNormalization",
+            [](GradContext& c) {
+              const Node& n = c.node();
+              if (n.opset < 9 && n.attr_int("spatial", 1) == 0) c.Fail("spatial = 0 is not supported");
+              bool training;
+              if (n.opset >= 14)
+                training = n.attr_int("training_mode", 0) != 0;
+              else if (n.opset >= 7)
+                training = n.outputs.size() > 1 && (n.has_output(1) || n.has_output(2));
+              else
+                training = n.attr_int("is_test", 0) == 0;
+              for (size_t i = 1; i < n.outputs.size(); ++i)
+                if (c.dY(static_cast<int>(i)))
+                  c.Fail("gradients through the running/saved statistics are not supported");
+              std::vector<Value*> ins = {c.dY(0), c.X(0), c.X(1)};
+              if (!training) {
+                ins.push_back(c.X(3));
+                ins.push_back(c.X(4));
+              }
+              auto outs =
+                  c.OpN("BatchNormGrad", ins, 3,
+                        {{"epsilon", Attribute::Float(n.attr_float("epsilon", 1e-5f))}, {"training", I(training)}},
+                        kInternalDomain);
+              for (int i = 0; i < 3; ++i)
+                if (c.needs_grad(i)) c.SetGrad(i, outs[i]);
+            },
+            {3, 4});
 
   // dX = dY * 2/sqrt(pi) * exp(-X^2)
   r.SetGrad("", "Erf", [](GradContext& c) {
@@ -230,9 +235,9 @@ void RegisterNormGrads(OpRegistry& r) {
   // for approximate = none:    dX = dY * (Phi(x) + x phi(x)), Phi(x) = (1 + erf(x / sqrt 2)) / 2,
   //   phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
   const GradFn gelu = [](GradContext& c) {
-    c.SetGrad(0, c.Op("GeluGrad", {c.dY(0), c.X(0)},
-                      {{"approximate", Attribute::String(c.node().attr_string("approximate", "none"))}},
-                      kInternalDomain));
+    c.SetGrad(0,
+              c.Op("GeluGrad", {c.dY(0), c.X(0)},
+                   {{"approximate", Attribute::String(c.node().attr_string("approximate", "none"))}}, kInternalDomain));
   };
   r.SetGrad("", "Gelu", gelu);
   r.SetGrad(kInternalDomain, "Gelu", gelu);

@@ -19,12 +19,14 @@ Value* BroadcastBack(GradContext& c) {
 
 void RegisterReductionGrads(OpRegistry& r) {
   r.SetGrad("", "ReduceSum", [](GradContext& c) { c.SetGrad(0, BroadcastBack(c)); }, {1});
-  r.SetGrad("", "ReduceMean", [](GradContext& c) {
-    // count = Size(X) / Size(Y), folded when the plan is made.
-    Value* count = c.Op("Div", {c.Op("Size", {c.X(0)}), c.Op("Size", {c.Y(0)})});
-    Value* countf = c.Op("Cast", {count}, {{"to", Attribute::Int(static_cast<int64_t>(c.X(0)->dtype))}});
-    c.SetGrad(0, c.Op("Div", {BroadcastBack(c), countf}));
-  }, {1});
+  r.SetGrad("", "ReduceMean",
+            [](GradContext& c) {
+              // count = Size(X) / Size(Y), folded when the plan is made.
+              Value* count = c.Op("Div", {c.Op("Size", {c.X(0)}), c.Op("Size", {c.Y(0)})});
+              Value* countf = c.Op("Cast", {count}, {{"to", Attribute::Int(static_cast<int64_t>(c.X(0)->dtype))}});
+              c.SetGrad(0, c.Op("Div", {BroadcastBack(c), countf}));
+            },
+            {1});
 }
 
 }  // namespace ot

@@ -9,9 +9,9 @@
 //   clear  -- data movement and comparisons: exact in any precision.
 // Ops not listed keep AmpClass::kUnset: fixed output types (Cast, ConstantOfShape, RandomNormal...), integer and
 // quantized ops. The amp pass (passes/amp.cc) reads only this table.
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/ops/register_all.h"
-#include "graph/graph.h"
 
 namespace ot {
 
@@ -22,10 +22,45 @@ void RegisterAmpClasses(OpRegistry& r) {
   set({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"}, AmpClass::kAllow);
   set({"ConvGradData", "ConvGradWeight"}, AmpClass::kAllow, kInternalDomain);
 
-  set({"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Sum", "Max", "Min", "Mean", "Where", "Relu", "LeakyRelu", "PRelu",
-       "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Softplus", "Softsign", "Mish", "Gelu",
-       "Erf", "Clip", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Dropout", "MaxPool", "AveragePool",
-       "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization"},
+  set({"Add",
+       "Sub",
+       "Mul",
+       "Div",
+       "Neg",
+       "Abs",
+       "Sum",
+       "Max",
+       "Min",
+       "Mean",
+       "Where",
+       "Relu",
+       "LeakyRelu",
+       "PRelu",
+       "Elu",
+       "Selu",
+       "Celu",
+       "Sigmoid",
+       "HardSigmoid",
+       "HardSwish",
+       "Tanh",
+       "Softplus",
+       "Softsign",
+       "Mish",
+       "Gelu",
+       "Erf",
+       "Clip",
+       "Sqrt",
+       "Reciprocal",
+       "Floor",
+       "Ceil",
+       "Round",
+       "Sign",
+       "Dropout",
+       "MaxPool",
+       "AveragePool",
+       "GlobalAveragePool",
+       "GlobalMaxPool",
+       "InstanceNormalization"},
       AmpClass::kInfer);
   // Softmax and LogSoftmax take the max and the sum in fp32 inside; stored in half.
   r.SetAmp("", "Softmax", AmpClass::kInfer, {}, {}, false, true);
@@ -39,13 +74,41 @@ void RegisterAmpClasses(OpRegistry& r) {
   r.SetAmp(kInternalDomain, "LayerNormGrad", AmpClass::kInfer, {}, {}, false, true);
   r.SetAmp(kInternalDomain, "LayerNormalization", AmpClass::kInfer, {}, {1, 2}, false, true);  // fused, old opsets
   set({"ReluGrad", "MaxPoolGrad", "AveragePoolGrad", "SoftmaxGrad", "ReduceToShape", "GeluGrad", "Gelu"},
-      AmpClass::kInfer,
-      kInternalDomain);
+      AmpClass::kInfer, kInternalDomain);
 
-  set({"Exp", "Log", "Pow", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-       "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "CumSum", "LpNormalization", "LpPool",
-       "GlobalLpPool", "MeanVarianceNormalization", "Hardmax", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh",
-       "Cosh", "Asinh", "Acosh", "Atanh", "Shrink", "ThresholdedRelu", "Mod"},
+  set({"Exp",
+       "Log",
+       "Pow",
+       "ReduceSum",
+       "ReduceMean",
+       "ReduceMax",
+       "ReduceMin",
+       "ReduceProd",
+       "ReduceL1",
+       "ReduceL2",
+       "ReduceLogSum",
+       "ReduceLogSumExp",
+       "ReduceSumSquare",
+       "CumSum",
+       "LpNormalization",
+       "LpPool",
+       "GlobalLpPool",
+       "MeanVarianceNormalization",
+       "Hardmax",
+       "Sin",
+       "Cos",
+       "Tan",
+       "Asin",
+       "Acos",
+       "Atan",
+       "Sinh",
+       "Cosh",
+       "Asinh",
+       "Acosh",
+       "Atanh",
+       "Shrink",
+       "ThresholdedRelu",
+       "Mod"},
       AmpClass::kDeny);
   r.SetAmp("", "SoftmaxCrossEntropyLoss", AmpClass::kDeny, {}, {}, true);
   r.SetAmp("", "NegativeLogLikelihoodLoss", AmpClass::kDeny, {}, {}, true);
@@ -53,10 +116,12 @@ void RegisterAmpClasses(OpRegistry& r) {
   set({"GatherGrad", "OptimizerUpdate"}, AmpClass::kDeny, kInternalDomain);
   set({"Adagrad", "Adam", "Momentum"}, AmpClass::kDeny, "ai.onnx.preview.training");
 
-  set({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather",
-       "GatherElements", "GatherND", "Expand", "Identity", "Tile", "Pad", "DepthToSpace", "SpaceToDepth", "ScatterND",
-       "ScatterElements", "Scatter", "Trilu", "TopK", "ArgMax", "ArgMin", "Equal", "Less", "Greater", "LessOrEqual",
-       "GreaterOrEqual", "IsNaN", "IsInf", "Shape", "Size"},
+  set({"Reshape",         "Transpose", "Flatten", "Squeeze",        "Unsqueeze",      "Concat",
+       "Split",           "Slice",     "Gather",  "GatherElements", "GatherND",       "Expand",
+       "Identity",        "Tile",      "Pad",     "DepthToSpace",   "SpaceToDepth",   "ScatterND",
+       "ScatterElements", "Scatter",   "Trilu",   "TopK",           "ArgMax",         "ArgMin",
+       "Equal",           "Less",      "Greater", "LessOrEqual",    "GreaterOrEqual", "IsNaN",
+       "IsInf",           "Shape",     "Size"},
       AmpClass::kClear);
   set({"SliceGrad"}, AmpClass::kClear, kInternalDomain);
 }

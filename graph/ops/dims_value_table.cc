@@ -114,9 +114,12 @@ enum class Arith { kAdd, kSub, kMul, kDiv };
 DimOrInt Combine(Arith op, const DimOrInt& a, const DimOrInt& b) {
   if (a.known && b.known) {
     switch (op) {
-      case Arith::kAdd: return DimOrInt::Int(a.value + b.value);
-      case Arith::kSub: return DimOrInt::Int(a.value - b.value);
-      case Arith::kMul: return DimOrInt::Int(a.value * b.value);
+      case Arith::kAdd:
+        return DimOrInt::Int(a.value + b.value);
+      case Arith::kSub:
+        return DimOrInt::Int(a.value - b.value);
+      case Arith::kMul:
+        return DimOrInt::Int(a.value * b.value);
       case Arith::kDiv:
         if (a.value >= 0 && b.value > 0) return DimOrInt::Int(a.value / b.value);
         return DimOrInt{};

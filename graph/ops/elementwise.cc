@@ -80,7 +80,7 @@ void InferBinary(InferContext& ctx, bool bool_out, bool same_types, bool legacy_
   if (same_types && ctx.input_type(1) != t)
     ctx.Fail("input types differ: " + DataTypeName(t) + " and " + DataTypeName(ctx.input_type(1)));
   Shape s = legacy_broadcast && ctx.opset() < 7 ? LegacyBroadcast(ctx)
-                                                 : BroadcastShapes(ctx, {ctx.input_shape(0), ctx.input_shape(1)});
+                                                : BroadcastShapes(ctx, {ctx.input_shape(0), ctx.input_shape(1)});
   ctx.set_output(0, bool_out ? DataType::kBool : t, s);
 }
 
@@ -91,7 +91,8 @@ void InferVariadic(InferContext& ctx) {
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     ctx.Require(i);
     RequireTensor(ctx, i);
-    if (i == 0) t = ctx.input_type(0);
+    if (i == 0)
+      t = ctx.input_type(0);
     else if (ctx.input_type(i) != t)
       ctx.Fail("input types differ: " + DataTypeName(t) + " and " + DataTypeName(ctx.input_type(i)));
     shapes.push_back(ctx.input_shape(i));
@@ -216,14 +217,16 @@ void Reg(OpRegistry& r, const std::string& op, int min_opset, InferFn fn,
 void RegisterElementwiseOps(OpRegistry& r) {
   // Unary, same type and shape. Opsets 1-5 of the oldest ops differ only by `consumed_inputs` (ignored).
   const std::vector<std::pair<const char*, int>> unary = {
-      {"Abs", 1},       {"Neg", 1},       {"Exp", 1},      {"Log", 1},      {"Sqrt", 1},
-      {"Reciprocal", 1}, {"Relu", 1},     {"LeakyRelu", 1}, {"Elu", 1},     {"Selu", 1},
-      {"Sigmoid", 1},   {"HardSigmoid", 1}, {"Tanh", 1},   {"Erf", 9},      {"Softplus", 1},
-      {"Softsign", 1},  {"Sin", 7},       {"Cos", 7},      {"Tan", 7},      {"Asin", 7},
-      {"Acos", 7},      {"Atan", 7},      {"Sinh", 9},     {"Cosh", 9},     {"Asinh", 9},
-      {"Acosh", 9},     {"Atanh", 9},     {"Floor", 1},    {"Ceil", 1},     {"Round", 11},
-      {"Sign", 9},      {"ThresholdedRelu", 10}, {"Celu", 12}, {"HardSwish", 14}, {"Mish", 18},
-      {"Gelu", 20},     {"Shrink", 9},    {"Identity", 1}, {"Not", 1},
+      {"Abs", 1},    {"Neg", 1},        {"Exp", 1},      {"Log", 1},
+      {"Sqrt", 1},   {"Reciprocal", 1}, {"Relu", 1},     {"LeakyRelu", 1},
+      {"Elu", 1},    {"Selu", 1},       {"Sigmoid", 1},  {"HardSigmoid", 1},
+      {"Tanh", 1},   {"Erf", 9},        {"Softplus", 1}, {"Softsign", 1},
+      {"Sin", 7},    {"Cos", 7},        {"Tan", 7},      {"Asin", 7},
+      {"Acos", 7},   {"Atan", 7},       {"Sinh", 9},     {"Cosh", 9},
+      {"Asinh", 9},  {"Acosh", 9},      {"Atanh", 9},    {"Floor", 1},
+      {"Ceil", 1},   {"Round", 11},     {"Sign", 9},     {"ThresholdedRelu", 10},
+      {"Celu", 12},  {"HardSwish", 14}, {"Mish", 18},    {"Gelu", 20},
+      {"Shrink", 9}, {"Identity", 1},   {"Not", 1},
   };
   for (const auto& [op, v] : unary) Reg(r, op, v, InferUnary);
   Reg(r, "IsNaN", 9, InferBoolOfInput0);

@@ -109,8 +109,10 @@ ClusterLowerFn SoftmaxRows(bool log) {
     const int d = b.Emit(I(Op::kSub), kF32, x, b.Reduce(I(Op::kReduceMax), x, axes, kF32));
     const int e = b.Emit(I(Op::kExp), kF32, d);
     const int s = b.Reduce(I(Op::kReduceSum), e, axes, kF32);
-    if (log) b.Out(0, b.Emit(I(Op::kSub), b.OutType(0), d, b.Emit(I(Op::kLog), kF32, s)));
-    else b.Out(0, b.Emit(I(Op::kMul), b.OutType(0), e, b.Emit(I(Op::kReciprocal), kF32, s)));
+    if (log)
+      b.Out(0, b.Emit(I(Op::kSub), b.OutType(0), d, b.Emit(I(Op::kLog), kF32, s)));
+    else
+      b.Out(0, b.Emit(I(Op::kMul), b.OutType(0), e, b.Emit(I(Op::kReciprocal), kF32, s)));
     return std::string();
   };
 }
@@ -119,17 +121,35 @@ ClusterLowerFn SoftmaxRows(bool log) {
 
 void RegisterFusionFacts(OpRegistry& r) {
   const auto ew = FusibleKind::kElementwise;
-  const std::pair<const char*, Op> unary[] = {
-      {"Neg", Op::kNeg},   {"Abs", Op::kAbs},   {"Sign", Op::kSign},         {"Exp", Op::kExp},
-      {"Log", Op::kLog},   {"Sqrt", Op::kSqrt}, {"Reciprocal", Op::kReciprocal}, {"Tanh", Op::kTanh},
-      {"Sigmoid", Op::kSigmoid}, {"Relu", Op::kRelu}, {"Erf", Op::kErf}, {"Floor", Op::kFloor},
-      {"Ceil", Op::kCeil}, {"Not", Op::kNot},   {"Identity", Op::kIdentity}};
+  const std::pair<const char*, Op> unary[] = {{"Neg", Op::kNeg},
+                                              {"Abs", Op::kAbs},
+                                              {"Sign", Op::kSign},
+                                              {"Exp", Op::kExp},
+                                              {"Log", Op::kLog},
+                                              {"Sqrt", Op::kSqrt},
+                                              {"Reciprocal", Op::kReciprocal},
+                                              {"Tanh", Op::kTanh},
+                                              {"Sigmoid", Op::kSigmoid},
+                                              {"Relu", Op::kRelu},
+                                              {"Erf", Op::kErf},
+                                              {"Floor", Op::kFloor},
+                                              {"Ceil", Op::kCeil},
+                                              {"Not", Op::kNot},
+                                              {"Identity", Op::kIdentity}};
   for (const auto& [op, code] : unary) r.SetFusion("", op, ew, Unary(code));
-  const std::pair<const char*, Op> binary[] = {
-      {"Add", Op::kAdd},   {"Sub", Op::kSub},   {"Mul", Op::kMul},   {"Div", Op::kDiv},
-      {"Pow", Op::kPow},   {"Less", Op::kLess}, {"LessOrEqual", Op::kLessEqual}, {"Greater", Op::kGreater},
-      {"GreaterOrEqual", Op::kGreaterEqual}, {"Equal", Op::kEqual}, {"And", Op::kAnd}, {"Or", Op::kOr},
-      {"Xor", Op::kXor}};
+  const std::pair<const char*, Op> binary[] = {{"Add", Op::kAdd},
+                                               {"Sub", Op::kSub},
+                                               {"Mul", Op::kMul},
+                                               {"Div", Op::kDiv},
+                                               {"Pow", Op::kPow},
+                                               {"Less", Op::kLess},
+                                               {"LessOrEqual", Op::kLessEqual},
+                                               {"Greater", Op::kGreater},
+                                               {"GreaterOrEqual", Op::kGreaterEqual},
+                                               {"Equal", Op::kEqual},
+                                               {"And", Op::kAnd},
+                                               {"Or", Op::kOr},
+                                               {"Xor", Op::kXor}};
   for (const auto& [op, code] : binary) r.SetFusion("", op, ew, Binary(code));
   r.SetFusion("", "Sum", ew, Variadic(Op::kAdd, false));
   r.SetFusion("", "Mean", ew, Variadic(Op::kAdd, true));
@@ -182,7 +202,7 @@ void RegisterFusionFacts(OpRegistry& r) {
     return std::string();
   });
   const auto red = FusibleKind::kReduction;
-  r.SetFusion("", "ReduceSum", red, Reduction(Op::kReduceSum, true));  // axes input from opset 13
+  r.SetFusion("", "ReduceSum", red, Reduction(Op::kReduceSum, true));    // axes input from opset 13
   r.SetFusion("", "ReduceMean", red, Reduction(Op::kReduceMean, true));  // from opset 18
   r.SetFusion("", "ReduceMax", red, Reduction(Op::kReduceMax, true));
   r.SetFusion("", "ReduceMin", red, Reduction(Op::kReduceMin, true));

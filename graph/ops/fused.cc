@@ -35,10 +35,14 @@ namespace {
 
 DataType TypeOf(cluster::DType t) {
   switch (t) {
-    case cluster::DType::kF32: return DataType::kFloat32;
-    case cluster::DType::kF16: return DataType::kFloat16;
-    case cluster::DType::kBF16: return DataType::kBFloat16;
-    case cluster::DType::kBool: return DataType::kBool;
+    case cluster::DType::kF32:
+      return DataType::kFloat32;
+    case cluster::DType::kF16:
+      return DataType::kFloat16;
+    case cluster::DType::kBF16:
+      return DataType::kBFloat16;
+    case cluster::DType::kBool:
+      return DataType::kBool;
   }
   return DataType::kUndefined;
 }

@@ -22,9 +22,9 @@ void RegisterInternalOps(OpRegistry& r) {
     std::optional<DimsValue> target = ctx.input_dims_value(1);
     if (!target) {
       const Shape& s = ctx.input_shape(1);
-      ctx.set_output(0, ctx.input_type(0),
-                     s.known_rank() && s.rank() == 1 && s[0].is_static() ? UnknownDims(static_cast<int>(s[0].value))
-                                                                           : Shape());
+      ctx.set_output(
+          0, ctx.input_type(0),
+          s.known_rank() && s.rank() == 1 && s[0].is_static() ? UnknownDims(static_cast<int>(s[0].value)) : Shape());
       return;
     }
     const std::vector<Dim> out = SizesOf(ctx, *target, "target shape");

@@ -16,8 +16,8 @@
 //     the matrix stored [K, X] whose K axis the product reduces (A with transA = 1: S [M]; B with transB = 0: S [N]).
 //     A Linear layer's weight gradient and bias gradient in one kernel (passes/fuse_bias_grad.h): on the GPU the
 //     sum is cuBLASLt's bias-gradient epilogue. Made after autodiff: no gradient rule. AMP class allow.
-// RegisterFusedLinalgOps registers the schema, then the gradient rule and the AMP class (an internal op with no entry in
-// amp_table.cc's ONNX lists), so one registration call makes the op complete.
+// RegisterFusedLinalgOps registers the schema, then the gradient rule and the AMP class (an internal op with no entry
+// in amp_table.cc's ONNX lists), so one registration call makes the op complete.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -58,8 +58,7 @@ void InferMatMulBias(InferContext& ctx) {
     if (k.is_static() && b[kb].is_static() && k.value != b[kb].value)
       ctx.Fail("inner dimensions differ: A " + a.ToString() + ", B " + b.ToString() + (tb ? " (trans_b)" : ""));
   }
-  if (b.known_rank() && bias.known_rank() && b[nb].is_static() && bias[0].is_static() &&
-      b[nb].value != bias[0].value)
+  if (b.known_rank() && bias.known_rank() && b[nb].is_static() && bias[0].is_static() && b[nb].value != bias[0].value)
     ctx.Fail("bias " + bias.ToString() + " does not match N of B " + b.ToString() + (tb ? " (trans_b)" : ""));
   if (!a.known_rank()) {
     ctx.set_output(0, t, Shape());
@@ -105,13 +104,18 @@ void InferMatMulTrans(InferContext& ctx) {
     const int ia = i - (lead - (ra - 2)), ib = i - (lead - (rb - 2));
     const Dim* da = ia >= 0 ? &a[ia] : nullptr;
     const Dim* db = ib >= 0 ? &b[ib] : nullptr;
-    if (!da) y[i] = *db;
-    else if (!db) y[i] = *da;
-    else if (da->is_static() && da->value == 1) y[i] = *db;
-    else if (db->is_static() && db->value == 1) y[i] = *da;
+    if (!da)
+      y[i] = *db;
+    else if (!db)
+      y[i] = *da;
+    else if (da->is_static() && da->value == 1)
+      y[i] = *db;
+    else if (db->is_static() && db->value == 1)
+      y[i] = *da;
     else if (da->is_static() && db->is_static() && da->value != db->value)
       ctx.Fail("batch dims do not broadcast: A " + a.ToString() + ", B " + b.ToString());
-    else y[i] = da->is_static() ? *da : *db;
+    else
+      y[i] = da->is_static() ? *da : *db;
   }
   y.push_back(m);
   y.push_back(n);

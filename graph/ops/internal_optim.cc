@@ -72,7 +72,8 @@ void InferOptimizerUpdate(InferContext& ctx) {
       l.half_dtype != static_cast<int64_t>(DataType::kBFloat16))
     ctx.Fail("attribute half_dtype must be 10 (float16) or 16 (bfloat16), got " + std::to_string(l.half_dtype));
   if (l.scaling()) {
-    const double growth = ctx.node.attr_float("growth_factor", 2.f), backoff = ctx.node.attr_float("backoff_factor", .5f);
+    const double growth = ctx.node.attr_float("growth_factor", 2.f),
+                 backoff = ctx.node.attr_float("backoff_factor", .5f);
     const double min_scale = ctx.node.attr_float("min_scale", 1.f);
     if (!(growth >= 1)) ctx.Fail("growth_factor must be >= 1");
     if (!(backoff > 0 && backoff <= 1)) ctx.Fail("backoff_factor must be in (0, 1]");
@@ -87,8 +88,8 @@ void InferOptimizerUpdate(InferContext& ctx) {
   if (ctx.num_outputs() != l.num_outputs())
     ctx.Fail("expects " + std::to_string(l.num_outputs()) + " outputs (params, states, step, grad_norm, skipped" +
              (l.accumulating() ? ", micro, sums" : "") + (l.m() ? ", " + std::to_string(l.m()) + " half copies" : "") +
-             (l.scaling() ? ", scale, good_steps, bad_steps" : "") + (l.stats ? ", param_norm, zero_grad_fraction" : "") +
-             "), got " + std::to_string(ctx.num_outputs()));
+             (l.scaling() ? ", scale, good_steps, bad_steps" : "") +
+             (l.stats ? ", param_norm, zero_grad_fraction" : "") + "), got " + std::to_string(ctx.num_outputs()));
   if (l.accumulating()) {
     const int mi = l.micro_in(), mo = l.micro_out();
     ctx.Require(mi);
@@ -97,7 +98,8 @@ void InferOptimizerUpdate(InferContext& ctx) {
     for (int i = 0; i < ni; ++i) {
       if (ctx.input_type(l.acc_in(i)) != ctx.input_type(2 + i))
         ctx.Fail("gradient sum of parameter " + std::to_string(i) + " has another dtype than the parameter");
-      if (ctx.has_output(l.acc_out(i))) ctx.set_output(l.acc_out(i), ctx.input_type(2 + i), ctx.input_shape(l.acc_in(i)));
+      if (ctx.has_output(l.acc_out(i)))
+        ctx.set_output(l.acc_out(i), ctx.input_type(2 + i), ctx.input_shape(l.acc_in(i)));
     }
   }
   ctx.Require(0);

@@ -74,8 +74,8 @@ void InferGemm(InferContext& ctx) {
   if (a.known_rank()) m = a[ta ? 1 : 0];
   if (b.known_rank()) n = b[tb ? 0 : 1];
   if (a.known_rank() && b.known_rank())
-    CheckDimsMatch(ctx, a[ta ? 0 : 1], b[tb ? 1 : 0], "Gemm inner dimension (A " + a.ToString() + ", B " +
-                                                           b.ToString() + ")");
+    CheckDimsMatch(ctx, a[ta ? 0 : 1], b[tb ? 1 : 0],
+                   "Gemm inner dimension (A " + a.ToString() + ", B " + b.ToString() + ")");
   if (ctx.has_input(2)) {
     const Shape& c = ctx.input_shape(2);
     if (c.known_rank()) {
@@ -87,8 +87,7 @@ void InferGemm(InferContext& ctx) {
         const Dim& o = *target[2 - c.rank() + i];
         if (d.is_static() && d.value == 1) continue;
         if (d.is_static() && o.is_static() && d.value != o.value)
-          ctx.Fail("C " + c.ToString() + " does not broadcast to [M, N] = [" + m.ToString() + "," + n.ToString() +
-                   "]");
+          ctx.Fail("C " + c.ToString() + " does not broadcast to [M, N] = [" + m.ToString() + "," + n.ToString() + "]");
       }
     }
   }
@@ -187,8 +186,9 @@ void InferConvOf(InferContext& ctx, int xi, int wi, int bi, DataType t) {
                  std::to_string(group) + " expects " + std::to_string(w[1].value * group));
     } else {
       if (w[1].is_static()) out_c = Dim(w[1].value * group);
-      if (x.known_rank()) CheckDimsMatch(ctx, x[1], w[0], "ConvTranspose input channels (X " + x.ToString() +
-                                                                ", W " + w.ToString() + ")");
+      if (x.known_rank())
+        CheckDimsMatch(ctx, x[1], w[0],
+                       "ConvTranspose input channels (X " + x.ToString() + ", W " + w.ToString() + ")");
       if (w[0].is_static() && w[0].value % group != 0) ctx.Fail("W's input channels are not divisible by group");
     }
   }
@@ -215,15 +215,17 @@ void InferConvOf(InferContext& ctx, int xi, int wi, int bi, DataType t) {
     if (static_cast<int>(op.size()) != r) ctx.Fail("output_padding must have " + std::to_string(r) + " values");
     if (!os.empty() && static_cast<int>(os.size()) != r) {
       // output_shape may also list N and C (older exporters); keep the spatial tail.
-      if (static_cast<int>(os.size()) == r + 2) os.erase(os.begin(), os.begin() + 2);
-      else ctx.Fail("output_shape must have " + std::to_string(r) + " values");
+      if (static_cast<int>(os.size()) == r + 2)
+        os.erase(os.begin(), os.begin() + 2);
+      else
+        ctx.Fail("output_shape must have " + std::to_string(r) + " values");
     }
     for (int i = 0; i < r; ++i) {
       const Dim& d = x[2 + i];
       auto g = linalg::ConvTransposeAxis(d.is_static() ? d.value : -1, s.kernel[i], s.strides[i], s.dilations[i],
                                          s.pads[i], s.pads[r + i], op[i], os.empty() ? -1 : os[i], s.auto_pad);
-      if (g.out == 0 || g.out < -1) ctx.Fail("output spatial dim " + std::to_string(i) + " would be " +
-                                             std::to_string(g.out));
+      if (g.out == 0 || g.out < -1)
+        ctx.Fail("output spatial dim " + std::to_string(i) + " would be " + std::to_string(g.out));
       out.push_back(g.out >= 0 ? Dim(g.out) : Dim());
     }
   }
@@ -304,8 +306,8 @@ void InferEinsum(InferContext& ctx) {
         continue;
       }
       if (d.is_static() && label[l].is_static() && d.value != label[l].value)
-        ctx.Fail("label sizes disagree in equation '" + n.attr_string("equation", "") + "': " +
-                 std::to_string(label[l].value) + " vs " + std::to_string(d.value));
+        ctx.Fail("label sizes disagree in equation '" + n.attr_string("equation", "") +
+                 "': " + std::to_string(label[l].value) + " vs " + std::to_string(d.value));
       if (!(d == label[l]) && !d.is_static()) label[l] = label[l].is_static() ? label[l] : Dim();
     }
   }

@@ -61,8 +61,7 @@ void InferBatchNorm(InferContext& ctx) {
       ctx.Fail(std::string(what) + " must share one dtype, got " + DataTypeName(t) + " and " +
                DataTypeName(ctx.input_type(b)));
     if (t != xt && t != DataType::kFloat32)
-      ctx.Fail(std::string(what) + " must be " + DataTypeName(xt) + " (X's dtype) or float32, got " +
-               DataTypeName(t));
+      ctx.Fail(std::string(what) + " must be " + DataTypeName(xt) + " (X's dtype) or float32, got " + DataTypeName(t));
   };
   check_pair(1, 2, "scale and B");
   check_pair(3, 4, "input_mean and input_var");

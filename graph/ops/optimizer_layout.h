@@ -80,13 +80,13 @@ struct OptimizerHyperparams {
 };
 
 struct OptimizerLayout {
-  int n = 0;                     // parameters
-  int k = 0;                     // states per parameter
-  int64_t accumulate = 1;        // gradient accumulation K
-  std::vector<int64_t> half_params;  // parameters with a half copy (ascending indices)
-  int64_t half_dtype = 0;        // DataType code of the half copies (10 float16, 16 bfloat16); 0 when none
+  int n = 0;                          // parameters
+  int k = 0;                          // states per parameter
+  int64_t accumulate = 1;             // gradient accumulation K
+  std::vector<int64_t> half_params;   // parameters with a half copy (ascending indices)
+  int64_t half_dtype = 0;             // DataType code of the half copies (10 float16, 16 bfloat16); 0 when none
   std::string loss_scaling = "none";  // "none" | "static" | "dynamic"
-  bool stats = false;            // param_norm and zero_grad_fraction outputs
+  bool stats = false;                 // param_norm and zero_grad_fraction outputs
 
   // Reads the attributes; does not validate them (the schema's inference does). k is -1 for an unknown kind.
   static OptimizerLayout Of(const Node& node) {

@@ -11,9 +11,8 @@ namespace ot {
 
 namespace {
 
-const char* const kReduceOps[] = {"ReduceSum",  "ReduceMean", "ReduceMax",       "ReduceMin",
-                                  "ReduceProd", "ReduceL1",   "ReduceL2",        "ReduceLogSum",
-                                  "ReduceLogSumExp", "ReduceSumSquare"};
+const char* const kReduceOps[] = {"ReduceSum", "ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",
+                                  "ReduceL1",  "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
 
 bool AxesFromInput(const std::string& op, int opset) { return op == "ReduceSum" ? opset >= 13 : opset >= 18; }
 
@@ -32,7 +31,8 @@ void InferReduce(InferContext& ctx) {
       if (!v) {
         // Axes unknown: the rank survives with keepdims, and without it when their count is known (distinct axes).
         Shape out;
-        if (in.known_rank() && keepdims) out = UnknownDims(in.rank());
+        if (in.known_rank() && keepdims)
+          out = UnknownDims(in.rank());
         else if (in.known_rank() && as.known_rank() && as.rank() == 1 && as[0].is_static() && as[0].value > 0 &&
                  as[0].value <= in.rank())
           out = UnknownDims(in.rank() - static_cast<int>(as[0].value));
@@ -67,8 +67,10 @@ void InferReduce(InferContext& ctx) {
   }
   std::vector<Dim> out;
   for (int d = 0; d < rank; ++d) {
-    if (!red[d]) out.push_back(in[d]);
-    else if (keepdims) out.push_back(Dim(1));
+    if (!red[d])
+      out.push_back(in[d]);
+    else if (keepdims)
+      out.push_back(Dim(1));
   }
   ctx.set_output(0, ctx.input_type(0), Shape(out));
 }
@@ -86,8 +88,10 @@ void InferArg(InferContext& ctx) {
   if (in[axis].is_static() && in[axis].value == 0) ctx.Fail("cannot take the arg max/min over an empty axis");
   std::vector<Dim> out;
   for (int d = 0; d < in.rank(); ++d) {
-    if (d != axis) out.push_back(in[d]);
-    else if (keepdims) out.push_back(Dim(1));
+    if (d != axis)
+      out.push_back(in[d]);
+    else if (keepdims)
+      out.push_back(Dim(1));
   }
   ctx.set_output(0, DataType::kInt64, Shape(out));
 }

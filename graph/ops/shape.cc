@@ -75,22 +75,30 @@ void InferReshape(InferContext& ctx) {
     std::multiset<std::string> in_syms, out_syms;
     bool unknown = false;
     for (const Dim& d : in.dims()) {
-      if (d.is_static()) in_static *= d.value;
-      else if (!d.symbol.empty()) in_syms.insert(d.symbol);
-      else unknown = true;
+      if (d.is_static())
+        in_static *= d.value;
+      else if (!d.symbol.empty())
+        in_syms.insert(d.symbol);
+      else
+        unknown = true;
     }
     for (int i = 0; i < static_cast<int>(out.size()); ++i) {
       if (i == neg) continue;
       const Dim& d = out[i];
-      if (d.is_static()) out_static *= d.value;
-      else if (!d.symbol.empty()) out_syms.insert(d.symbol);
-      else unknown = true;
+      if (d.is_static())
+        out_static *= d.value;
+      else if (!d.symbol.empty())
+        out_syms.insert(d.symbol);
+      else
+        unknown = true;
     }
     bool matched = !unknown;
     for (const std::string& s : out_syms) {
       auto it = in_syms.find(s);
-      if (it == in_syms.end()) matched = false;
-      else in_syms.erase(it);
+      if (it == in_syms.end())
+        matched = false;
+      else
+        in_syms.erase(it);
     }
     if (matched) {
       if (neg >= 0) {
@@ -251,8 +259,10 @@ void InferConcat(InferContext& ctx) {
     }
     for (int d = 0; d < rank; ++d) {
       if (d == axis) {
-        if (s[d].is_static()) sum += s[d].value;
-        else sum_known = false;
+        if (s[d].is_static())
+          sum += s[d].value;
+        else
+          sum_known = false;
         continue;
       }
       if (out[d].is_static() && s[d].is_static() && out[d].value != s[d].value)

@@ -44,8 +44,7 @@ void InferElements(InferContext& ctx, bool scatter) {
     if (data.rank() == 0) ctx.Fail("data must have rank >= 1");
     NormalizeAxis(ctx, ctx.node.attr_int("axis", 0), data.rank());
     if (idx.known_rank() && idx.rank() != data.rank())
-      ctx.Fail("indices rank " + std::to_string(idx.rank()) + " differs from data rank " +
-               std::to_string(data.rank()));
+      ctx.Fail("indices rank " + std::to_string(idx.rank()) + " differs from data rank " + std::to_string(data.rank()));
   }
   if (scatter) {
     const Shape& upd = ctx.Require(2);
@@ -94,8 +93,7 @@ void InferScatterND(InferContext& ctx) {
     if (k < 1 || k > data.rank()) ctx.Fail("indices last dim " + std::to_string(k) + " is out of range");
     std::vector<Dim> want(idx.dims().begin(), idx.dims().end() - 1);
     want.insert(want.end(), data.dims().begin() + k, data.dims().end());
-    if (!(Shape(want) == upd))
-      ctx.Fail("updates shape " + upd.ToString() + " should be " + Shape(want).ToString());
+    if (!(Shape(want) == upd)) ctx.Fail("updates shape " + upd.ToString() + " should be " + Shape(want).ToString());
   }
   ctx.set_output(0, t, data);
 }
@@ -192,7 +190,8 @@ void InferOneHot(InferContext& ctx) {
   }
   const int r = idx.rank() + 1;
   int64_t axis = ctx.node.attr_int("axis", -1);
-  if (axis < -r || axis >= r) ctx.Fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  if (axis < -r || axis >= r)
+    ctx.Fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
   if (axis < 0) axis += r;
   Dim depth;
   if (const Tensor* d = ctx.input_value(1)) {
@@ -265,10 +264,13 @@ void RegisterShapeIndexOps(OpRegistry& r) {
     InferScatterND(c);
   }));
   r.Register(Schema("Shape", 1, InferShapeOp, {}, /*reads_input_data=*/false));
-  r.Register(Schema("Size", 1, [](InferContext& c) {
-    c.Require(0);
-    c.set_output(0, DataType::kInt64, Shape::Scalar());
-  }, {}, /*reads_input_data=*/false));
+  r.Register(Schema(
+      "Size", 1,
+      [](InferContext& c) {
+        c.Require(0);
+        c.set_output(0, DataType::kInt64, Shape::Scalar());
+      },
+      {}, /*reads_input_data=*/false));
   r.Register(Schema("Constant", 1, InferConstant));
   r.Register(Schema("ConstantOfShape", 9, InferConstantOfShape, {0}));
   r.Register(Schema("Range", 11, InferRange, {0, 1, 2}));

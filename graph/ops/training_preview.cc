@@ -29,8 +29,8 @@ void InferPreviewOptimizer(InferContext& ctx, int states) {
              std::to_string(ctx.num_inputs()));
   const int n = (ctx.num_inputs() - 2) / per;
   if (ctx.num_outputs() != (1 + states) * n)
-    ctx.Fail("expects " + std::to_string((1 + states) * n) + " outputs for " + std::to_string(n) +
-             " tensors, got " + std::to_string(ctx.num_outputs()));
+    ctx.Fail("expects " + std::to_string((1 + states) * n) + " outputs for " + std::to_string(n) + " tensors, got " +
+             std::to_string(ctx.num_outputs()));
   for (int i = 0; i < ctx.num_inputs(); ++i) ctx.Require(i);
   const DataType rt = ctx.input_type(0);
   if (rt != DataType::kUndefined && rt != DataType::kFloat32 && rt != DataType::kFloat64)
@@ -54,8 +54,7 @@ void InferPreviewOptimizer(InferContext& ctx, int states) {
     }
     if (ctx.has_output(i)) ctx.set_output(i, t, ctx.input_shape(2 + i));
     for (int s = 0; s < states; ++s)
-      if (ctx.has_output((1 + s) * n + i))
-        ctx.set_output((1 + s) * n + i, t, ctx.input_shape(2 + (2 + s) * n + i));
+      if (ctx.has_output((1 + s) * n + i)) ctx.set_output((1 + s) * n + i, t, ctx.input_shape(2 + (2 + s) * n + i));
   }
 }
 
@@ -90,8 +89,8 @@ void RegisterTrainingPreviewOps(OpRegistry& r) {
   gradient.op_type = "Gradient";
   gradient.domain = kPreviewDomain;
   gradient.infer = [](InferContext& ctx) {
-    const std::vector<std::string> xs = ctx.node.has_attr("xs") ? ctx.node.attr("xs")->strings
-                                                                : std::vector<std::string>{};
+    const std::vector<std::string> xs =
+        ctx.node.has_attr("xs") ? ctx.node.attr("xs")->strings : std::vector<std::string>{};
     if (xs.empty()) ctx.Fail("attribute xs (the differentiated tensors) is missing or empty");
     if (ctx.node.attr_string("y", "").empty()) ctx.Fail("attribute y (the differentiated tensor) is missing");
     if (ctx.num_outputs() != static_cast<int>(xs.size()))

@@ -1,10 +1,11 @@
 // cpu::Concat / cpu::Split and cpu::Tile / cpu::Expand against index loops.
+#include "cpu_ops/concat.h"
+
 #include <gtest/gtest.h>
 
 #include <numeric>
 #include <vector>
 
-#include "cpu_ops/concat.h"
 #include "cpu_ops/slice.h"
 #include "cpu_ops/tile.h"
 

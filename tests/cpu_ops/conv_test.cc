@@ -1,7 +1,6 @@
 // DnnlConv and NaiveConv against a direct double reference: 1-D/2-D/3-D, groups, dilations, strides,
 // asymmetric pads, bias; transposed convolution including a negative end pad (output_padding).
 #include "cpu_ops/conv.h"
-#include "cpu_ops/conv_grad.h"
 
 #include <gtest/gtest.h>
 
@@ -10,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "cpu_ops/conv_grad.h"
 #include "graph/ops/linalg_util.h"
 #include "kernel_common/half.h"
 

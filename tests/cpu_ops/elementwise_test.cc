@@ -205,19 +205,22 @@ TEST(ElementwiseDropout, KeepsRatioScalesAndRepeatsPerKey) {
 
 // Naive broadcast binary reference over doubles.
 template <typename F>
-std::vector<double> RefBinary(const std::vector<double>& a, const std::vector<int64_t>& ad, const std::vector<double>& b,
-                              const std::vector<int64_t>& bd, const std::vector<int64_t>& od, F f) {
+std::vector<double> RefBinary(const std::vector<double>& a, const std::vector<int64_t>& ad,
+                              const std::vector<double>& b, const std::vector<int64_t>& bd,
+                              const std::vector<int64_t>& od, F f) {
   std::vector<double> r(Numel(od));
   for (int64_t i = 0; i < Numel(od); ++i) r[i] = f(a[BroadcastOffset(i, ad, od)], b[BroadcastOffset(i, bd, od)]);
   return r;
 }
 
 TEST(ElementwiseBinary, BroadcastShapesMatchReference) {
-  struct Shapes { std::vector<int64_t> a, b, out; };
+  struct Shapes {
+    std::vector<int64_t> a, b, out;
+  };
   const std::vector<Shapes> shapes = {
-      {{3, 4, 5}, {3, 4, 5}, {3, 4, 5}}, {{3, 4, 5}, {}, {3, 4, 5}},       {{3, 4, 5}, {5}, {3, 4, 5}},
-      {{3, 1, 5}, {4, 1}, {3, 4, 5}},    {{1}, {2, 3}, {2, 3}},             {{2, 1, 3, 1}, {1, 4, 1, 5}, {2, 4, 3, 5}},
-      {{70, 300}, {70, 1}, {70, 300}},   {{4, 0, 3}, {3}, {4, 0, 3}},       {{}, {}, {}},
+      {{3, 4, 5}, {3, 4, 5}, {3, 4, 5}}, {{3, 4, 5}, {}, {3, 4, 5}},  {{3, 4, 5}, {5}, {3, 4, 5}},
+      {{3, 1, 5}, {4, 1}, {3, 4, 5}},    {{1}, {2, 3}, {2, 3}},       {{2, 1, 3, 1}, {1, 4, 1, 5}, {2, 4, 3, 5}},
+      {{70, 300}, {70, 1}, {70, 300}},   {{4, 0, 3}, {3}, {4, 0, 3}}, {{}, {}, {}},
   };
   for (const auto& s : shapes) {
     auto ad = Uniform(Numel(s.a), -3, 3), bd = Uniform(Numel(s.b), 0.5, 3);

@@ -102,10 +102,23 @@ size_t ElemSize(DType t) { return t == DType::kF32 ? 4 : t == DType::kBool ? 1 :
 
 double ReadElem(DType t, const std::vector<uint8_t>& b, int64_t i) {
   switch (t) {
-    case DType::kF32: { float f; std::memcpy(&f, b.data() + 4 * i, 4); return f; }
-    case DType::kF16: { uint16_t h; std::memcpy(&h, b.data() + 2 * i, 2); return HalfBitsToFloat(h); }
-    case DType::kBF16: { uint16_t h; std::memcpy(&h, b.data() + 2 * i, 2); return Bf16BitsToFloat(h); }
-    case DType::kBool: return b[i];
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, b.data() + 4 * i, 4);
+      return f;
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, b.data() + 2 * i, 2);
+      return HalfBitsToFloat(h);
+    }
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, b.data() + 2 * i, 2);
+      return Bf16BitsToFloat(h);
+    }
+    case DType::kBool:
+      return b[i];
   }
   return 0;
 }
@@ -113,10 +126,22 @@ double ReadElem(DType t, const std::vector<uint8_t>& b, int64_t i) {
 void WriteElem(DType t, std::vector<uint8_t>& b, int64_t i, double v) {
   const float f = static_cast<float>(v);
   switch (t) {
-    case DType::kF32: std::memcpy(b.data() + 4 * i, &f, 4); return;
-    case DType::kF16: { const uint16_t h = FloatToHalfBits(f); std::memcpy(b.data() + 2 * i, &h, 2); return; }
-    case DType::kBF16: { const uint16_t h = FloatToBf16Bits(f); std::memcpy(b.data() + 2 * i, &h, 2); return; }
-    case DType::kBool: b[i] = v != 0; return;
+    case DType::kF32:
+      std::memcpy(b.data() + 4 * i, &f, 4);
+      return;
+    case DType::kF16: {
+      const uint16_t h = FloatToHalfBits(f);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+      return;
+    }
+    case DType::kBF16: {
+      const uint16_t h = FloatToBf16Bits(f);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+      return;
+    }
+    case DType::kBool:
+      b[i] = v != 0;
+      return;
   }
 }
 
@@ -171,10 +196,14 @@ std::vector<int64_t> Unravel(int64_t i, const std::vector<int64_t>& shape) {
 template <typename A>
 A RoundTo(DType t, A v, Mode mode) {
   switch (t) {
-    case DType::kF32: return mode == Mode::kExact ? static_cast<A>(static_cast<float>(v)) : v;
-    case DType::kF16: return static_cast<A>(HalfBitsToFloat(FloatToHalfBits(static_cast<float>(v))));
-    case DType::kBF16: return static_cast<A>(Bf16BitsToFloat(FloatToBf16Bits(static_cast<float>(v))));
-    case DType::kBool: return v != A(0) ? A(1) : A(0);
+    case DType::kF32:
+      return mode == Mode::kExact ? static_cast<A>(static_cast<float>(v)) : v;
+    case DType::kF16:
+      return static_cast<A>(HalfBitsToFloat(FloatToHalfBits(static_cast<float>(v))));
+    case DType::kBF16:
+      return static_cast<A>(Bf16BitsToFloat(FloatToBf16Bits(static_cast<float>(v))));
+    case DType::kBool:
+      return v != A(0) ? A(1) : A(0);
   }
   return v;
 }
@@ -188,57 +217,91 @@ A EvalOp(const Instr& in, A x, A y, A z, Mode mode) {
   const A nan = std::numeric_limits<A>::quiet_NaN();
   const A k = A(0.79788456080286535588), a3 = A(0.044715);
   switch (in.op) {
-    case Op::kNeg: return -x;
-    case Op::kAbs: return std::fabs(x);
-    case Op::kSign: return x > 0 ? A(1) : x < 0 ? A(-1) : x;
-    case Op::kExp: return math::Exp(x);
-    case Op::kLog: return std::log(x);
-    case Op::kSqrt: return std::sqrt(x);
-    case Op::kReciprocal: return A(1) / x;
-    case Op::kTanh: return math::Tanh(x);
+    case Op::kNeg:
+      return -x;
+    case Op::kAbs:
+      return std::fabs(x);
+    case Op::kSign:
+      return x > 0 ? A(1) : x < 0 ? A(-1) : x;
+    case Op::kExp:
+      return math::Exp(x);
+    case Op::kLog:
+      return std::log(x);
+    case Op::kSqrt:
+      return std::sqrt(x);
+    case Op::kReciprocal:
+      return A(1) / x;
+    case Op::kTanh:
+      return math::Tanh(x);
     case Op::kSigmoid:
       if (!exact) return A(1) / (A(1) + std::exp(-x));
       return x >= 0 ? A(1) / (A(1) + math::Exp(-x)) : math::Exp(x) / (A(1) + math::Exp(x));
-    case Op::kRelu: return x < 0 ? A(0) : x;  // NaN and -0 stay (the Relu kernel)
-    case Op::kErf: return math::Erf(x);
-    case Op::kFloor: return std::floor(x);
-    case Op::kCeil: return std::ceil(x);
-    case Op::kNot: return x == 0 ? A(1) : A(0);
-    case Op::kLeakyRelu: return x < 0 ? A(in.imm) * x : x;
+    case Op::kRelu:
+      return x < 0 ? A(0) : x;  // NaN and -0 stay (the Relu kernel)
+    case Op::kErf:
+      return math::Erf(x);
+    case Op::kFloor:
+      return std::floor(x);
+    case Op::kCeil:
+      return std::ceil(x);
+    case Op::kNot:
+      return x == 0 ? A(1) : A(0);
+    case Op::kLeakyRelu:
+      return x < 0 ? A(in.imm) * x : x;
     case Op::kGelu:
       if (in.imm == 0.f)
         return exact ? math::GeluErf(x)  // a float's: x Phi(x) (vec_math's VecNormalCdfGauss)
                      : 0.5 * x * (1 + std::erf(x / std::sqrt(A(2))));
       return A(0.5) * x * (A(1) + math::Tanh(k * (x + a3 * x * x * x)));
     case Op::kIdentity:
-    case Op::kCast: return x;
-    case Op::kAdd: return x + y;
-    case Op::kSub: return x - y;
-    case Op::kMul: return x * y;
-    case Op::kDiv: return x / y;
-    case Op::kPow: return static_cast<A>(std::pow(static_cast<double>(x), static_cast<double>(y)));
-    case Op::kMax: return std::isnan(x) || std::isnan(y) ? nan : std::max(x, y);
-    case Op::kMin: return std::isnan(x) || std::isnan(y) ? nan : std::min(x, y);
-    case Op::kLess: return x < y;
-    case Op::kLessEqual: return x <= y;
-    case Op::kGreater: return x > y;
-    case Op::kGreaterEqual: return x >= y;
-    case Op::kEqual: return x == y;
-    case Op::kAnd: return (x != 0) && (y != 0);
-    case Op::kOr: return (x != 0) || (y != 0);
-    case Op::kXor: return (x != 0) != (y != 0);
-    case Op::kReluGrad: return y > 0 ? x : A(0);
+    case Op::kCast:
+      return x;
+    case Op::kAdd:
+      return x + y;
+    case Op::kSub:
+      return x - y;
+    case Op::kMul:
+      return x * y;
+    case Op::kDiv:
+      return x / y;
+    case Op::kPow:
+      return static_cast<A>(std::pow(static_cast<double>(x), static_cast<double>(y)));
+    case Op::kMax:
+      return std::isnan(x) || std::isnan(y) ? nan : std::max(x, y);
+    case Op::kMin:
+      return std::isnan(x) || std::isnan(y) ? nan : std::min(x, y);
+    case Op::kLess:
+      return x < y;
+    case Op::kLessEqual:
+      return x <= y;
+    case Op::kGreater:
+      return x > y;
+    case Op::kGreaterEqual:
+      return x >= y;
+    case Op::kEqual:
+      return x == y;
+    case Op::kAnd:
+      return (x != 0) && (y != 0);
+    case Op::kOr:
+      return (x != 0) || (y != 0);
+    case Op::kXor:
+      return (x != 0) != (y != 0);
+    case Op::kReluGrad:
+      return y > 0 ? x : A(0);
     case Op::kGeluGrad: {
       if (in.imm == 0.f) {
-        if (!exact) return x * (0.5 * std::erfc(-y / std::sqrt(2.0)) + y * std::exp(-0.5 * y * y) / std::sqrt(2 * M_PI));
+        if (!exact)
+          return x * (0.5 * std::erfc(-y / std::sqrt(2.0)) + y * std::exp(-0.5 * y * y) / std::sqrt(2 * M_PI));
         return math::GeluGradErf(x, y);
       }
       const A y2 = y * y, t = math::Tanh(k * (y + a3 * y2 * y));
       if (!exact) return x * (0.5 * (1 + t) + 0.5 * y * (1 - t * t) * k * (1 + 3 * a3 * y2));
       return x * (A(0.5) * (A(1) + t) + A(0.5) * y * (A(1) - t * t) * k * (A(1) + A(3 * 0.044715) * y2));
     }
-    case Op::kWhere: return x != 0 ? y : z;
-    default: break;
+    case Op::kWhere:
+      return x != 0 ? y : z;
+    default:
+      break;
   }
   ADD_FAILURE() << "EvalOp of " << cluster::OpName(in.op);
   return 0;
@@ -291,7 +354,10 @@ std::vector<std::vector<double>> Reference(const Program& p, const std::vector<i
           const bool mx = in.op == Op::kReduceMax;
           res = mx ? -INFINITY : INFINITY;
           for (int64_t j = 0; j < L; ++j) {
-            if (std::isnan(row[j])) { res = row[j]; break; }
+            if (std::isnan(row[j])) {
+              res = row[j];
+              break;
+            }
             res = mx ? std::max(res, row[j]) : std::min(res, row[j]);
           }
         }
@@ -306,7 +372,8 @@ std::vector<std::vector<double>> Reference(const Program& p, const std::vector<i
           x[q] = val[ops[q]][op_row && !in.row ? e / L : e];
         }
         const A r = EvalOp<A>(in, x[0], x[1], x[2], mode);
-        v[e] = (mode == Mode::kExact || in.op == Op::kCast || in.dtype == DType::kBool) ? RoundTo(in.dtype, r, mode) : r;
+        v[e] =
+            (mode == Mode::kExact || in.op == Op::kCast || in.dtype == DType::kBool) ? RoundTo(in.dtype, r, mode) : r;
       }
     }
   }
@@ -375,9 +442,12 @@ void ExpectMatch(const std::vector<std::vector<double>>& got, const std::vector<
     for (size_t i = 0; i < got[j].size() && bad < 5; ++i) {
       const double g = got[j][i], w = want[j][i];
       bool ok;
-      if (std::isnan(w)) ok = std::isnan(g);
-      else if (std::isinf(w) || rtol == 0) ok = g == w;
-      else ok = std::fabs(g - w) <= atol + rtol * std::fabs(w);
+      if (std::isnan(w))
+        ok = std::isnan(g);
+      else if (std::isinf(w) || rtol == 0)
+        ok = g == w;
+      else
+        ok = std::fabs(g - w) <= atol + rtol * std::fabs(w);
       if (!ok) {
         ++bad;
         ADD_FAILURE() << what << " output " << j << " element " << i << ": got " << g << ", want " << w;
@@ -451,7 +521,8 @@ TEST(ClusterProgramText, RoundTripsExactly) {
   EXPECT_TRUE(std::isnan(r.code[1].imm));
   EXPECT_EQ(r.code[2].imm, 3.4028235e38f);
   EXPECT_EQ(cluster::ToText(r), cluster::ToText(b.p));
-  for (int op = 0; op <= static_cast<int>(Op::kReduceMin); ++op) EXPECT_STRNE(cluster::OpName(static_cast<Op>(op)), "?");
+  for (int op = 0; op <= static_cast<int>(Op::kReduceMin); ++op)
+    EXPECT_STRNE(cluster::OpName(static_cast<Op>(op)), "?");
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kBool})
     EXPECT_EQ(cluster::ParseDType(cluster::DTypeName(t)), t);
   EXPECT_THROW(cluster::ParseDType("f64"), std::invalid_argument);
@@ -571,8 +642,8 @@ TEST(FusedKernel, CastsRoundLikeTheStorageTypes) {
 TEST(FusedKernel, BroadcastsEveryKindOfInput) {
   const std::vector<int64_t> D = {4, 6, 130};  // 3120 elements: two tiles, the second partial
   const std::vector<std::vector<int64_t>> shapes = {
-      {4, 6, 130}, {}, {1}, {1, 1, 1}, {130}, {6, 130}, {1, 6, 130}, {4, 1, 1}, {4, 6, 1},
-      {1, 6, 1},   {4, 1, 130}, {6, 1}, {1, 1, 4, 6, 130}, {1, 1, 130}};
+      {4, 6, 130}, {},        {1},       {1, 1, 1},   {130},  {6, 130},          {1, 6, 130},
+      {4, 1, 1},   {4, 6, 1}, {1, 6, 1}, {4, 1, 130}, {6, 1}, {1, 1, 4, 6, 130}, {1, 1, 130}};
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kBool})
     for (const auto& s : shapes) {
       SCOPED_TRACE(std::string(cluster::DTypeName(t)) + " input of rank " + std::to_string(s.size()));
@@ -590,7 +661,7 @@ TEST(FusedKernel, RowInputsBroadcastToTheRowShape) {
   for (int k = 1; k <= 3; ++k) {
     const std::vector<int64_t> lead(D.begin(), D.end() - k);
     std::vector<int64_t> kept = lead;
-    kept.insert(kept.end(), k, 1);  // D with the reduced axes 1
+    kept.insert(kept.end(), k, 1);       // D with the reduced axes 1
     std::vector<int64_t> first1 = kept;  // a middle block of the rows
     first1[0] = 1;
     std::vector<int64_t> last1 = kept;  // the rows' last dim broadcast (a strided read)
@@ -645,8 +716,13 @@ Program SoftmaxProgram(DType t, int reduce_axes) {
 }
 
 TEST(FusedKernel, SoftmaxAsAProgram) {
-  for (auto [D, k] : {std::pair<std::vector<int64_t>, int>{{4, 7, 33}, 1}, {{2, 3, 5000}, 1}, {{50, 3}, 1},
-                      {{6, 9, 11}, 2}, {{2, 2, 3, 3}, 3}, {{700, 1}, 1}, {{1000}, 1}}) {
+  for (auto [D, k] : {std::pair<std::vector<int64_t>, int>{{4, 7, 33}, 1},
+                      {{2, 3, 5000}, 1},
+                      {{50, 3}, 1},
+                      {{6, 9, 11}, 2},
+                      {{2, 2, 3, 3}, 3},
+                      {{700, 1}, 1},
+                      {{1000}, 1}}) {
     SCOPED_TRACE(::testing::Message() << "rows of " << D.back() << ", reduce_axes " << k);
     const Program p = SoftmaxProgram(DType::kF32, k);
     const Tensor x = RandomTensor(DType::kF32, D, -4, 4);
@@ -706,7 +782,8 @@ TEST(FusedKernel, EmptyRowsAndEmptyDomains) {
   Builder b(1, 1);
   const int x = b.In(0);
   b.Out({b.Op_(Op::kReduceSum, DType::kF32, x), b.Op_(Op::kReduceMean, DType::kF32, x),
-         b.Op_(Op::kReduceMax, DType::kF32, x), b.Op_(Op::kReduceMin, DType::kF32, x), b.Op_(Op::kNeg, DType::kF32, x)});
+         b.Op_(Op::kReduceMax, DType::kF32, x), b.Op_(Op::kReduceMin, DType::kF32, x),
+         b.Op_(Op::kNeg, DType::kF32, x)});
   const KernelRun run = RunKernel(b.p, {3, 0}, {RandomTensor(DType::kF32, {3, 0})});
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(run.values[0][r], 0.0);
@@ -745,13 +822,15 @@ TEST(FusedKernel, HalfProgramsEqualRoundingAfterEveryOp) {
 // ---- random programs ----
 
 Op RandomOp(bool allow_reduce) {
-  static const Op kOps[] = {Op::kNeg, Op::kAbs, Op::kSign, Op::kExp, Op::kLog, Op::kSqrt, Op::kReciprocal,
-                            Op::kTanh, Op::kSigmoid, Op::kRelu, Op::kErf, Op::kFloor, Op::kCeil, Op::kNot,
-                            Op::kLeakyRelu, Op::kGelu, Op::kIdentity, Op::kCast, Op::kAdd, Op::kSub, Op::kMul,
-                            Op::kDiv, Op::kPow, Op::kMax, Op::kMin, Op::kLess, Op::kLessEqual, Op::kGreater,
-                            Op::kGreaterEqual, Op::kEqual, Op::kAnd, Op::kOr, Op::kXor, Op::kReluGrad,
-                            Op::kGeluGrad, Op::kWhere, Op::kReduceSum, Op::kReduceMean, Op::kReduceMax,
-                            Op::kReduceMin, Op::kAdd, Op::kMul, Op::kSub};
+  static const Op kOps[] = {Op::kNeg,   Op::kAbs,        Op::kSign,       Op::kExp,          Op::kLog,
+                            Op::kSqrt,  Op::kReciprocal, Op::kTanh,       Op::kSigmoid,      Op::kRelu,
+                            Op::kErf,   Op::kFloor,      Op::kCeil,       Op::kNot,          Op::kLeakyRelu,
+                            Op::kGelu,  Op::kIdentity,   Op::kCast,       Op::kAdd,          Op::kSub,
+                            Op::kMul,   Op::kDiv,        Op::kPow,        Op::kMax,          Op::kMin,
+                            Op::kLess,  Op::kLessEqual,  Op::kGreater,    Op::kGreaterEqual, Op::kEqual,
+                            Op::kAnd,   Op::kOr,         Op::kXor,        Op::kReluGrad,     Op::kGeluGrad,
+                            Op::kWhere, Op::kReduceSum,  Op::kReduceMean, Op::kReduceMax,    Op::kReduceMin,
+                            Op::kAdd,   Op::kMul,        Op::kSub};
   const int n = static_cast<int>(sizeof(kOps) / sizeof(kOps[0]));
   for (;;) {
     const Op op = kOps[RandInt(0, n - 1)];
@@ -880,7 +959,8 @@ TEST(FusedKernel, InPlaceOutputsEqualSeparateOnes) {
     Builder b(1);
     const int x = b.In(0);
     const int e = b.Op_(Op::kExp, DType::kF32, b.Op_(Op::kMul, DType::kF32, x, b.Const(0.25f, DType::kF32)));
-    b.Out({last_reads_x ? b.Op_(Op::kSub, DType::kF32, e, x) : b.Op_(Op::kMul, DType::kF32, e, b.Const(3.f, DType::kF32))});
+    b.Out({last_reads_x ? b.Op_(Op::kSub, DType::kF32, e, x)
+                        : b.Op_(Op::kMul, DType::kF32, e, b.Const(3.f, DType::kF32))});
     const Tensor in = RandomTensor(DType::kF32, D, -3, 3);
     const KernelRun want = RunKernel(b.p, D, {in});
     FusedKernel k(b.p, D, {D}, {DType::kF32}, 2);
@@ -911,7 +991,8 @@ TEST(FusedKernel, OneTwoAndMoreThreadsGiveTheSameBits) {
     for (int threads : {2, 3, 8}) {
       const KernelRun many = RunKernel(p, D, in, threads);
       for (size_t j = 0; j < one.outputs.size(); ++j)
-        EXPECT_EQ(std::memcmp(one.outputs[j].bytes.data(), many.outputs[j].bytes.data(), one.outputs[j].bytes.size()), 0)
+        EXPECT_EQ(std::memcmp(one.outputs[j].bytes.data(), many.outputs[j].bytes.data(), one.outputs[j].bytes.size()),
+                  0)
             << threads << " threads, output " << j;
     }
   }
@@ -932,7 +1013,8 @@ TEST(FusedKernel, WorkspaceAndTiles) {
   FusedKernel one(soft, {2, 10}, {{2, 10}}, {DType::kF32}, 8);
   FusedKernel one_thread(soft, {2, 10}, {{2, 10}}, {DType::kF32}, 1);
   EXPECT_EQ(one.workspace_bytes(), one_thread.workspace_bytes());
-  EXPECT_EQ(long_rows.workspace_bytes(), FusedKernel(soft, {3, 10000}, {{3, 10000}}, {DType::kF32}, 8).workspace_bytes() / 3);
+  EXPECT_EQ(long_rows.workspace_bytes(),
+            FusedKernel(soft, {3, 10000}, {{3, 10000}}, {DType::kF32}, 8).workspace_bytes() / 3);
   const std::vector<Tensor> in = {RandomTensor(DType::kF32, {2, 10})};
   std::vector<float> out0(20, NAN), out1(2, NAN), out2(2, NAN);
   const void* ip[] = {in[0].bytes.data()};

@@ -1,10 +1,11 @@
 // cpu::Gather / GatherElements / GatherND and the index checks, against loops over explicit indices.
+#include "cpu_ops/gather.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
-#include "cpu_ops/gather.h"
 #include "cpu_ops/slice.h"
 
 namespace ot::cpu {
@@ -44,8 +45,7 @@ TEST(Gather, LargeParallel) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < n; ++j) {
       int64_t i = idx[j] < 0 ? idx[j] + D : idx[j];
-      for (int64_t c = 0; c < inner; ++c)
-        ASSERT_EQ(out[(o * n + j) * inner + c], data[(o * D + i) * inner + c]);
+      for (int64_t c = 0; c < inner; ++c) ASSERT_EQ(out[(o * n + j) * inner + c], data[(o * D + i) * inner + c]);
     }
 }
 

@@ -15,7 +15,7 @@ namespace {
 TEST(CpuLoss, NllReductionsWeightsAndIgnoreIndex) {
   const int64_t N = 2, C = 3, D = 2;
   // input[n, c, d]
-  std::vector<float> in = {-0.1f, -0.2f, -1.f, -2.f, -3.f, -4.f,  //
+  std::vector<float> in = {-0.1f, -0.2f, -1.f,  -2.f,  -3.f,  -4.f,  //
                            -0.5f, -0.6f, -0.7f, -0.8f, -0.9f, -1.1f};
   std::vector<int64_t> t = {2, 1, 0, 2};  // target[n, d]
   std::vector<float> w = {0.5f, 2.f, 4.f};
@@ -55,8 +55,8 @@ TEST(CpuLoss, SoftmaxCrossEntropyMatchesReference) {
   std::vector<int32_t> t(N * D);
   for (auto& v : t) v = static_cast<int32_t>(g() % C);
   std::vector<double> lp(x.size()), out(1);
-  SoftmaxCrossEntropyLoss<double, int32_t>(LossReduction::kMean, N, C, D, x.data(), t.data(), nullptr, -1,
-                                           out.data(), lp.data());
+  SoftmaxCrossEntropyLoss<double, int32_t>(LossReduction::kMean, N, C, D, x.data(), t.data(), nullptr, -1, out.data(),
+                                           lp.data());
   double sum = 0;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t d = 0; d < D; ++d) {

@@ -3,7 +3,6 @@
 #include "cpu_ops/matmul.h"
 
 #include <gtest/gtest.h>
-
 #include <omp.h>
 
 #include <cmath>

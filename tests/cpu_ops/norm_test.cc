@@ -42,7 +42,8 @@ std::pair<double, double> TwoPassMoments(const std::vector<float>& x, int64_t N,
 TEST(CpuNorm, BatchNormInferenceAndTrainingStatistics) {
   const int64_t N = 3, C = 4, S = 5;
   std::vector<float> x = Rand(N * C * S, 1);
-  std::vector<double> scale = {0.5, 1, 2, -1}, bias = {0, 1, -1, 0.25}, mean = {0.1, -0.2, 0.3, 0}, var = {1, 2, 0.5, 3};
+  std::vector<double> scale = {0.5, 1, 2, -1}, bias = {0, 1, -1, 0.25}, mean = {0.1, -0.2, 0.3, 0},
+                      var = {1, 2, 0.5, 3};
   std::vector<float> y(x.size());
   BatchNormApply<float>(N, C, S, x.data(), scale.data(), bias.data(), mean.data(), var.data(), 1e-5, y.data());
   for (int64_t i = 0; i < N * C * S; ++i) {
@@ -113,8 +114,8 @@ TEST(CpuNorm, BatchNormGradMatchesFloat64ReferenceAndThreadCount) {
         for (int64_t n = 0; n < N; ++n)
           for (int64_t j = 0; j < S; ++j) {
             const double xh = (x[at(n, j)] - mu) * r;
-            const double e = training ? scale[c] * r * (dy[at(n, j)] - sb / cnt - xh * ss / cnt)
-                                      : scale[c] * r * dy[at(n, j)];
+            const double e =
+                training ? scale[c] * r * (dy[at(n, j)] - sb / cnt - xh * ss / cnt) : scale[c] * r * dy[at(n, j)];
             ASSERT_NEAR(dx[at(n, j)], e, 1e-5 * (1 + std::fabs(e))) << "c " << c << " n " << n << " j " << j;
           }
       }
@@ -154,8 +155,7 @@ void CheckHalfBatchNormGrad() {
     for (size_t i = 0; i < std::size(edges) && 3 * i < r.size(); ++i) r[3 * i] = T(edges[i]);
     if (r.size() > 20) r[20] = T::FromBits(std::is_same_v<T, bfloat16> ? 0x7f81 : 0x7c01);  // the smallest NaN
     std::vector<double> scale(C), rmean(C), rvar(C);
-    for (int64_t c = 0; c < C; ++c)
-      scale[c] = 0.5 + 0.25 * c, rmean[c] = 4.0 * c + 0.1, rvar[c] = 0.5 + 0.3 * c;
+    for (int64_t c = 0; c < C; ++c) scale[c] = 0.5 + 0.25 * c, rmean[c] = 4.0 * c + 0.1, rvar[c] = 0.5 + 0.3 * c;
     for (bool masked : {false, true}) {
       std::vector<T> dy = dy0;
       if (masked)  // dY is NaN where the mask drops it

@@ -1,10 +1,11 @@
 // cpu::Pad in every mode, with negative pads (crops), against a per-element reference.
+#include "cpu_ops/pad.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
-#include "cpu_ops/pad.h"
 #include "cpu_ops/slice.h"
 
 namespace ot::cpu {
@@ -13,8 +14,10 @@ namespace {
 int64_t RefIndex(int64_t i, int64_t d, PadMode m) {
   if (i >= 0 && i < d) return i;
   switch (m) {
-    case PadMode::kConstant: return -1;
-    case PadMode::kEdge: return i < 0 ? 0 : d - 1;
+    case PadMode::kConstant:
+      return -1;
+    case PadMode::kEdge:
+      return i < 0 ? 0 : d - 1;
     case PadMode::kWrap:
       while (i < 0) i += d;
       return i % d;
@@ -44,8 +47,10 @@ void Check(const std::vector<int64_t>& in_dims, const std::vector<int64_t>& pb, 
     for (int k = r - 1; k >= 0; --k) {
       int64_t i = RefIndex(rem % od[k] - pb[k], in_dims[k], mode);
       rem /= od[k];
-      if (i < 0) constant = true;
-      else off += i * is[k];
+      if (i < 0)
+        constant = true;
+      else
+        off += i * is[k];
     }
     ASSERT_EQ(out[o], constant ? value : in[off]) << "output element " << o;
   }

@@ -1,7 +1,6 @@
 // Pool against a brute-force reference: max with indices (row- and column-major), average with and without
 // padding in the count, Lp, ceil mode, dilations, 1-D/2-D/3-D; plus the ceil-mode geometry rule.
 #include "cpu_ops/pool.h"
-#include "cpu_ops/pool_grad.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +8,7 @@
 #include <cstring>
 #include <random>
 
+#include "cpu_ops/pool_grad.h"
 #include "graph/ops/linalg_util.h"
 #include "kernel_common/half.h"
 

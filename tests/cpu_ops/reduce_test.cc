@@ -52,24 +52,51 @@ std::vector<double> NaiveReduce(ReduceKind k, const std::vector<int64_t>& dims, 
     const auto& g = groups[o];
     double a = 0;
     switch (k) {
-      case ReduceKind::kSum: for (double v : g) a += v; break;
-      case ReduceKind::kMean: for (double v : g) a += v; a /= g.size(); break;
-      case ReduceKind::kMax: a = -INFINITY; for (double v : g) a = std::max(a, v); break;
-      case ReduceKind::kMin: a = INFINITY; for (double v : g) a = std::min(a, v); break;
-      case ReduceKind::kProd: a = 1; for (double v : g) a *= v; break;
-      case ReduceKind::kL1: for (double v : g) a += std::fabs(v); break;
-      case ReduceKind::kL2: for (double v : g) a += v * v; a = std::sqrt(a); break;
-      case ReduceKind::kLogSum: for (double v : g) a += v; a = std::log(a); break;
-      case ReduceKind::kLogSumExp: for (double v : g) a += std::exp(v); a = std::log(a); break;
-      case ReduceKind::kSumSquare: for (double v : g) a += v * v; break;
+      case ReduceKind::kSum:
+        for (double v : g) a += v;
+        break;
+      case ReduceKind::kMean:
+        for (double v : g) a += v;
+        a /= g.size();
+        break;
+      case ReduceKind::kMax:
+        a = -INFINITY;
+        for (double v : g) a = std::max(a, v);
+        break;
+      case ReduceKind::kMin:
+        a = INFINITY;
+        for (double v : g) a = std::min(a, v);
+        break;
+      case ReduceKind::kProd:
+        a = 1;
+        for (double v : g) a *= v;
+        break;
+      case ReduceKind::kL1:
+        for (double v : g) a += std::fabs(v);
+        break;
+      case ReduceKind::kL2:
+        for (double v : g) a += v * v;
+        a = std::sqrt(a);
+        break;
+      case ReduceKind::kLogSum:
+        for (double v : g) a += v;
+        a = std::log(a);
+        break;
+      case ReduceKind::kLogSumExp:
+        for (double v : g) a += std::exp(v);
+        a = std::log(a);
+        break;
+      case ReduceKind::kSumSquare:
+        for (double v : g) a += v * v;
+        break;
     }
     y[o] = a;
   }
   return y;
 }
 
-const ReduceKind kAllKinds[] = {ReduceKind::kSum, ReduceKind::kMean,   ReduceKind::kMax,       ReduceKind::kMin,
-                                ReduceKind::kProd, ReduceKind::kL1,    ReduceKind::kL2,        ReduceKind::kLogSum,
+const ReduceKind kAllKinds[] = {ReduceKind::kSum,       ReduceKind::kMean,     ReduceKind::kMax, ReduceKind::kMin,
+                                ReduceKind::kProd,      ReduceKind::kL1,       ReduceKind::kL2,  ReduceKind::kLogSum,
                                 ReduceKind::kLogSumExp, ReduceKind::kSumSquare};
 
 TEST(CpuReduce, AllKindsAllAxisSetsFloat32) {
@@ -123,15 +150,16 @@ TEST(CpuReduce, SumLikeOverNonTrailingAxesWithContiguousRuns) {
   // runs summed in vector lanes. Odd sizes exercise the lane tails; every output is written (sentinel) and
   // matches the double reference; float64 too.
   using Case = std::pair<std::vector<int64_t>, std::vector<bool>>;
-  for (const auto& [dims, red] : {Case{{5, 3, 7, 33}, {true, false, true, true}}, Case{{3, 4, 17}, {true, false, true}},
-                                  Case{{4, 5, 9, 19}, {true, true, false, true}}, Case{{2, 6, 131}, {false, false, true}},
-                                  Case{{7, 3, 5, 2, 23}, {false, true, false, true, true}}}) {
+  for (const auto& [dims, red] :
+       {Case{{5, 3, 7, 33}, {true, false, true, true}}, Case{{3, 4, 17}, {true, false, true}},
+        Case{{4, 5, 9, 19}, {true, true, false, true}}, Case{{2, 6, 131}, {false, false, true}},
+        Case{{7, 3, 5, 2, 23}, {false, true, false, true, true}}}) {
     std::vector<double> xd = Rand(Numel(dims), 0.25, 2.0, 123);
     std::vector<float> x(xd.begin(), xd.end());
     for (size_t i = 0; i < x.size(); ++i) xd[i] = x[i];
     ReduceGeometry g = MakeReduceGeometry(dims, red);
-    for (ReduceKind k : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kSumSquare, ReduceKind::kL1,
-                         ReduceKind::kL2, ReduceKind::kLogSum}) {
+    for (ReduceKind k : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kSumSquare, ReduceKind::kL1, ReduceKind::kL2,
+                         ReduceKind::kLogSum}) {
       std::vector<double> ref = NaiveReduce(k, dims, red, xd);
       std::vector<float> y(ref.size(), -12345.f);
       Reduce<float>(k, g, x.data(), y.data());
@@ -213,7 +241,7 @@ TEST(CpuReduce, Float16AccumulatesInFloat) {
 
 TEST(CpuArgReduce, FirstAndLastIndexOnTies) {
   // [outer=2, n=4, inner=2]
-  std::vector<float> x = {1, 5, 3, 5, 3, 0, 2, 5,   //
+  std::vector<float> x = {1,  5, 3,  5, 3,  0, 2,  5,  //
                           -1, 2, -1, 2, -3, 2, -3, 1};
   std::vector<int64_t> y(4);
   ArgReduce<float>(true, false, 2, 4, 2, x.data(), y.data());

@@ -1,6 +1,8 @@
 // cpu_ops/row_sum.h's RowSums and cpu_ops/row_stats.h's StatsOfRowRange: rows taken four at a time with their
 // chains interleaved must give each row the bits it gets alone (the fused softmax equals the unfused kernels, and
 // LayerNormGrad recomputes the forward's statistics, only while that holds), and the values must be right.
+#include "cpu_ops/row_stats.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "cpu_ops/norm.h"
-#include "cpu_ops/row_stats.h"
 #include "cpu_ops/row_sum.h"
 
 namespace ot::cpu {

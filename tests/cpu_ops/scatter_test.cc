@@ -1,9 +1,10 @@
 // cpu::ScatterElements / ScatterND with every reduction, duplicates accumulating in order.
+#include "cpu_ops/scatter.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "cpu_ops/scatter.h"
 #include "kernel_common/half.h"
 
 namespace ot::cpu {
@@ -19,10 +20,8 @@ TEST(ScatterElements, ReductionsWithDuplicates) {
     std::vector<float> want;
   };
   const std::vector<Case> cases{
-      {ScatterReduction::kNone, {1, 20, 3, 30, 5, 40}},
-      {ScatterReduction::kAdd, {1, 32, 3, 34, 5, 46}},
-      {ScatterReduction::kMul, {1, 400, 3, 120, 5, 240}},
-      {ScatterReduction::kMax, {1, 20, 3, 30, 5, 40}},
+      {ScatterReduction::kNone, {1, 20, 3, 30, 5, 40}},   {ScatterReduction::kAdd, {1, 32, 3, 34, 5, 46}},
+      {ScatterReduction::kMul, {1, 400, 3, 120, 5, 240}}, {ScatterReduction::kMax, {1, 20, 3, 30, 5, 40}},
       {ScatterReduction::kMin, {1, 2, 3, 4, 5, 6}},
   };
   for (const Case& c : cases) {

@@ -1,13 +1,13 @@
 // cpu::SliceBackward (the gradient of Slice) against a reference that walks the forward slice element by element:
 // every output byte is checked (the output is filled with a sentinel first), for random geometries with negative
 // and large steps, every element size, empty slices, and sizes that take the parallel paths.
+#include "cpu_ops/slice.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include "cpu_ops/slice.h"
 
 namespace ot::cpu {
 namespace {
@@ -77,7 +77,7 @@ TEST(SliceBackward, FullSliceCopiesAndReversedFullSliceReverses) {
 // Large enough for the parallel zeroing and the parallel rows.
 TEST(SliceBackward, LargeParallel) {
   std::mt19937_64 rng(9);
-  Check({{64, 300, 40}, {64, 100, 40}, {0, 7, 0}, {1, 2, 1}}, 4, rng);    // a positional table's rows
+  Check({{64, 300, 40}, {64, 100, 40}, {0, 7, 0}, {1, 2, 1}}, 4, rng);  // a positional table's rows
   Check({{256, 1024}, {128, 1024}, {255, 0}, {-2, 1}}, 2, rng);
   Check({{2, 512, 513}, {2, 256, 171}, {0, 1, 512}, {1, 2, -3}}, 8, rng);  // strided innermost
 }

@@ -76,8 +76,13 @@ TEST(SmallGemm, MatchesAFloat64ReferenceOnRandomShapes) {
 }
 
 TEST(SmallGemm, AttentionShapesAndTileEdges) {
-  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{32, 16, 32}, {32, 32, 16}, {16, 32, 32}, {4, 256, 16},
-                         {5, 3, 17}, {64, 64, 64}, {1, 1, 1}})
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{32, 16, 32},
+                         {32, 32, 16},
+                         {16, 32, 32},
+                         {4, 256, 16},
+                         {5, 3, 17},
+                         {64, 64, 64},
+                         {1, 1, 1}})
     for (int t = 0; t < 4; ++t) {
       MatMulSpec s;
       s.m = m, s.k = k, s.n = n;

@@ -15,7 +15,8 @@ namespace {
 TEST(CpuSoftmax, MatchesReferenceForEachKindAndLayout) {
   std::mt19937_64 gen(5);
   std::uniform_real_distribution<double> u(-3, 3);
-  for (auto [outer, n, inner] : {std::tuple<int64_t, int64_t, int64_t>{3, 7, 1}, {2, 5, 6}, {1, 1, 4}, {4, 33, 3}, {2, 3, 300}}) {
+  for (auto [outer, n, inner] :
+       {std::tuple<int64_t, int64_t, int64_t>{3, 7, 1}, {2, 5, 6}, {1, 1, 4}, {4, 33, 3}, {2, 3, 300}}) {
     std::vector<float> x(outer * n * inner);
     for (auto& v : x) v = static_cast<float>(u(gen));
     for (SoftmaxKind k : {SoftmaxKind::kSoftmax, SoftmaxKind::kLogSoftmax, SoftmaxKind::kHardmax}) {
@@ -27,13 +28,17 @@ TEST(CpuSoftmax, MatchesReferenceForEachKindAndLayout) {
           int64_t arg = 0;
           for (int64_t t = 0; t < n; ++t) {
             double v = x[(i * n + t) * inner + j];
-            if (v > m) { m = v; arg = t; }
+            if (v > m) {
+              m = v;
+              arg = t;
+            }
           }
           for (int64_t t = 0; t < n; ++t) s += std::exp(x[(i * n + t) * inner + j]);
           for (int64_t t = 0; t < n; ++t) {
             double v = x[(i * n + t) * inner + j];
-            double e = k == SoftmaxKind::kSoftmax ? std::exp(v) / s
-                       : k == SoftmaxKind::kLogSoftmax ? v - std::log(s) : (t == arg ? 1.0 : 0.0);
+            double e = k == SoftmaxKind::kSoftmax      ? std::exp(v) / s
+                       : k == SoftmaxKind::kLogSoftmax ? v - std::log(s)
+                                                       : (t == arg ? 1.0 : 0.0);
             ASSERT_NEAR(y[(i * n + t) * inner + j], e, 1e-5 * std::fabs(e) + 1e-6);
           }
         }

@@ -1,5 +1,7 @@
 // cpu::Transpose and cpu::StridedCopy against index-by-index references, over element sizes and layouts that
 // take each path (row copies, tiled 2-D transpose, parallel split).
+#include "cpu_ops/transpose.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "cpu_ops/slice.h"
-#include "cpu_ops/transpose.h"
 
 namespace ot::cpu {
 namespace {
@@ -61,11 +62,11 @@ TEST(Transpose, AllPermutationsRank4AllElementSizes) {
 }
 
 TEST(Transpose, LargeTiledAndParallel) {
-  CheckTranspose({300, 257}, {1, 0}, 4);           // tiles with ragged edges, parallel
-  CheckTranspose({7, 65, 129}, {2, 1, 0}, 2);      // outer axis plus tiles
+  CheckTranspose({300, 257}, {1, 0}, 4);       // tiles with ragged edges, parallel
+  CheckTranspose({7, 65, 129}, {2, 1, 0}, 2);  // outer axis plus tiles
   CheckTranspose({4, 33, 5, 70}, {0, 3, 2, 1}, 8);
   CheckTranspose({64, 48, 40}, {0, 2, 1}, 1);
-  CheckTranspose({20, 30, 200}, {1, 0, 2}, 4);     // innermost stays: row copies, parallel
+  CheckTranspose({20, 30, 200}, {1, 0, 2}, 4);  // innermost stays: row copies, parallel
 }
 
 // Rows of 16-128 bytes copied with a fixed size, in runs along the second-innermost axis (attention's head split,
@@ -82,8 +83,8 @@ TEST(Transpose, ShortFixedSizeRows) {
 // Four-byte elements in 4x4 register blocks where a tile's sides are multiples of 4; ragged tiles copy element by
 // element.
 TEST(Transpose, FourByFourBlocks) {
-  CheckTranspose({32, 64, 36}, {0, 2, 1}, 4);     // ragged tiles of 4: still blocks
-  CheckTranspose({6, 32, 30}, {0, 2, 1}, 4);      // 30: element by element
+  CheckTranspose({32, 64, 36}, {0, 2, 1}, 4);  // ragged tiles of 4: still blocks
+  CheckTranspose({6, 32, 30}, {0, 2, 1}, 4);   // 30: element by element
   CheckTranspose({3, 40, 4, 24}, {0, 2, 3, 1}, 4);
   CheckTranspose({68, 44}, {1, 0}, 4);
 }

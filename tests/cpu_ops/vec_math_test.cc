@@ -1,6 +1,8 @@
 // kernel_common/vec_math.h's float exp/erf/tanh against double libm, in ulp of the correctly rounded result, over
 // every 97th float bit pattern (both signs, subnormals, the overflow and underflow edges) plus the special values;
 // and scalar_math.h's float Sigmoid/Gelu/GeluGrad (which call them) against the same formulas in double.
+#include "kernel_common/vec_math.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include <random>
 
 #include "kernel_common/scalar_math.h"
-#include "kernel_common/vec_math.h"
 
 namespace ot::math {
 namespace {
@@ -65,21 +66,24 @@ Sweep UlpSweep(F f, R ref, uint32_t step) {
 // exp 0.98, erf 1.18, tanh 1.33). Asserted: 2 ulp, 2.5 for Sigmoid (exp's error, then the roundings of 1 + e and of
 // the division).
 TEST(VecMath, ExpWithin2Ulp) {
-  const Sweep s = UlpSweep(VecExp, [](double x) { return std::exp(x); }, 97);
+  const Sweep s = UlpSweep(
+      VecExp, [](double x) { return std::exp(x); }, 97);
   EXPECT_EQ(s.mismatches, 0);
   EXPECT_LE(s.max_ulp, 2.0) << "at " << s.worst;
   std::printf("exp: max %.3f ulp at %a\n", s.max_ulp, s.worst);
 }
 
 TEST(VecMath, ErfWithin2Ulp) {
-  const Sweep s = UlpSweep(VecErf, [](double x) { return std::erf(x); }, 97);
+  const Sweep s = UlpSweep(
+      VecErf, [](double x) { return std::erf(x); }, 97);
   EXPECT_EQ(s.mismatches, 0);
   EXPECT_LE(s.max_ulp, 2.0) << "at " << s.worst;
   std::printf("erf: max %.3f ulp at %a\n", s.max_ulp, s.worst);
 }
 
 TEST(VecMath, TanhWithin2Ulp) {
-  const Sweep s = UlpSweep(VecTanh, [](double x) { return std::tanh(x); }, 97);
+  const Sweep s = UlpSweep(
+      VecTanh, [](double x) { return std::tanh(x); }, 97);
   EXPECT_EQ(s.mismatches, 0);
   EXPECT_LE(s.max_ulp, 2.0) << "at " << s.worst;
   std::printf("tanh: max %.3f ulp at %a\n", s.max_ulp, s.worst);

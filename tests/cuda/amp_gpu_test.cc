@@ -11,12 +11,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "training/data_loader.h"
 #include "executor/device.h"
-#include "training/trainer.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "tests/executor/example_data.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
@@ -27,8 +27,8 @@ struct AmpRun {
   std::vector<bool> skipped;
 };
 
-AmpRun TrainAmp(const std::string& dir, const std::string& optimizer, DataType half, const std::string& fuse,
-                int steps, std::shared_ptr<DeviceBackend> device) {
+AmpRun TrainAmp(const std::string& dir, const std::string& optimizer, DataType half, const std::string& fuse, int steps,
+                std::shared_ptr<DeviceBackend> device) {
   nlohmann::json ref = Reference(dir, optimizer);
   TrainerOptions o = Options(ref, optimizer);
   o.amp.half = half;
@@ -115,8 +115,7 @@ TEST(AmpGpuLossScaling, InjectedOverflowSkipsExactlyThatStep) {
     if (k != bad) {
       EXPECT_EQ(s_after, s_before) << "step " << k;
       bool changed = false;
-      for (const auto& [name, t] : after)
-        changed |= std::memcmp(t.raw(), before.at(name).raw(), t.nbytes()) != 0;
+      for (const auto& [name, t] : after) changed |= std::memcmp(t.raw(), before.at(name).raw(), t.nbytes()) != 0;
       EXPECT_TRUE(changed) << "step " << k << " applied no update";
       continue;
     }

@@ -3,6 +3,8 @@
 // make (--fuse=lite/full, fp32/bf16/fp16), must compile to PTX; a broken source fails with NVRTC's line-numbered
 // log; the PTX disk cache is read back. The launch arguments (strides, coalescing) are checked on the host.
 // Tests named *Gpu* (label `gpu`) run kernels and compare them with the CPU interpreter; they skip without a GPU.
+#include "cuda_ops/cluster_codegen.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -16,16 +18,15 @@
 #include <string>
 #include <vector>
 
-#include "cuda_ops/cluster_codegen.h"
 #include "cuda_ops/device_info.h"
 #include "cuda_ops/nvrtc_compile.h"
-#include "training/data_loader.h"
-#include "training/trainer.h"
 #include "kernel_common/cluster_program.h"
 #include "onnx_import/model_io.h"
 #include "passes/cluster_program_builder.h"
-#include "tests/executor/example_data.h"
 #include "tests/cuda/program_builder.h"
+#include "tests/executor/example_data.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
@@ -95,7 +96,7 @@ Program EveryOp(DType t) {
     for (int form = 0; form < ((op == Op::kGelu || op == Op::kGeluGrad) ? 2 : 1); ++form) {
       if (op == Op::kGelu || op == Op::kGeluGrad) imm = static_cast<float>(form);
       const int ar = cluster::Arity(op);
-      const int32_t r = ar == 1 ? b.Add(op, t, x, -1, -1, imm)
+      const int32_t r = ar == 1   ? b.Add(op, t, x, -1, -1, imm)
                         : ar == 2 ? b.Add(op, t, x, op == Op::kPow ? c : y, -1, imm)
                                   : b.Add(op, t, z, x, y);
       b.Out(r);
@@ -124,9 +125,10 @@ Program Rows(DType t) {
   const int32_t d = b.Add(Op::kSub, DType::kF32, xf, mean);
   const int32_t var = b.Add(Op::kReduceMean, DType::kF32, b.Add(Op::kMul, DType::kF32, d, d), -1, -1, 0.f, true);
   const int32_t eps = b.Add(Op::kConst, DType::kF32, -1, -1, -1, 1e-5f, true);
-  const int32_t rstd = b.Add(Op::kReciprocal, DType::kF32, b.Add(Op::kSqrt, DType::kF32,
-                                                                  b.Add(Op::kAdd, DType::kF32, var, eps, -1, 0.f, true),
-                                                                  -1, -1, 0.f, true), -1, -1, 0.f, true);
+  const int32_t rstd =
+      b.Add(Op::kReciprocal, DType::kF32,
+            b.Add(Op::kSqrt, DType::kF32, b.Add(Op::kAdd, DType::kF32, var, eps, -1, 0.f, true), -1, -1, 0.f, true), -1,
+            -1, 0.f, true);
   const int32_t ln = b.Add(Op::kCast, t, b.Add(Op::kMul, DType::kF32, d, rstd));
   const int32_t mn = b.Add(Op::kReduceMin, t, b.Add(Op::kMul, t, ln, x), -1, -1, 0.f, true);
   const int32_t smsum = b.Add(Op::kReduceSum, t, b.Add(Op::kCast, t, sm), -1, -1, 0.f, true);  // phase 2
@@ -386,8 +388,7 @@ TEST(ClusterCodegen, EveryClusterOfTheExampleModelsCompiles) {
           ++fresh;
           Program p;
           ASSERT_NO_THROW(p = cluster::ParseProgram(text)) << text;
-          const cuda::ClusterKernel k =
-              cuda::GenerateClusterKernel(p, "cluster_" + std::to_string(seen.size()), spec);
+          const cuda::ClusterKernel k = cuda::GenerateClusterKernel(p, "cluster_" + std::to_string(seen.size()), spec);
           const double ms = ExpectCompiles(k, "compute_90");
           std::printf("    %-11s %s, %2zu instructions, %d inputs, %zu outputs: %5.1f ms\n", k.name.c_str(),
                       k.rows ? "rows" : "flat", p.code.size(), p.num_inputs, p.outputs.size(), ms);
@@ -400,8 +401,10 @@ TEST(ClusterCodegen, EveryClusterOfTheExampleModelsCompiles) {
       }
     }
   }
-  std::printf("  %d distinct programs (%d with rows) compiled for compute_90: %.0f ms in all, %.1f ms mean, %.1f ms "
-              "max\n", compiled, rows, total_ms, compiled ? total_ms / compiled : 0.0, max_ms);
+  std::printf(
+      "  %d distinct programs (%d with rows) compiled for compute_90: %.0f ms in all, %.1f ms mean, %.1f ms "
+      "max\n",
+      compiled, rows, total_ms, compiled ? total_ms / compiled : 0.0, max_ms);
   EXPECT_GT(compiled, 0);
 }
 
@@ -456,8 +459,8 @@ TEST(NvrtcCompile, AnUnwritableCacheIsNotAnError) {
   cuda::ClearPtxMemoryCache();
   cuda::NvrtcCompileInfo info;
   std::string ptx;
-  EXPECT_NO_THROW(ptx = cuda::CompileToPtx("extern \"C\" __global__ void nowrite(int* p) { *p = 7; }\n",
-                                           "compute_90", "nowrite.cu", &info));
+  EXPECT_NO_THROW(ptx = cuda::CompileToPtx("extern \"C\" __global__ void nowrite(int* p) { *p = 7; }\n", "compute_90",
+                                           "nowrite.cu", &info));
   EXPECT_NE(ptx.find(".entry nowrite"), std::string::npos);
   EXPECT_FALSE(fs::exists(info.cache_file));
   setenv("ONNXTRAIN_CACHE_DIR", saved.c_str(), 1);

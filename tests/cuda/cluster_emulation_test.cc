@@ -30,10 +30,17 @@ float ToFloat(DType t, const uint8_t* p) {
   uint16_t h;
   float f;
   switch (t) {
-    case DType::kF32: std::memcpy(&f, p, 4); return f;
-    case DType::kF16: std::memcpy(&h, p, 2); return HalfBitsToFloat(h);
-    case DType::kBF16: std::memcpy(&h, p, 2); return Bf16BitsToFloat(h);
-    case DType::kBool: return *p != 0 ? 1.f : 0.f;
+    case DType::kF32:
+      std::memcpy(&f, p, 4);
+      return f;
+    case DType::kF16:
+      std::memcpy(&h, p, 2);
+      return HalfBitsToFloat(h);
+    case DType::kBF16:
+      std::memcpy(&h, p, 2);
+      return Bf16BitsToFloat(h);
+    case DType::kBool:
+      return *p != 0 ? 1.f : 0.f;
   }
   return 0;
 }

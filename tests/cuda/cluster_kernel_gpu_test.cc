@@ -34,20 +34,33 @@ using cluster::Instr;
 using cluster::Op;
 using cluster::Program;
 
-#define CUDA_OK(expr)                                                                   \
-  do {                                                                                  \
-    const cudaError_t e_ = (expr);                                                      \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);              \
+#define CUDA_OK(expr)                                                      \
+  do {                                                                     \
+    const cudaError_t e_ = (expr);                                         \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_); \
   } while (0)
 
 size_t SizeOf(DType t) { return t == DType::kF32 ? 4 : t == DType::kBool ? 1 : 2; }
 
 float ToFloat(DType t, const uint8_t* p) {
   switch (t) {
-    case DType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
-    case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return HalfBitsToFloat(h); }
-    case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return Bf16BitsToFloat(h); }
-    case DType::kBool: return *p != 0 ? 1.f : 0.f;
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return HalfBitsToFloat(h);
+    }
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return Bf16BitsToFloat(h);
+    }
+    case DType::kBool:
+      return *p != 0 ? 1.f : 0.f;
   }
   return 0;
 }
@@ -58,8 +71,10 @@ std::vector<uint8_t> Random(DType t, int64_t n, std::mt19937& rng) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = u(rng);
     uint8_t* p = b.data() + i * SizeOf(t);
-    if (t == DType::kF32) std::memcpy(p, &v, 4);
-    else if (t == DType::kBool) *p = v > 0.f;
+    if (t == DType::kF32)
+      std::memcpy(p, &v, 4);
+    else if (t == DType::kBool)
+      *p = v > 0.f;
     else {
       const uint16_t h = t == DType::kF16 ? FloatToHalfBits(v) : FloatToBf16Bits(v);
       std::memcpy(p, &h, 2);
@@ -179,8 +194,9 @@ TEST_F(ClusterKernelGpu, EveryOpPerDtypeMatchesTheInterpreter) {
       const Op op = static_cast<Op>(o);
       const float imm = op == Op::kLeakyRelu ? 0.01f : (op == Op::kGelu || op == Op::kGeluGrad) ? 1.f : 0.f;
       const int ar = cluster::Arity(op);
-      b.p.outputs.push_back(ar == 1 ? b.Add(op, t, x, -1, -1, imm) : ar == 2 ? b.Add(op, t, x, y, -1, imm)
-                                                                             : b.Add(op, t, z, x, y));
+      b.p.outputs.push_back(ar == 1   ? b.Add(op, t, x, -1, -1, imm)
+                            : ar == 2 ? b.Add(op, t, x, y, -1, imm)
+                                      : b.Add(op, t, z, x, y));
     }
     b.p.outputs.push_back(b.Add(Op::kGelu, t, x));  // the erf forms
     b.p.outputs.push_back(b.Add(Op::kGeluGrad, t, x, y));
@@ -208,10 +224,10 @@ TEST_F(ClusterKernelGpu, RowProgramsMatchTheInterpreter) {
     const int32_t d = b.Add(Op::kSub, DType::kF32, x, mean);
     const int32_t var = b.Add(Op::kReduceMean, DType::kF32, b.Add(Op::kMul, DType::kF32, d, d), -1, -1, 0.f, true);
     const int32_t eps = b.Add(Op::kConst, DType::kF32, -1, -1, -1, 1e-5f, true);
-    const int32_t rstd = b.Add(Op::kReciprocal, DType::kF32,
-                               b.Add(Op::kSqrt, DType::kF32, b.Add(Op::kAdd, DType::kF32, var, eps, -1, 0.f, true), -1,
-                                     -1, 0.f, true),
-                               -1, -1, 0.f, true);
+    const int32_t rstd =
+        b.Add(Op::kReciprocal, DType::kF32,
+              b.Add(Op::kSqrt, DType::kF32, b.Add(Op::kAdd, DType::kF32, var, eps, -1, 0.f, true), -1, -1, 0.f, true),
+              -1, -1, 0.f, true);
     const int32_t ln = b.Add(Op::kCast, t, b.Add(Op::kMul, DType::kF32, d, rstd));
     const int32_t mn = b.Add(Op::kReduceMin, t, ln, -1, -1, 0.f, true);
     b.p.outputs = {sm, ln, mx, sum, smsum, mn};

@@ -32,7 +32,11 @@ struct Op {
   int outputs = 1;
   std::vector<int> constants;  // inputs given as initializers (values known when the plan is made)
   Op(std::string t, std::string d, int o, Attrs a = {}, int outs = 1, std::vector<int> consts = {})
-      : type(std::move(t)), domain(std::move(d)), opset(o), attrs(std::move(a)), outputs(outs),
+      : type(std::move(t)),
+        domain(std::move(d)),
+        opset(o),
+        attrs(std::move(a)),
+        outputs(outs),
         constants(std::move(consts)) {}
 };
 
@@ -74,8 +78,10 @@ TEST(ExecutorCnnGpu, ConvAndItsGradientsMatchTheCpu) {
   REQUIRE_GPU();
   for (DataType t : kTypes) {
     const double tol = Tol(t);
-    const Attrs attrs{{"group", Attribute::Int(2)}, {"strides", Attribute::Ints({2, 1})},
-                      {"pads", Attribute::Ints({1, 1, 1, 1})}, {"kernel_shape", Attribute::Ints({3, 3})}};
+    const Attrs attrs{{"group", Attribute::Int(2)},
+                      {"strides", Attribute::Ints({2, 1})},
+                      {"pads", Attribute::Ints({1, 1, 1, 1})},
+                      {"kernel_shape", Attribute::Ints({3, 3})}};
     const Tensor x = test::RandomTensor(t, {3, 4, 11, 9}), w = test::RandomTensor(t, {6, 2, 3, 3}),
                  b = test::RandomTensor(t, {6});
     Compare({"Conv", "", 15, attrs}, {x, w, b}, tol);
@@ -95,7 +101,8 @@ TEST(ExecutorCnnGpu, PoolingAndItsGradientsMatchTheCpu) {
   REQUIRE_GPU();
   for (DataType t : kTypes) {
     const double tol = Tol(t);
-    const Attrs max{{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})},
+    const Attrs max{{"kernel_shape", Attribute::Ints({3, 3})},
+                    {"strides", Attribute::Ints({2, 2})},
                     {"pads", Attribute::Ints({1, 1, 1, 1})}};
     const Tensor x = NoTies(t, {2, 3, 9, 10});
     Compare({"MaxPool", "", 15, max}, {x}, 0);  // exact: the selected element
@@ -119,14 +126,14 @@ TEST(ExecutorCnnGpu, BatchNormalizationMatchesTheCpu) {
   for (DataType t : kTypes) {
     const double tol = Tol(t);
     const int64_t c = 6;
-    const std::vector<Tensor> in = {test::RandomTensor(t, {4, c, 7, 5}, -2, 3),
-                                    test::RandomTensor(DataType::kFloat32, {c}, 0.5, 1.5),
-                                    test::RandomTensor(DataType::kFloat32, {c}),
-                                    test::RandomTensor(DataType::kFloat32, {c}),
-                                    test::RandomTensor(DataType::kFloat32, {c}, 0.5, 2)};
+    const std::vector<Tensor> in = {
+        test::RandomTensor(t, {4, c, 7, 5}, -2, 3), test::RandomTensor(DataType::kFloat32, {c}, 0.5, 1.5),
+        test::RandomTensor(DataType::kFloat32, {c}), test::RandomTensor(DataType::kFloat32, {c}),
+        test::RandomTensor(DataType::kFloat32, {c}, 0.5, 2)};
     // Training: Y and the running statistics (m running + (1 - m) batch, the batch variance biased).
-    Compare({"BatchNormalization", "", 15, {{"training_mode", Attribute::Int(1)}, {"momentum", Attribute::Float(0.8f)}}, 3},
-            in, tol);
+    Compare(
+        {"BatchNormalization", "", 15, {{"training_mode", Attribute::Int(1)}, {"momentum", Attribute::Float(0.8f)}}, 3},
+        in, tol);
     Compare({"BatchNormalization", "", 15, {{"epsilon", Attribute::Float(1e-3f)}}}, in, tol);  // inference
     // [N, C] input (spatial 1).
     Compare({"BatchNormalization", "", 15, {{"training_mode", Attribute::Int(1)}}, 3},
@@ -174,16 +181,21 @@ TEST(ExecutorCnnGpu, UnsupportedConfigurationsAreNamed) {
   expect_refused({"Conv", "", 15, {{"auto_pad", Attribute::String("SAME_UPPER")}}},
                  {x, test::RandomTensor(DataType::kFloat32, {3, 2, 2, 2})}, "symmetric");
   expect_refused({"MaxPool", "", 15, {{"kernel_shape", Attribute::Ints({2, 2})}}, 2}, {x}, "Indices");
-  expect_refused({"MaxPool", "", 15, {{"kernel_shape", Attribute::Ints({2, 2})}, {"dilations", Attribute::Ints({2, 2})}}},
-                 {x}, "dilation");
-  expect_refused({"MaxPool", "", 15,
-                  {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})},
+  expect_refused(
+      {"MaxPool", "", 15, {{"kernel_shape", Attribute::Ints({2, 2})}, {"dilations", Attribute::Ints({2, 2})}}}, {x},
+      "dilation");
+  expect_refused({"MaxPool",
+                  "",
+                  15,
+                  {{"kernel_shape", Attribute::Ints({3, 3})},
+                   {"strides", Attribute::Ints({2, 2})},
                    {"ceil_mode", Attribute::Int(1)}}},
                  {x}, "ceil_mode");
   // float64 has no GPU kernel here.
-  expect_refused({"Conv", "", 15}, {test::RandomTensor(DataType::kFloat64, {1, 2, 6, 6}),
-                                    test::RandomTensor(DataType::kFloat64, {3, 2, 3, 3})},
-                 "float64");
+  expect_refused(
+      {"Conv", "", 15},
+      {test::RandomTensor(DataType::kFloat64, {1, 2, 6, 6}), test::RandomTensor(DataType::kFloat64, {3, 2, 3, 3})},
+      "float64");
 }
 
 }  // namespace

@@ -17,11 +17,11 @@
 #include <set>
 
 #include "executor/device.h"
-#include "training/trainer.h"
 #include "graph/op_registry.h"
 #include "onnx_import/model_io.h"
 #include "passes/optimizer.h"
 #include "tests/test_util.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
@@ -76,10 +76,12 @@ std::unique_ptr<Graph> SmallCnn() {
            {{"group", Attribute::Int(2)}, {"pads", Attribute::Ints({1, 1, 1, 1})}});
   h = node("Relu", {bn(h, "bnB", 8)}, "reluB");
   h = node("MaxPool", {h}, "maxB",
-           {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})},
+           {{"kernel_shape", Attribute::Ints({3, 3})},
+            {"strides", Attribute::Ints({2, 2})},
             {"pads", Attribute::Ints({1, 1, 1, 1})}});
   h = node("AveragePool", {h}, "avgB",
-           {{"kernel_shape", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 1, 1})},
+           {{"kernel_shape", Attribute::Ints({2, 2})},
+            {"pads", Attribute::Ints({1, 1, 1, 1})},
             {"count_include_pad", Attribute::Int(1)}});
   h = node("Flatten", {h}, "flatten");
   Value* logits = g->AddValue("logits");
@@ -96,7 +98,7 @@ struct TrainRun {
 };
 
 TrainRun Train(std::unique_ptr<Graph> model, const std::string& optimizer, double lr, const std::string& fuse,
-          std::shared_ptr<DeviceBackend> device, const std::vector<Arrays>& batches) {
+               std::shared_ptr<DeviceBackend> device, const std::vector<Arrays>& batches) {
   TrainerOptions o;
   o.loss = {"", "cross_entropy", "logits", "y"};
   o.optimizer.kind = ParseOptimizerKind(optimizer);
@@ -128,8 +130,8 @@ std::vector<Case> Cases() {
   };
 }
 
-void ExpectSameTraining(const TrainRun& gpu, const TrainRun& cpu, const Case& c, const std::string& optimizer, double lr,
-                        int steps) {
+void ExpectSameTraining(const TrainRun& gpu, const TrainRun& cpu, const Case& c, const std::string& optimizer,
+                        double lr, int steps) {
   ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
   for (size_t k = 0; k < cpu.losses.size(); ++k)
     EXPECT_NEAR(gpu.losses[k], cpu.losses[k], 1e-4 * std::fabs(cpu.losses[k])) << "step " << k + 1;

@@ -66,16 +66,16 @@ ConvTransposeDesc MakeDesc(const Case& c, FloatType t) {
 
 std::vector<Case> Cases() {
   return {
-      {2, 4, 6, 1, {5, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, false},        // stride 1, pads 1
-      {2, 4, 3, 1, {5, 5}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false},        // PyTorch's 2x upsampling
-      {1, 4, 6, 2, {4, 5}, {3, 2}, {1, 2}, {2, 1}, {0, 1}, {0, 1}, {0, 0}, false},        // groups, dilations
-      {2, 3, 2, 1, {4, 4}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, false},        // DCGAN's k4 s2 p1
-      {2, 3, 4, 1, {7}, {3}, {3}, {1}, {0}, {0}, {2}, false},                             // 1-D, 2 rows no input reaches
+      {2, 4, 6, 1, {5, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, false},  // stride 1, pads 1
+      {2, 4, 3, 1, {5, 5}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false},  // PyTorch's 2x upsampling
+      {1, 4, 6, 2, {4, 5}, {3, 2}, {1, 2}, {2, 1}, {0, 1}, {0, 1}, {0, 0}, false},  // groups, dilations
+      {2, 3, 2, 1, {4, 4}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, false},  // DCGAN's k4 s2 p1
+      {2, 3, 4, 1, {7}, {3}, {3}, {1}, {0}, {0}, {2}, false},                       // 1-D, 2 rows no input reaches
       {1, 2, 4, 2, {3, 4, 3}, {2, 3, 2}, {2, 1, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 0}, {1, 0, 1}, true},  // 3-D
-      {2, 3, 5, 1, {6, 5}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, {0, 0}, true},         // SAME_UPPER's (0, 1) pads
-      {1, 2, 3, 1, {4}, {3}, {2}, {1}, {0}, {0}, {4}, true},                              // 4 rows past the input
-      {2, 6, 6, 3, {6, 7}, {3, 3}, {1, 2}, {1, 1}, {2, 0}, {0, 0}, {0, 1}, true},         // begin pad > end pad + stride
-      {4, 16, 8, 1, {14, 14}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false},     // larger
+      {2, 3, 5, 1, {6, 5}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, {0, 0}, true},      // SAME_UPPER's (0, 1) pads
+      {1, 2, 3, 1, {4}, {3}, {2}, {1}, {0}, {0}, {4}, true},                           // 4 rows past the input
+      {2, 6, 6, 3, {6, 7}, {3, 3}, {1, 2}, {1, 1}, {2, 0}, {0, 0}, {0, 1}, true},      // begin pad > end pad + stride
+      {4, 16, 8, 1, {14, 14}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false},  // larger
   };
 }
 
@@ -245,7 +245,8 @@ TEST(ExecutorConvTransposeGpu, ConvTransposeMatchesTheCpu) {
     const Tensor x = test::RandomTensor(t, {2, 4, 5, 5}), w = test::RandomTensor(t, {4, 3, 3, 3}),
                  b = test::RandomTensor(t, {3});
     // PyTorch's ConvTranspose2d(k=3, s=2, p=1, output_padding=1), with and without bias.
-    const Attrs up{{"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 1, 1})},
+    const Attrs up{{"strides", Attribute::Ints({2, 2})},
+                   {"pads", Attribute::Ints({1, 1, 1, 1})},
                    {"output_padding", Attribute::Ints({1, 1})}};
     Compare("ConvTranspose", "", up, {x, w, b});
     Compare("ConvTranspose", "", up, {x, w});
@@ -261,7 +262,8 @@ TEST(ExecutorConvTransposeGpu, ConvTransposeMatchesTheCpu) {
     // 1-D and 3-D.
     Compare("ConvTranspose", "", {{"strides", Attribute::Ints({3})}, {"output_padding", Attribute::Ints({2})}},
             {test::RandomTensor(t, {2, 3, 7}), test::RandomTensor(t, {3, 4, 3}), test::RandomTensor(t, {4})});
-    Compare("ConvTranspose", "", {{"strides", Attribute::Ints({2, 1, 2})}, {"pads", Attribute::Ints({0, 1, 1, 0, 1, 0})}},
+    Compare("ConvTranspose", "",
+            {{"strides", Attribute::Ints({2, 1, 2})}, {"pads", Attribute::Ints({0, 1, 1, 0, 1, 0})}},
             {test::RandomTensor(t, {1, 2, 3, 4, 3}), test::RandomTensor(t, {2, 4, 2, 3, 2})});
   }
 }
@@ -274,13 +276,15 @@ TEST(ExecutorConvTransposeGpu, GradientNodesMatchTheCpu) {
     for (int64_t group : {1, 2}) {
       const Tensor x = test::RandomTensor(t, {2, 4, 5, 5}), w = test::RandomTensor(t, {4, 6 / group, 3, 3}),
                    dy = test::RandomTensor(t, {2, 6, 10, 10});
-      const Attrs conv{{"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 0, 0})},
-                       {"dilations", Attribute::Ints({1, 1})}, {"group", Attribute::Int(group)}};
+      const Attrs conv{{"strides", Attribute::Ints({2, 2})},
+                       {"pads", Attribute::Ints({1, 1, 0, 0})},
+                       {"dilations", Attribute::Ints({1, 1})},
+                       {"group", Attribute::Int(group)}};
       Compare("Conv", "", conv, {dy, w});
       Compare("ConvGradWeight", kInternalDomain, conv, {x, dy, Ints({4, 6 / group, 3, 3})}, {2});
     }
-    Compare("ReduceSum", "", {{"keepdims", Attribute::Int(0)}}, {test::RandomTensor(t, {2, 6, 10, 10}), Ints({0, 2, 3})},
-            {1});
+    Compare("ReduceSum", "", {{"keepdims", Attribute::Int(0)}},
+            {test::RandomTensor(t, {2, 6, 10, 10}), Ints({0, 2, 3})}, {1});
   }
 }
 
@@ -288,9 +292,10 @@ TEST(ExecutorConvTransposeGpu, GradientNodesMatchTheCpu) {
 TEST(ExecutorConvTransposeGpu, UnsupportedConfigurationsAreNamed) {
   REQUIRE_GPU();
   try {
-    test::RunOp("ConvTranspose", {test::RandomTensor(DataType::kFloat64, {1, 2, 4, 4}),
-                                  test::RandomTensor(DataType::kFloat64, {2, 3, 3, 3})},
-                {}, 1, 17, {}, test::Gpu());
+    test::RunOp(
+        "ConvTranspose",
+        {test::RandomTensor(DataType::kFloat64, {1, 2, 4, 4}), test::RandomTensor(DataType::kFloat64, {2, 3, 3, 3})},
+        {}, 1, 17, {}, test::Gpu());
     FAIL() << "float64 ConvTranspose ran on the GPU";
   } catch (const UnsupportedError& e) {
     const std::string m = e.what();

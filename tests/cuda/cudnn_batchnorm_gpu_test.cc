@@ -176,10 +176,9 @@ void CheckBackward(const Shape3& z, FloatType t, bool own, bool training) {
   auto ddx = test::NanDev(static_cast<size_t>(total) * esz);
   auto dds = test::NanDev(static_cast<size_t>(z.c) * 4), ddb = test::NanDev(static_cast<size_t>(z.c) * 4);
   cuda::BatchNormBackward(d, ddy->p, dx_in->p, ds->as<float>(), training ? nullptr : dm->as<float>(),
-                          training ? nullptr : dv->as<float>(), ddx->p, dds->as<float>(), ddb->as<float>(), wsp->p,
-                          ws, nullptr);
-  test::ExpectWithin(test::FromDev(*ddx, t, total).Doubles(), dxr, dxm,
-                     t == FloatType::kF32 ? 2e-5 : Tol(t), "dX");
+                          training ? nullptr : dv->as<float>(), ddx->p, dds->as<float>(), ddb->as<float>(), wsp->p, ws,
+                          nullptr);
+  test::ExpectWithin(test::FromDev(*ddx, t, total).Doubles(), dxr, dxm, t == FloatType::kF32 ? 2e-5 : Tol(t), "dX");
   test::ExpectWithin(test::FloatsFromDev(*dds, z.c), dsr, dsm, 1e-5, "dScale");
   test::ExpectWithin(test::FloatsFromDev(*ddb, z.c), dbr, dbm, 1e-5, "dBias");
 
@@ -221,8 +220,8 @@ TEST(CudnnBatchNormGpu, OwnKernelsRepeatBitwise) {
     auto wsp = test::NanDev(ws), y = test::NanDev(static_cast<size_t>(total) * 4),
          dx = test::NanDev(static_cast<size_t>(total) * 4), om = test::NanDev(32), ov = test::NanDev(32),
          gs = test::NanDev(32), gb = test::NanDev(32);
-    cuda::BatchNormForwardTraining(d, x->p, s->as<float>(), b->as<float>(), rm->as<float>(), rv->as<float>(), 0.9,
-                                   y->p, om->as<float>(), ov->as<float>(), wsp->p, ws, nullptr);
+    cuda::BatchNormForwardTraining(d, x->p, s->as<float>(), b->as<float>(), rm->as<float>(), rv->as<float>(), 0.9, y->p,
+                                   om->as<float>(), ov->as<float>(), wsp->p, ws, nullptr);
     cuda::BatchNormBackward(d, dy->p, x->p, s->as<float>(), nullptr, nullptr, dx->p, gs->as<float>(), gb->as<float>(),
                             wsp->p, ws, nullptr);
     std::vector<uint8_t> all;
@@ -230,8 +229,10 @@ TEST(CudnnBatchNormGpu, OwnKernelsRepeatBitwise) {
       const HostT h = test::FromDev(*dev, FloatType::kF32, static_cast<int64_t>(dev->bytes / 4));
       all.insert(all.end(), h.bytes.begin(), h.bytes.end());
     }
-    if (run == 0) first = all;
-    else EXPECT_EQ(all, first) << "run " << run;
+    if (run == 0)
+      first = all;
+    else
+      EXPECT_EQ(all, first) << "run " << run;
   }
 }
 
@@ -260,7 +261,8 @@ TEST(CudnnBatchNormGpu, RunningStatisticsInPlace) {
   }
 }
 
-// ---- host side (no GPU needed) ------------------------------------------------------------------------------------------
+// ---- host side (no GPU needed)
+// ------------------------------------------------------------------------------------------
 
 TEST(CudnnBatchNorm, ChoosesTheImplementationAndChecksArguments) {
   BatchNormDesc d = Desc({4, 3, 5}, FloatType::kF32, false);

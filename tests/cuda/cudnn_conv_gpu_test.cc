@@ -42,8 +42,8 @@ ConvDesc MakeDesc(const Case& c, FloatType t, bool deterministic = false) {
   d.pad_begin = c.pad_begin;
   d.pad_end = c.pad_end;
   for (size_t i = 0; i < c.in.size(); ++i)
-    d.out_spatial.push_back((c.in[i] + c.pad_begin[i] + c.pad_end[i] - ((c.kernel[i] - 1) * c.dilations[i] + 1)) /
-                                c.strides[i] + 1);
+    d.out_spatial.push_back(
+        (c.in[i] + c.pad_begin[i] + c.pad_end[i] - ((c.kernel[i] - 1) * c.dilations[i] + 1)) / c.strides[i] + 1);
   return d;
 }
 
@@ -66,14 +66,14 @@ int64_t Prod(const std::vector<int64_t>& v) {
 
 std::vector<Case> Cases() {
   return {
-      {2, 3, 5, 1, {7, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},             // same padding, odd sizes
-      {3, 4, 6, 2, {11, 8}, {3, 2}, {2, 2}, {1, 1}, {1, 0}, {1, 0}},            // groups, strides, odd kernel
-      {2, 4, 6, 2, {10, 9}, {3, 3}, {2, 1}, {2, 2}, {2, 1}, {2, 1}},            // dilation
-      {2, 4, 4, 4, {9, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},            // depthwise
-      {3, 2, 3, 1, {17}, {5}, {2}, {1}, {2}, {2}},                               // 1-D
+      {2, 3, 5, 1, {7, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},                    // same padding, odd sizes
+      {3, 4, 6, 2, {11, 8}, {3, 2}, {2, 2}, {1, 1}, {1, 0}, {1, 0}},                   // groups, strides, odd kernel
+      {2, 4, 6, 2, {10, 9}, {3, 3}, {2, 1}, {2, 2}, {2, 1}, {2, 1}},                   // dilation
+      {2, 4, 4, 4, {9, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},                   // depthwise
+      {3, 2, 3, 1, {17}, {5}, {2}, {1}, {2}, {2}},                                     // 1-D
       {2, 2, 3, 1, {5, 6, 7}, {3, 3, 2}, {1, 2, 1}, {1, 1, 1}, {1, 1, 0}, {1, 1, 0}},  // 3-D
-      {2, 3, 4, 1, {7, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {2, 2}},             // end pad cuDNN need not apply
-      {4, 16, 32, 1, {20, 20}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},         // a CNN layer's size
+      {2, 3, 4, 1, {7, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {2, 2}},                    // end pad cuDNN need not apply
+      {4, 16, 32, 1, {20, 20}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},                // a CNN layer's size
   };
 }
 
@@ -159,11 +159,15 @@ TEST(CudnnConvGpu, DeterministicPassesRepeatBitwise) {
       for (int run = 0; run < 3; ++run) {
         auto wsp = test::NanDev(ws);
         auto out = test::NanDev(static_cast<size_t>(n) * esz);
-        if (pass == ConvPass::kBackwardData) cuda::ConvBackwardData(d, dy->p, w->p, out->p, wsp->p, ws, nullptr);
-        else cuda::ConvBackwardFilter(d, dy->p, x->p, out->p, wsp->p, ws, nullptr);
+        if (pass == ConvPass::kBackwardData)
+          cuda::ConvBackwardData(d, dy->p, w->p, out->p, wsp->p, ws, nullptr);
+        else
+          cuda::ConvBackwardFilter(d, dy->p, x->p, out->p, wsp->p, ws, nullptr);
         const test::HostT h = test::FromDev(*out, t, n);
-        if (run == 0) first = h.bytes;
-        else EXPECT_EQ(h.bytes, first) << cuda::ToString(pass) << " run " << run;
+        if (run == 0)
+          first = h.bytes;
+        else
+          EXPECT_EQ(h.bytes, first) << cuda::ToString(pass) << " run " << run;
       }
     }
   }
@@ -176,7 +180,8 @@ TEST(CudnnConvGpu, AlgorithmChoiceIsCached) {
   const size_t ws = cuda::ConvWorkspaceBytes(d, ConvPass::kForward);
   const int64_t queries = cuda::ConvAlgorithmQueries();
   EXPECT_EQ(cuda::ConvWorkspaceBytes(d, ConvPass::kForward), ws);
-  auto x = test::ToDev(test::RandomT(FloatType::kF32, 2 * 3 * 81)), w = test::ToDev(test::RandomT(FloatType::kF32, 4 * 3 * 9));
+  auto x = test::ToDev(test::RandomT(FloatType::kF32, 2 * 3 * 81)),
+       w = test::ToDev(test::RandomT(FloatType::kF32, 4 * 3 * 9));
   auto y = test::NanDev(2 * 4 * 81 * 4), wsp = test::NanDev(ws);
   for (int i = 0; i < 3; ++i) cuda::ConvForward(d, x->p, w->p, nullptr, y->p, wsp->p, ws, nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -191,12 +196,14 @@ TEST(CudnnConvGpu, ATooSmallWorkspaceIsAnArgumentError) {
   const ConvDesc d = MakeDesc({4, 16, 32, 1, {20, 20}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, FloatType::kF32);
   const size_t ws = cuda::ConvWorkspaceBytes(d, ConvPass::kBackwardFilter);
   if (ws == 0) GTEST_SKIP() << "the chosen algorithm needs no workspace";
-  auto x = test::ToDev(test::RandomT(FloatType::kF32, 4 * 16 * 400)), dy = test::ToDev(test::RandomT(FloatType::kF32, 4 * 32 * 400));
+  auto x = test::ToDev(test::RandomT(FloatType::kF32, 4 * 16 * 400)),
+       dy = test::ToDev(test::RandomT(FloatType::kF32, 4 * 32 * 400));
   auto dw = test::NanDev(32 * 16 * 9 * 4);
   EXPECT_THROW(cuda::ConvBackwardFilter(d, dy->p, x->p, dw->p, nullptr, 0, nullptr), std::invalid_argument);
 }
 
-// ---- host-side geometry (no GPU needed) --------------------------------------------------------------------------------
+// ---- host-side geometry (no GPU needed)
+// --------------------------------------------------------------------------------
 
 TEST(CudnnConv, ValidatesTheGeometry) {
   ConvDesc d = MakeDesc({2, 4, 6, 2, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, FloatType::kF32);
@@ -228,8 +235,9 @@ TEST(CudnnConv, NamesWhatTheSymmetricLegacyApiCannotExpress) {
   EXPECT_EQ(cuda::ConvUnsupportedReason(MakeDesc({1, 1, 1, 1, {7}, {3}, {2}, {1}, {1}, {2}}, FloatType::kF16)), "");
   EXPECT_EQ(cuda::ConvUnsupportedReason(MakeDesc({1, 1, 1, 1, {8}, {3}, {2}, {1}, {1}, {0}}, FloatType::kF16)), "");
   // 4 spatial dims.
-  ConvDesc four = MakeDesc({1, 1, 1, 1, {3, 3, 3, 3}, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}, {0, 0, 0, 0},
-                            {0, 0, 0, 0}}, FloatType::kF32);
+  ConvDesc four =
+      MakeDesc({1, 1, 1, 1, {3, 3, 3, 3}, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}},
+               FloatType::kF32);
   EXPECT_NE(cuda::ConvUnsupportedReason(four).find("4-D"), std::string::npos);
   // 2^31 elements.
   ConvDesc huge = MakeDesc({1 << 16, 64, 64, 1, {32, 32}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}}, FloatType::kF32);

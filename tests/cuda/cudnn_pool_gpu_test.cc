@@ -59,12 +59,12 @@ cpu::PoolSpec SpecOf(const PoolDesc& d) {
 
 std::vector<Case> Cases() {
   return {
-      {2, 3, {8, 8}, {2, 2}, {2, 2}, {0, 0}, {0, 0}},             // the fashion CNN's MaxPool(2)
-      {2, 3, {9, 10}, {3, 3}, {2, 2}, {1, 1}, {1, 1}},            // padded, strided, odd sizes
-      {1, 4, {7, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},             // overlapping windows (backward adds)
-      {3, 2, {13}, {3}, {2}, {1}, {1}},                           // 1-D
+      {2, 3, {8, 8}, {2, 2}, {2, 2}, {0, 0}, {0, 0}},                 // the fashion CNN's MaxPool(2)
+      {2, 3, {9, 10}, {3, 3}, {2, 2}, {1, 1}, {1, 1}},                // padded, strided, odd sizes
+      {1, 4, {7, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},                 // overlapping windows (backward adds)
+      {3, 2, {13}, {3}, {2}, {1}, {1}},                               // 1-D
       {1, 2, {4, 6, 6}, {2, 3, 2}, {2, 1, 2}, {0, 1, 0}, {0, 1, 1}},  // 3-D, an end pad no window needs
-      {2, 5, {6, 7}, {6, 7}, {1, 1}, {0, 0}, {0, 0}},             // global
+      {2, 5, {6, 7}, {6, 7}, {1, 1}, {0, 0}, {0, 0}},                 // global
   };
 }
 
@@ -127,8 +127,7 @@ TEST(CudnnPoolGpu, MatchesFloat64LoopsInEveryType) {
   for (FloatType t : {FloatType::kF32, FloatType::kF16, FloatType::kBF16})
     for (PoolMode mode : {PoolMode::kMax, PoolMode::kAvgIncludePad, PoolMode::kAvgExcludePad})
       for (const Case& c : Cases()) {
-        if (mode == PoolMode::kAvgIncludePad &&
-            !cuda::PoolUnsupportedReason(MakeDesc(c, t, mode)).empty())
+        if (mode == PoolMode::kAvgIncludePad && !cuda::PoolUnsupportedReason(MakeDesc(c, t, mode)).empty())
           continue;  // count_include_pad past the end padding: refused (checked below)
         CheckCase(c, t, mode, false);
       }
@@ -149,8 +148,10 @@ TEST(CudnnPoolGpu, DeterministicMaxPoolingMatchesAndRepeatsBitwise) {
       auto dx = test::NanDev(static_cast<size_t>(nx) * cuda::FloatTypeSize(t));
       cuda::PoolBackward(d, dy->p, x->p, dx->p, wsp->p, ws, nullptr);
       const HostT h = test::FromDev(*dx, t, nx);
-      if (run == 0) first = h.bytes;
-      else EXPECT_EQ(h.bytes, first) << "run " << run;
+      if (run == 0)
+        first = h.bytes;
+      else
+        EXPECT_EQ(h.bytes, first) << "run " << run;
     }
   }
 }
@@ -172,7 +173,8 @@ TEST(CudnnPoolGpu, MaxPoolingPropagatesNaN) {
   EXPECT_EQ(got[3], 1.0);
 }
 
-// ---- host-side geometry (no GPU needed) --------------------------------------------------------------------------------
+// ---- host-side geometry (no GPU needed)
+// --------------------------------------------------------------------------------
 
 TEST(CudnnPool, NamesWhatCudnnCannotExpress) {
   const Case ok{1, 1, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}};
@@ -187,8 +189,8 @@ TEST(CudnnPool, NamesWhatCudnnCannotExpress) {
   ceil.out_spatial = {4, 4};
   EXPECT_NE(cuda::PoolUnsupportedReason(ceil).find("ceil_mode"), std::string::npos);
   // ceil_mode where it changes nothing (the windows tile the input) runs.
-  EXPECT_EQ(cuda::PoolUnsupportedReason(MakeDesc({1, 1, {8, 8}, {2, 2}, {2, 2}, {0, 0}, {0, 0}}, FloatType::kF32,
-                                                 PoolMode::kMax)),
+  EXPECT_EQ(cuda::PoolUnsupportedReason(
+                MakeDesc({1, 1, {8, 8}, {2, 2}, {2, 2}, {0, 0}, {0, 0}}, FloatType::kF32, PoolMode::kMax)),
             "");
   // A pad as large as the window.
   PoolDesc big = MakeDesc({1, 1, {8, 8}, {2, 2}, {1, 1}, {2, 2}, {2, 2}}, FloatType::kF32, PoolMode::kAvgExcludePad);

@@ -78,7 +78,8 @@ struct HostT {
     }
     uint16_t b;
     std::memcpy(&b, bytes.data() + 2 * i, 2);
-    return t == cuda::FloatType::kF16 ? static_cast<float>(float16::FromBits(b)) : static_cast<float>(bfloat16::FromBits(b));
+    return t == cuda::FloatType::kF16 ? static_cast<float>(float16::FromBits(b))
+                                      : static_cast<float>(bfloat16::FromBits(b));
   }
   std::vector<double> Doubles() const {
     std::vector<double> d(static_cast<size_t>(size()));

@@ -35,8 +35,6 @@ using test::Upload;
 using cuda::FloatType;
 using cuda::IndexType;
 
-
-
 void Sync() {
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -61,12 +59,20 @@ TEST_F(DataKernelsGpu, TransposeMatchesCpuBitForBit) {
   struct Case {
     std::vector<int64_t> dims, perm;
   };
-  const std::vector<Case> cases = {
-      {{2, 3, 4}, {0, 2, 1}},           {{64, 768}, {1, 0}},           {{2, 3, 4, 5, 6, 7}, {5, 0, 3, 1, 4, 2}},
-      {{7, 1, 33, 65}, {2, 0, 3, 1}},   {{3, 5}, {0, 1}},              {{12, 128, 64}, {1, 0, 2}},
-      {{2, 12, 128, 64}, {0, 2, 1, 3}}, {{2, 12, 128, 64}, {0, 1, 3, 2}}, {{1, 1}, {1, 0}},
-      {{1000, 3}, {1, 0}},              {{3, 1000}, {1, 0}},           {{5, 0, 3}, {2, 1, 0}},
-      {{33, 31, 2}, {1, 2, 0}},         {{4, 2, 3, 4, 2, 3}, {1, 0, 3, 2, 5, 4}}};
+  const std::vector<Case> cases = {{{2, 3, 4}, {0, 2, 1}},
+                                   {{64, 768}, {1, 0}},
+                                   {{2, 3, 4, 5, 6, 7}, {5, 0, 3, 1, 4, 2}},
+                                   {{7, 1, 33, 65}, {2, 0, 3, 1}},
+                                   {{3, 5}, {0, 1}},
+                                   {{12, 128, 64}, {1, 0, 2}},
+                                   {{2, 12, 128, 64}, {0, 2, 1, 3}},
+                                   {{2, 12, 128, 64}, {0, 1, 3, 2}},
+                                   {{1, 1}, {1, 0}},
+                                   {{1000, 3}, {1, 0}},
+                                   {{3, 1000}, {1, 0}},
+                                   {{5, 0, 3}, {2, 1, 0}},
+                                   {{33, 31, 2}, {1, 2, 0}},
+                                   {{4, 2, 3, 4, 2, 3}, {1, 0, 3, 2, 5, 4}}};
   std::mt19937 rng(17);
   for (size_t esz : {size_t{1}, size_t{2}, size_t{4}, size_t{8}})
     for (const Case& c : cases) {
@@ -121,8 +127,8 @@ TEST_F(DataKernelsGpu, GatherMatchesCpuBitForBit) {
   CheckGather<int64_t>(1, 30522, 768, 4, 4096, rng);  // embedding lookup, 16-byte words
   CheckGather<int32_t>(1, 30522, 768, 2, 4096, rng);
   CheckGather<int64_t>(1, 1000, 767, 2, 333, rng);  // 1534-byte rows: 2-byte words
-  CheckGather<int32_t>(3, 10, 5, 8, 7, rng);         // an outer axis
-  CheckGather<int64_t>(4, 9, 3, 1, 11, rng);         // bytes
+  CheckGather<int32_t>(3, 10, 5, 8, 7, rng);        // an outer axis
+  CheckGather<int64_t>(4, 9, 3, 1, 11, rng);        // bytes
   CheckGather<int64_t>(1, 1, 1, 4, 1, rng);
 }
 
@@ -180,13 +186,15 @@ void CheckGatherGrad(int64_t num, int64_t V, int64_t dim, bool with_bad) {
     good_dy.insert(good_dy.end(), dyf.begin() + j * dim, dyf.begin() + (j + 1) * dim);
   }
   std::vector<float> ref(V * dim);
-  const bool cpu_ok = cpu::GatherGrad<float, I>(good_dy.data(), good_idx.data(),
-                                                static_cast<int64_t>(good_idx.size()), 1, V, dim, ref.data());
+  const bool cpu_ok = cpu::GatherGrad<float, I>(good_dy.data(), good_idx.data(), static_cast<int64_t>(good_idx.size()),
+                                                1, V, dim, ref.data());
   ASSERT_TRUE(cpu_ok);
-  const FloatType dyt = std::is_same_v<T, float> ? FloatType::kF32
-                        : std::is_same_v<T, float16> ? FloatType::kF16 : FloatType::kBF16;
-  const FloatType dxt = std::is_same_v<D, float> ? FloatType::kF32
-                        : std::is_same_v<D, float16> ? FloatType::kF16 : FloatType::kBF16;
+  const FloatType dyt = std::is_same_v<T, float>     ? FloatType::kF32
+                        : std::is_same_v<T, float16> ? FloatType::kF16
+                                                     : FloatType::kBF16;
+  const FloatType dxt = std::is_same_v<D, float>     ? FloatType::kF32
+                        : std::is_same_v<D, float16> ? FloatType::kF16
+                                                     : FloatType::kBF16;
   Dev ddy(dy.size() * sizeof(T)), di(num * sizeof(I)), ddx(V * dim * sizeof(D)), dbad(4);
   const size_t wsb = cuda::GatherGradWorkspaceBytes(num, V);
   Dev ws(wsb);
@@ -208,8 +216,10 @@ void CheckGatherGrad(int64_t num, int64_t V, int64_t dim, bool with_bad) {
         ADD_FAILURE() << "element " << i << ": " << static_cast<float>(got[i]) << " vs " << ref[i];
     }
     EXPECT_EQ(mism, 0u);
-    if (run == 0) first = got;
-    else EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * sizeof(D)), 0) << "runs differ";
+    if (run == 0)
+      first = got;
+    else
+      EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * sizeof(D)), 0) << "runs differ";
   }
 }
 
@@ -227,7 +237,8 @@ TEST_F(DataKernelsGpu, GatherGradSkipsOutOfRangeIndicesAndSetsTheFlag) {
   CheckGatherGrad<int32_t, float, float>(200, 300, 32, true);
 }
 
-// ---- Cast / Fill ------------------------------------------------------------------------------------------------------
+// ---- Cast / Fill
+// ------------------------------------------------------------------------------------------------------
 
 template <typename S, typename D>
 void CheckCast(FloatType st, FloatType dt) {
@@ -293,7 +304,8 @@ TEST_F(DataKernelsGpu, FillWritesEveryElement) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hb[i], FloatToBf16Bits(-1.5f));
 }
 
-// ---- host-side logic (no GPU needed) ----------------------------------------------------------------------------------
+// ---- host-side logic (no GPU needed)
+// ----------------------------------------------------------------------------------
 
 TEST(DataKernels, SimplifyTransposeDropsOnesAndMergesRuns) {
   auto s = cuda::SimplifyTranspose({2, 1, 3}, {2, 1, 0});

@@ -39,7 +39,8 @@ TEST(ExecutorGpu, ElementwiseOpsMatchTheCpu) {
     const double tol = t == DataType::kFloat32 ? 1e-5 : t == DataType::kFloat16 ? 2e-3 : 1.6e-2;
     const Tensor a = test::RandomTensor(t, {7, 33, 65}, -2, 2), b = test::RandomTensor(t, {33, 1}, 0.5, 2);
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Max"}) Compare(op, {a, b}, {}, tol);
-    for (const char* op : {"Relu", "Tanh", "Sigmoid", "Exp", "Erf", "Neg", "Abs", "Sqrt", "Log"}) Compare(op, {a}, {}, tol);
+    for (const char* op : {"Relu", "Tanh", "Sigmoid", "Exp", "Erf", "Neg", "Abs", "Sqrt", "Log"})
+      Compare(op, {a}, {}, tol);
   }
   const Tensor x = test::RandomTensor(DataType::kFloat32, {5, 1000}, -3, 3);
   Compare("Cast", {x}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kFloat16))}}, 1e-3);
@@ -114,11 +115,12 @@ TEST(ExecutorGpu, TransposedGemmOperandsMatchTheCpu) {
     for (int si = 0; si < 2; ++si) {  // GemmSum: cuBLASLt's bias-gradient epilogue (or its fallback) vs the CPU
       SCOPED_TRACE(DataTypeName(t) + " GemmSum sum_input " + std::to_string(si));
       const Tensor g = test::RandomTensor(t, {300, 24}), x = test::RandomTensor(t, {300, 40});
-      const Attrs attrs{{"transA", Attribute::Int(1)}, {"transB", Attribute::Int(0)}, {"sum_input", Attribute::Int(si)}};
+      const Attrs attrs{
+          {"transA", Attribute::Int(1)}, {"transB", Attribute::Int(0)}, {"sum_input", Attribute::Int(si)}};
       const std::vector<Tensor> in = si == 0 ? std::vector<Tensor>{g, x} : std::vector<Tensor>{x, g};
       for (int out = 0; out < 2; ++out)
-        test::ExpectClose(run(t, "GemmSum", in, attrs, Gpu(), out), run(t, "GemmSum", in, attrs, nullptr, out),
-                          tol * 4, tol * 4);
+        test::ExpectClose(run(t, "GemmSum", in, attrs, Gpu(), out), run(t, "GemmSum", in, attrs, nullptr, out), tol * 4,
+                          tol * 4);
     }
     SCOPED_TRACE(DataTypeName(t) + " MatMulBias trans_b");
     const Tensor a = test::RandomTensor(t, {2, 9, 40}), w = test::RandomTensor(t, {24, 40}),

@@ -31,10 +31,10 @@ using cuda::GemmEpilogue;
 using cuda::GemmRunner;
 using cuda::GemmType;
 
-#define CUDA_OK(expr)                                                                   \
-  do {                                                                                  \
-    const cudaError_t e_ = (expr);                                                      \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);              \
+#define CUDA_OK(expr)                                                      \
+  do {                                                                     \
+    const cudaError_t e_ = (expr);                                         \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_); \
   } while (0)
 
 #define SKIP_WITHOUT_GPU()                                          \
@@ -47,9 +47,12 @@ size_t Bytes(GemmType t) { return t == GemmType::kF32 ? 4 : 2; }
 // Round a float to the type (what the device will hold) and back.
 float Round(GemmType t, float v) {
   switch (t) {
-    case GemmType::kF32: return v;
-    case GemmType::kF16: return HalfBitsToFloat(FloatToHalfBits(v));
-    case GemmType::kBF16: return Bf16BitsToFloat(FloatToBf16Bits(v));
+    case GemmType::kF32:
+      return v;
+    case GemmType::kF16:
+      return HalfBitsToFloat(FloatToHalfBits(v));
+    case GemmType::kBF16:
+      return Bf16BitsToFloat(FloatToBf16Bits(v));
   }
   return v;
 }
@@ -327,8 +330,8 @@ TEST(GemmRunnerTest, DescToStringNamesEveryField) {
   g.epilogue = GemmEpilogue::kBiasGelu;
   g.deterministic = true;
   const std::string s = cuda::ToString(g);
-  for (const char* part : {"bf16", "m=67", "n=129", "k=33", "trans_a=1", "batch=3", "stride_b=0", "bias_gelu",
-                           "deterministic"})
+  for (const char* part :
+       {"bf16", "m=67", "n=129", "k=33", "trans_a=1", "batch=3", "stride_b=0", "bias_gelu", "deterministic"})
     EXPECT_NE(s.find(part), std::string::npos) << part << " not in " << s;
   EXPECT_EQ(GemmRunner::WorkspaceBytes(), size_t{32} << 20);
 }

@@ -12,10 +12,10 @@
 
 namespace ot::test {
 
-#define CUDA_OK(expr)                                                                \
-  do {                                                                               \
-    const cudaError_t e_ = (expr);                                                   \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);           \
+#define CUDA_OK(expr)                                                      \
+  do {                                                                     \
+    const cudaError_t e_ = (expr);                                         \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_); \
   } while (0)
 
 // A device buffer (freed on scope exit); p is null when the allocation failed (Upload then fails the test).

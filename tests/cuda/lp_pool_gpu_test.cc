@@ -65,14 +65,14 @@ cpu::PoolSpec SpecOf(const LpPoolDesc& d) {
 
 std::vector<Case> Cases() {
   return {
-      {2, 3, {8, 8}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},                // plain 2x2
-      {2, 3, {9, 10}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},               // padded, strided, odd sizes
-      {1, 4, {7, 6}, {3, 2}, {1, 1}, {2, 2}, {2, 0}, {1, 1}},                // dilated, asymmetric pads
-      {3, 2, {13}, {3}, {2}, {1}, {1}, {2}},                                 // 1-D; the last window past the end
+      {2, 3, {8, 8}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},                    // plain 2x2
+      {2, 3, {9, 10}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},                   // padded, strided, odd sizes
+      {1, 4, {7, 6}, {3, 2}, {1, 1}, {2, 2}, {2, 0}, {1, 1}},                    // dilated, asymmetric pads
+      {3, 2, {13}, {3}, {2}, {1}, {1}, {2}},                                     // 1-D; the last window past the end
       {1, 2, {4, 6, 5}, {2, 3, 2}, {2, 1, 2}, {1, 2, 1}, {0, 1, 0}, {1, 1, 1}},  // 3-D, dilated
-      {2, 5, {56, 56}, {56, 56}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},            // global: block per output
-      {1, 3, {20, 21}, {16, 16}, {2, 3}, {1, 1}, {1, 0}, {1, 2}},            // big windows: block per output
-      {1, 1, {5, 5}, {2, 2}, {3, 3}, {1, 1}, {2, 2}, {2, 2}},                // windows wholly in the padding: 0
+      {2, 5, {56, 56}, {56, 56}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},                // global: block per output
+      {1, 3, {20, 21}, {16, 16}, {2, 3}, {1, 1}, {1, 0}, {1, 2}},                // big windows: block per output
+      {1, 1, {5, 5}, {2, 2}, {3, 3}, {1, 1}, {2, 2}, {2, 2}},                    // windows wholly in the padding: 0
   };
 }
 
@@ -150,15 +150,18 @@ TEST(ExecutorLpPoolGpu, LpPoolAndGlobalLpPoolMatchTheCpu) {
   REQUIRE_GPU();
   for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16})
     for (int64_t p : {1, 2, 3}) {
-      const Attrs base{{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})},
-                       {"pads", Attribute::Ints({1, 0, 1, 1})}, {"p", Attribute::Int(p)}};
+      const Attrs base{{"kernel_shape", Attribute::Ints({3, 3})},
+                       {"strides", Attribute::Ints({2, 2})},
+                       {"pads", Attribute::Ints({1, 0, 1, 1})},
+                       {"p", Attribute::Int(p)}};
       Compare("LpPool", 11, base, test::RandomTensor(t, {2, 3, 9, 10}));
       Attrs dil = base;
       dil["dilations"] = Attribute::Ints({2, 1});
       dil["ceil_mode"] = Attribute::Int(1);
       Compare("LpPool", 18, dil, test::RandomTensor(t, {2, 3, 11, 10}));
       Compare("LpPool", 18,
-              {{"kernel_shape", Attribute::Ints({4})}, {"auto_pad", Attribute::String("SAME_UPPER")},
+              {{"kernel_shape", Attribute::Ints({4})},
+               {"auto_pad", Attribute::String("SAME_UPPER")},
                {"p", Attribute::Int(p)}},
               test::RandomTensor(t, {3, 2, 15}));
       Compare("GlobalLpPool", 2, {{"p", Attribute::Int(p)}}, test::RandomTensor(t, {2, 5, 7, 6}));

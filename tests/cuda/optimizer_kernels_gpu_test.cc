@@ -12,17 +12,17 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <tuple>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include "cpu_ops/optimizer.h"
 #include "cuda_ops/device_info.h"
 #include "cuda_ops/optimizer_kernels.h"
 #include "kernel_common/half.h"
-#include "tests/cuda/gpu_test_util.h"
 #include "kernel_common/optim_math.h"
+#include "tests/cuda/gpu_test_util.h"
 
 namespace ot {
 namespace {
@@ -34,7 +34,6 @@ using test::Upload;
 using test::UpScalar;
 
 using cuda::FloatType;
-
 
 double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
@@ -56,9 +55,9 @@ class OptimizerKernelsGpu : public ::testing::Test {
 // One parameter on both sides.
 struct Param {
   int64_t n;
-  FloatType gt;          // gradient storage type
+  FloatType gt;  // gradient storage type
   bool half_copy;
-  FloatType ht;          // half copy type
+  FloatType ht;                // half copy type
   std::vector<float> p, m, v;  // CPU state
   std::unique_ptr<Dev> dp, dg, dm, dv, dh;
 };
@@ -201,7 +200,7 @@ void RunSteps(bool adamw, double clip, int steps, int poison_step, float poison_
     CUDA_OK(cudaMemset(r.norm.p, 0xff, 4));
     CUDA_OK(cudaMemset(r.found.p, 0xff, 4));
     cuda::MultiTensorStep(r.list, h, ls, {}, static_cast<int64_t*>(r.step.p), static_cast<int*>(r.found.p),
-                              static_cast<float*>(r.norm.p), r.ws->p, r.ws_bytes, nullptr);
+                          static_cast<float*>(r.norm.p), r.ws->p, r.ws_bytes, nullptr);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     // CPU step on the same stored gradients.
@@ -297,18 +296,21 @@ TEST_F(OptimizerKernelsGpu, GradNormIsDeterministic) {
   uint32_t first = 0;
   for (int run = 0; run < 3; ++run) {
     CUDA_OK(cudaMemset(r.norm.p, 0xff, 4));
-    cuda::MultiTensorGradCheck(r.list, nullptr, {}, static_cast<int*>(r.found.p), static_cast<float*>(r.norm.p), r.ws->p,
-                               r.ws_bytes, nullptr);
+    cuda::MultiTensorGradCheck(r.list, nullptr, {}, static_cast<int*>(r.found.p), static_cast<float*>(r.norm.p),
+                               r.ws->p, r.ws_bytes, nullptr);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     EXPECT_EQ(DownScalar<int>(r.found), 0);
     const uint32_t bits = FloatBits(DownScalar<float>(r.norm));
-    if (run == 0) first = bits;
-    else EXPECT_EQ(bits, first);
+    if (run == 0)
+      first = bits;
+    else
+      EXPECT_EQ(bits, first);
   }
 }
 
-// ---- host-side logic (no GPU needed) ----------------------------------------------------------------------------------
+// ---- host-side logic (no GPU needed)
+// ----------------------------------------------------------------------------------
 
 TEST(OptimizerKernels, PackOptimTensorsLaysOutChunkOffsets) {
   float f = 0;
@@ -342,8 +344,8 @@ TEST(OptimizerKernels, PackOptimTensorsRejectsBadTensors) {
   EXPECT_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kSgd), std::invalid_argument);
   t.param = &f;
   t.grad = &f;
-  EXPECT_NO_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kSgd));  // SGD has no state
-  EXPECT_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kMomentum), std::invalid_argument);  // no buffer
+  EXPECT_NO_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kSgd));                            // SGD has no state
+  EXPECT_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kMomentum), std::invalid_argument);   // no buffer
   EXPECT_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kSgd, true), std::invalid_argument);  // no sum
   t.s0 = &f;
   EXPECT_NO_THROW(cuda::PackOptimTensors({t}, cuda::OptimKind::kNesterov));
@@ -370,8 +372,7 @@ TEST(OptimizerKernels, StepArgumentsAreChecked) {
   int dummy = 0;
   EXPECT_THROW(cuda::MultiTensorGradCheck(l, nullptr, {}, nullptr, nullptr, &dummy, 1 << 20, nullptr),
                std::invalid_argument);
-  EXPECT_THROW(cuda::MultiTensorGradCheck(l, nullptr, {}, &dummy, nullptr, &dummy, 8, nullptr),
-               std::invalid_argument);
+  EXPECT_THROW(cuda::MultiTensorGradCheck(l, nullptr, {}, &dummy, nullptr, &dummy, 8, nullptr), std::invalid_argument);
   cuda::OptimHyper h;
   h.lr_schedule = 7;
   int64_t st = 0;

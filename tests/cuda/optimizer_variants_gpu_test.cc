@@ -57,23 +57,28 @@ struct Case {
   int schedule = 0;
   int64_t warmup = 0, total = 0;
   int64_t accumulate = 1;
-  int calls = 6;           // kernel calls (micro-steps with accumulation)
-  int poison_call = -1;    // the call whose gradient of tensor 2 gets poison_value (-1: none)
+  int calls = 6;         // kernel calls (micro-steps with accumulation)
+  int poison_call = -1;  // the call whose gradient of tensor 2 gets poison_value (-1: none)
   float poison_value = kInf;
 };
 
 cuda::OptimKind DeviceKind(cpu::OptimKind k) {
   switch (k) {
-    case cpu::OptimKind::kSgd: return cuda::OptimKind::kSgd;
-    case cpu::OptimKind::kMomentum: return cuda::OptimKind::kMomentum;
-    case cpu::OptimKind::kNesterov: return cuda::OptimKind::kNesterov;
-    case cpu::OptimKind::kAdam: return cuda::OptimKind::kAdam;
-    case cpu::OptimKind::kAdamW: return cuda::OptimKind::kAdamW;
-    case cpu::OptimKind::kLamb: return cuda::OptimKind::kLamb;
+    case cpu::OptimKind::kSgd:
+      return cuda::OptimKind::kSgd;
+    case cpu::OptimKind::kMomentum:
+      return cuda::OptimKind::kMomentum;
+    case cpu::OptimKind::kNesterov:
+      return cuda::OptimKind::kNesterov;
+    case cpu::OptimKind::kAdam:
+      return cuda::OptimKind::kAdam;
+    case cpu::OptimKind::kAdamW:
+      return cuda::OptimKind::kAdamW;
+    case cpu::OptimKind::kLamb:
+      return cuda::OptimKind::kLamb;
   }
   return cuda::OptimKind::kAdam;
 }
-
 
 uint16_t Round(float p, FloatType t) { return t == FloatType::kBF16 ? FloatToBf16Bits(p) : FloatToHalfBits(p); }
 
@@ -115,9 +120,9 @@ void ExpectClose(const std::vector<float>& gpu, const std::vector<float>& cpu, c
 // One parameter on both sides: the CPU's state (host vectors) and the GPU's (device buffers).
 struct Param {
   int64_t n;
-  FloatType gt;     // gradient storage type
-  bool half;        // has a half copy
-  FloatType ht;     // its type
+  FloatType gt;  // gradient storage type
+  bool half;     // has a half copy
+  FloatType ht;  // its type
   std::vector<float> p, s0, s1, acc;
   std::unique_ptr<Dev> dp, dg, ds0, ds1, dacc, dh;
 };
@@ -352,8 +357,8 @@ TEST_P(OptimizerVariantsGpu, MatchesTheCpuAtEveryCall) {
     }
 
     // The scalars.
-    const bool poisoned_step = cs.poison_call >= 0 && res.applied &&
-                               call / cs.accumulate == cs.poison_call / cs.accumulate;
+    const bool poisoned_step =
+        cs.poison_call >= 0 && res.applied && call / cs.accumulate == cs.poison_call / cs.accumulate;
     EXPECT_EQ(res.skipped, poisoned_step) << "the CPU reference itself";
     EXPECT_EQ(DownScalar<int>(r.found), res.skipped ? 1 : 0);
     EXPECT_EQ(DownScalar<int64_t>(r.step), step);

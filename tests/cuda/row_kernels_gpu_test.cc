@@ -35,19 +35,23 @@ using cuda::FloatType;
 using cuda::IndexType;
 using cuda::LossReduction;
 
-
-
 template <typename T>
 FloatType TypeOf() {
-  if constexpr (std::is_same_v<T, float>) return FloatType::kF32;
-  else if constexpr (std::is_same_v<T, float16>) return FloatType::kF16;
-  else return FloatType::kBF16;
+  if constexpr (std::is_same_v<T, float>)
+    return FloatType::kF32;
+  else if constexpr (std::is_same_v<T, float16>)
+    return FloatType::kF16;
+  else
+    return FloatType::kBF16;
 }
 template <typename T>
 const char* Name() {
-  if constexpr (std::is_same_v<T, float>) return "f32";
-  else if constexpr (std::is_same_v<T, float16>) return "f16";
-  else return "bf16";
+  if constexpr (std::is_same_v<T, float>)
+    return "f32";
+  else if constexpr (std::is_same_v<T, float16>)
+    return "f16";
+  else
+    return "bf16";
 }
 template <typename T>
 double Tol() {
@@ -105,8 +109,8 @@ class RowKernelsGpu : public ::testing::Test {
   }
 };
 
-const std::vector<std::pair<int64_t, int64_t>> kShapes = {{1, 1},   {4096, 768}, {7, 3},    {5, 767},
-                                                           {3, 3072}, {1, 30522},  {4096, 1}, {33, 1000}};
+const std::vector<std::pair<int64_t, int64_t>> kShapes = {{1, 1},    {4096, 768}, {7, 3},    {5, 767},
+                                                          {3, 3072}, {1, 30522},  {4096, 1}, {33, 1000}};
 
 // ---- LayerNorm forward --------------------------------------------------------------------------------------------
 
@@ -219,8 +223,8 @@ void CheckLayerNormBackward(bool saved, bool f32_params) {
     std::vector<float> mean(rows), inv(rows);
     cpu::LayerNorm<T>(rows, cols, x.data(), g.data(), nullptr, {}, {}, eps, ytmp.data(), mean.data(), inv.data());
     std::vector<double> rdx, rdg, rdb;
-    LayerNormGradRef(rows, cols, ToD(dyv), ToD(x), ToD(g), saved ? mean.data() : nullptr,
-                     saved ? inv.data() : nullptr, eps, rdx, rdg, rdb);
+    LayerNormGradRef(rows, cols, ToD(dyv), ToD(x), ToD(g), saved ? mean.data() : nullptr, saved ? inv.data() : nullptr,
+                     eps, rdx, rdg, rdb);
     const FloatType pt = f32_params ? FloatType::kF32 : TypeOf<T>();
     const size_t ps = f32_params ? 4 : sizeof(T);
     Dev ddy(n * sizeof(T)), dxx(n * sizeof(T)), dg(cols * ps), dm(rows * 4), di(rows * 4), ddx(n * sizeof(T)),
@@ -229,8 +233,10 @@ void CheckLayerNormBackward(bool saved, bool f32_params) {
     Dev ws(wsb);
     Upload(ddy, dyv);
     Upload(dxx, x);
-    if (f32_params) Upload(dg, gf);
-    else Upload(dg, g);
+    if (f32_params)
+      Upload(dg, gf);
+    else
+      Upload(dg, g);
     Upload(dm, mean);
     Upload(di, inv);
     std::vector<uint8_t> first_dx, first_dg, first_db;
@@ -387,12 +393,13 @@ TEST_F(RowKernelsGpu, SoftmaxBackwardMatchesCpu) {
 
 // ---- Softmax cross-entropy ----------------------------------------------------------------------------------------
 
-const std::vector<std::pair<int64_t, int64_t>> kSceShapes = {{1, 1}, {7, 3}, {64, 30522}, {4096, 3}, {33, 767},
-                                                              {5, 3072}};
+const std::vector<std::pair<int64_t, int64_t>> kSceShapes = {{1, 1},    {7, 3},    {64, 30522},
+                                                             {4096, 3}, {33, 767}, {5, 3072}};
 
 cpu::LossReduction CpuRed(LossReduction r) {
-  return r == LossReduction::kNone ? cpu::LossReduction::kNone
-                                   : r == LossReduction::kSum ? cpu::LossReduction::kSum : cpu::LossReduction::kMean;
+  return r == LossReduction::kNone  ? cpu::LossReduction::kNone
+         : r == LossReduction::kSum ? cpu::LossReduction::kSum
+                                    : cpu::LossReduction::kMean;
 }
 
 template <typename T, typename I>
@@ -435,8 +442,10 @@ void CheckSceForward(LossReduction red, bool weighted) {
                                        wsb, nullptr);
       Sync();
       auto bytes = Download<uint8_t>(dout, nout * sizeof(T));
-      if (run == 0) first = bytes;
-      else EXPECT_EQ(bytes, first) << "loss differs between two runs";
+      if (run == 0)
+        first = bytes;
+      else
+        EXPECT_EQ(bytes, first) << "loss differs between two runs";
     }
     EXPECT_EQ(Download<int>(dbad, 1)[0], 0);
     ExpectClose(ToD(Download<T>(dlp, n * c)), ToD(lpref), Tol<T>(), "log_prob");
@@ -579,13 +588,18 @@ void CheckColumnSums(FloatType yt) {
       cuda::ReduceRowsToColumns(rows, cols, TypeOf<T>(), dx.p, yt, dy.p, ws.p, wsb, nullptr);
       Sync();
       auto b = Download<uint8_t>(dy, cols * ys);
-      if (run == 0) first = b;
-      else EXPECT_EQ(b, first) << "column sums differ between two runs";
+      if (run == 0)
+        first = b;
+      else
+        EXPECT_EQ(b, first) << "column sums differ between two runs";
     }
     std::vector<double> got(cols);
-    if (yt == FloatType::kF32) got = ToD(Download<float>(dy, cols));
-    else if (yt == FloatType::kF16) got = ToD(Download<float16>(dy, cols));
-    else got = ToD(Download<bfloat16>(dy, cols));
+    if (yt == FloatType::kF32)
+      got = ToD(Download<float>(dy, cols));
+    else if (yt == FloatType::kF16)
+      got = ToD(Download<float16>(dy, cols));
+    else
+      got = ToD(Download<bfloat16>(dy, cols));
     ExpectClose(got, ref, yt == FloatType::kF32 ? 1e-5 : 1e-2, "column sums");
   }
 }
@@ -597,7 +611,8 @@ TEST_F(RowKernelsGpu, ReduceRowsToColumnsIsDeterministicAndExact) {
   CheckColumnSums<float16>(FloatType::kF16);
 }
 
-// ---- host-side logic (no GPU needed) ----------------------------------------------------------------------------------
+// ---- host-side logic (no GPU needed)
+// ----------------------------------------------------------------------------------
 
 TEST(RowKernels, BlockThreadsDependOnlyOnTheWidth) {
   EXPECT_EQ(cuda::RowBlockThreads(1), 32);
@@ -627,10 +642,10 @@ TEST(RowKernels, ArgumentsAreCheckedBeforeAnyLaunch) {
                std::invalid_argument);
   EXPECT_THROW(cuda::ReduceRowsToColumns(100, 3, FloatType::kF32, &dummy, FloatType::kF32, &dummy, &dummy, 8, nullptr),
                std::invalid_argument);
-  EXPECT_THROW(cuda::SoftmaxCrossEntropyForward(LossReduction::kMean, 4, 0, FloatType::kF32, &dummy, IndexType::kI64,
-                                                &dummy, nullptr, -1, &dummy, nullptr, nullptr, &dummy, 1 << 20,
-                                                nullptr),
-               std::invalid_argument);
+  EXPECT_THROW(
+      cuda::SoftmaxCrossEntropyForward(LossReduction::kMean, 4, 0, FloatType::kF32, &dummy, IndexType::kI64, &dummy,
+                                       nullptr, -1, &dummy, nullptr, nullptr, &dummy, 1 << 20, nullptr),
+      std::invalid_argument);
   EXPECT_GE(cuda::LayerNormBackwardWorkspaceBytes(4096, 768), size_t{2 * 4096 * 8 + 2 * 64 * 768 * 8});
   EXPECT_EQ(cuda::ReduceRowsToColumnsWorkspaceBytes(65, 10), size_t{256});  // 2 chunks x 10 doubles, aligned
 }

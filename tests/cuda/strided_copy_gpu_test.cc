@@ -118,18 +118,18 @@ struct ExpandCase {
 };
 std::vector<ExpandCase> ExpandCases() {
   return {
-      {{3, 1, 5}, {2, 3, 4, 5}},                     // rank increase and a middle dim of 1
-      {{}, {2, 3}},                                  // a scalar
+      {{3, 1, 5}, {2, 3, 4, 5}},  // rank increase and a middle dim of 1
+      {{}, {2, 3}},               // a scalar
       {{1}, {7}},
-      {{4, 1}, {4, 6}},                              // innermost broadcast
-      {{1, 1, 1}, {1, 1, 1}},                        // all ones: one element
-      {{5}, {3, 5}},                                 // leading broadcast of a contiguous row
-      {{1, 3, 1, 2}, {4, 3, 5, 2}},                  // alternating
-      {{64, 1, 1}, {64, 56, 56}},                    // GlobalAveragePool's gradient
+      {{4, 1}, {4, 6}},                                      // innermost broadcast
+      {{1, 1, 1}, {1, 1, 1}},                                // all ones: one element
+      {{5}, {3, 5}},                                         // leading broadcast of a contiguous row
+      {{1, 3, 1, 2}, {4, 3, 5, 2}},                          // alternating
+      {{64, 1, 1}, {64, 56, 56}},                            // GlobalAveragePool's gradient
       {{2, 1, 3, 1, 2, 1, 2, 1}, {2, 3, 3, 2, 2, 2, 2, 3}},  // rank 8, nothing merges
       {{1, 3}, {2, 3}},
-      {{3, 1}, {3, 1}},                              // same shape: a copy
-      {{1, 1000}, {300, 1000}},                      // large rows
+      {{3, 1}, {3, 1}},          // same shape: a copy
+      {{1, 1000}, {300, 1000}},  // large rows
   };
 }
 
@@ -162,8 +162,14 @@ TEST(StridedCopyGpu, EmptyExpandWritesNothing) {
 TEST(StridedCopyGpu, TileMatchesTheCpuBitForBit) {
   REQUIRE_CUDA_DEVICE();
   const std::vector<std::pair<Dims, Dims>> cases = {
-      {{3}, {4}},       {{2, 3}, {1, 1}},       {{2, 3}, {3, 1}},     {{2, 3}, {1, 5}},
-      {{1, 4, 1}, {2, 3, 5}}, {{2, 3, 4}, {2, 1, 3}}, {{5, 7}, {9, 11}}, {{2, 1, 2, 1, 2, 1, 2, 1}, {1, 2, 1, 2, 1, 2, 1, 2}},
+      {{3}, {4}},
+      {{2, 3}, {1, 1}},
+      {{2, 3}, {3, 1}},
+      {{2, 3}, {1, 5}},
+      {{1, 4, 1}, {2, 3, 5}},
+      {{2, 3, 4}, {2, 1, 3}},
+      {{5, 7}, {9, 11}},
+      {{2, 1, 2, 1, 2, 1, 2, 1}, {1, 2, 1, 2, 1, 2, 1, 2}},
   };
   for (size_t esz : kSizes)
     for (const auto& [in, reps] : cases) {
@@ -186,7 +192,7 @@ TEST(StridedCopyGpu, BoundedCopyZeroFillsPastTheLimits) {
   const Dims src{6, 9, 8};  // [planes, rows, cols]
   const Dims dims{6, 7, 9};
   const Dims strides{72, 8, 1};
-  const Dims limits{6, 5, 6};     // rows past 5 and cols past 6 are zero
+  const Dims limits{6, 5, 6};      // rows past 5 and cols past 6 are zero
   const int64_t base = 3 * 8 + 2;  // the window starts at row 3, col 2
   for (size_t esz : kSizes) {
     SCOPED_TRACE("esz " + std::to_string(esz));
@@ -244,11 +250,11 @@ TEST(ExecutorExpandGpu, ExpandMatchesTheCpu) {
   REQUIRE_GPU();
   for (DataType t : kTypes) {
     CompareNode("Expand", Random(t, {3, 1, 5}), Ints({2, 3, 4, 5}));  // rank increase
-    CompareNode("Expand", Random(t, {4, 1}), Ints({1, 6}));         // shape smaller than X on an axis: X's dim stays
+    CompareNode("Expand", Random(t, {4, 1}), Ints({1, 6}));           // shape smaller than X on an axis: X's dim stays
     CompareNode("Expand", Random(t, {8, 16, 1, 1}), Ints({8, 16, 7, 7}));
     CompareNode("Expand", Random(t, {1}), Ints({5, 1}));
-    CompareNode("Expand", Random(t, {2, 3}), Ints({1, 1, 2, 3}));    // same numel: a view or copy
-    CompareNode("Expand", Random(t, {2, 1, 3}), Ints({2, 0, 3}));    // empty
+    CompareNode("Expand", Random(t, {2, 3}), Ints({1, 1, 2, 3}));  // same numel: a view or copy
+    CompareNode("Expand", Random(t, {2, 1, 3}), Ints({2, 0, 3}));  // empty
   }
 }
 

@@ -12,13 +12,13 @@
 #include <cmath>
 #include <ostream>
 
-#include "training/data_loader.h"
 #include "executor/device.h"
-#include "training/trainer.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "tests/executor/example_data.h"
 #include "tests/test_util.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
@@ -76,8 +76,7 @@ TEST_P(TrainerGpu, MatchesTheCpuAtEveryStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, TrainerGpu,
-                         ::testing::Values(Example{"digits_mlp", "adam", 8},
-                                           Example{"tiny_lm", "adam", 8}),
+                         ::testing::Values(Example{"digits_mlp", "adam", 8}, Example{"tiny_lm", "adam", 8}),
                          [](const auto& info) { return info.param.dir + "_" + info.param.optimizer; });
 
 // ---- every optimizer kind and gradient accumulation on the MLP example ---------------------------------------------
@@ -145,16 +144,14 @@ TEST_P(TrainerOptimizersGpu, MatchesTheCpuAtEveryStep) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(DigitsMlp, TrainerOptimizersGpu,
-                         ::testing::Values(Variant{"sgd", "sgd", 0.1, 1, 8},
-                                           Variant{"momentum", "momentum", 0.05, 1, 8},
-                                           Variant{"nesterov", "nesterov", 0.05, 1, 8},
-                                           Variant{"lamb", "lamb", 0.01, 1, 8},
-                                           Variant{"sgd_grad_accum2", "sgd", 0.1, 2, 6},
-                                           Variant{"momentum_grad_accum2", "momentum", 0.05, 2, 6},
-                                           Variant{"lamb_grad_accum2", "lamb", 0.01, 2, 6},
-                                           Variant{"adam_grad_accum2", "adam", 0.01, 2, 6}),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    DigitsMlp, TrainerOptimizersGpu,
+    ::testing::Values(Variant{"sgd", "sgd", 0.1, 1, 8}, Variant{"momentum", "momentum", 0.05, 1, 8},
+                      Variant{"nesterov", "nesterov", 0.05, 1, 8}, Variant{"lamb", "lamb", 0.01, 1, 8},
+                      Variant{"sgd_grad_accum2", "sgd", 0.1, 2, 6},
+                      Variant{"momentum_grad_accum2", "momentum", 0.05, 2, 6},
+                      Variant{"lamb_grad_accum2", "lamb", 0.01, 2, 6}, Variant{"adam_grad_accum2", "adam", 0.01, 2, 6}),
+    [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace ot

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "training/fusion.h"
 #include "executor/plan.h"
 #include "graph/graph.h"
 #include "tests/executor/fusion_test_util.h"
 #include "tests/test_util.h"
+#include "training/fusion.h"
 
 namespace ot {
 namespace {
@@ -50,7 +50,8 @@ void Block(Graph& g, const Shape4& s) {
   Value* mean = Weight(g, {s.c});
   Value* var = g.AddInitializer(g.UniqueName("var"), test::RandomTensor(DataType::kFloat32, {s.c}, 0.5, 2.0));
   auto bn = EmitN(g, "BatchNormalization", {x, scale, bias, mean, var}, 3,
-                  {{"epsilon", Attribute::Float(1e-5f)}, {"momentum", Attribute::Float(0.9f)},
+                  {{"epsilon", Attribute::Float(1e-5f)},
+                   {"momentum", Attribute::Float(0.9f)},
                    {"training_mode", Attribute::Int(1)}});
   Value* r = Emit(g, "Relu", {bn[0]});
   g.outputs.push_back(Emit(g, "Neg", {r}));
@@ -60,7 +61,7 @@ void Block(Graph& g, const Shape4& s) {
   Value* dy = EmitInternal(g, "ReluGrad", {dr, r}, 1, {})[0];
   if (s.dy_out) g.outputs.push_back(dy);
   auto grads = EmitInternal(g, "BatchNormGrad", {dy, x, scale}, 3,
-                        {{"epsilon", Attribute::Float(1e-5f)}, {"training", Attribute::Int(1)}});
+                            {{"epsilon", Attribute::Float(1e-5f)}, {"training", Attribute::Int(1)}});
   for (Value* v : grads) g.outputs.push_back(v);
   Value* axes = g.AddInitializer(g.UniqueName("axes"), Tensor::FromInt64(s.sum_axes, {int64_t(s.sum_axes.size())}));
   g.outputs.push_back(Emit(g, "ReduceSum", {grads[0], axes}, {{"keepdims", Attribute::Int(0)}}));
@@ -93,8 +94,8 @@ TEST(BatchNormFold, LiteFoldsReluReluGradAndTheBiasSum) {
   EXPECT_EQ(r.clusters[0].ops.size(), 2u);
   EXPECT_EQ(r.clusters[1].ops.size(), 3u);
   const int64_t plane_bytes = 3 * 5 * 42 * 4;
-  EXPECT_EQ(r.clusters[0].saved_bytes, 2 * plane_bytes);      // Y written and read
-  EXPECT_EQ(r.clusters[1].saved_bytes, 3 * plane_bytes);      // dY written and read, dX read again
+  EXPECT_EQ(r.clusters[0].saved_bytes, 2 * plane_bytes);  // Y written and read
+  EXPECT_EQ(r.clusters[1].saved_bytes, 3 * plane_bytes);  // dY written and read, dX read again
   EXPECT_EQ(r.fused_nodes, 5);
   ExpectSameBits(s);
 }

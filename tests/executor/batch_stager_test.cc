@@ -9,11 +9,11 @@
 #include <random>
 #include <vector>
 
-#include "training/data_loader.h"
-#include "training/trainer.h"
 #include "tests/executor/example_data.h"
 #include "tests/executor/stream_device.h"
 #include "tests/test_util.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {

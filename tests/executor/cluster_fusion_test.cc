@@ -5,13 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <random>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "executor/executor.h"
-#include "training/fusion.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
@@ -19,6 +18,7 @@
 #include "tests/executor/fusion_test_util.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
+#include "training/fusion.h"
 
 namespace ot {
 namespace {
@@ -34,9 +34,9 @@ using test::Input;
 using test::Make;
 using test::Weight;
 
-
 // Cluster sizing alone: GEMM epilogues (full) have their own tests (gemm_epilogue_test.cc) except where `epilogues`.
-FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0, int max_operands = 64, bool epilogues = false) {
+FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0, int max_operands = 64,
+                  bool epilogues = false) {
   FuseOptions o;
   o.epilogues = epilogues;
   o.mode = ParseFuseMode(mode);
@@ -44,7 +44,6 @@ FusionReport Fuse(Graph& g, const std::string& mode, int64_t budget = 0, int max
   o.limits.operands = max_operands;
   return test::FuseStatic(g, o);  // verified, and free of cycles
 }
-
 
 bool Refused(const FusionReport& r, const std::string& kind) {
   for (const RefusedMerge& m : r.refused)
@@ -212,8 +211,8 @@ TEST(ClusterFusion, RegisterEstimateIsHonoured) {
   auto wide = Make(ManyLive);
   Fuse(*wide, "full");
   ASSERT_EQ(Count(*wide, "FusedElementwise"), 1);
-  const cluster::Resources one = cluster::EstimateResources(
-      cluster::ParseProgram(wide->nodes().front()->attr_string("program", "")));
+  const cluster::Resources one =
+      cluster::EstimateResources(cluster::ParseProgram(wide->nodes().front()->attr_string("program", "")));
   EXPECT_GE(one.max_live, 19);  // the builder evaluates in node order: every product before the first sum
   EXPECT_GT(one.registers, 40);
   auto g = Make(ManyLive);
@@ -348,7 +347,8 @@ TEST(ClusterFusion, HalfValuesAndCastsMatchTheUnfusedGraph) {
       Value* x = Input(g, "x", {32, 40});
       Value* h = Emit(g, "Cast", {x}, {{"to", Attribute::Int(static_cast<int64_t>(half))}});
       Value* a = Emit(g, "Mul", {h, Emit(g, "Sigmoid", {h})});
-      Value* pos = Emit(g, "Greater", {a, Emit(g, "Cast", {Scalar(g, 0.1f)}, {{"to", Attribute::Int(static_cast<int64_t>(half))}})});
+      Value* pos = Emit(g, "Greater",
+                        {a, Emit(g, "Cast", {Scalar(g, 0.1f)}, {{"to", Attribute::Int(static_cast<int64_t>(half))}})});
       Value* w = Emit(g, "Where", {pos, a, Emit(g, "Neg", {h})});
       g.outputs.push_back(Emit(g, "Cast", {w}, {{"to", Attribute::Int(1)}}));
     };

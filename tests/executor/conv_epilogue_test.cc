@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "training/fusion.h"
 #include "executor/threads.h"
 #include "graph/graph.h"
 #include "tests/executor/fusion_test_util.h"
 #include "tests/test_util.h"
+#include "training/fusion.h"
 
 namespace ot {
 namespace {
@@ -137,8 +137,8 @@ TEST(ConvEpilogue, NoFoldWhenYIsBroadcastIntoALargerDomain) {
 
 TEST(ConvEpilogue, NoFoldForFloat64OrConvTranspose) {
   auto g = Make([](Graph& g) {
-    Value* y = Conv(g, Input(g, "x", {2, 3, 8, 8}, DataType::kFloat64), Weight(g, {4, 3, 3, 3}, DataType::kFloat64),
-                    nullptr);
+    Value* y =
+        Conv(g, Input(g, "x", {2, 3, 8, 8}, DataType::kFloat64), Weight(g, {4, 3, 3, 3}, DataType::kFloat64), nullptr);
     g.outputs.push_back(Emit(g, "Relu", {y}));
     Value* t = Emit(g, "ConvTranspose", {Input(g, "u", {2, 3, 8, 8}), Weight(g, {3, 4, 3, 3})},
                     {{"kernel_shape", Attribute::Ints({3, 3})}});

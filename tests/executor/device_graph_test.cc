@@ -11,11 +11,11 @@
 #include <memory>
 #include <vector>
 
-#include "training/data_loader.h"
-#include "training/trainer.h"
 #include "tests/executor/example_data.h"
 #include "tests/executor/host_device.h"
 #include "tests/test_util.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
@@ -31,7 +31,8 @@ class RecordingDevice final : public test::HostDevice {
   std::optional<KernelInfo> MakeKernel(const KernelContext& ctx) const override {
     std::optional<KernelInfo> k = HostDevice::MakeKernel(ctx);
     if (!k) return k;
-    const size_t nin = std::max<size_t>(16, ctx.node.inputs.size()), nout = std::max<size_t>(16, ctx.node.outputs.size());
+    const size_t nin = std::max<size_t>(16, ctx.node.inputs.size()),
+                 nout = std::max<size_t>(16, ctx.node.outputs.size());
     auto* self = const_cast<RecordingDevice*>(this);
     k->fn = [self, fn = std::move(k->fn), nin, nout](const KernelIO& io) {
       if (!self->capturing_) {
@@ -60,7 +61,9 @@ class RecordingDevice final : public test::HostDevice {
   }
   void CopyOnDevice(void* dst, const void* src, size_t n) override {
     if (!capturing_) return HostDevice::CopyOnDevice(dst, src, n);
-    recording_.push_back([=] { if (dst != src) std::memmove(dst, src, n); });
+    recording_.push_back([=] {
+      if (dst != src) std::memmove(dst, src, n);
+    });
   }
   void Synchronize() override { EXPECT_FALSE(capturing_) << "a synchronisation inside the captured run"; }
   bool SupportsGraphs() const override { return true; }

@@ -1,7 +1,8 @@
 // --device parsing and the CPU-only answers (this suite runs without a GPU; the GPU runs are tests/cuda/*Gpu*).
+#include "executor/device.h"
+
 #include <gtest/gtest.h>
 
-#include "executor/device.h"
 #include "graph/error.h"
 
 namespace ot {
@@ -29,7 +30,8 @@ TEST(Device, WithoutAGpuAutoIsTheCpuAndCudaIsAClearError) {
   if (CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
   EXPECT_EQ(OpenDevice("auto"), nullptr);
   const std::string e = OpenError("cuda");
-  EXPECT_TRUE(e.find("no CUDA GPU") != std::string::npos || e.find("built without the CUDA backend") != std::string::npos)
+  EXPECT_TRUE(e.find("no CUDA GPU") != std::string::npos ||
+              e.find("built without the CUDA backend") != std::string::npos)
       << e;
   EXPECT_NE(e.find("--device cuda"), std::string::npos) << e;
 }

@@ -144,12 +144,12 @@ TEST(ElementwiseOps, VariadicAndPRelu) {
          c = RandomTensor(DataType::kFloat32, {2, 1});
   auto out = RunOp("Mean", {a, b, c});
   auto ab = RefBinary(a, b, b.dims(), {2, 3}, DataType::kFloat64, [](double x, double y) { return x + y; });
-  ExpectClose(out[0], RefBinary(ab, c, c.dims(), {2, 3}, DataType::kFloat32,
-                                [](double x, double y) { return (x + y) / 3; }));
+  ExpectClose(out[0],
+              RefBinary(ab, c, c.dims(), {2, 3}, DataType::kFloat32, [](double x, double y) { return (x + y) / 3; }));
   Tensor i1 = RandomTensor(DataType::kUint16, {4}, 0, 100), i2 = RandomTensor(DataType::kUint16, {4}, 0, 100);
   out = RunOp("Min", {i1, i2});
-  ExpectClose(out[0], RefBinary(i1, i2, i2.dims(), {4}, DataType::kUint16,
-                                [](double x, double y) { return std::min(x, y); }));
+  ExpectClose(out[0],
+              RefBinary(i1, i2, i2.dims(), {4}, DataType::kUint16, [](double x, double y) { return std::min(x, y); }));
   EXPECT_THROW(RunOp("Sum", {i1, i2}), UnsupportedError);
 
   Tensor x = RandomTensor(DataType::kFloat32, {2, 3, 4});
@@ -182,16 +182,15 @@ TEST(ElementwiseOps, ActivationAttributesAndGelu) {
         [](double v) { return std::max(0.0, v) + std::min(0.0, 2 * (std::exp(v / 2) - 1)); });
   check("ThresholdedRelu", {{"alpha", Attribute::Float(0.5f)}}, 10, [](double v) { return v > 0.5 ? v : 0; });
   check("Gelu", {}, 20, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); });
-  check("Gelu", {{"approximate", Attribute::String("tanh")}}, 20, [](double v) {
-    return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-  });
+  check("Gelu", {{"approximate", Attribute::String("tanh")}}, 20,
+        [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); });
   check("Round", {}, 11, [](double v) { return std::nearbyint(static_cast<float>(v)); });
   EXPECT_THROW(RunOp("Sin", {Tensor::FromInt64({1, 2}, {2})}), UnsupportedError);
 }
 
 // The internal GeluGrad kernel (erf form), run through test::RunOp's domain argument, against the float64 formula
-// dY (Phi(x) + x phi(x)) on fresh inputs; bound: 8 eps of the terms' size (1 and erf counted apart) (kernel_common/vec_math.h's single-branch
-// cdf; tests/cpu_ops/vec_math_test.cc has the exhaustive check).
+// dY (Phi(x) + x phi(x)) on fresh inputs; bound: 8 eps of the terms' size (1 and erf counted apart)
+// (kernel_common/vec_math.h's single-branch cdf; tests/cpu_ops/vec_math_test.cc has the exhaustive check).
 TEST(ElementwiseOps, InternalGeluGradMatchesFloat64) {
   const Tensor dy = test::RandomTensor(DataType::kFloat32, {37, 129}, -2, 2);
   const Tensor x = test::RandomTensor(DataType::kFloat32, {37, 129}, -6, 6);

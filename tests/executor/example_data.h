@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "training/data_loader.h"
-#include "training/trainer.h"
-#include "onnx_import/model_io.h"
 #include "graph/tensor.h"
+#include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "passes/optimizer.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 
 namespace ot::examples {
 

@@ -5,18 +5,19 @@
 
 #include <cmath>
 
-#include "training/data_loader.h"
-#include "training/trainer.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "tests/executor/example_data.h"
 #include "tests/test_util.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
 using namespace ot::examples;
 
-ExampleRun Train(const std::string& dir, const std::string& optimizer, const std::string& fuse, int steps, DataType half) {
+ExampleRun Train(const std::string& dir, const std::string& optimizer, const std::string& fuse, int steps,
+                 DataType half) {
   return TrainExample(dir, optimizer, steps, [&](TrainerOptions& o) {
     o.fuse.mode = ParseFuseMode(fuse);
     o.amp.half = half;
@@ -77,7 +78,8 @@ TEST_P(FusionExamples, LiteAndFullMatchOffAtEveryStep) {
       }
       EXPECT_EQ(adds, 4) << FormatFusionReport(fused.fusion);
       EXPECT_EQ(sums, 4) << FormatFusionReport(fused.fusion);
-    } else EXPECT_FALSE(fused.fusion.refused.empty()) << FormatFusionReport(fused.fusion);
+    } else
+      EXPECT_FALSE(fused.fusion.refused.empty()) << FormatFusionReport(fused.fusion);
     ASSERT_EQ(fused.losses.size(), off.losses.size());
     for (size_t k = 0; k < off.losses.size(); ++k)
       EXPECT_NEAR(fused.losses[k], off.losses[k], std::max(1e-7, 1e-5 * std::fabs(off.losses[k]))) << "step " << k + 1;

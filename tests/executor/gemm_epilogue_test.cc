@@ -11,13 +11,13 @@
 #include <string>
 
 #include "executor/executor.h"
-#include "training/fusion.h"
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "tests/executor/fusion_test_util.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
+#include "training/fusion.h"
 
 namespace ot {
 namespace {

@@ -11,8 +11,8 @@
 // Mean/InvStdDev; a scale of another half type is an error naming the node.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -124,7 +124,8 @@ std::vector<Tensor> RunKernel(const Call& c, const std::vector<Tensor>& ins, con
   std::vector<TensorDesc> outs;
   for (int i = 0; i < c.outputs; ++i) {
     const TypeShape& o = ictx.outputs()[i];
-    if (!o.present || !o.shape.is_static()) throw Error(n->Describe() + ": output " + std::to_string(i) + " not inferred");
+    if (!o.present || !o.shape.is_static())
+      throw Error(n->Describe() + ": output " + std::to_string(i) + " not inferred");
     outs.push_back({o.dtype, o.shape.StaticDims(), true});
   }
   KernelContext kctx{*n, descs, vals, outs, 1234};
@@ -150,10 +151,10 @@ std::vector<Tensor> RunKernel(const Call& c, const std::vector<Tensor>& ins, con
 }
 
 struct Tol {
-  double k = 1;              // reduction length (dot products): widens atol
-  bool exact = false;        // data movement: bit-exact
-  std::set<int> fp32_outs{}; // outputs that stay float32 in the half run
-  bool allow_nan = false;    // inputs contain NaN on purpose
+  double k = 1;               // reduction length (dot products): widens atol
+  bool exact = false;         // data movement: bit-exact
+  std::set<int> fp32_outs{};  // outputs that stay float32 in the half run
+  bool allow_nan = false;     // inputs contain NaN on purpose
 };
 
 std::string Where(const Call& c, DataType h, int out) {
@@ -203,9 +204,12 @@ void Check(DataType h, const Call& c, const std::vector<Arg>& args, const Tol& t
         continue;
       }
       double lim;
-      if (tol.exact) lim = 0;
-      else if (x.dtype() == kF32) lim = 1e-5 * std::fabs(b) + 1e-6 * tol.k;
-      else lim = rtol * std::fabs(b) + 1e-6 * tol.k;
+      if (tol.exact)
+        lim = 0;
+      else if (x.dtype() == kF32)
+        lim = 1e-5 * std::fabs(b) + 1e-6 * tol.k;
+      else
+        lim = rtol * std::fabs(b) + 1e-6 * tol.k;
       if (!(std::fabs(a - b) <= lim) && !(std::isinf(a) && a == b) && ++bad <= 5)
         ADD_FAILURE() << "element " << i << ": got " << a << ", float32 run " << b;
     }
@@ -308,14 +312,27 @@ TEST_P(HalfOps, Unary) {
     std::map<std::string, Attribute> attrs;
   };
   const std::vector<U> ops = {
-      {"Neg", -3, 3, {}},           {"Abs", -3, 3, {}},        {"Relu", -3, 3, {}},
-      {"LeakyRelu", -3, 3, {{"alpha", Fl(0.07f)}}},           {"Elu", -3, 3, {{"alpha", Fl(1.3f)}}},
-      {"Selu", -3, 3, {}},          {"Celu", -3, 3, {{"alpha", Fl(0.7f)}}},
-      {"Sigmoid", -6, 6, {}},       {"HardSigmoid", -6, 6, {}}, {"HardSwish", -5, 5, {}},
-      {"Tanh", -3, 3, {}},          {"Softplus", -6, 6, {}},   {"Softsign", -5, 5, {}},
-      {"Mish", -5, 5, {}},          {"Erf", -2, 2, {}},        {"Sqrt", 0.01, 9, {}},
-      {"Reciprocal", 0.1, 4, {}},   {"Floor", -4, 4, {}},      {"Ceil", -4, 4, {}},
-      {"Round", -4, 4, {}},         {"Sign", -2, 2, {}},
+      {"Neg", -3, 3, {}},
+      {"Abs", -3, 3, {}},
+      {"Relu", -3, 3, {}},
+      {"LeakyRelu", -3, 3, {{"alpha", Fl(0.07f)}}},
+      {"Elu", -3, 3, {{"alpha", Fl(1.3f)}}},
+      {"Selu", -3, 3, {}},
+      {"Celu", -3, 3, {{"alpha", Fl(0.7f)}}},
+      {"Sigmoid", -6, 6, {}},
+      {"HardSigmoid", -6, 6, {}},
+      {"HardSwish", -5, 5, {}},
+      {"Tanh", -3, 3, {}},
+      {"Softplus", -6, 6, {}},
+      {"Softsign", -5, 5, {}},
+      {"Mish", -5, 5, {}},
+      {"Erf", -2, 2, {}},
+      {"Sqrt", 0.01, 9, {}},
+      {"Reciprocal", 0.1, 4, {}},
+      {"Floor", -4, 4, {}},
+      {"Ceil", -4, 4, {}},
+      {"Round", -4, 4, {}},
+      {"Sign", -2, 2, {}},
   };
   for (const U& u : ops) {
     Check(h(), {u.op, u.attrs}, {H({2, 3, 5}, u.lo, u.hi)});
@@ -357,9 +374,7 @@ TEST_P(HalfOps, Pooling) {
   Check(h(), {"MaxPool", {{"kernel_shape", Is({3})}, {"dilations", Is({2})}}}, {H({2, 3, 17})});
   Check(h(), {"AveragePool", {{"kernel_shape", Is({3, 3})}, {"strides", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}}},
         {H({2, 3, 9, 9})}, {9});
-  Check(h(),
-        {"AveragePool",
-         {{"kernel_shape", Is({3, 2})}, {"pads", Is({1, 1, 1, 1})}, {"count_include_pad", I(1)}}},
+  Check(h(), {"AveragePool", {{"kernel_shape", Is({3, 2})}, {"pads", Is({1, 1, 1, 1})}, {"count_include_pad", I(1)}}},
         {H({2, 3, 7, 6})}, {6});
   Check(h(), {"GlobalAveragePool"}, {H({2, 5, 13, 11})}, {143});
   Check(h(), {"GlobalMaxPool"}, {H({2, 5, 13, 11})});
@@ -430,8 +445,7 @@ TEST_P(HalfOps, PoolGrads) {
 }
 
 TEST_P(HalfOps, SoftmaxGrad) {
-  Check(h(), {"SoftmaxGrad", {{"axis", I(-1)}}, 1, 17, kInternalDomain}, {H({3, 4, 29}), H({3, 4, 29}, 0, 0.2)},
-        {29});
+  Check(h(), {"SoftmaxGrad", {{"axis", I(-1)}}, 1, 17, kInternalDomain}, {H({3, 4, 29}), H({3, 4, 29}, 0, 0.2)}, {29});
   Check(h(), {"SoftmaxGrad", {{"axis", I(1)}, {"log", I(1)}}, 1, 17, kInternalDomain},
         {H({3, 6, 5}), H({3, 6, 5}, -4, -0.5)}, {6});
 }
@@ -456,8 +470,8 @@ TEST_P(HalfOps, LayerNormGrad) {
 TEST_P(HalfOps, RowKernelsOverSeveralBlocks) {
   for (const char* op : {"Softmax", "LogSoftmax"}) Check(h(), {op}, {H({3, 1100, 16}, -4, 4)}, {16});
   Check(h(), {"LayerNormalization", {}, 3}, {H({2, 2100, 16}, -2, 3), H({16}), H({16})}, {16, false, {1, 2}});
-  Check(h(), {"SoftmaxGrad", {{"axis", I(-1)}}, 1, 17, kInternalDomain},
-        {H({3, 1100, 16}), H({3, 1100, 16}, 0, 0.2)}, {16});
+  Check(h(), {"SoftmaxGrad", {{"axis", I(-1)}}, 1, 17, kInternalDomain}, {H({3, 1100, 16}), H({3, 1100, 16}, 0, 0.2)},
+        {16});
   Check(h(), {"LayerNormGrad", {{"axis", I(-1)}}, 3, 17, kInternalDomain},
         {H({2, 1500, 16}), H({2, 1500, 16}, -2, 3), H({16})}, {3000});
 }
@@ -550,8 +564,8 @@ uint16_t HalfBits(DataType t, float v) { return t == DataType::kFloat16 ? FloatT
 TEST_P(HalfOps, CastFromFloat32RoundsToNearestEven) {
   const DataType t = h();
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> v = {0.f, -0.f, 1.f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 65504.f, 65520.f,
-                          1e-8f, 3e-5f, 1e-30f, 3.4e38f};
+  std::vector<float> v = {0.f,     -0.f,    1.f,   inf,   -inf,   std::numeric_limits<float>::quiet_NaN(),
+                          65504.f, 65520.f, 1e-8f, 3e-5f, 1e-30f, 3.4e38f};
   // Ties and near-ties of both formats: 1 + 2^-11 (fp16 tie), 1 + 3*2^-11, 1 + 2^-8, 1 + 3*2^-8 (bf16 ties).
   for (float e : {0x1p-11f, 3 * 0x1p-11f, 0x1p-8f, 3 * 0x1p-8f}) {
     v.push_back(1.f + e);
@@ -626,8 +640,8 @@ TEST_P(HalfOps, CastAllDirections) {
     const double v = rd.GetDouble(i), got = rh.GetDouble(i);
     // The spacing at got's binade; below the smallest normal (fp16 2^-14, bf16 2^-126) the subnormals' fixed one.
     const int min_exp = t == DataType::kFloat16 ? -14 : -126;
-    const double ulp = std::ldexp(1.0, std::max(std::ilogb(got == 0 ? v : got), min_exp) -
-                                           (t == DataType::kFloat16 ? 10 : 7));
+    const double ulp =
+        std::ldexp(1.0, std::max(std::ilogb(got == 0 ? v : got), min_exp) - (t == DataType::kFloat16 ? 10 : 7));
     ASSERT_LE(std::fabs(got - v), ulp / 2 + 1e-300) << v;
   }
 }
@@ -647,8 +661,10 @@ TEST(HalfConvert, BulkMatchesScalarBitForBit) {
   cpu::HalfToFloat(h.data(), f.data(), n);
   for (int64_t i = 0; i < n; ++i) {
     const float want = HalfBitsToFloat(h[i].bits);
-    if (std::isnan(want)) ASSERT_TRUE(std::isnan(f[i])) << i;
-    else ASSERT_EQ(FloatBits(f[i]), FloatBits(want)) << i;
+    if (std::isnan(want))
+      ASSERT_TRUE(std::isnan(f[i])) << i;
+    else
+      ASSERT_EQ(FloatBits(f[i]), FloatBits(want)) << i;
   }
   cpu::Bf16ToFloat(b.data(), f.data(), n);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(FloatBits(f[i]), FloatBits(Bf16BitsToFloat(b[i].bits))) << i;
@@ -660,10 +676,17 @@ TEST(HalfConvert, BulkMatchesScalarBitForBit) {
     uint32_t u = bits(test::Rng());
     // A quarter each: any pattern, fp16's normal/subnormal range, ties of fp16 and bf16 (low bits 0x1000 / 0x8000).
     switch (pick(test::Rng())) {
-      case 1: u = (u & 0x807fffffu) | ((100u + (u >> 23) % 45u) << 23); break;
-      case 2: u = (u & 0xffffe000u) | 0x1000u; break;
-      case 3: u = (u & 0xffff0000u) | 0x8000u; break;
-      default: break;
+      case 1:
+        u = (u & 0x807fffffu) | ((100u + (u >> 23) % 45u) << 23);
+        break;
+      case 2:
+        u = (u & 0xffffe000u) | 0x1000u;
+        break;
+      case 3:
+        u = (u & 0xffff0000u) | 0x8000u;
+        break;
+      default:
+        break;
     }
     v = BitsFloat(u);
   }
@@ -785,8 +808,9 @@ TEST(HalfOps, DISABLED_TimingReport) {
     const double conv = TimeOp("Conv", {x, w}, {false, true}, {{"pads", Is({1, 1, 1, 1})}}, 10);
     const double conv_rt = TimeOp("Conv", {x, w}, {false, false}, {{"pads", Is({1, 1, 1, 1})}}, 10);
     // Which oneDNN implementation ran (ONNXTRAIN_CPU_HALF_GEMM=native|f32 forces one way for a comparison).
-    const cpu::DnnType dt = t == kF32 ? cpu::DnnType::kF32
-                            : t == DataType::kFloat16 ? cpu::DnnType::kF16 : cpu::DnnType::kBF16;
+    const cpu::DnnType dt = t == kF32                 ? cpu::DnnType::kF32
+                            : t == DataType::kFloat16 ? cpu::DnnType::kF16
+                                                      : cpu::DnnType::kBF16;
     cpu::MatMulSpec ms;
     ms.type = dt;
     ms.m = ms.n = ms.k = 512;
@@ -807,10 +831,10 @@ TEST(HalfOps, DISABLED_TimingReport) {
                 add, gelu, softmax);
     // BatchNormalization in training mode (X half, parameters float32) and its backward.
     Tensor bx = RandomTensor(kF32, {64, 32, 28, 28}).CastTo(t), p = RandomTensor(kF32, {32}, 0.5, 1.5);
-    const double bn = TimeOp("BatchNormalization", {bx, p, p, p, p}, {false, true, true, true, true},
-                             {{"training_mode", I(1)}}, 10);
-    const double bng = TimeOp("BatchNormGrad", {bx, bx, p}, {false, false, true}, {{"training", I(1)}}, 10,
-                              kInternalDomain);
+    const double bn =
+        TimeOp("BatchNormalization", {bx, p, p, p, p}, {false, true, true, true, true}, {{"training_mode", I(1)}}, 10);
+    const double bng =
+        TimeOp("BatchNormGrad", {bx, bx, p}, {false, false, true}, {{"training", I(1)}}, 10, kInternalDomain);
     std::printf("%-9s BatchNormalization training 64x32x28x28: %6.2f ms   BatchNormGrad (dX only): %6.2f ms\n",
                 DataTypeName(t).c_str(), bn, bng);
     std::printf("%-9s Gemm 512x512x512: %7.2f ms [%s]\n", DataTypeName(t).c_str(), gemm,

@@ -3,6 +3,8 @@
 // arena, device copies of state/constants/inputs/outputs, state kept on the device between steps and synced back
 // on demand, next-state copies on the device, plan switching -- runs in CI without a GPU. With the same kernels, a
 // run on this device must equal the CPU backend bit for bit.
+#include "tests/executor/host_device.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,7 +16,6 @@
 #include "executor/device.h"
 #include "executor/kernel_registry.h"
 #include "tests/executor/example_data.h"
-#include "tests/executor/host_device.h"
 #include "tests/test_util.h"
 
 namespace ot {
@@ -45,16 +46,14 @@ TEST_P(HostDeviceTraining, EqualsTheCpuBackendBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Examples, HostDeviceTraining,
-                         ::testing::Values(Case{"digits_mlp", "adam", DataType::kUndefined},
-                                           Case{"digits_mlp", "sgd", DataType::kUndefined},
-                                           Case{"tiny_lm", "adam", DataType::kBFloat16},
-                                           Case{"tiny_lm", "adam", DataType::kFloat16}),
-                         [](const auto& info) {
-                           return info.param.dir + "_" + info.param.optimizer + "_" +
-                                  (info.param.half == DataType::kUndefined ? std::string("fp32")
-                                                                           : DataTypeName(info.param.half));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Examples, HostDeviceTraining,
+    ::testing::Values(Case{"digits_mlp", "adam", DataType::kUndefined}, Case{"digits_mlp", "sgd", DataType::kUndefined},
+                      Case{"tiny_lm", "adam", DataType::kBFloat16}, Case{"tiny_lm", "adam", DataType::kFloat16}),
+    [](const auto& info) {
+      return info.param.dir + "_" + info.param.optimizer + "_" +
+             (info.param.half == DataType::kUndefined ? std::string("fp32") : DataTypeName(info.param.half));
+    });
 
 // The state stays on the device between steps: after the first step, a step uploads its batch and downloads the
 // step's scalars (loss, norm, flags, small state) -- never the parameters, moments or half copies.

@@ -175,8 +175,8 @@ Tensor RefConv(const Tensor& x, const Tensor& w, const Tensor& b, bool transpose
       for (int64_t icl = 0; icl < icg; ++icl)
         for (int64_t kk = 0; kk < k_sz; ++kk) {
           const int64_t ic = (oc / ocg) * icg + icl;
-          const double wv = transpose ? w.GetDouble((ic * ocg + oc % ocg) * k_sz + kk)
-                                      : w.GetDouble((oc * icg + icl) * k_sz + kk);
+          const double wv =
+              transpose ? w.GetDouble((ic * ocg + oc % ocg) * k_sz + kk) : w.GetDouble((oc * icg + icl) * k_sz + kk);
           const int64_t iter = transpose ? in_sz : out_sz;
           for (int64_t p = 0; p < iter; ++p) {
             int64_t rp = p, rk = kk, q_off = 0, mul = 1;
@@ -275,7 +275,9 @@ TEST(LinalgOps, MaxPoolIndicesCeilModeAndAveragePoolPads) {
   Tensor x = RandomTensor(DataType::kFloat32, {2, 3, 7, 6});
   // ceil_mode: H ceil((7+1-3)/2)+1 = 4, W ceil((6+1-3)/2)+1 = 3.
   auto outs = RunOp("MaxPool", {x},
-                    {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 0, 0})},
+                    {{"kernel_shape", Ints({3, 3})},
+                     {"strides", Ints({2, 2})},
+                     {"pads", Ints({1, 1, 0, 0})},
                      {"ceil_mode", Attribute::Int(1)}},
                     2, 12);
   auto [ry, ri] = RefPool2D(x, 0, {3, 3}, {2, 2}, {1, 1, 0, 0}, {4, 3}, false);
@@ -283,7 +285,8 @@ TEST(LinalgOps, MaxPoolIndicesCeilModeAndAveragePoolPads) {
   ExpectClose(outs[1], ri, 0, 0);
   for (int include = 0; include < 2; ++include) {
     Tensor a = RunOp("AveragePool", {x},
-                     {{"kernel_shape", Ints({3, 2})}, {"pads", Ints({1, 1, 1, 1})},
+                     {{"kernel_shape", Ints({3, 2})},
+                      {"pads", Ints({1, 1, 1, 1})},
                       {"count_include_pad", Attribute::Int(include)}})[0];
     ExpectClose(a, RefPool2D(x, 1, {3, 2}, {1, 1}, {1, 1, 1, 1}, {7, 7}, include).first, 1e-5, 1e-6);
   }
@@ -360,12 +363,14 @@ void ExpectErrorNaming(F f, const std::string& needle) {
 TEST(LinalgOps, UserErrorsNameTheNode) {
   Tensor a = RandomTensor(DataType::kFloat32, {3, 4}), b = RandomTensor(DataType::kFloat32, {5, 2});
   ExpectErrorNaming([&] { RunOp("MatMul", {a, b}); }, "MatMul");
-  ExpectErrorNaming([&] { RunOp("Gemm", {a, RandomTensor(DataType::kFloat32, {4, 2}),
-                                         RandomTensor(DataType::kFloat32, {3, 3})}); }, "broadcast");
+  ExpectErrorNaming(
+      [&] {
+        RunOp("Gemm", {a, RandomTensor(DataType::kFloat32, {4, 2}), RandomTensor(DataType::kFloat32, {3, 3})});
+      },
+      "broadcast");
   Tensor x = RandomTensor(DataType::kFloat32, {1, 3, 5, 5}), w = RandomTensor(DataType::kFloat32, {2, 2, 3, 3});
   ExpectErrorNaming([&] { RunOp("Conv", {x, w}); }, "channels");
-  ExpectErrorNaming([&] { RunOp("Einsum", {a, b}, {{"equation", Attribute::String("ij,jk->ik")}}, 1, 12); },
-                    "label");
+  ExpectErrorNaming([&] { RunOp("Einsum", {a, b}, {{"equation", Attribute::String("ij,jk->ik")}}, 1, 12); }, "label");
   ExpectErrorNaming([&] { RunOp("Einsum", {a}, {{"equation", Attribute::String("ijk->i")}}, 1, 12); }, "rank");
   ExpectErrorNaming([&] { RunOp("MaxPool", {x}, {{"kernel_shape", Ints({7, 7})}}); }, "too small");
 }
@@ -379,12 +384,10 @@ TEST(LinalgOps, ConvWithConstantWeightsInBlockedLayouts) {
     int64_t group;
     bool bias;
   };
-  const std::vector<Case> cases = {{{2, 16, 9, 11}, {32, 16, 3, 3}, 1, true},
-                                   {{1, 3, 12, 10}, {8, 3, 3, 3}, 1, false},
-                                   {{2, 16, 7, 7}, {16, 8, 3, 3}, 2, true},
-                                   {{2, 8, 7, 7}, {8, 1, 3, 3}, 8, true},
-                                   {{1, 16, 20}, {24, 16, 5}, 1, true},
-                                   {{1, 8, 5, 6, 4}, {16, 8, 3, 3, 3}, 1, false}};
+  const std::vector<Case> cases = {
+      {{2, 16, 9, 11}, {32, 16, 3, 3}, 1, true}, {{1, 3, 12, 10}, {8, 3, 3, 3}, 1, false},
+      {{2, 16, 7, 7}, {16, 8, 3, 3}, 2, true},   {{2, 8, 7, 7}, {8, 1, 3, 3}, 8, true},
+      {{1, 16, 20}, {24, 16, 5}, 1, true},       {{1, 8, 5, 6, 4}, {16, 8, 3, 3, 3}, 1, false}};
   for (const Case& c : cases) {
     const size_t rank = c.x.size() - 2;
     Tensor x = RandomTensor(DataType::kFloat32, c.x), w = RandomTensor(DataType::kFloat32, c.w);
@@ -394,8 +397,9 @@ TEST(LinalgOps, ConvWithConstantWeightsInBlockedLayouts) {
     Tensor ref = RefConv(x, w, b, false, c.group, ones, ones, pads, out);
     std::vector<Tensor> ins = {x, w};
     if (c.bias) ins.push_back(b);
-    Tensor y = RunOp("Conv", ins, {{"group", Attribute::Int(c.group)}, {"pads", Ints(std::vector<int64_t>(2 * rank, 1))}},
-                     1, 17, /*constant_inputs=*/{1, 2})[0];
+    Tensor y =
+        RunOp("Conv", ins, {{"group", Attribute::Int(c.group)}, {"pads", Ints(std::vector<int64_t>(2 * rank, 1))}}, 1,
+              17, /*constant_inputs=*/{1, 2})[0];
     ExpectClose(y, ref, 1e-4, 1e-5);
   }
 }

@@ -55,7 +55,8 @@ TEST(LinalgQuantOps, QLinearMatMulRoundsHalfToEvenAndSaturates) {
 }
 
 TEST(LinalgQuantOps, ConvIntegerPerChannelWeightZeroPoint) {
-  Tensor x = RandomTensor(DataType::kUint8, {1, 2, 4, 4}, 0, 256), w = RandomTensor(DataType::kUint8, {3, 2, 2, 2}, 0, 256);
+  Tensor x = RandomTensor(DataType::kUint8, {1, 2, 4, 4}, 0, 256),
+         w = RandomTensor(DataType::kUint8, {3, 2, 2, 2}, 0, 256);
   Tensor xz(DataType::kUint8, {}), wz = RandomTensor(DataType::kUint8, {3}, 0, 256);
   xz.SetDouble(0, 7);
   Tensor y = RunOp("ConvInteger", {x, w, xz, wz}, {{"pads", Attribute::Ints({1, 0, 0, 1})}}, 1, 10)[0];
@@ -71,7 +72,8 @@ TEST(LinalgQuantOps, ConvIntegerPerChannelWeightZeroPoint) {
               const int64_t ih = oh - 1 + i, iw = ow + j;
               // Padding holds the zero point, so it contributes (x_zp - x_zp) = 0.
               if (ih < 0 || ih >= 4 || iw >= 4) continue;
-              s += (x.GetInt64((ic * 4 + ih) * 4 + iw) - 7) * (w.GetInt64(((oc * 2 + ic) * 2 + i) * 2 + j) - wz.GetInt64(oc));
+              s += (x.GetInt64((ic * 4 + ih) * 4 + iw) - 7) *
+                   (w.GetInt64(((oc * 2 + ic) * 2 + i) * 2 + j) - wz.GetInt64(oc));
             }
         ASSERT_EQ(y.GetInt64((oc * 4 + oh) * 4 + ow), s) << oc << " " << oh << " " << ow;
       }

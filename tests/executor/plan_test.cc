@@ -49,8 +49,7 @@ TEST(Plan, FoldsExporterShapeArithmetic) {
     std::vector<Tensor> out = ex.Run({{"x", in}});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{b, 2, 3}));
-    for (int64_t i = 0; i < in.numel(); ++i)
-      EXPECT_EQ(out[0].data<float>()[i], std::max(0.0f, in.data<float>()[i]));
+    for (int64_t i = 0; i < in.numel(); ++i) EXPECT_EQ(out[0].data<float>()[i], std::max(0.0f, in.data<float>()[i]));
     EXPECT_EQ(ex.last_kernel_count(), 2) << "Shape/Gather/Unsqueeze/Concat should fold at plan time";
   }
 }
@@ -143,12 +142,10 @@ TEST(Plan, ErrorsNameTheInput) {
     return "no error";
   };
   EXPECT_NE(msg({{"a", ta}}).find("input 'b' was not given"), std::string::npos);
-  EXPECT_NE(msg({{"a", ta}, {"b", test::RandomTensor(DataType::kInt64, {4})}}).find("'b' is int64"),
-            std::string::npos);
+  EXPECT_NE(msg({{"a", ta}, {"b", test::RandomTensor(DataType::kInt64, {4})}}).find("'b' is int64"), std::string::npos);
   EXPECT_NE(msg({{"a", ta}, {"b", test::RandomTensor(DataType::kFloat32, {5})}}).find("declares [4]"),
             std::string::npos);
-  EXPECT_NE(msg({{"a", ta}, {"b", test::RandomTensor(DataType::kFloat32, {4})}, {"c", ta}})
-                .find("'c' is not an input"),
+  EXPECT_NE(msg({{"a", ta}, {"b", test::RandomTensor(DataType::kFloat32, {4})}, {"c", ta}}).find("'c' is not an input"),
             std::string::npos);
   // [2,3] + [4] does not broadcast: the error names the node.
   std::string m = msg({{"a", ta}, {"b", test::RandomTensor(DataType::kFloat32, {4})}});
@@ -169,8 +166,7 @@ TEST(Plan, ShapeInputsComputedFromDataEnterThePlanSignature) {
   Value* r = Op(g, "Reshape", {x, sq})->outputs[0];
   g.outputs.push_back(r);
   Executor ex(g);
-  Tensor out = ex.Run({{"x", test::RandomTensor(DataType::kFloat32, {6})},
-                       {"s", Tensor::FromFloat({3, 2}, {2})}})[0];
+  Tensor out = ex.Run({{"x", test::RandomTensor(DataType::kFloat32, {6})}, {"s", Tensor::FromFloat({3, 2}, {2})}})[0];
   EXPECT_EQ(out.dims(), (std::vector<int64_t>{3, 2}));
   out = ex.Run({{"x", test::RandomTensor(DataType::kFloat32, {6})}, {"s", Tensor::FromFloat({2, 3}, {2})}})[0];
   EXPECT_EQ(out.dims(), (std::vector<int64_t>{2, 3}));

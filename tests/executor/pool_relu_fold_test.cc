@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "training/fusion.h"
 #include "graph/graph.h"
 #include "tests/executor/fusion_test_util.h"
 #include "tests/test_util.h"
+#include "training/fusion.h"
 
 namespace ot {
 namespace {
@@ -27,8 +27,8 @@ struct Pool {
   std::vector<int64_t> x{2, 3, 8, 10}, kernel{2, 2}, strides{2, 2}, pads;  // pads: begins then ends, or none
   bool ceil = false;
   DataType t = DataType::kFloat32;
-  bool dr_out = false;    // dR is also a graph output
-  bool other_x = false;   // MaxPoolGrad's X is another Relu than the one ReluGrad masks with
+  bool dr_out = false;   // dR is also a graph output
+  bool other_x = false;  // MaxPoolGrad's X is another Relu than the one ReluGrad masks with
 };
 
 std::vector<int64_t> OutDims(const Pool& p) {

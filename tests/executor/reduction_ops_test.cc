@@ -43,22 +43,39 @@ Tensor RefReduce(const std::string& op, const Tensor& x, std::vector<int64_t> ax
   for (int64_t o = 0; o < on; ++o) {
     const auto& g = groups[o];
     double a = 0;
-    if (op == "ReduceSum") for (double v : g) a += v;
-    else if (op == "ReduceMean") { for (double v : g) a += v; a /= g.size(); }
-    else if (op == "ReduceMax") { a = -INFINITY; for (double v : g) a = std::max(a, v); }
-    else if (op == "ReduceMin") { a = INFINITY; for (double v : g) a = std::min(a, v); }
-    else if (op == "ReduceProd") { a = 1; for (double v : g) a *= v; }
-    else if (op == "ReduceL1") for (double v : g) a += std::fabs(v);
-    else if (op == "ReduceL2") { for (double v : g) a += v * v; a = std::sqrt(a); }
-    else if (op == "ReduceLogSum") { for (double v : g) a += v; a = std::log(a); }
-    else if (op == "ReduceLogSumExp") { for (double v : g) a += std::exp(v); a = std::log(a); }
-    else if (op == "ReduceSumSquare") for (double v : g) a += v * v;
+    if (op == "ReduceSum")
+      for (double v : g) a += v;
+    else if (op == "ReduceMean") {
+      for (double v : g) a += v;
+      a /= g.size();
+    } else if (op == "ReduceMax") {
+      a = -INFINITY;
+      for (double v : g) a = std::max(a, v);
+    } else if (op == "ReduceMin") {
+      a = INFINITY;
+      for (double v : g) a = std::min(a, v);
+    } else if (op == "ReduceProd") {
+      a = 1;
+      for (double v : g) a *= v;
+    } else if (op == "ReduceL1")
+      for (double v : g) a += std::fabs(v);
+    else if (op == "ReduceL2") {
+      for (double v : g) a += v * v;
+      a = std::sqrt(a);
+    } else if (op == "ReduceLogSum") {
+      for (double v : g) a += v;
+      a = std::log(a);
+    } else if (op == "ReduceLogSumExp") {
+      for (double v : g) a += std::exp(v);
+      a = std::log(a);
+    } else if (op == "ReduceSumSquare")
+      for (double v : g) a += v * v;
     y.SetDouble(o, a);
   }
   return y;
 }
 
-const char* const kOps[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+const char* const kOps[] = {"ReduceSum", "ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",
                             "ReduceL1",  "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
 
 TEST(ReductionOps, AxesAttributeAtOpset13) {

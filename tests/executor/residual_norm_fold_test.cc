@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "training/fusion.h"
 #include "executor/plan.h"
 #include "graph/graph.h"
 #include "tests/executor/fusion_test_util.h"
 #include "tests/test_util.h"
+#include "training/fusion.h"
 
 namespace ot {
 namespace {
@@ -33,8 +33,8 @@ struct Block {
   bool computed = false;     // X, R and G computed here (Neg of inputs), each read last by the op the fold takes
   bool broadcast_r = false;  // R of shape [c]
   bool sum_of_three = false;
-  bool dx_out = false;       // dX also a graph output
-  bool addend_after = false; // G computed from LayerNormGrad's dScale
+  bool dx_out = false;        // dX also a graph output
+  bool addend_after = false;  // G computed from LayerNormGrad's dScale
 };
 
 // A transformer block's residual stream, forward and backward as the step graph has them: S = X + R, Y =
@@ -54,8 +54,8 @@ void Build(Graph& g, const Block& b) {
   Value* scale = Weight(g, {b.c}, b.dt);
   Value* bias = Weight(g, {b.c}, b.dt);
   Value* s = Emit(g, "Add", {x, r});
-  Value* y = Emit(g, "LayerNormalization", {s, scale, bias}, {{"axis", Attribute::Int(-1)},
-                                                                {"epsilon", Attribute::Float(1e-5f)}});
+  Value* y = Emit(g, "LayerNormalization", {s, scale, bias},
+                  {{"axis", Attribute::Int(-1)}, {"epsilon", Attribute::Float(1e-5f)}});
   if (b.internal_ln) test::MakeInternal(g, y->producer);
   g.outputs.push_back(Emit(g, "Add", {s, y}));
   auto grads = test::EmitInternal(g, "LayerNormGrad", {dy, s, scale}, 3,

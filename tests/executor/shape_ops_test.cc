@@ -94,8 +94,7 @@ TEST(ShapeOps, SymbolicInference) {
   EXPECT_EQ(infer("Shape", bx, {}, {}, 13), "[3] int64");
   EXPECT_EQ(infer("Shape", bx, {}, {{"start", Int(1)}}, 15), "[2] int64");
   EXPECT_EQ(infer("Flatten", bx, {}, {}, 13), Shape({Dim::Symbol("batch"), Dim(12)}).ToString() + " float32");
-  EXPECT_EQ(infer("Transpose", bx, {}, {}, 13),
-            Shape({Dim(4), Dim(3), Dim::Symbol("batch")}).ToString() + " float32");
+  EXPECT_EQ(infer("Transpose", bx, {}, {}, 13), Shape({Dim(4), Dim(3), Dim::Symbol("batch")}).ToString() + " float32");
   EXPECT_EQ(infer("Slice", bx, {}, {{"starts", Ints({1})}, {"ends", Ints({3})}, {"axes", Ints({-1})}}, 9),
             Shape({Dim::Symbol("batch"), Dim(3), Dim(2)}).ToString() + " float32");
 }
@@ -258,8 +257,8 @@ TEST(ShapeOps, ScatterElementsAddAndBadIndex) {
   Tensor data = RandomTensor(DataType::kFloat32, {3, 3});
   Tensor idx = Tensor::FromInt64({1, 1, -1}, {1, 3});
   Tensor upd = RandomTensor(DataType::kFloat32, {1, 3});
-  auto out = RunOp("ScatterElements", {data, idx, upd}, {{"axis", Int(1)}, {"reduction", Attribute::String("add")}},
-                   1, 16);
+  auto out =
+      RunOp("ScatterElements", {data, idx, upd}, {{"axis", Int(1)}, {"reduction", Attribute::String("add")}}, 1, 16);
   Tensor want = data.Clone();
   for (int j = 0; j < 3; ++j) {
     int64_t k = idx.GetInt64(j) < 0 ? idx.GetInt64(j) + 3 : idx.GetInt64(j);
@@ -298,8 +297,8 @@ TEST(ShapeOps, DepthToSpaceMatchesDefinition) {
 }
 
 TEST(ShapeOps, Generators) {
-  auto r = RunOp("Range", {Tensor::FromInt64({10}, {}), Tensor::FromInt64({1}, {}), Tensor::FromInt64({-3}, {})}, {}, 1,
-                 11);
+  auto r =
+      RunOp("Range", {Tensor::FromInt64({10}, {}), Tensor::FromInt64({1}, {}), Tensor::FromInt64({-3}, {})}, {}, 1, 11);
   EXPECT_EQ(r[0].ToInt64Vector(), (std::vector<int64_t>{10, 7, 4}));
   auto rf = RunOp("Range", {Tensor::Scalar(0.5f), Tensor::Scalar(2.f), Tensor::Scalar(0.5f)}, {}, 1, 11);
   EXPECT_EQ(rf[0].dims(), (std::vector<int64_t>{3}));

@@ -1,8 +1,8 @@
 // Softmax, LogSoftmax and SoftmaxGrad as row programs of a cluster (graph/ops/fuse_table.cc): which graphs fuse and
-// which do not (negative twins), the rows each program reduces, and -- differential, on fresh random inputs -- the fused graph giving the unfused kernels' exact
-// bits in float32 (cpu_ops/row_sum.h: both take the same float steps in the same summation order; a gradient that
-// is zero in exact arithmetic, as the attention's key bias, is rounding noise that Adam scales to full updates, so
-// "close" is not enough for --fuse=lite to follow --fuse=off).
+// which do not (negative twins), the rows each program reduces, and -- differential, on fresh random inputs -- the
+// fused graph giving the unfused kernels' exact bits in float32 (cpu_ops/row_sum.h: both take the same float steps in
+// the same summation order; a gradient that is zero in exact arithmetic, as the attention's key bias, is rounding noise
+// that Adam scales to full updates, so "close" is not enough for --fuse=lite to follow --fuse=off).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -10,12 +10,12 @@
 #include <string>
 
 #include "executor/executor.h"
-#include "training/fusion.h"
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "tests/executor/fusion_test_util.h"
 #include "tests/test_util.h"
+#include "training/fusion.h"
 
 namespace ot {
 namespace {

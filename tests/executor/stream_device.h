@@ -16,6 +16,7 @@
 // as CUDA does for other threads' streams; a kernel issued that way while capturing is counted
 // (`kernels_outside_capture`): the plan must not do it.
 #pragma once
+#include <gtest/gtest.h>
 #include <tbb/task_arena.h>
 
 #include <array>
@@ -28,8 +29,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/executor/host_device.h"
 
@@ -66,21 +65,25 @@ class StreamDevice : public HostDevice {
   std::optional<KernelInfo> MakeKernel(const KernelContext& ctx) const override {
     std::optional<KernelInfo> k = HostDevice::MakeKernel(ctx);
     if (!k) return k;
-    const size_t nin = std::max<size_t>(16, ctx.node.inputs.size()), nout = std::max<size_t>(16, ctx.node.outputs.size());
+    const size_t nin = std::max<size_t>(16, ctx.node.inputs.size()),
+                 nout = std::max<size_t>(16, ctx.node.outputs.size());
     auto* self = const_cast<StreamDevice*>(this);
     // A launch copies its arguments: the operand tables are the plan's scratch vectors, reused by the next step.
     k->fn = [self, fn = std::move(k->fn), nin, nout](const KernelIO& io) {
       auto in = std::make_shared<std::vector<const void*>>(io.in, io.in + nin);
       auto out = std::make_shared<std::vector<void*>>(io.out, io.out + nout);
       const int s = self->StreamOf(io.stream);
-      self->Enqueue(s, Op::kWork, nullptr, [self, s, fn, in, out, io] {
-        KernelIO x = io;
-        x.in = in->data();
-        x.out = out->data();
-        ++self->kernels_run;
-        ++self->kernels_per_stream[static_cast<size_t>(s)];
-        fn(x);
-      }, /*kernel=*/true);
+      self->Enqueue(
+          s, Op::kWork, nullptr,
+          [self, s, fn, in, out, io] {
+            KernelIO x = io;
+            x.in = in->data();
+            x.out = out->data();
+            ++self->kernels_run;
+            ++self->kernels_per_stream[static_cast<size_t>(s)];
+            fn(x);
+          },
+          /*kernel=*/true);
     };
     return k;
   }
@@ -92,7 +95,8 @@ class StreamDevice : public HostDevice {
     if (s == CopyStream()) ++copy_stream_copies;
     if (s == 0) stream0_uploads += static_cast<int64_t>(n);
     // The host memory must hold the same bytes when the copy runs as when it was issued.
-    auto snap = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + n);
+    auto snap =
+        std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + n);
     Enqueue(s, Op::kWork, nullptr, [this, dst, src, n, snap] {
       if (n && std::memcmp(snap->data(), src, n) != 0) {
         ++staging_overwrites;
@@ -159,7 +163,8 @@ class StreamDevice : public HostDevice {
       bool joined = false;
       if (last >= 0 && g->ops[static_cast<size_t>(last)].kind == Op::kRecord)
         for (size_t i = static_cast<size_t>(last) + 1; i < g->ops.size(); ++i)
-          if (g->ops[i].stream == 0 && g->ops[i].kind == Op::kWait && g->ops[i].event == g->ops[static_cast<size_t>(last)].event)
+          if (g->ops[i].stream == 0 && g->ops[i].kind == Op::kWait &&
+              g->ops[i].event == g->ops[static_cast<size_t>(last)].event)
             joined = true;
       if (!joined) {
         ++unjoined;
@@ -182,8 +187,8 @@ class StreamDevice : public HostDevice {
 
  private:
   struct Event {
-    int64_t issued = 0;  // records issued
-    int64_t done = 0;    // the latest record that has run
+    int64_t issued = 0;       // records issued
+    int64_t done = 0;         // the latest record that has run
     bool in_capture = false;  // its latest record was issued inside the current capture
   };
   struct Op {
@@ -218,7 +223,8 @@ class StreamDevice : public HostDevice {
     if (capturing_ && kind == Op::kWait && ev->in_capture) captured_[static_cast<size_t>(s)] = true;  // joins
     if (capturing_ && captured_[static_cast<size_t>(s)]) {
       if (kind == Op::kRecord) ev->in_capture = true;
-      if (kind == Op::kWait && !ev->in_capture) ADD_FAILURE() << "a captured stream waits for an event recorded outside the capture";
+      if (kind == Op::kWait && !ev->in_capture)
+        ADD_FAILURE() << "a captured stream waits for an event recorded outside the capture";
       recording_->ops.push_back(std::move(op));
       return;
     }
@@ -231,9 +237,7 @@ class StreamDevice : public HostDevice {
     queues_[static_cast<size_t>(s)].push_back(std::move(op));
   }
 
-  bool Runnable(const Op& op) const {
-    return op.kind != Op::kWait || ignore_waits || op.event->done >= op.target;
-  }
+  bool Runnable(const Op& op) const { return op.kind != Op::kWait || ignore_waits || op.event->done >= op.target; }
 
   // The stream holding the queued record `target` of `e` (-1: none).
   int StreamRecording(const Event* e, int64_t target) const {

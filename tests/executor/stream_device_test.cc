@@ -4,17 +4,18 @@
 // are read changes the numbers. Training on it with --streams 1, 2 and 4, for several interleaving seeds, must equal
 // the CPU backend bit for bit; with graphs, the capture must hold every stream (joined before it ends) and the
 // replays equal the CPU too.
+#include "tests/executor/stream_device.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <vector>
 
-#include "training/data_loader.h"
 #include "executor/plan.h"
-#include "training/trainer.h"
 #include "tests/executor/example_data.h"
-#include "tests/executor/stream_device.h"
 #include "tests/test_util.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
@@ -59,8 +60,10 @@ TEST_P(StreamTraining, EqualsTheCpuBitForBit) {
       ExpectSame(Train(c.dir, c.optimizer, c.steps, dev), cpu);
       int used = 0;
       for (int64_t k : dev->kernels_per_stream) used += k > 0;
-      if (streams == 1) EXPECT_EQ(used, 1);
-      else EXPECT_GE(used, 2) << "the plan issued everything on one stream";
+      if (streams == 1)
+        EXPECT_EQ(used, 1);
+      else
+        EXPECT_GE(used, 2) << "the plan issued everything on one stream";
       EXPECT_LE(used, streams);
     }
 }

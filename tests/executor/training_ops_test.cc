@@ -87,7 +87,8 @@ TEST_P(PreviewOps, Adagrad) {
   std::vector<Tensor> ins = {Scalar(DataType::kFloat32, r), Tensor::FromInt64({t}, {})};
   for (auto* v : {&xs, &gs, &hs}) ins.insert(ins.end(), v->begin(), v->end());
   auto got = RunPreview("Adagrad", ins, 4,
-                        {{"decay_factor", Attribute::Float(decay)}, {"epsilon", Attribute::Float(eps)},
+                        {{"decay_factor", Attribute::Float(decay)},
+                         {"epsilon", Attribute::Float(eps)},
                          {"norm_coefficient", Attribute::Float(norm)}});
   // Attributes are float32 in the proto: the reference uses the same rounded values.
   const double d = static_cast<float>(decay), ep = static_cast<float>(eps), nc = static_cast<float>(norm);
@@ -111,8 +112,10 @@ TEST_P(PreviewOps, Adam) {
   std::vector<Tensor> ins = {Scalar(DataType::kFloat64, r), Tensor::FromInt64({t}, {})};
   for (auto* v : {&xs, &gs, &vs, &hs}) ins.insert(ins.end(), v->begin(), v->end());
   auto got = RunPreview("Adam", ins, 6,
-                        {{"alpha", Attribute::Float(alpha)}, {"beta", Attribute::Float(beta)},
-                         {"epsilon", Attribute::Float(eps)}, {"norm_coefficient", Attribute::Float(norm)},
+                        {{"alpha", Attribute::Float(alpha)},
+                         {"beta", Attribute::Float(beta)},
+                         {"epsilon", Attribute::Float(eps)},
+                         {"norm_coefficient", Attribute::Float(norm)},
                          {"norm_coefficient_post", Attribute::Float(post)}});
   const double a = static_cast<float>(alpha), b = static_cast<float>(beta), ep = static_cast<float>(eps),
                nc = static_cast<float>(norm), pc = static_cast<float>(post);
@@ -137,8 +140,10 @@ TEST_P(PreviewOps, MomentumStandardAndNesterov) {
     std::vector<Tensor> ins = {Scalar(DataType::kFloat32, r), Tensor::FromInt64({t}, {})};
     for (auto* v : {&xs, &gs, &vs}) ins.insert(ins.end(), v->begin(), v->end());
     auto got = RunPreview("Momentum", ins, 4,
-                          {{"alpha", Attribute::Float(alpha)}, {"beta", Attribute::Float(beta)},
-                           {"mode", Attribute::String(mode)}, {"norm_coefficient", Attribute::Float(norm)}});
+                          {{"alpha", Attribute::Float(alpha)},
+                           {"beta", Attribute::Float(beta)},
+                           {"mode", Attribute::String(mode)},
+                           {"norm_coefficient", Attribute::Float(norm)}});
     const double a = static_cast<float>(alpha), b = t > 0 ? static_cast<float>(beta) : 1.0,
                  nc = static_cast<float>(norm), rr = static_cast<float>(r);
     auto want = Reference(xs, gs, {vs}, [&](double x, double g, const std::vector<double>& s) {
@@ -146,8 +151,7 @@ TEST_P(PreviewOps, MomentumStandardAndNesterov) {
       return std::vector<double>{nesterov ? x - rr * (gr + a * v) : x - rr * v, v};
     });
     ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i)
-      ExpectClose(got[i], want[i], dt == DataType::kFloat64 ? 1e-12 : 1e-6, 1e-7);
+    for (size_t i = 0; i < got.size(); ++i) ExpectClose(got[i], want[i], dt == DataType::kFloat64 ? 1e-12 : 1e-6, 1e-7);
   }
 }
 
@@ -174,11 +178,15 @@ TEST(PreviewOpsErrors, NameTheNode) {
   std::vector<Tensor> ins = {Scalar(dt, 0.1), Tensor::FromInt64({1}, {}), RandomTensor(dt, {3}), RandomTensor(dt, {3}),
                              RandomTensor(dt, {3})};
   // An unknown Momentum mode.
-  ExpectError([&] {
-    RunPreview("Momentum", ins, 2,
-               {{"alpha", Attribute::Float(0.9f)}, {"beta", Attribute::Float(1.0f)},
-                {"mode", Attribute::String("heavy_ball")}, {"norm_coefficient", Attribute::Float(0.0f)}});
-  }, {"'opt'", "Momentum", "heavy_ball"});
+  ExpectError(
+      [&] {
+        RunPreview("Momentum", ins, 2,
+                   {{"alpha", Attribute::Float(0.9f)},
+                    {"beta", Attribute::Float(1.0f)},
+                    {"mode", Attribute::String("heavy_ball")},
+                    {"norm_coefficient", Attribute::Float(0.0f)}});
+      },
+      {"'opt'", "Momentum", "heavy_ball"});
   // A missing required attribute.
   ExpectError([&] { RunPreview("Momentum", ins, 2, {{"alpha", Attribute::Float(0.9f)}}); }, {"'opt'", "beta"});
   // A gradient whose shape is not its X's.

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <string>
 
-#include "training/trainer.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
+#include "training/trainer.h"
 
 namespace {
 

@@ -22,9 +22,9 @@ class DimsValueTest : public ::testing::Test {
     g.inputs.push_back(x);
   }
   Value* Ints(const std::vector<int64_t>& v, bool scalar = false) {
-    return g.AddInitializer(g.UniqueName("k"),
-                            Tensor::FromInt64(v, scalar ? std::vector<int64_t>{} : std::vector<int64_t>{
-                                                                                      static_cast<int64_t>(v.size())}));
+    return g.AddInitializer(
+        g.UniqueName("k"),
+        Tensor::FromInt64(v, scalar ? std::vector<int64_t>{} : std::vector<int64_t>{static_cast<int64_t>(v.size())}));
   }
   Value* Op(const std::string& op, std::vector<Value*> ins, std::map<std::string, Attribute> attrs = {}) {
     Value* out = g.AddValue(g.UniqueName(op + "_out"));
@@ -95,9 +95,9 @@ TEST_F(DimsValueTest, NoNameWhereTheChainCannotBeFollowed) {
   i->shape = Shape::Scalar();
   g.inputs.push_back(i);
   Value* by_input = Op("Unsqueeze", {Op("Gather", {Op("Shape", {x}), i}), Ints({0})});
-  Value* via_float = Op("Cast", {Op("Cast", {DimOf(x, 0)}, {{"to", Attribute::Int(static_cast<int64_t>(
-                                                                          DataType::kFloat32))}})},
-                        {{"to", Attribute::Int(static_cast<int64_t>(DataType::kInt64))}});
+  Value* via_float =
+      Op("Cast", {Op("Cast", {DimOf(x, 0)}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kFloat32))}})},
+         {{"to", Attribute::Int(static_cast<int64_t>(DataType::kInt64))}});
   Value* product = Op("Mul", {DimOf(x, 0), DimOf(x, 1)});
   Value* y1 = Op("Reshape", {x, Op("Concat", {by_input, Ints({-1})}, {{"axis", Attribute::Int(0)}})});
   Value* y2 = Op("Reshape", {x, Op("Concat", {via_float, Ints({-1})}, {{"axis", Attribute::Int(0)}})});

@@ -1,9 +1,10 @@
 // IR tests: def-use bookkeeping, topological order, the verifier's errors, the printer, and shape inference
 // with symbolic dims carried through the registry.
+#include "graph/graph.h"
+
 #include <gtest/gtest.h>
 
 #include "graph/error.h"
-#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/printer.h"
 #include "graph/verifier.h"

@@ -1,11 +1,11 @@
 // float16/bfloat16 conversions against exhaustive or reference checks.
+#include "kernel_common/half.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
-
-#include "kernel_common/half.h"
 
 namespace ot {
 namespace {
@@ -50,8 +50,8 @@ TEST(Half, FloatToHalfRoundsToNearestEven) {
     }
   }
   EXPECT_EQ(FloatToHalfBits(65504.0f), 0x7bffu);
-  EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7c00u);  // rounds up to infinity
-  EXPECT_EQ(FloatToHalfBits(5.9604644775390625e-08f), 0x0001u);  // smallest subnormal
+  EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7c00u);                  // rounds up to infinity
+  EXPECT_EQ(FloatToHalfBits(5.9604644775390625e-08f), 0x0001u);   // smallest subnormal
   EXPECT_EQ(FloatToHalfBits(2.98023223876953125e-08f), 0x0000u);  // half of it ties to even (0)
 }
 
@@ -72,10 +72,14 @@ TEST(Half, Bfloat16RoundsToNearestEvenAndKeepsNaN) {
     if (std::isinf(hi)) hi = std::copysign(std::ldexp(1.0, 128), f);
     double got = Bf16BitsToFloat(b);
     double dlo = std::fabs(f - lo), dhi = std::fabs(f - hi);
-    if (dlo < dhi) EXPECT_EQ(got, lo);
-    else if (dhi < dlo && std::fabs(hi) == std::ldexp(1.0, 128)) EXPECT_TRUE(std::isinf(got)) << f;
-    else if (dhi < dlo) EXPECT_EQ(got, hi) << f;
-    else EXPECT_EQ(b & 1, 0);
+    if (dlo < dhi)
+      EXPECT_EQ(got, lo);
+    else if (dhi < dlo && std::fabs(hi) == std::ldexp(1.0, 128))
+      EXPECT_TRUE(std::isinf(got)) << f;
+    else if (dhi < dlo)
+      EXPECT_EQ(got, hi) << f;
+    else
+      EXPECT_EQ(b & 1, 0);
   }
 }
 

@@ -49,18 +49,32 @@ inline void ExpectSameAttribute(const Attribute& a, const Attribute& b, const st
       EXPECT_EQ(x, y) << ctx;
       break;
     }
-    case Attribute::Kind::kInt: EXPECT_EQ(a.i, b.i) << ctx; break;
-    case Attribute::Kind::kString: EXPECT_EQ(a.s, b.s) << ctx; break;
-    case Attribute::Kind::kTensor: EXPECT_TRUE(SameTensor(a.t, b.t)) << ctx; break;
-    case Attribute::Kind::kFloats: EXPECT_EQ(a.floats, b.floats) << ctx; break;
-    case Attribute::Kind::kInts: EXPECT_EQ(a.ints, b.ints) << ctx; break;
-    case Attribute::Kind::kStrings: EXPECT_EQ(a.strings, b.strings) << ctx; break;
+    case Attribute::Kind::kInt:
+      EXPECT_EQ(a.i, b.i) << ctx;
+      break;
+    case Attribute::Kind::kString:
+      EXPECT_EQ(a.s, b.s) << ctx;
+      break;
+    case Attribute::Kind::kTensor:
+      EXPECT_TRUE(SameTensor(a.t, b.t)) << ctx;
+      break;
+    case Attribute::Kind::kFloats:
+      EXPECT_EQ(a.floats, b.floats) << ctx;
+      break;
+    case Attribute::Kind::kInts:
+      EXPECT_EQ(a.ints, b.ints) << ctx;
+      break;
+    case Attribute::Kind::kStrings:
+      EXPECT_EQ(a.strings, b.strings) << ctx;
+      break;
     case Attribute::Kind::kTensors:
       ASSERT_EQ(a.tensors.size(), b.tensors.size()) << ctx;
       for (size_t i = 0; i < a.tensors.size(); ++i) EXPECT_TRUE(SameTensor(a.tensors[i], b.tensors[i])) << ctx;
       break;
     case Attribute::Kind::kGraph:
-    case Attribute::Kind::kOther: EXPECT_EQ(a.opaque, b.opaque) << ctx; break;
+    case Attribute::Kind::kOther:
+      EXPECT_EQ(a.opaque, b.opaque) << ctx;
+      break;
   }
 }
 
@@ -68,7 +82,8 @@ inline void ExpectSameAttribute(const Attribute& a, const Attribute& b, const st
 inline std::string ShapeKey(const Shape& s) {
   if (!s.known_rank()) return "<unknown rank>";
   std::string k = "[";
-  for (const Dim& d : s.dims()) k += d.is_static() ? std::to_string(d.value) + "," : d.symbol.empty() ? "?," : "'" + d.symbol + "',";
+  for (const Dim& d : s.dims())
+    k += d.is_static() ? std::to_string(d.value) + "," : d.symbol.empty() ? "?," : "'" + d.symbol + "',";
   return k + "]";
 }
 

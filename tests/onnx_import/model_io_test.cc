@@ -1,5 +1,7 @@
 // ModelProto <-> Graph: code-built graphs and every backend-test model survive export and re-import unchanged;
 // malformed and hostile files fail with one-line ot::Error messages naming the file and the culprit.
+#include "onnx_import/model_io.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <fstream>
 #include <random>
 
-#include "onnx_import/model_io.h"
 #include "tests/onnx_import/import_test_util.h"
 
 namespace ot {
@@ -25,7 +26,8 @@ void ExpectError(F&& f, const std::vector<std::string>& pieces, bool unsupported
     ADD_FAILURE() << "no error thrown; expected one containing '" << pieces.at(0) << "'";
   } catch (const UnsupportedError& e) {
     EXPECT_TRUE(unsupported) << "unexpected UnsupportedError: " << e.what();
-    for (const auto& p : pieces) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
+    for (const auto& p : pieces)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
   } catch (const Error& e) {
     EXPECT_FALSE(unsupported) << "expected UnsupportedError, got: " << e.what();
     std::string m = e.what();
@@ -188,7 +190,7 @@ std::unique_ptr<Graph> Parse(const onnx::ModelProto& m, const std::string& base_
 TEST(ModelIo, AiOnnxDomainAndUnsortedNodesAndGeneratedNames) {
   onnx::ModelProto m = BaseModel();
   m.mutable_opset_import(0)->set_domain("ai.onnx");
-  AddNode(m, "Neg", {"t"}, {"y"});              // uses t before its producer is listed
+  AddNode(m, "Neg", {"t"}, {"y"});  // uses t before its producer is listed
   AddNode(m, "Relu", {"x"}, {"t"})->set_domain("ai.onnx");
   auto g = Parse(m);
   EXPECT_EQ(g->OpsetOf(""), 13);
@@ -353,7 +355,13 @@ TEST(ModelIoErrors, NegativeAndAbsurdDims) {
   // A graph input with a negative dimension.
   onnx::ModelProto m2 = BaseModel();
   AddNode(m2, "Neg", {"x"}, {"y"});
-  m2.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(-3);
+  m2.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_value(-3);
   ExpectError([&] { Parse(m2); }, {"bad.onnx", "graph input 'x'", "negative dimension"});
 }
 

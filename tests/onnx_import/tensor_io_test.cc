@@ -1,5 +1,7 @@
 // Tensor files: TensorProto .pb (backend test data), .npy and .npz (stored, deflated, data descriptors, ZIP64),
 // round trips for every dtype and malformed input.
+#include "onnx_import/tensor_io.h"
+
 #include <zlib.h>
 
 #include <cstdio>
@@ -8,7 +10,6 @@
 #include <fstream>
 #include <random>
 
-#include "onnx_import/tensor_io.h"
 #include "tests/onnx_import/import_test_util.h"
 
 namespace ot {
@@ -50,9 +51,9 @@ std::string ErrorOf(F&& f) {
   return "<no error>";
 }
 
-#define EXPECT_ERROR_HAS(stmt, piece)                                           \
-  do {                                                                          \
-    std::string _m = ErrorOf([&] { stmt; });                                    \
+#define EXPECT_ERROR_HAS(stmt, piece)                                                   \
+  do {                                                                                  \
+    std::string _m = ErrorOf([&] { stmt; });                                            \
     EXPECT_NE(_m.find(piece), std::string::npos) << _m << "  [lacks: " << piece << "]"; \
   } while (0)
 
@@ -177,7 +178,8 @@ TEST(Npy, VersionsOrdersAndErrors) {
   float v[2] = {1.5f, -2.0f};
   std::memcpy(data.data(), v, 8);
   for (int major : {1, 2, 3}) {
-    Tensor t = ParseNpy(NpyWithHeader(major, "{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(2L,)}", data), "v.npy");
+    Tensor t =
+        ParseNpy(NpyWithHeader(major, "{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(2L,)}", data), "v.npy");
     EXPECT_EQ(t.dims(), (std::vector<int64_t>{2}));
     EXPECT_EQ(t.data<float>()[1], -2.0f);
   }
@@ -186,18 +188,27 @@ TEST(Npy, VersionsOrdersAndErrors) {
   for (int i = 0; i < 2; ++i) std::reverse(be.begin() + 4 * i, be.begin() + 4 * i + 4);
   Tensor t = ParseNpy(NpyWithHeader(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", be), "be.npy");
   EXPECT_EQ(t.data<float>()[0], 1.5f);
-  EXPECT_ERROR_HAS(ParseNpy(NpyWithHeader(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", data), "f.npy"),
-                   "f.npy: .npy arrays in Fortran order");
-  EXPECT_ERROR_HAS(ParseNpy(NpyWithHeader(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", data), "s.npy"),
-                   "s.npy: .npy declares [3] <f4 = 12 bytes but holds 8");
-  EXPECT_ERROR_HAS(ParseNpy(NpyWithHeader(1, "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", data), "c.npy"),
-                   "dtype '<c8' is not supported");
-  EXPECT_ERROR_HAS(ParseNpy(NpyWithHeader(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", data), "n.npy"),
-                   "n.npy: not a valid .npy file");
-  EXPECT_ERROR_HAS(ParseNpy(NpyWithHeader(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }", data), "big.npy"),
-                   "big.npy");
+  EXPECT_ERROR_HAS(
+      ParseNpy(NpyWithHeader(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", data), "f.npy"),
+      "f.npy: .npy arrays in Fortran order");
+  EXPECT_ERROR_HAS(
+      ParseNpy(NpyWithHeader(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", data), "s.npy"),
+      "s.npy: .npy declares [3] <f4 = 12 bytes but holds 8");
+  EXPECT_ERROR_HAS(
+      ParseNpy(NpyWithHeader(1, "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", data), "c.npy"),
+      "dtype '<c8' is not supported");
+  EXPECT_ERROR_HAS(
+      ParseNpy(NpyWithHeader(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", data), "n.npy"),
+      "n.npy: not a valid .npy file");
+  EXPECT_ERROR_HAS(
+      ParseNpy(
+          NpyWithHeader(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }",
+                        data),
+          "big.npy"),
+      "big.npy");
   EXPECT_ERROR_HAS(ParseNpy(NpyWithHeader(4, "{}", ""), "v4.npy"), "unsupported .npy version 4");
-  EXPECT_ERROR_HAS(ParseNpy(std::string("\x93NUMPY\x01\x00\xff\xff{", 11), "short.npy"), "short.npy: truncated .npy header");
+  EXPECT_ERROR_HAS(ParseNpy(std::string("\x93NUMPY\x01\x00\xff\xff{", 11), "short.npy"),
+                   "short.npy: truncated .npy header");
   EXPECT_ERROR_HAS(ParseNpy("hello world", "x.npy"), "x.npy: not a .npy file");
   EXPECT_ERROR_HAS(ReadNpy("/nonexistent.npy"), "/nonexistent.npy: cannot open");
 }
@@ -274,8 +285,10 @@ TEST(Npz, Zip64EndRecordsForManyMembers) {
   EXPECT_EQ(r[69999].name, "a69999");
   EXPECT_EQ(r[69999].tensor.GetInt64(0), 69999);
   if (std::system("python3 -c 'import zipfile' >/dev/null 2>&1") == 0) {
-    std::string cmd = "python3 -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1]); n=z.namelist(); "
-                      "assert len(n)==70000 and n[-1]=='a69999.npy', len(n)\" " + (dir / "many.npz");
+    std::string cmd =
+        "python3 -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1]); n=z.namelist(); "
+        "assert len(n)==70000 and n[-1]=='a69999.npy', len(n)\" " +
+        (dir / "many.npz");
     EXPECT_EQ(std::system(cmd.c_str()), 0);
   }
 }
@@ -289,9 +302,18 @@ struct ZipMember {
   bool zip64 = false;       // 0xFFFFFFFF sizes in the central directory with a ZIP64 extra field
 };
 
-void P16(std::string& s, uint32_t v) { s += char(v & 0xff); s += char((v >> 8) & 0xff); }
-void P32(std::string& s, uint32_t v) { P16(s, v & 0xffff); P16(s, v >> 16); }
-void P64(std::string& s, uint64_t v) { P32(s, uint32_t(v)); P32(s, uint32_t(v >> 32)); }
+void P16(std::string& s, uint32_t v) {
+  s += char(v & 0xff);
+  s += char((v >> 8) & 0xff);
+}
+void P32(std::string& s, uint32_t v) {
+  P16(s, v & 0xffff);
+  P16(s, v >> 16);
+}
+void P64(std::string& s, uint64_t v) {
+  P32(s, uint32_t(v));
+  P32(s, uint32_t(v >> 32));
+}
 
 std::string ZlibRawDeflate(const std::string& in) {
   z_stream zs{};

@@ -3,13 +3,14 @@
 // byte-identical); malformed bindings are errors naming the binding and the name. AttachStepGraph /
 // CombinedStepGraph: a step graph exported as a standard training model and made runnable again, its update
 // computed on the executor against a double reference.
+#include "onnx_import/training_info.h"
+
 #include <google/protobuf/util/message_differencer.h>
 
 #include <cmath>
 
 #include "executor/executor.h"
 #include "onnx_import/model_io.h"
-#include "onnx_import/training_info.h"
 #include "tests/onnx_import/import_test_util.h"
 #include "tests/test_util.h"
 

@@ -152,8 +152,8 @@ struct Shape_ {
 };
 inline Shape_ Snapshot(const Graph& g) {
   const Node* u = UpdateNode(g);
-  return {g.values().size(), g.nodes().size(), g.update_bindings.size(), g.outputs.size(),
-          u ? u->inputs.size() : 0, u ? u->outputs.size() : 0};
+  return {g.values().size(), g.nodes().size(),         g.update_bindings.size(),
+          g.outputs.size(),  u ? u->inputs.size() : 0, u ? u->outputs.size() : 0};
 }
 
 // Every output of `n` records n as producer at its index (what inserting outputs must keep).

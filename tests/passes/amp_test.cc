@@ -1,5 +1,7 @@
 // amp pass: the colouring rules (golden graphs, each with a negative twin), the Casts it inserts, and a
 // differential test of the MLP step graph in fp32 and in bf16/fp16.
+#include "passes/amp.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -9,7 +11,6 @@
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
-#include "passes/amp.h"
 #include "passes/step_graph.h"
 #include "tests/test_util.h"
 
@@ -196,8 +197,10 @@ TEST(AmpPass, KeepFp32Overrides) {
     g->outputs.push_back(Emit(*g, "MatMul", {r, w2}, "mm2"));
     InferShapes(*g, true);
     AmpOptions o = Bf16();
-    if (by_node) o.keep_fp32_nodes = {"relu"};
-    else o.keep_fp32_ops = {"Relu"};
+    if (by_node)
+      o.keep_fp32_nodes = {"relu"};
+    else
+      o.keep_fp32_ops = {"Relu"};
     AmpPass(o).Run(*g);
     EXPECT_EQ(OutType(*g, "relu"), DataType::kFloat32);
     EXPECT_EQ(OutType(*g, "mm1"), DataType::kBFloat16);
@@ -257,7 +260,8 @@ TEST(AmpPass, BatchNormKeepsStatisticsFp32) {
   Value* w = g->AddInitializer("w", RandomTensor(DataType::kFloat32, {4, 3, 3, 3}));
   Value* w2 = g->AddInitializer("w2", RandomTensor(DataType::kFloat32, {4, 4, 3, 3}));
   std::vector<Value*> bn_in = {Emit(*g, "Conv", {x, w}, "conv1")};
-  for (const char* n : {"scale", "bias", "mean", "var"}) bn_in.push_back(g->AddInitializer(n, RandomTensor(DataType::kFloat32, {4}, 0.5, 1)));
+  for (const char* n : {"scale", "bias", "mean", "var"})
+    bn_in.push_back(g->AddInitializer(n, RandomTensor(DataType::kFloat32, {4}, 0.5, 1)));
   Value* y = Emit(*g, "BatchNormalization", bn_in, "bn");
   g->outputs.push_back(Emit(*g, "Conv", {Emit(*g, "Relu", {y}, "relu"), w2}, "conv2"));
   InferShapes(*g, true);
@@ -268,8 +272,8 @@ TEST(AmpPass, BatchNormKeepsStatisticsFp32) {
   EXPECT_EQ(OutType(*g, "relu"), DataType::kBFloat16);
 }
 
-// The MLP's step graph: the forward and backward GEMMs (MatMulBias after pattern fusion) and ReLU's gradient are half; the loss, its gradient and
-// the optimizer fp32; the update bindings keep float32 targets.
+// The MLP's step graph: the forward and backward GEMMs (MatMulBias after pattern fusion) and ReLU's gradient are half;
+// the loss, its gradient and the optimizer fp32; the update bindings keep float32 targets.
 std::unique_ptr<Graph> MlpModel() {
   auto g = NewGraph();
   Value* x = Input(*g, "x", {16, 12});

@@ -1,6 +1,8 @@
 // GradientCheck.<Op>: the autodiff pass's gradients against central finite differences in float64, on fresh
 // random inputs. Each check builds  loss = ReduceSum(op(params...) * R)  with a random R (so every output
 // element matters), differentiates it, and compares every gradient element.
+#include "passes/autodiff.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 
 #include "executor/executor.h"
 #include "graph/error.h"
-#include "passes/autodiff.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
 
@@ -61,8 +62,10 @@ TEST(GradientCheck, Gemm) {
       std::vector<int64_t> b = tb ? std::vector<int64_t>{2, 4} : std::vector<int64_t>{4, 2};
       CheckGradients({a, b, {2}}, {3, 2}, [=](Graph& g, const std::vector<Value*>& p) {
         return Emit(g, "Gemm", {p[0], p[1], p[2]},
-                    {{"transA", Attribute::Int(ta)}, {"transB", Attribute::Int(tb)},
-                     {"alpha", Attribute::Float(0.5f)}, {"beta", Attribute::Float(2.0f)}});
+                    {{"transA", Attribute::Int(ta)},
+                     {"transB", Attribute::Int(tb)},
+                     {"alpha", Attribute::Float(0.5f)},
+                     {"beta", Attribute::Float(2.0f)}});
       });
     }
 }
@@ -89,29 +92,41 @@ TEST(GradientCheck, Flatten) {
 
 // Squeeze with axes as an input (opset 13) and as an attribute (opset 11).
 TEST(GradientCheck, Squeeze) {
-  CheckGradients({{2, 1, 3, 1}}, {2, 3, 1}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "Squeeze", {p[0], g.AddInitializer("axes", Tensor::FromInt64({1}, {1}))});
-  }, 13, -1, 1, {{3, 1, 2, 1}});
-  CheckGradients({{2, 1, 3, 1}}, {2, 3}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "Squeeze", {p[0]}, {{"axes", Attribute::Ints({1, -1})}});
-  }, 11);
+  CheckGradients({{2, 1, 3, 1}}, {2, 3, 1},
+                 [](Graph& g, const std::vector<Value*>& p) {
+                   return Emit(g, "Squeeze", {p[0], g.AddInitializer("axes", Tensor::FromInt64({1}, {1}))});
+                 },
+                 13, -1, 1, {{3, 1, 2, 1}});
+  CheckGradients(
+      {{2, 1, 3, 1}}, {2, 3},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "Squeeze", {p[0]}, {{"axes", Attribute::Ints({1, -1})}});
+      },
+      11);
 }
 
 // Unsqueeze with axes as an input (opset 13, a negative axis among them) and as an attribute (opset 11).
 TEST(GradientCheck, Unsqueeze) {
-  CheckGradients({{2, 3}}, {2, 1, 3, 1}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "Unsqueeze", {p[0], g.AddInitializer("axes", Tensor::FromInt64({1, -1}, {2}))});
-  }, 13);
-  CheckGradients({{2, 3}}, {1, 2, 3}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "Unsqueeze", {p[0]}, {{"axes", Attribute::Ints({0})}});
-  }, 11);
+  CheckGradients(
+      {{2, 3}}, {2, 1, 3, 1},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "Unsqueeze", {p[0], g.AddInitializer("axes", Tensor::FromInt64({1, -1}, {2}))});
+      },
+      13);
+  CheckGradients(
+      {{2, 3}}, {1, 2, 3},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "Unsqueeze", {p[0]}, {{"axes", Attribute::Ints({0})}});
+      },
+      11);
 }
 
 TEST(GradientCheck, ReduceSumKeepAndDrop) {
   for (int keep = 0; keep < 2; ++keep)
     CheckGradients({{2, 3, 4}}, keep ? std::vector<int64_t>{2, 1, 4} : std::vector<int64_t>{2, 4},
                    [keep](Graph& g, const std::vector<Value*>& p) {
-                     return Emit(g, "ReduceSum", {p[0], g.AddInitializer(g.UniqueName("axes"), Tensor::FromInt64({-2}, {1}))},
+                     return Emit(g, "ReduceSum",
+                                 {p[0], g.AddInitializer(g.UniqueName("axes"), Tensor::FromInt64({-2}, {1}))},
                                  {{"keepdims", Attribute::Int(keep)}});
                    });
 }
@@ -182,8 +197,8 @@ void CheckReshapedSquareGradient(bool target_from_shape_chain) {
     Tensor zero(DataType::kInt64, {});
     Value* b = Emit(g, "Gather", {Emit(g, "Shape", {h}), g.AddInitializer("k_i", zero)});
     Value* b1 = Emit(g, "Unsqueeze", {b, g.AddInitializer("k_a", Tensor::FromInt64({0}, {1}))});
-    target = Emit(g, "Concat", {b1, g.AddInitializer("k_t", Tensor::FromInt64({2, 4}, {2}))},
-                  {{"axis", Attribute::Int(0)}});
+    target =
+        Emit(g, "Concat", {b1, g.AddInitializer("k_t", Tensor::FromInt64({2, 4}, {2}))}, {{"axis", Attribute::Int(0)}});
   } else {
     target = g.AddValue("t");
     target->dtype = DataType::kInt64;
@@ -230,7 +245,8 @@ TEST(Autodiff, EqualNamedShapesNeedNoReduceToShape) { CheckReshapedSquareGradien
 TEST(Autodiff, NoReduceToShapeElidedWhenTheTargetIsUnknown) { CheckReshapedSquareGradient(false); }
 
 TEST(Autodiff, FrozenParametersGetNoGradient) {
-  std::vector<Tensor> params = {test::RandomTensor(DataType::kFloat64, {3}), test::RandomTensor(DataType::kFloat64, {3})};
+  std::vector<Tensor> params = {test::RandomTensor(DataType::kFloat64, {3}),
+                                test::RandomTensor(DataType::kFloat64, {3})};
   auto g = Build(params, Binary("Mul"), test::RandomTensor(DataType::kFloat64, {3}), 17);
   AutodiffPass pass({"loss", "^(p1|r)$"});
   pass.Run(*g);

@@ -1,9 +1,10 @@
 // Cluster fusion (passes/cluster_fusion.h) on a fake sizer (tests/passes/fake_sizer.h): which edges it contracts and
 // which it refuses, with the reason, for the facts it is given. The fused kernels' numbers are tested against the
 // unfused ops in tests/executor/cluster_fusion_test.cc.
+#include "passes/cluster_fusion.h"
+
 #include <gtest/gtest.h>
 
-#include "passes/cluster_fusion.h"
 #include "tests/passes/fake_sizer.h"
 
 namespace ot {
@@ -88,8 +89,7 @@ TEST(ClusterFusionPass, LiteKeepsOneOutputFullTakesMore) {
   auto lite = build();
   FusionReport r = Fuse(*lite);
   EXPECT_EQ(Count(*lite, "FusedElementwise"), 0);
-  EXPECT_NE(test::Refusals(r).find("lite: 2 values would leave the cluster"), std::string::npos)
-      << test::Refusals(r);
+  EXPECT_NE(test::Refusals(r).find("lite: 2 values would leave the cluster"), std::string::npos) << test::Refusals(r);
   auto full = build();
   FuseOptions o;
   o.mode = FuseMode::kFull;

@@ -1,18 +1,18 @@
 // GradientCheck.<Op> for Conv and pooling (graph/grad/conv_grad.cc): the autodiff pass's gradients against
 // central finite differences in float64 (the harness of autodiff_test.cc), and the float32 oneDNN convolution
 // backward against the float64 loops.
+#include "cpu_ops/conv_grad.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
-
 #include <thread>
 
-#include "cpu_ops/conv_grad.h"
 #include "executor/executor.h"
 #include "executor/kernel_registry.h"
-#include "graph/graph.h"
 #include "graph/error.h"
+#include "graph/graph.h"
 #include "passes/autodiff.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
@@ -43,7 +43,8 @@ TEST(GradientCheck, Conv) { CheckGradients({{2, 3, 5, 5}, {4, 3, 3, 3}, {4}}, {2
 TEST(GradientCheck, ConvStridesPadsDilations) {
   // H: (6 + 1 + 2 - 5) / 2 + 1 = 3;  W: (7 + 0 + 1 - 2) / 1 + 1 = 7
   CheckGradients({{1, 2, 6, 7}, {3, 2, 3, 2}, {3}}, {1, 3, 3, 7},
-                 ConvOp({{"strides", Attribute::Ints({2, 1})}, {"pads", Attribute::Ints({1, 0, 2, 1})},
+                 ConvOp({{"strides", Attribute::Ints({2, 1})},
+                         {"pads", Attribute::Ints({1, 0, 2, 1})},
                          {"dilations", Attribute::Ints({2, 1})}}));
 }
 
@@ -60,9 +61,7 @@ TEST(GradientCheck, Conv1D) {
   CheckGradients({{2, 2, 9}, {3, 2, 3}, {3}}, {2, 3, 4}, ConvOp({{"strides", Attribute::Ints({2})}}));
 }
 
-TEST(GradientCheck, Conv3D) {
-  CheckGradients({{1, 2, 4, 3, 4}, {2, 2, 2, 2, 2}, {2}}, {1, 2, 3, 2, 3}, ConvOp({}));
-}
+TEST(GradientCheck, Conv3D) { CheckGradients({{1, 2, 4, 3, 4}, {2, 2, 2, 2, 2}, {2}}, {1, 2, 3, 2, 3}, ConvOp({})); }
 
 TEST(GradientCheck, ConvAutoPadSameUpper) {
   CheckGradients({{1, 2, 5, 5}, {2, 2, 2, 3}, {2}}, {1, 2, 3, 3},
@@ -71,14 +70,16 @@ TEST(GradientCheck, ConvAutoPadSameUpper) {
 
 TEST(GradientCheck, MaxPool) {
   CheckGradients({{2, 2, 5, 5}}, {2, 2, 3, 3},
-                 Unary("MaxPool", {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})},
+                 Unary("MaxPool", {{"kernel_shape", Attribute::Ints({3, 3})},
+                                   {"strides", Attribute::Ints({2, 2})},
                                    {"pads", Attribute::Ints({1, 1, 1, 1})}}));
 }
 
 TEST(GradientCheck, MaxPoolOverlappingCeilMode) {
   // (6 - 2) / 1 + 1 = 5 rows; ceil((6 - 3) / 2) + 1 = 3 cols
   CheckGradients({{1, 2, 6, 6}}, {1, 2, 5, 3},
-                 Unary("MaxPool", {{"kernel_shape", Attribute::Ints({2, 3})}, {"strides", Attribute::Ints({1, 2})},
+                 Unary("MaxPool", {{"kernel_shape", Attribute::Ints({2, 3})},
+                                   {"strides", Attribute::Ints({1, 2})},
                                    {"ceil_mode", Attribute::Int(1)}}));
 }
 
@@ -99,8 +100,10 @@ TEST(GradientCheck, AveragePool) {
 TEST(GradientCheck, AveragePoolCeilModeDilations) {
   // rows: ceil((7 - 3) / 2) + 1 = 3 (dilation 2 → extent 3); cols: ceil((6 + 1 - 2) / 2) + 1 = 4
   CheckGradients({{1, 2, 7, 6}}, {1, 2, 3, 4},
-                 Unary("AveragePool", {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})},
-                                       {"dilations", Attribute::Ints({2, 1})}, {"pads", Attribute::Ints({0, 1, 0, 0})},
+                 Unary("AveragePool", {{"kernel_shape", Attribute::Ints({2, 2})},
+                                       {"strides", Attribute::Ints({2, 2})},
+                                       {"dilations", Attribute::Ints({2, 1})},
+                                       {"pads", Attribute::Ints({0, 1, 0, 0})},
                                        {"ceil_mode", Attribute::Int(1)}}),
                  19);
 }
@@ -126,7 +129,8 @@ std::vector<Tensor> ConvGrads(DataType t, const std::vector<Tensor>& params64, c
   return outs;
 }
 
-void CompareFloat32(const std::vector<std::vector<int64_t>>& dims, const std::vector<int64_t>& out, const Attrs& attrs) {
+void CompareFloat32(const std::vector<std::vector<int64_t>>& dims, const std::vector<int64_t>& out,
+                    const Attrs& attrs) {
   std::vector<Tensor> params;
   for (const auto& d : dims) params.push_back(test::RandomTensor(DataType::kFloat64, d));
   Tensor r = test::RandomTensor(DataType::kFloat64, out);
@@ -146,8 +150,10 @@ void CompareFloat32(const std::vector<std::vector<int64_t>>& dims, const std::ve
 TEST(ConvGradFloat32, MatchesFloat64) {
   CompareFloat32({{2, 3, 9, 8}, {8, 3, 3, 3}, {8}}, {2, 8, 7, 6}, {});
   CompareFloat32({{2, 4, 9, 8}, {6, 2, 3, 2}}, {2, 6, 5, 7},
-                 {{"group", Attribute::Int(2)}, {"strides", Attribute::Ints({2, 1})},
-                  {"pads", Attribute::Ints({1, 0, 2, 1})}, {"dilations", Attribute::Ints({1, 2})}});
+                 {{"group", Attribute::Int(2)},
+                  {"strides", Attribute::Ints({2, 1})},
+                  {"pads", Attribute::Ints({1, 0, 2, 1})},
+                  {"dilations", Attribute::Ints({1, 2})}});
   CompareFloat32({{2, 3, 10}, {4, 3, 3}, {4}}, {2, 4, 4}, {{"strides", Attribute::Ints({2})}});
   CompareFloat32({{1, 2, 5, 4, 4}, {3, 2, 2, 2, 2}}, {1, 3, 2, 4, 4},
                  {{"pads", Attribute::Ints({0, 1, 0, 0, 0, 1})}, {"strides", Attribute::Ints({2, 1, 1})}});
@@ -173,13 +179,23 @@ TEST(ConvGrad, Float32KernelRunsOnAnotherThread) {
   Tensor dy = test::RandomTensor(DataType::kFloat32, yd), w = test::RandomTensor(DataType::kFloat32, wd),
          x = test::RandomTensor(DataType::kFloat32, xd);
   cpu::ConvSpec spec;
-  spec.n = 2; spec.c_in = 4; spec.c_out = 6; spec.group = 2;
-  spec.in_spatial = {7, 6}; spec.out_spatial = {4, 3}; spec.kernel = {3, 3};
-  spec.strides = {2, 2}; spec.dilations = {1, 1}; spec.pad_begin = {1, 1}; spec.pad_end = {1, 1};
+  spec.n = 2;
+  spec.c_in = 4;
+  spec.c_out = 6;
+  spec.group = 2;
+  spec.in_spatial = {7, 6};
+  spec.out_spatial = {4, 3};
+  spec.kernel = {3, 3};
+  spec.strides = {2, 2};
+  spec.dilations = {1, 1};
+  spec.pad_begin = {1, 1};
+  spec.pad_end = {1, 1};
   for (int weights = 0; weights < 2; ++weights) {
     n->op_type = weights ? "ConvGradWeight" : "ConvGradData";
-    KernelContext ctx{*n, {desc(yd), desc(weights ? xd : wd), TensorDesc{DataType::kInt64, {4}, true}},
-                      {nullptr, nullptr, nullptr}, {desc(weights ? wd : xd)}};
+    KernelContext ctx{*n,
+                      {desc(yd), desc(weights ? xd : wd), TensorDesc{DataType::kInt64, {4}, true}},
+                      {nullptr, nullptr, nullptr},
+                      {desc(weights ? wd : xd)}};
     const KernelFactory* f = KernelRegistry::Cpu().Find(kInternalDomain, n->op_type);
     ASSERT_NE(f, nullptr);
     KernelInfo k = (*f)(ctx);

@@ -68,10 +68,13 @@ TEST(GradientCheck, Slice) {
 }
 
 TEST(GradientCheck, SliceOpset9Attributes) {
-  CheckGradients({{3, 4}}, {3, 2}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "Slice", {p[0]}, {{"starts", Attribute::Ints({1})}, {"ends", Attribute::Ints({3})},
-                                     {"axes", Attribute::Ints({1})}});
-  }, 9);
+  CheckGradients(
+      {{3, 4}}, {3, 2},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "Slice", {p[0]},
+                    {{"starts", Attribute::Ints({1})}, {"ends", Attribute::Ints({3})}, {"axes", Attribute::Ints({1})}});
+      },
+      9);
 }
 
 TEST(GradientCheck, PadConstant) {
@@ -86,12 +89,18 @@ TEST(GradientCheck, PadNegativeAxesAndAttribute) {
   CheckGradients({{4, 5}}, {5, 3}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "Pad", {p[0], Ints(g, {2, -1, -1, -1})});
   });
-  CheckGradients({{2, 3, 4}}, {2, 4, 6}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "Pad", {p[0], Ints(g, {0, 1, 1, 1}), nullptr, Ints(g, {1, -1})});
-  }, 18);
-  CheckGradients({{2, 3}}, {3, 2}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "Pad", {p[0]}, {{"pads", Attribute::Ints({1, -1, 0, 0})}});
-  }, 9);
+  CheckGradients(
+      {{2, 3, 4}}, {2, 4, 6},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "Pad", {p[0], Ints(g, {0, 1, 1, 1}), nullptr, Ints(g, {1, -1})});
+      },
+      18);
+  CheckGradients(
+      {{2, 3}}, {3, 2},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "Pad", {p[0]}, {{"pads", Attribute::Ints({1, -1, 0, 0})}});
+      },
+      9);
 }
 
 TEST(GradientCheck, Expand) {
@@ -134,13 +143,17 @@ TEST(GradientCheck, DropoutTrainingThroughMask) {
 
 TEST(GradientCheck, DropoutTrainingWithoutMaskFails) {
   std::vector<Tensor> params = {test::RandomTensor(DataType::kFloat64, {3})};
-  auto g = Build(params, [](Graph& g, const std::vector<Value*>& p) {
-    Tensor t(DataType::kBool, {});
-    t.SetDouble(0, 1);
-    Tensor ratio(DataType::kFloat64, {});
-    ratio.SetDouble(0, 0.5);
-    return Emit(g, "Dropout", {p[0], g.AddInitializer("ratio", std::move(ratio)), g.AddInitializer("train", std::move(t))});
-  }, test::RandomTensor(DataType::kFloat64, {3}), 17);
+  auto g = Build(
+      params,
+      [](Graph& g, const std::vector<Value*>& p) {
+        Tensor t(DataType::kBool, {});
+        t.SetDouble(0, 1);
+        Tensor ratio(DataType::kFloat64, {});
+        ratio.SetDouble(0, 0.5);
+        return Emit(g, "Dropout",
+                    {p[0], g.AddInitializer("ratio", std::move(ratio)), g.AddInitializer("train", std::move(t))});
+      },
+      test::RandomTensor(DataType::kFloat64, {3}), 17);
   AutodiffPass pass({"loss", "^r$"});
   EXPECT_THROW(pass.Run(*g), Error);
 }
@@ -161,10 +174,13 @@ TEST(GradientCheck, Cast) {
 // Through float32 and back: dX = float64(float32(dY)) (= R rounded to float32).
 TEST(GradientCheck, CastThroughFloat32) {
   Tensor r = test::RandomTensor(DataType::kFloat64, {4});
-  auto g = Build({test::RandomTensor(DataType::kFloat64, {4})}, [](Graph& g, const std::vector<Value*>& p) {
-    Value* f = Emit(g, "Cast", {p[0]}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kFloat32))}});
-    return Emit(g, "Cast", {f}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kFloat64))}});
-  }, r, 17);
+  auto g = Build(
+      {test::RandomTensor(DataType::kFloat64, {4})},
+      [](Graph& g, const std::vector<Value*>& p) {
+        Value* f = Emit(g, "Cast", {p[0]}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kFloat32))}});
+        return Emit(g, "Cast", {f}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kFloat64))}});
+      },
+      r, 17);
   AutodiffPass pass({"loss", "^r$"});
   ASSERT_TRUE(pass.Run(*g));
   Executor ex(*g);

@@ -2,6 +2,8 @@
 // MatMulBias's trans_b), Transpose chains compose, a transposed product swaps its operands. Structural tests with
 // negative twins, differential tests of forward + autodiff's backward before and after the pass (float32 and
 // float64, fresh random inputs), and the MatMulTrans kernel against a float64 reference in every float type.
+#include "passes/fold_transpose.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,7 +17,6 @@
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "passes/autodiff.h"
-#include "passes/fold_transpose.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
 
@@ -59,16 +60,24 @@ struct Body {
 std::vector<Body> Bodies() {
   std::vector<Body> b;
   // A Linear layer as PyTorch exports it: the weight [N, K] read through Transpose.
-  b.push_back({"linear, rank 3 (MatMulBias)", {{2, 3, 6}, {5, 6}, {5}}, {2, 3, 5},
+  b.push_back({"linear, rank 3 (MatMulBias)",
+               {{2, 3, 6}, {5, 6}, {5}},
+               {2, 3, 5},
                [](Graph& g, const std::vector<Value*>& p) {
                  return Internal(g, "MatMulBias", {p[0], Transpose(g, p[1], {1, 0}), p[2]}, {});
                },
                0});
-  b.push_back({"linear, 2-D MatMul", {{4, 6}, {5, 6}}, {4, 5},
-               [](Graph& g, const std::vector<Value*>& p) { return Emit(g, "MatMul", {p[0], Transpose(g, p[1], {1, 0})}); },
+  b.push_back({"linear, 2-D MatMul",
+               {{4, 6}, {5, 6}},
+               {4, 5},
+               [](Graph& g, const std::vector<Value*>& p) {
+                 return Emit(g, "MatMul", {p[0], Transpose(g, p[1], {1, 0})});
+               },
                0});
   // Attention: S = Q K^T, P = softmax(S), O = P V; autodiff adds P^T, the swaps of Q, K and V and their chains.
-  b.push_back({"attention", {{2, 3, 4, 8}, {2, 3, 4, 8}, {2, 3, 4, 8}}, {2, 3, 4, 8},
+  b.push_back({"attention",
+               {{2, 3, 4, 8}, {2, 3, 4, 8}, {2, 3, 4, 8}},
+               {2, 3, 4, 8},
                [](Graph& g, const std::vector<Value*>& p) {
                  Value* s = Emit(g, "MatMul", {p[0], Transpose(g, p[1], {0, 1, 3, 2})});
                  Value* pr = Emit(g, "Softmax", {s}, {{"axis", Attribute::Int(-1)}});
@@ -77,15 +86,25 @@ std::vector<Body> Bodies() {
                0});
   // B broadcast over A's leading batch dim: its gradient is reduced over that dim by a ReduceToShape, which reads
   // the transposed B for its shape (so that Transpose stays), and transposed back after the reduction.
-  b.push_back({"broadcast batch", {{2, 3, 4, 5}, {3, 6, 5}}, {2, 3, 4, 6},
-               [](Graph& g, const std::vector<Value*>& p) { return Emit(g, "MatMul", {p[0], Transpose(g, p[1], {0, 2, 1})}); },
+  b.push_back({"broadcast batch",
+               {{2, 3, 4, 5}, {3, 6, 5}},
+               {2, 3, 4, 6},
+               [](Graph& g, const std::vector<Value*>& p) {
+                 return Emit(g, "MatMul", {p[0], Transpose(g, p[1], {0, 2, 1})});
+               },
                2});
   // A transposed A with a shared 2-D B (MatMulTrans cannot fold the batch into M).
-  b.push_back({"transposed A, shared B", {{2, 6, 4}, {6, 5}}, {2, 4, 5},
-               [](Graph& g, const std::vector<Value*>& p) { return Emit(g, "MatMul", {Transpose(g, p[0], {0, 2, 1}), p[1]}); },
+  b.push_back({"transposed A, shared B",
+               {{2, 6, 4}, {6, 5}},
+               {2, 4, 5},
+               [](Graph& g, const std::vector<Value*>& p) {
+                 return Emit(g, "MatMul", {Transpose(g, p[0], {0, 2, 1}), p[1]});
+               },
                0});
   // A head split: the (0, 2, 1, 3) Transpose moves a leading axis and stays; the swap behind it folds.
-  b.push_back({"head split", {{2, 4, 3, 5}, {2, 3, 6, 5}}, {2, 3, 4, 6},
+  b.push_back({"head split",
+               {{2, 4, 3, 5}, {2, 3, 6, 5}},
+               {2, 3, 4, 6},
                [](Graph& g, const std::vector<Value*>& p) {
                  return Emit(g, "MatMul", {Transpose(g, p[0], {0, 2, 1, 3}), Transpose(g, p[1], {0, 1, 3, 2})});
                },
@@ -137,9 +156,12 @@ TEST(FoldTransposePass, DifferentialWithGradients) {
 TEST(FoldTransposePass, LinearLayerStep) {
   const Tensor x = test::RandomTensor(DataType::kFloat32, {4, 6}), w = test::RandomTensor(DataType::kFloat32, {5, 6});
   const Tensor bias = test::RandomTensor(DataType::kFloat32, {5}), r = test::RandomTensor(DataType::kFloat32, {4, 5});
-  auto g = test::Build({x, w, bias}, [](Graph& g, const std::vector<Value*>& p) {
-    return Internal(g, "MatMulBias", {p[0], Transpose(g, p[1], {1, 0}), p[2]}, {});
-  }, r, 17);
+  auto g = test::Build(
+      {x, w, bias},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Internal(g, "MatMulBias", {p[0], Transpose(g, p[1], {1, 0}), p[2]}, {});
+      },
+      r, 17);
   InferShapes(*g);
   ASSERT_TRUE(AutodiffPass({"loss", "^(r|k_.*)$"}).Run(*g));
   ASSERT_GE(Count(*g, "Transpose"), 2) << Ops(*g);
@@ -189,40 +211,46 @@ void ExpectUnchanged(std::unique_ptr<Graph> g, const std::string& why) {
 }
 
 TEST(FoldTransposePass, NoFoldWhenTheTransposeMovesABatchAxis) {
-  ExpectUnchanged(Forward({{2, 5, 4}, {4, 2, 6}}, [](Graph& g, const std::vector<Value*>& v) {
-                    return std::vector<Value*>{Emit(g, "MatMul", {v[0], Transpose(g, v[1], {1, 0, 2})})};
-                  }),
+  ExpectUnchanged(Forward({{2, 5, 4}, {4, 2, 6}},
+                          [](Graph& g, const std::vector<Value*>& v) {
+                            return std::vector<Value*>{Emit(g, "MatMul", {v[0], Transpose(g, v[1], {1, 0, 2})})};
+                          }),
                   "B = Transpose(X, (1, 0, 2))");
-  ExpectUnchanged(Forward({{4, 2, 5, 3}, {2, 4, 3, 6}}, [](Graph& g, const std::vector<Value*>& v) {
-                    return std::vector<Value*>{Emit(g, "MatMul", {Transpose(g, v[0], {1, 0, 2, 3}), v[1]})};
-                  }),
+  ExpectUnchanged(Forward({{4, 2, 5, 3}, {2, 4, 3, 6}},
+                          [](Graph& g, const std::vector<Value*>& v) {
+                            return std::vector<Value*>{Emit(g, "MatMul", {Transpose(g, v[0], {1, 0, 2, 3}), v[1]})};
+                          }),
                   "A = Transpose(X, (1, 0, 2, 3))");
 }
 
 TEST(FoldTransposePass, NoFoldWhenTheProductIsReadElsewhere) {
-  ExpectUnchanged(Forward({{4, 6}, {6, 5}}, [](Graph& g, const std::vector<Value*>& v) {
-                    Value* y = Emit(g, "MatMul", {v[0], v[1]});
-                    return std::vector<Value*>{Transpose(g, y, {1, 0}), Emit(g, "Neg", {y})};
-                  }),
+  ExpectUnchanged(Forward({{4, 6}, {6, 5}},
+                          [](Graph& g, const std::vector<Value*>& v) {
+                            Value* y = Emit(g, "MatMul", {v[0], v[1]});
+                            return std::vector<Value*>{Transpose(g, y, {1, 0}), Emit(g, "Neg", {y})};
+                          }),
                   "MatMul output also read by Neg");
-  ExpectUnchanged(Forward({{4, 6}, {6, 5}}, [](Graph& g, const std::vector<Value*>& v) {
-                    Value* y = Emit(g, "MatMul", {v[0], v[1]});
-                    return std::vector<Value*>{Transpose(g, y, {1, 0}), y};
-                  }),
+  ExpectUnchanged(Forward({{4, 6}, {6, 5}},
+                          [](Graph& g, const std::vector<Value*>& v) {
+                            Value* y = Emit(g, "MatMul", {v[0], v[1]});
+                            return std::vector<Value*>{Transpose(g, y, {1, 0}), y};
+                          }),
                   "MatMul output is a graph output");
 }
 
 TEST(FoldTransposePass, NoFoldOfAGemmWithC) {
-  ExpectUnchanged(Forward({{4, 6}, {6, 5}, {5}}, [](Graph& g, const std::vector<Value*>& v) {
-                    return std::vector<Value*>{Transpose(g, Emit(g, "Gemm", {v[0], v[1], v[2]}), {1, 0})};
-                  }),
+  ExpectUnchanged(Forward({{4, 6}, {6, 5}, {5}},
+                          [](Graph& g, const std::vector<Value*>& v) {
+                            return std::vector<Value*>{Transpose(g, Emit(g, "Gemm", {v[0], v[1], v[2]}), {1, 0})};
+                          }),
                   "Transpose(Gemm(A, B, C))");
 }
 
 TEST(FoldTransposePass, NoFoldOfAnOneDimensionalOperand) {
-  ExpectUnchanged(Forward({{6}, {5, 6}}, [](Graph& g, const std::vector<Value*>& v) {
-                    return std::vector<Value*>{Emit(g, "MatMul", {v[0], Transpose(g, v[1], {1, 0})})};
-                  }),
+  ExpectUnchanged(Forward({{6}, {5, 6}},
+                          [](Graph& g, const std::vector<Value*>& v) {
+                            return std::vector<Value*>{Emit(g, "MatMul", {v[0], Transpose(g, v[1], {1, 0})})};
+                          }),
                   "MatMul(vector, Transpose(W))");
 }
 
@@ -296,7 +324,8 @@ TEST(MatMulTrans, KernelMatchesAFloat64ReferenceInEveryFloatType) {
                   const int64_t ab = (i0 * 2 + i1) * M * K, bb = shared_b ? 0 : i0 * K * N;
                   double s = 0;
                   for (int64_t k = 0; k < K; ++k)
-                    s += a.GetDouble(ab + (ta ? k * M + m : m * K + k)) * b.GetDouble(bb + (tb ? j * K + k : k * N + j));
+                    s +=
+                        a.GetDouble(ab + (ta ? k * M + m : m * K + k)) * b.GetDouble(bb + (tb ? j * K + k : k * N + j));
                   const int64_t o = ((i0 * 2 + i1) * M + m) * N + j;
                   want.SetDouble(o, s);
                   got.SetDouble(o, out.GetDouble(o));

@@ -1,5 +1,7 @@
 // fp16_range pass: attention masks beyond fp16's range and epsilons below it, after the amp pass made the region
 // fp16 (golden structure with negative twins, and a differential run against fp32).
+#include "passes/fp16_range.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "passes/amp.h"
-#include "passes/fp16_range.h"
 #include "tests/test_util.h"
 
 namespace ot {

@@ -1,9 +1,10 @@
 // The batch-norm folds (passes/fuse_batch_norm.h) on a fake sizer (tests/passes/fake_sizer.h): relu, relu grad and
 // bias sum rewritten for the right facts, refused for the others (memory budget, dtype, plane size). Their kernels'
 // numbers are tested against the unfused ops in tests/executor/batch_norm_fold_test.cc.
+#include "passes/fuse_batch_norm.h"
+
 #include <gtest/gtest.h>
 
-#include "passes/fuse_batch_norm.h"
 #include "tests/passes/fake_sizer.h"
 
 namespace ot {

@@ -2,6 +2,8 @@
 // ai.onnxtrain.GemmSum; the step's numbers do not change (the CPU kernel runs the same GEMM and the same summation: bit
 // for bit, float32 and float64, on fresh random inputs). Negative twins: an operand read the other way, a sum that
 // keeps two axes, a pair whose fusion would make a cycle. Also GemmSum's schema errors.
+#include "passes/fuse_bias_grad.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -16,7 +18,6 @@
 #include "graph/verifier.h"
 #include "passes/autodiff.h"
 #include "passes/fold_transpose.h"
-#include "passes/fuse_bias_grad.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
 
@@ -69,9 +70,10 @@ TEST(FuseBiasGradPass, LinearLayersFuseAndKeepTheirNumbers) {
       const Tensor r = test::RandomTensor(t, out, 0.5, 1.5);
       std::vector<Tensor> results[2];
       for (int fused = 0; fused < 2; ++fused) {
-        auto g = test::Build(params, [&](Graph& g, const std::vector<Value*>& p) {
-          return MatMulBias(g, p[0], p[1], p[2], c.transpose_w);
-        }, r, 17);
+        auto g = test::Build(
+            params,
+            [&](Graph& g, const std::vector<Value*>& p) { return MatMulBias(g, p[0], p[1], p[2], c.transpose_w); }, r,
+            17);
         InferShapes(*g);
         ASSERT_TRUE(AutodiffPass({"loss", "^(r|k_.*)$"}).Run(*g));
         FoldTransposePass().Run(*g);
@@ -115,7 +117,8 @@ std::unique_ptr<Graph> Pair(const std::vector<int64_t>& gdims, const std::vector
   x->shape = Shape::Static({gdims[0], 3});
   g->inputs = {gv, x};
   Tensor shape(DataType::kInt64, {static_cast<int64_t>(sum_dims.size())});
-  for (size_t i = 0; i < sum_dims.size(); ++i) shape.SetDouble(static_cast<int64_t>(i), static_cast<double>(sum_dims[i]));
+  for (size_t i = 0; i < sum_dims.size(); ++i)
+    shape.SetDouble(static_cast<int64_t>(i), static_cast<double>(sum_dims[i]));
   Value* s = Emit(*g, "ReduceToShape", {gv, g->AddInitializer("shape", shape)});
   s->producer->domain = kInternalDomain;
   s->producer->opset = 1;

@@ -1,9 +1,10 @@
 // Epilogue fusion (passes/fuse_epilogue.h) on a fake sizer (tests/passes/fake_sizer.h): a GEMM's elementwise reader
 // folded into a MatMulEpilogue under full; a batched B, and a result the cluster broadcasts, left alone with the
 // reason. The fused kernels' numbers are tested in tests/executor/gemm_epilogue_test.cc and conv_epilogue_test.cc.
+#include "passes/fuse_epilogue.h"
+
 #include <gtest/gtest.h>
 
-#include "passes/fuse_epilogue.h"
 #include "tests/passes/fake_sizer.h"
 
 namespace ot {

@@ -1,6 +1,8 @@
 // fuse_gelu: GELU's Erf and Tanh decompositions (the forms exporters write) become one Gelu node; anything else
 // stays as it is. Also the internal GeluGrad op (the Gelu gradient rule's fused backward): its kernel against a
 // float64 formula in every float dtype, its finite-difference check, and its errors.
+#include "passes/fuse_gelu.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,6 @@
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
-#include "passes/fuse_gelu.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
 
@@ -36,10 +37,10 @@ Value* Const(Graph& g, double v, bool node, std::vector<int64_t> dims = {}) {
 struct Spec {
   std::string form = "pytorch";  // pytorch | mul_rsqrt2 | half_first | half_of_a | div2 | tanh_pow | tanh_mul
   bool const_nodes = true;
-  bool swap = false;      // the constants as first operands where the op commutes
-  double half = 0.5;      // the 0.5 (0.6: a wrong constant)
+  bool swap = false;  // the constants as first operands where the op commutes
+  double half = 0.5;  // the 0.5 (0.6: a wrong constant)
   double coef = 0.044715;
-  bool leak = false;      // an intermediate (Erf/Tanh output) also used by another node
+  bool leak = false;         // an intermediate (Erf/Tanh output) also used by another node
   bool leak_output = false;  // ... or a graph output
 };
 
@@ -70,10 +71,14 @@ std::unique_ptr<Graph> GeluGraph(const Spec& s, int opset = 15) {
   if (s.leak_output) g->outputs.push_back(inner);
   Value* a = bin("Add", inner, C(1.0));
   Value* y;
-  if (s.form == "half_first") y = Emit(*g, "Mul", {bin("Mul", x, C(s.half)), a});
-  else if (s.form == "half_of_a") y = Emit(*g, "Mul", {x, bin("Mul", a, C(s.half))});
-  else if (s.form == "div2") y = Emit(*g, "Div", {Emit(*g, "Mul", {x, a}), C(1.0 / s.half)});
-  else y = bin("Mul", Emit(*g, "Mul", {x, a}), C(s.half));
+  if (s.form == "half_first")
+    y = Emit(*g, "Mul", {bin("Mul", x, C(s.half)), a});
+  else if (s.form == "half_of_a")
+    y = Emit(*g, "Mul", {x, bin("Mul", a, C(s.half))});
+  else if (s.form == "div2")
+    y = Emit(*g, "Div", {Emit(*g, "Mul", {x, a}), C(1.0 / s.half)});
+  else
+    y = bin("Mul", Emit(*g, "Mul", {x, a}), C(s.half));
   g->outputs.insert(g->outputs.begin(), y);
   InferShapes(*g);
   return g;
@@ -275,12 +280,18 @@ TEST(GeluGrad, ErrorsNameTheNode) {
 TEST(GradientCheck, GeluThroughGeluGrad) {
   for (const char* approx : {"none", "tanh"}) {
     SCOPED_TRACE(approx);
-    test::CheckGradients({{2, 9}}, {2, 9}, [=](Graph& g, const std::vector<Value*>& p) {
-      return Emit(g, "Gelu", {p[0]}, {{"approximate", Attribute::String(approx)}});
-    }, 20, -3, 3);
-    auto g = test::Build({test::RandomTensor(DataType::kFloat64, {5})}, [=](Graph& g, const std::vector<Value*>& p) {
-      return Emit(g, "Gelu", {p[0]}, {{"approximate", Attribute::String(approx)}});
-    }, test::RandomTensor(DataType::kFloat64, {5}), 20);
+    test::CheckGradients(
+        {{2, 9}}, {2, 9},
+        [=](Graph& g, const std::vector<Value*>& p) {
+          return Emit(g, "Gelu", {p[0]}, {{"approximate", Attribute::String(approx)}});
+        },
+        20, -3, 3);
+    auto g = test::Build(
+        {test::RandomTensor(DataType::kFloat64, {5})},
+        [=](Graph& g, const std::vector<Value*>& p) {
+          return Emit(g, "Gelu", {p[0]}, {{"approximate", Attribute::String(approx)}});
+        },
+        test::RandomTensor(DataType::kFloat64, {5}), 20);
     ASSERT_TRUE(AutodiffPass({"loss", "^(r|k_.*)$"}).Run(*g));
     int gelu_grad = 0, other = 0;
     for (const auto& n : g->nodes()) {

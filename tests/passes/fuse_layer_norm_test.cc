@@ -1,6 +1,8 @@
 // fuse_layer_norm: the ReduceMean/Sub/Pow/Sqrt/Div layer norm (with or without the affine Mul/Add) becomes one
 // LayerNormalization node; other graphs stay as they are. And the pattern fusion on the real example: the tiny
 // transformer's step graph holds 5 LayerNormalization and 2 Gelu nodes and trains to the unfused step's losses.
+#include "passes/fuse_layer_norm.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,9 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "training/data_loader.h"
 #include "executor/executor.h"
-#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/graph.h"
 #include "graph/op_registry.h"
@@ -20,9 +20,10 @@
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "passes/fuse_gelu.h"
-#include "passes/fuse_layer_norm.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
@@ -50,9 +51,9 @@ struct Spec {
   bool square_mul = false;  // Mul(d, d) instead of Pow(d, 2)
   bool const_nodes = true;
   int64_t keepdims = 1;
-  bool leak_mean = false;   // the mean also feeds another node
-  bool leak_d = false;      // d also feeds another node
-  bool leak_norm = false;   // the normalized value (before scale) is a graph output
+  bool leak_mean = false;         // the mean also feeds another node
+  bool leak_d = false;            // d also feeds another node
+  bool leak_norm = false;         // the normalized value (before scale) is a graph output
   std::vector<int64_t> var_axes;  // the variance's axes when they differ
 };
 
@@ -108,12 +109,38 @@ TEST(FuseLayerNormPass, DecompositionBecomesOneNode) {
   };
   std::vector<Case> cases;
   cases.push_back({"pytorch 1.13 (opset 15, scale and bias)", {}});
-  { Spec s; s.swap = true; cases.push_back({"operands swapped", s}); }
-  { Spec s; s.square_mul = true; s.const_nodes = false; cases.push_back({"Mul(d, d), initializer constants", s}); }
-  { Spec s; s.opset = 18; cases.push_back({"opset 18 axes as input", s}); }
-  { Spec s; s.axes = {1, 2}; cases.push_back({"last two axes", s}); }
-  { Spec s; s.bias = false; cases.push_back({"no bias", s}); }
-  { Spec s; s.scale = false; s.bias = false; cases.push_back({"no affine", s}); }
+  {
+    Spec s;
+    s.swap = true;
+    cases.push_back({"operands swapped", s});
+  }
+  {
+    Spec s;
+    s.square_mul = true;
+    s.const_nodes = false;
+    cases.push_back({"Mul(d, d), initializer constants", s});
+  }
+  {
+    Spec s;
+    s.opset = 18;
+    cases.push_back({"opset 18 axes as input", s});
+  }
+  {
+    Spec s;
+    s.axes = {1, 2};
+    cases.push_back({"last two axes", s});
+  }
+  {
+    Spec s;
+    s.bias = false;
+    cases.push_back({"no bias", s});
+  }
+  {
+    Spec s;
+    s.scale = false;
+    s.bias = false;
+    cases.push_back({"no affine", s});
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     auto g = LnGraph(c.s);
@@ -176,14 +203,34 @@ void ExpectUnchanged(const Spec& s, const std::string& why) {
 }
 
 TEST(FuseLayerNormPass, NoFuseWhenAnIntermediateIsUsedElsewhere) {
-  { Spec s; s.leak_mean = true; ExpectUnchanged(s, "the mean also feeds a Neg"); }
-  { Spec s; s.leak_d = true; ExpectUnchanged(s, "x - mean also feeds a Neg"); }
+  {
+    Spec s;
+    s.leak_mean = true;
+    ExpectUnchanged(s, "the mean also feeds a Neg");
+  }
+  {
+    Spec s;
+    s.leak_d = true;
+    ExpectUnchanged(s, "x - mean also feeds a Neg");
+  }
 }
 
 TEST(FuseLayerNormPass, NoFuseWhenTheReduceIsNotOverTheLastAxes) {
-  { Spec s; s.axes = {1}; ExpectUnchanged(s, "axes [1] of a rank-3 x"); }
-  { Spec s; s.axes = {0, 2}; ExpectUnchanged(s, "axes [0, 2]"); }
-  { Spec s; s.var_axes = {1}; ExpectUnchanged(s, "mean over -1, variance over 1"); }
+  {
+    Spec s;
+    s.axes = {1};
+    ExpectUnchanged(s, "axes [1] of a rank-3 x");
+  }
+  {
+    Spec s;
+    s.axes = {0, 2};
+    ExpectUnchanged(s, "axes [0, 2]");
+  }
+  {
+    Spec s;
+    s.var_axes = {1};
+    ExpectUnchanged(s, "mean over -1, variance over 1");
+  }
 }
 
 // The normalized value is a graph output: the Mul(scale)/Add(bias) cannot join, the normalization itself can.
@@ -270,8 +317,8 @@ TEST(PatternFusion, TinyLmStepHasFusedNormsAndGelusAndTrainsTheSame) {
   std::unique_ptr<Graph> model = LoadModel(kTinyLm + "model.onnx");
   int blocked = 0;
   for (const auto& n : model->nodes())
-    if (n->op_type == "Erf" || (n->op_type == "ReduceMean" && n->inputs[0]->producer &&
-                                n->inputs[0]->producer->op_type != "Pow")) {
+    if (n->op_type == "Erf" ||
+        (n->op_type == "ReduceMean" && n->inputs[0]->producer && n->inputs[0]->producer->op_type != "Pow")) {
       model->outputs.push_back(n->outputs[0]);
       ++blocked;
     }

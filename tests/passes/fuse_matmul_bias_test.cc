@@ -3,6 +3,8 @@
 // kernel in every float dtype against a float64 reference (outputs pre-filled with NaN, so every element must be
 // written), its gradient rule by finite differences in float64, its schema's errors, and a differential test of the
 // pass with the gradients autodiff builds.
+#include "passes/fuse_matmul_bias.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,7 +21,6 @@
 #include "graph/verifier.h"
 #include "passes/amp.h"
 #include "passes/autodiff.h"
-#include "passes/fuse_matmul_bias.h"
 #include "passes/step_graph.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
@@ -84,10 +85,28 @@ TEST(FuseMatMulBiasPass, TwoDimensionalLayerBecomesGemm) {
     Spec s;
   };
   std::vector<Case> cases = {{"bias [N]", {}}};
-  { Spec s; s.bias = {1, 5}; cases.push_back({"bias [1, N]", s}); }
-  { Spec s; s.bias_first = true; cases.push_back({"Add(bias, MatMul)", s}); }
-  { Spec s; s.bias = {1, 5}; s.relu = true; cases.push_back({"bias [1, N] with Relu: Gemm, the Relu stays", s}); }
-  { Spec s; s.relu = true; s.add_used = true; cases.push_back({"Add output also used: Gemm, the Relu stays", s}); }
+  {
+    Spec s;
+    s.bias = {1, 5};
+    cases.push_back({"bias [1, N]", s});
+  }
+  {
+    Spec s;
+    s.bias_first = true;
+    cases.push_back({"Add(bias, MatMul)", s});
+  }
+  {
+    Spec s;
+    s.bias = {1, 5};
+    s.relu = true;
+    cases.push_back({"bias [1, N] with Relu: Gemm, the Relu stays", s});
+  }
+  {
+    Spec s;
+    s.relu = true;
+    s.add_used = true;
+    cases.push_back({"Add output also used: Gemm, the Relu stays", s});
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     auto g = LinearGraph(c.s);
@@ -124,10 +143,28 @@ TEST(FuseMatMulBiasPass, BatchedActivationsOrAReluBecomeMatMulBias) {
     std::string act;
   };
   std::vector<Case> cases;
-  { Spec s; s.a = {2, 3, 6}; cases.push_back({"[B, T, C] x [C, N] + [N]", s, "none"}); }
-  { Spec s; s.a = {2, 3, 6}; s.bias_first = true; s.relu = true; cases.push_back({"[B, T, C] with Relu", s, "relu"}); }
-  { Spec s; s.a = {2, 2, 3, 6}; cases.push_back({"rank 4", s, "none"}); }
-  { Spec s; s.relu = true; cases.push_back({"2-D with Relu", s, "relu"}); }
+  {
+    Spec s;
+    s.a = {2, 3, 6};
+    cases.push_back({"[B, T, C] x [C, N] + [N]", s, "none"});
+  }
+  {
+    Spec s;
+    s.a = {2, 3, 6};
+    s.bias_first = true;
+    s.relu = true;
+    cases.push_back({"[B, T, C] with Relu", s, "relu"});
+  }
+  {
+    Spec s;
+    s.a = {2, 2, 3, 6};
+    cases.push_back({"rank 4", s, "none"});
+  }
+  {
+    Spec s;
+    s.relu = true;
+    cases.push_back({"2-D with Relu", s, "relu"});
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     auto g = LinearGraph(c.s);
@@ -168,17 +205,53 @@ void ExpectUnchanged(const Spec& s, const std::string& why) {
 }
 
 TEST(FuseMatMulBiasPass, NoFuseWhenTheMatMulOutputIsUsedElsewhere) {
-  { Spec s; s.mm_output = true; ExpectUnchanged(s, "the MatMul output is a graph output"); }
-  { Spec s; s.mm_used = true; ExpectUnchanged(s, "the MatMul output also feeds a Neg"); }
-  { Spec s; s.a = {2, 3, 6}; s.mm_used = true; s.relu = true; ExpectUnchanged(s, "rank 3 with Relu, MatMul shared"); }
+  {
+    Spec s;
+    s.mm_output = true;
+    ExpectUnchanged(s, "the MatMul output is a graph output");
+  }
+  {
+    Spec s;
+    s.mm_used = true;
+    ExpectUnchanged(s, "the MatMul output also feeds a Neg");
+  }
+  {
+    Spec s;
+    s.a = {2, 3, 6};
+    s.mm_used = true;
+    s.relu = true;
+    ExpectUnchanged(s, "rank 3 with Relu, MatMul shared");
+  }
 }
 
 TEST(FuseMatMulBiasPass, NoFuseWhenTheBiasDoesNotBroadcastAlongTheLastDim) {
-  { Spec s; s.bias = {4, 5}; ExpectUnchanged(s, "a full [M, N] addend"); }
-  { Spec s; s.bias = {4, 1}; ExpectUnchanged(s, "a column [M, 1]"); }
-  { Spec s; s.bias = {1}; ExpectUnchanged(s, "a scalar-like [1]"); }
-  { Spec s; s.a = {2, 3, 6}; s.bias = {1, 5}; ExpectUnchanged(s, "[1, N] with a rank-3 A (MatMulBias takes [N])"); }
-  { Spec s; s.a = {2, 3, 6}; s.bias = {3, 5}; ExpectUnchanged(s, "[T, N] with a rank-3 A"); }
+  {
+    Spec s;
+    s.bias = {4, 5};
+    ExpectUnchanged(s, "a full [M, N] addend");
+  }
+  {
+    Spec s;
+    s.bias = {4, 1};
+    ExpectUnchanged(s, "a column [M, 1]");
+  }
+  {
+    Spec s;
+    s.bias = {1};
+    ExpectUnchanged(s, "a scalar-like [1]");
+  }
+  {
+    Spec s;
+    s.a = {2, 3, 6};
+    s.bias = {1, 5};
+    ExpectUnchanged(s, "[1, N] with a rank-3 A (MatMulBias takes [N])");
+  }
+  {
+    Spec s;
+    s.a = {2, 3, 6};
+    s.bias = {3, 5};
+    ExpectUnchanged(s, "[T, N] with a rank-3 A");
+  }
 }
 
 TEST(FuseMatMulBiasPass, NoFuseWhenBIsNotOneMatrix) {
@@ -199,11 +272,34 @@ TEST(FuseMatMulBiasPass, NoFuseWhenTheAddIsNotAnAdd) {
 TEST(FuseMatMulBiasPass, DifferentialWithGradients) {
   std::vector<std::pair<std::string, Spec>> cases;
   cases.push_back({"2-D [N] -> Gemm", {}});
-  { Spec s; s.bias = {1, 5}; cases.push_back({"2-D [1, N] -> Gemm", s}); }
-  { Spec s; s.relu = true; cases.push_back({"2-D relu -> MatMulBias", s}); }
-  { Spec s; s.a = {2, 3, 6}; cases.push_back({"rank 3 -> MatMulBias", s}); }
-  { Spec s; s.a = {2, 3, 6}; s.relu = true; s.bias_first = true; cases.push_back({"rank 3 relu", s}); }
-  { Spec s; s.a = {2, 2, 3, 6}; s.relu = true; cases.push_back({"rank 4 relu", s}); }
+  {
+    Spec s;
+    s.bias = {1, 5};
+    cases.push_back({"2-D [1, N] -> Gemm", s});
+  }
+  {
+    Spec s;
+    s.relu = true;
+    cases.push_back({"2-D relu -> MatMulBias", s});
+  }
+  {
+    Spec s;
+    s.a = {2, 3, 6};
+    cases.push_back({"rank 3 -> MatMulBias", s});
+  }
+  {
+    Spec s;
+    s.a = {2, 3, 6};
+    s.relu = true;
+    s.bias_first = true;
+    cases.push_back({"rank 3 relu", s});
+  }
+  {
+    Spec s;
+    s.a = {2, 2, 3, 6};
+    s.relu = true;
+    cases.push_back({"rank 4 relu", s});
+  }
   for (const auto& [what, s] : cases) {
     SCOPED_TRACE(what);
     const std::vector<Tensor> params = {test::RandomTensor(DataType::kFloat32, s.a, -2, 2),
@@ -214,8 +310,8 @@ TEST(FuseMatMulBiasPass, DifferentialWithGradients) {
     const Tensor r = test::RandomTensor(DataType::kFloat32, out, 0.5, 1.5);
     std::vector<Tensor> results[2];
     for (int fused = 0; fused < 2; ++fused) {
-      auto g = test::Build(params, [&](Graph& g, const std::vector<Value*>& p) { return Linear(g, p[0], p[1], p[2], s); },
-                           r, 17);
+      auto g = test::Build(
+          params, [&](Graph& g, const std::vector<Value*>& p) { return Linear(g, p[0], p[1], p[2], s); }, r, 17);
       InferShapes(*g);
       if (fused) {
         ASSERT_TRUE(FuseMatMulBiasPass().Run(*g));
@@ -375,9 +471,9 @@ TEST(GradientCheck, MatMulBias) {
       SCOPED_TRACE(std::string(act) + " rank " + std::to_string(a.size()));
       std::vector<int64_t> out = a;
       out.back() = 5;
-      test::CheckGradients({a, {3, 5}, {5}}, out, [=](Graph& g, const std::vector<Value*>& p) {
-        return EmitMatMulBias(g, p, act);
-      }, 17, -2, 2);
+      test::CheckGradients(
+          {a, {3, 5}, {5}}, out, [=](Graph& g, const std::vector<Value*>& p) { return EmitMatMulBias(g, p, act); }, 17,
+          -2, 2);
     }
 }
 
@@ -388,19 +484,20 @@ TEST(GradientCheck, MatMulBiasTransB) {
       SCOPED_TRACE(std::string(act) + " rank " + std::to_string(a.size()));
       std::vector<int64_t> out = a;
       out.back() = 5;
-      test::CheckGradients({a, {5, 3}, {5}}, out, [=](Graph& g, const std::vector<Value*>& p) {
-        return EmitMatMulBias(g, p, act, true);
-      }, 17, -2, 2);
+      test::CheckGradients(
+          {a, {5, 3}, {5}}, out,
+          [=](Graph& g, const std::vector<Value*>& p) { return EmitMatMulBias(g, p, act, true); }, 17, -2, 2);
     }
 }
 
 // The rule's backward for a rank-3 A is one [K, M'] x [M', N] Gemm for dB (no batched product reduced later) and a
 // ReduceToShape for the bias.
 TEST(GradientCheck, MatMulBiasBackwardOps) {
-  auto g = test::Build({test::RandomTensor(DataType::kFloat64, {2, 3, 4}), test::RandomTensor(DataType::kFloat64, {4, 5}),
-                        test::RandomTensor(DataType::kFloat64, {5})},
-                       [](Graph& g, const std::vector<Value*>& p) { return EmitMatMulBias(g, p, "relu"); },
-                       test::RandomTensor(DataType::kFloat64, {2, 3, 5}), 17);
+  auto g = test::Build(
+      {test::RandomTensor(DataType::kFloat64, {2, 3, 4}), test::RandomTensor(DataType::kFloat64, {4, 5}),
+       test::RandomTensor(DataType::kFloat64, {5})},
+      [](Graph& g, const std::vector<Value*>& p) { return EmitMatMulBias(g, p, "relu"); },
+      test::RandomTensor(DataType::kFloat64, {2, 3, 5}), 17);
   ASSERT_TRUE(AutodiffPass({"loss", "^(r|k_.*)$"}).Run(*g));
   int gemm = 0, relu_grad = 0, reduce = 0, matmul = 0;
   for (const auto& n : g->nodes()) {

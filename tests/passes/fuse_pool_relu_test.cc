@@ -1,9 +1,10 @@
 // The pool ReluGrad fold (passes/fuse_pool_relu.h) on a fake sizer (tests/passes/fake_sizer.h): what it rewrites and
 // what it refuses for which facts. The folded kernel's numbers are tested against the unfused ops in
 // tests/executor/pool_relu_fold_test.cc.
+#include "passes/fuse_pool_relu.h"
+
 #include <gtest/gtest.h>
 
-#include "passes/fuse_pool_relu.h"
 #include "tests/passes/fake_sizer.h"
 
 namespace ot {

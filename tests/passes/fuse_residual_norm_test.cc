@@ -1,9 +1,10 @@
 // The residual folds (passes/fuse_residual_norm.h) on a fake sizer (tests/passes/fake_sizer.h): Add -> LayerNorm and
 // LayerNormGrad -> Sum rewritten, refused for a broadcast residual, a float16 sum and an addend computed after the
 // gradient. The fused kernels' numbers are tested in tests/executor/residual_norm_fold_test.cc.
+#include "passes/fuse_residual_norm.h"
+
 #include <gtest/gtest.h>
 
-#include "passes/fuse_residual_norm.h"
 #include "tests/passes/fake_sizer.h"
 
 namespace ot {

@@ -2,6 +2,8 @@
 // one SoftmaxCrossEntropyLoss with the NLL's attributes; a softmax over another axis, log-probabilities read by
 // another node, a Softmax output used elsewhere or mixed dtypes leave the graph as it is. The differential test runs
 // the graph before and after, with the gradients autodiff builds for the scores, on seeded random inputs.
+#include "passes/fuse_softmax_ce.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,6 @@
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
 #include "passes/autodiff.h"
-#include "passes/fuse_softmax_ce.h"
 #include "tests/passes/grad_check.h"
 #include "tests/test_util.h"
 
@@ -29,13 +30,13 @@ struct Spec {
   int64_t axis = 1;
   bool log_of_softmax = false;  // Log(Softmax(x)) instead of LogSoftmax(x)
   std::string reduction = "mean";
-  bool ignore_index = false;    // ignore_index = 2 (and some targets are 2)
+  bool ignore_index = false;  // ignore_index = 2 (and some targets are 2)
   bool weight = false;
   DataType weight_type = DataType::kFloat32;
-  bool lp_output = false;       // the log-probabilities are also a graph output
-  bool lp_used = false;         // ... or also feed a Neg node
-  bool probs_used = false;      // the Softmax output (Log form) is also a graph output
-  bool sigmoid = false;         // Log(Sigmoid(x)): no softmax at all
+  bool lp_output = false;   // the log-probabilities are also a graph output
+  bool lp_used = false;     // ... or also feed a Neg node
+  bool probs_used = false;  // the Softmax output (Log form) is also a graph output
+  bool sigmoid = false;     // Log(Sigmoid(x)): no softmax at all
 };
 
 // Target [N, d1...] with classes in [0, C), a few equal to 2 (the ignore_index when set).
@@ -105,13 +106,54 @@ TEST(FuseSoftmaxCrossEntropyPass, LogSoftmaxThenNllBecomesOneNode) {
   };
   std::vector<Case> cases;
   cases.push_back({"2-D, axis 1, mean", {}});
-  { Spec s; s.axis = -1; s.reduction = "sum"; s.weight = true; cases.push_back({"2-D, axis -1, sum, weight", s}); }
-  { Spec s; s.opset = 12; s.has_axis = false; s.ignore_index = true; cases.push_back({"opset 12, default axis", s}); }
-  { Spec s; s.opset = 12; s.axis = -1; s.reduction = "none"; cases.push_back({"opset 12, axis -1, none", s}); }
-  { Spec s; s.dims = {3, 5, 4}; s.weight = true; s.ignore_index = true; cases.push_back({"[N, C, D], axis 1", s}); }
-  { Spec s; s.dims = {3, 5, 4}; s.axis = -2; s.reduction = "none"; cases.push_back({"[N, C, D], axis -2", s}); }
-  { Spec s; s.log_of_softmax = true; s.weight = true; cases.push_back({"Log(Softmax)", s}); }
-  { Spec s; s.opset = 12; s.has_axis = false; s.log_of_softmax = true; cases.push_back({"Log(Softmax), opset 12", s}); }
+  {
+    Spec s;
+    s.axis = -1;
+    s.reduction = "sum";
+    s.weight = true;
+    cases.push_back({"2-D, axis -1, sum, weight", s});
+  }
+  {
+    Spec s;
+    s.opset = 12;
+    s.has_axis = false;
+    s.ignore_index = true;
+    cases.push_back({"opset 12, default axis", s});
+  }
+  {
+    Spec s;
+    s.opset = 12;
+    s.axis = -1;
+    s.reduction = "none";
+    cases.push_back({"opset 12, axis -1, none", s});
+  }
+  {
+    Spec s;
+    s.dims = {3, 5, 4};
+    s.weight = true;
+    s.ignore_index = true;
+    cases.push_back({"[N, C, D], axis 1", s});
+  }
+  {
+    Spec s;
+    s.dims = {3, 5, 4};
+    s.axis = -2;
+    s.reduction = "none";
+    cases.push_back({"[N, C, D], axis -2", s});
+  }
+  {
+    Spec s;
+    s.log_of_softmax = true;
+    s.weight = true;
+    cases.push_back({"Log(Softmax)", s});
+  }
+  {
+    Spec s;
+    s.opset = 12;
+    s.has_axis = false;
+    s.log_of_softmax = true;
+    cases.push_back({"Log(Softmax), opset 12", s});
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     auto g = CeGraph(c.s);
@@ -173,18 +215,58 @@ void ExpectUnchanged(const Spec& s, const std::string& why) {
 }
 
 TEST(FuseSoftmaxCrossEntropyPass, NoFuseWhenTheSoftmaxIsOverAnotherAxis) {
-  { Spec s; s.axis = 0; ExpectUnchanged(s, "2-D, axis 0 (over the batch)"); }
-  { Spec s; s.dims = {3, 5, 4}; s.axis = -1; ExpectUnchanged(s, "[N, C, D], axis -1"); }
-  { Spec s; s.dims = {3, 5, 4}; s.axis = 2; s.log_of_softmax = true; ExpectUnchanged(s, "Log(Softmax) axis 2"); }
+  {
+    Spec s;
+    s.axis = 0;
+    ExpectUnchanged(s, "2-D, axis 0 (over the batch)");
+  }
+  {
+    Spec s;
+    s.dims = {3, 5, 4};
+    s.axis = -1;
+    ExpectUnchanged(s, "[N, C, D], axis -1");
+  }
+  {
+    Spec s;
+    s.dims = {3, 5, 4};
+    s.axis = 2;
+    s.log_of_softmax = true;
+    ExpectUnchanged(s, "Log(Softmax) axis 2");
+  }
   // Before opset 13 axis 1 of a 3-D input flattens [C, D] into one softmax: not the class axis.
-  { Spec s; s.opset = 12; s.dims = {3, 5, 4}; ExpectUnchanged(s, "opset 12, [N, C, D], axis 1 (coerced to 2-D)"); }
-  { Spec s; s.opset = 12; s.dims = {3, 5, 4}; s.has_axis = false; ExpectUnchanged(s, "opset 12, 3-D, default"); }
+  {
+    Spec s;
+    s.opset = 12;
+    s.dims = {3, 5, 4};
+    ExpectUnchanged(s, "opset 12, [N, C, D], axis 1 (coerced to 2-D)");
+  }
+  {
+    Spec s;
+    s.opset = 12;
+    s.dims = {3, 5, 4};
+    s.has_axis = false;
+    ExpectUnchanged(s, "opset 12, 3-D, default");
+  }
 }
 
 TEST(FuseSoftmaxCrossEntropyPass, NoFuseWhenTheLogProbsAreUsedElsewhere) {
-  { Spec s; s.lp_used = true; ExpectUnchanged(s, "log-probs also feed a Neg"); }
-  { Spec s; s.lp_used = true; s.log_of_softmax = true; ExpectUnchanged(s, "Log(Softmax) output also feeds a Neg"); }
-  { Spec s; s.log_of_softmax = true; s.probs_used = true; ExpectUnchanged(s, "the Softmax output is a graph output"); }
+  {
+    Spec s;
+    s.lp_used = true;
+    ExpectUnchanged(s, "log-probs also feed a Neg");
+  }
+  {
+    Spec s;
+    s.lp_used = true;
+    s.log_of_softmax = true;
+    ExpectUnchanged(s, "Log(Softmax) output also feeds a Neg");
+  }
+  {
+    Spec s;
+    s.log_of_softmax = true;
+    s.probs_used = true;
+    ExpectUnchanged(s, "the Softmax output is a graph output");
+  }
 }
 
 TEST(FuseSoftmaxCrossEntropyPass, NoFuseWhenTheDtypesDiffer) {
@@ -215,11 +297,37 @@ TEST(FuseSoftmaxCrossEntropyPass, NoFuseWhenTheLogProbsAreState) {
 // p0 (the fused node's LossGrad against LogSoftmax's SoftmaxGrad of the NLL's one-hot gradient).
 TEST(FuseSoftmaxCrossEntropyPass, DifferentialWithGradients) {
   std::vector<std::pair<std::string, Spec>> cases;
-  { Spec s; s.weight = true; s.ignore_index = true; cases.push_back({"2-D mean, weight, ignore_index", s}); }
-  { Spec s; s.dims = {3, 5, 4}; s.reduction = "none"; s.weight = true; cases.push_back({"[N, C, D] none", s}); }
-  { Spec s; s.reduction = "sum"; s.log_of_softmax = true; cases.push_back({"Log(Softmax) sum", s}); }
-  { Spec s; s.opset = 12; s.has_axis = false; s.axis = -1; cases.push_back({"opset 12", s}); }
-  { Spec s; s.lp_output = true; cases.push_back({"log_prob kept", s}); }
+  {
+    Spec s;
+    s.weight = true;
+    s.ignore_index = true;
+    cases.push_back({"2-D mean, weight, ignore_index", s});
+  }
+  {
+    Spec s;
+    s.dims = {3, 5, 4};
+    s.reduction = "none";
+    s.weight = true;
+    cases.push_back({"[N, C, D] none", s});
+  }
+  {
+    Spec s;
+    s.reduction = "sum";
+    s.log_of_softmax = true;
+    cases.push_back({"Log(Softmax) sum", s});
+  }
+  {
+    Spec s;
+    s.opset = 12;
+    s.has_axis = false;
+    s.axis = -1;
+    cases.push_back({"opset 12", s});
+  }
+  {
+    Spec s;
+    s.lp_output = true;
+    cases.push_back({"log_prob kept", s});
+  }
   for (const auto& [what, s] : cases) {
     SCOPED_TRACE(what);
     const Tensor x = test::RandomTensor(DataType::kFloat32, s.dims, -4, 4);
@@ -233,8 +341,8 @@ TEST(FuseSoftmaxCrossEntropyPass, DifferentialWithGradients) {
     Tensor w = test::RandomTensor(DataType::kFloat32, {s.dims[1]}, 0.5, 2.0);
     std::vector<Tensor> results[2];
     for (int fused = 0; fused < 2; ++fused) {
-      auto g = test::Build({x}, [&](Graph& g, const std::vector<Value*>& p) { return LossOf(g, p[0], s); }, r,
-                           s.opset);
+      auto g = test::Build(
+          {x}, [&](Graph& g, const std::vector<Value*>& p) { return LossOf(g, p[0], s); }, r, s.opset);
       for (const auto& n : g->nodes()) n->opset = s.opset;
       if (Value* wv = g->FindValue("k_weight")) *wv->initializer = w.Clone();
       InferShapes(*g);

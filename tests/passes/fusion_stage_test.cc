@@ -1,9 +1,10 @@
 // Stage 2 of the pipeline (passes/fusion_stage.h) on a fake sizer: the passes in their order, each left out by name,
 // the hook after each, the sizer asked again after folds and for the final peak, and --fuse=off doing nothing.
+#include "passes/fusion_stage.h"
+
 #include <gtest/gtest.h>
 
 #include "graph/error.h"
-#include "passes/fusion_stage.h"
 #include "tests/passes/fake_sizer.h"
 
 namespace ot {
@@ -28,7 +29,7 @@ std::unique_ptr<Graph> Build() {
 
 // Runs the stage, recording the passes that ran.
 FusionReport RunStage(Graph& g, FuseOptions o, FakeSizer& sizer, std::vector<std::string>* ran,
-                 std::vector<std::string> disabled = {}) {
+                      std::vector<std::string> disabled = {}) {
   PipelineControl c;
   c.disabled = std::move(disabled);
   c.after_pass = [ran](const std::string& pass, const Graph&) { ran->push_back(pass); };
@@ -37,7 +38,7 @@ FusionReport RunStage(Graph& g, FuseOptions o, FakeSizer& sizer, std::vector<std
 
 TEST(FusionStage, NamesInOrder) {
   EXPECT_EQ(FusionPassNames(), (std::vector<std::string>{"fuse_pool_relu", "fuse_batch_norm", "fuse_residual_norm",
-                                                          "cluster_fusion", "rematerialize", "fuse_epilogue"}));
+                                                         "cluster_fusion", "rematerialize", "fuse_epilogue"}));
 }
 
 TEST(FusionStage, FoldsThenClustersAndMeasuresAgain) {
@@ -45,8 +46,8 @@ TEST(FusionStage, FoldsThenClustersAndMeasuresAgain) {
   FakeSizer sizer;
   std::vector<std::string> ran;
   FusionReport r = RunStage(*g, FuseOptions(), sizer, &ran);
-  EXPECT_EQ(ran, (std::vector<std::string>{"fuse_pool_relu", "fuse_batch_norm", "fuse_residual_norm",
-                                           "cluster_fusion"}));
+  EXPECT_EQ(ran,
+            (std::vector<std::string>{"fuse_pool_relu", "fuse_batch_norm", "fuse_residual_norm", "cluster_fusion"}));
   EXPECT_EQ(Count(*g, "ReluGrad"), 0);
   EXPECT_EQ(Count(*g, "FusedElementwise"), 1);
   ASSERT_EQ(r.clusters.size(), 2u);

@@ -53,11 +53,13 @@ inline void AddLoss(Graph& g, Value* y, Value* r) {
   g.outputs.push_back(loss);
 }
 
-inline std::unique_ptr<Graph> Build(const std::vector<Tensor>& params, const BuildFn& body, const Tensor& r, int opset) {
+inline std::unique_ptr<Graph> Build(const std::vector<Tensor>& params, const BuildFn& body, const Tensor& r,
+                                    int opset) {
   auto g = std::make_unique<Graph>();
   g->opset_imports[""] = opset;
   std::vector<Value*> ps;
-  for (size_t i = 0; i < params.size(); ++i) ps.push_back(g->AddInitializer("p" + std::to_string(i), params[i].Clone()));
+  for (size_t i = 0; i < params.size(); ++i)
+    ps.push_back(g->AddInitializer("p" + std::to_string(i), params[i].Clone()));
   Value* y = body(*g, ps);
   AddLoss(*g, y, g->AddInitializer("r", r));
   return g;
@@ -198,7 +200,8 @@ inline std::unique_ptr<Graph> BuildSymbolic(size_t num_params, const std::vector
       if (it == computed.end()) {
         Value* z = zero;
         if (t->dtype() == DataType::kInt32) {
-          if (!zero32) zero32 = Emit(*g, "Cast", {zero}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kInt32))}});
+          if (!zero32)
+            zero32 = Emit(*g, "Cast", {zero}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kInt32))}});
           z = zero32;
         }
         it = computed.emplace(v, Emit(*g, "Add", {v, z})).first;

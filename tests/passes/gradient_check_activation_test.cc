@@ -31,8 +31,9 @@ Value* Double(Graph& g, double v) {
 // One-input op, output of the input's shape.
 void CheckUnary(const std::string& op, Attrs attrs = {}, double lo = -1, double hi = 1, int opset = 17) {
   SCOPED_TRACE(op);
-  CheckGradients({{3, 4}}, {3, 4}, [&](Graph& g, const std::vector<Value*>& p) { return Emit(g, op, {p[0]}, attrs); },
-                 opset, lo, hi);
+  CheckGradients(
+      {{3, 4}}, {3, 4}, [&](Graph& g, const std::vector<Value*>& p) { return Emit(g, op, {p[0]}, attrs); }, opset, lo,
+      hi);
 }
 
 TEST(GradientCheck, Abs) { CheckUnary("Abs"); }
@@ -84,18 +85,23 @@ TEST(GradientCheck, InstanceNormalization) {
   CheckGradients({{2, 3, 4, 3}, {3}, {3}}, {2, 3, 4, 3}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "InstanceNormalization", {p[0], p[1], p[2]}, {{"epsilon", Attribute::Float(1e-3f)}});
   });
-  CheckGradients({{2, 2, 5}, {2}, {2}}, {2, 2, 5}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "InstanceNormalization", {p[0], p[1], p[2]});
-  }, 18);
+  CheckGradients(
+      {{2, 2, 5}, {2}, {2}}, {2, 2, 5},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "InstanceNormalization", {p[0], p[1], p[2]});
+      },
+      18);
 }
 
 TEST(GradientCheck, MeanVarianceNormalization) {
-  CheckGradients({{2, 3, 2, 3}}, {2, 3, 2, 3}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "MeanVarianceNormalization", {p[0]});
-  });
-  CheckGradients({{3, 4, 2}}, {3, 4, 2}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "MeanVarianceNormalization", {p[0]}, {{"axes", Attribute::Ints({-1, 1})}});
-  }, 18);
+  CheckGradients({{2, 3, 2, 3}}, {2, 3, 2, 3},
+                 [](Graph& g, const std::vector<Value*>& p) { return Emit(g, "MeanVarianceNormalization", {p[0]}); });
+  CheckGradients(
+      {{3, 4, 2}}, {3, 4, 2},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "MeanVarianceNormalization", {p[0]}, {{"axes", Attribute::Ints({-1, 1})}});
+      },
+      18);
 }
 
 TEST(GradientCheck, LpNormalization) {
@@ -104,9 +110,12 @@ TEST(GradientCheck, LpNormalization) {
     CheckGradients({{3, 4, 2}}, {3, 4, 2}, [p](Graph& g, const std::vector<Value*>& ps) {
       return Emit(g, "LpNormalization", {ps[0]}, {{"p", Attribute::Int(p)}, {"axis", Attribute::Int(1)}});
     });
-    CheckGradients({{3, 5}}, {3, 5}, [p](Graph& g, const std::vector<Value*>& ps) {
-      return Emit(g, "LpNormalization", {ps[0]}, {{"p", Attribute::Int(p)}});
-    }, 18);
+    CheckGradients(
+        {{3, 5}}, {3, 5},
+        [p](Graph& g, const std::vector<Value*>& ps) {
+          return Emit(g, "LpNormalization", {ps[0]}, {{"p", Attribute::Int(p)}});
+        },
+        18);
   }
 }
 
@@ -125,9 +134,12 @@ TEST(GradientCheck, Clip) {
   CheckGradients({{4, 5}}, {4, 5}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "Clip", {p[0], nullptr, Double(g, 0.3)});
   });
-  CheckGradients({{4, 5}}, {4, 5}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "Clip", {p[0]}, {{"min", Attribute::Float(-0.25f)}, {"max", Attribute::Float(0.6f)}});
-  }, 8);
+  CheckGradients(
+      {{4, 5}}, {4, 5},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "Clip", {p[0]}, {{"min", Attribute::Float(-0.25f)}, {"max", Attribute::Float(0.6f)}});
+      },
+      8);
 }
 
 // Broadcasting inputs: each gradient is reduced to its input's shape.
@@ -145,20 +157,32 @@ TEST(GradientCheck, ReduceMaxMin) {
   for (const char* op : {"ReduceMax", "ReduceMin"}) {
     SCOPED_TRACE(op);
     // opset 13: axes attribute.
-    CheckGradients({{3, 4, 5}}, {3, 1, 5}, [op](Graph& g, const std::vector<Value*>& p) {
-      return Emit(g, op, {p[0]}, {{"axes", Attribute::Ints({-2})}});
-    }, 13);
-    CheckGradients({{3, 4}}, {}, [op](Graph& g, const std::vector<Value*>& p) {
-      return Emit(g, op, {p[0]}, {{"keepdims", Attribute::Int(0)}});
-    }, 13);
+    CheckGradients(
+        {{3, 4, 5}}, {3, 1, 5},
+        [op](Graph& g, const std::vector<Value*>& p) {
+          return Emit(g, op, {p[0]}, {{"axes", Attribute::Ints({-2})}});
+        },
+        13);
+    CheckGradients(
+        {{3, 4}}, {},
+        [op](Graph& g, const std::vector<Value*>& p) {
+          return Emit(g, op, {p[0]}, {{"keepdims", Attribute::Int(0)}});
+        },
+        13);
     // opset 18: axes input.
-    CheckGradients({{3, 4, 5}}, {4}, [op](Graph& g, const std::vector<Value*>& p) {
-      return Emit(g, op, {p[0], Ints(g, {0, 2})}, {{"keepdims", Attribute::Int(0)}});
-    }, 18);
+    CheckGradients(
+        {{3, 4, 5}}, {4},
+        [op](Graph& g, const std::vector<Value*>& p) {
+          return Emit(g, op, {p[0], Ints(g, {0, 2})}, {{"keepdims", Attribute::Int(0)}});
+        },
+        18);
     // noop_with_empty_axes: Y = X.
-    CheckGradients({{2, 3}}, {2, 3}, [op](Graph& g, const std::vector<Value*>& p) {
-      return Emit(g, op, {p[0]}, {{"noop_with_empty_axes", Attribute::Int(1)}});
-    }, 18);
+    CheckGradients(
+        {{2, 3}}, {2, 3},
+        [op](Graph& g, const std::vector<Value*>& p) {
+          return Emit(g, op, {p[0]}, {{"noop_with_empty_axes", Attribute::Int(1)}});
+        },
+        18);
   }
 }
 
@@ -166,22 +190,34 @@ TEST(GradientCheck, ReduceSmooth) {
   for (const char* op : {"ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceLogSum"}) {
     SCOPED_TRACE(op);
     const bool positive = std::string(op) == "ReduceLogSum";
-    CheckGradients({{3, 4, 2}}, {3, 1, 2}, [op](Graph& g, const std::vector<Value*>& p) {
-      return Emit(g, op, {p[0]}, {{"axes", Attribute::Ints({1})}});
-    }, 13, positive ? 0.5 : -1, positive ? 2 : 1);
-    CheckGradients({{3, 4, 2}}, {4}, [op](Graph& g, const std::vector<Value*>& p) {
-      return Emit(g, op, {p[0], Ints(g, {0, -1})}, {{"keepdims", Attribute::Int(0)}});
-    }, 18, positive ? 0.5 : -1, positive ? 2 : 1);
+    CheckGradients(
+        {{3, 4, 2}}, {3, 1, 2},
+        [op](Graph& g, const std::vector<Value*>& p) {
+          return Emit(g, op, {p[0]}, {{"axes", Attribute::Ints({1})}});
+        },
+        13, positive ? 0.5 : -1, positive ? 2 : 1);
+    CheckGradients(
+        {{3, 4, 2}}, {4},
+        [op](Graph& g, const std::vector<Value*>& p) {
+          return Emit(g, op, {p[0], Ints(g, {0, -1})}, {{"keepdims", Attribute::Int(0)}});
+        },
+        18, positive ? 0.5 : -1, positive ? 2 : 1);
   }
 }
 
 TEST(GradientCheck, ReduceProd) {
-  CheckGradients({{3, 4, 2}}, {3, 1, 2}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "ReduceProd", {p[0]}, {{"axes", Attribute::Ints({1})}});
-  }, 13, 0.5, 1.5);
-  CheckGradients({{3, 4}}, {4}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "ReduceProd", {p[0], Ints(g, {0})}, {{"keepdims", Attribute::Int(0)}});
-  }, 18);
+  CheckGradients(
+      {{3, 4, 2}}, {3, 1, 2},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "ReduceProd", {p[0]}, {{"axes", Attribute::Ints({1})}});
+      },
+      13, 0.5, 1.5);
+  CheckGradients(
+      {{3, 4}}, {4},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "ReduceProd", {p[0], Ints(g, {0})}, {{"keepdims", Attribute::Int(0)}});
+      },
+      18);
 }
 
 // ReduceProd with zeros in X: the product of the others, exactly (ReduceProd is linear in each element, so the
@@ -242,11 +278,13 @@ TEST(GradientCheck, ReduceMaxTiesSplitEvenly) {
 // Axes computed in the graph (Identity of a constant: no rule can read it as one), with and without keepdims.
 TEST(GradientCheck, ReduceMaxComputedAxes) {
   for (int keep = 0; keep < 2; ++keep)
-    CheckGradients({{2, 3}}, keep ? std::vector<int64_t>{2, 1} : std::vector<int64_t>{2},
-                   [keep](Graph& g, const std::vector<Value*>& p) {
-                     Value* axes = Emit(g, "Identity", {Ints(g, {1})});
-                     return Emit(g, "ReduceMax", {p[0], axes}, {{"keepdims", Attribute::Int(keep)}});
-                   }, 18);
+    CheckGradients(
+        {{2, 3}}, keep ? std::vector<int64_t>{2, 1} : std::vector<int64_t>{2},
+        [keep](Graph& g, const std::vector<Value*>& p) {
+          Value* axes = Emit(g, "Identity", {Ints(g, {1})});
+          return Emit(g, "ReduceMax", {p[0], axes}, {{"keepdims", Attribute::Int(keep)}});
+        },
+        18);
 }
 
 }  // namespace

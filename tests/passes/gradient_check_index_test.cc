@@ -6,8 +6,8 @@
 
 #include <cmath>
 #include <limits>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include "executor/executor.h"
 #include "graph/error.h"
@@ -69,9 +69,8 @@ TEST(GradientCheck, SliceStepsNegativeAndStrided) {
 // Full reversal with the exporters' INT64_MIN end; one element taken by a large step; steps of 1 via the
 // general rule.
 TEST(GradientCheck, SliceReverseAndSingleElement) {
-  CheckGradients({{3, 4}}, {3, 4}, [](Graph& g, const std::vector<Value*>& p) {
-    return SliceOf(g, p[0], {-1}, {kMin}, {1}, {-1});
-  });
+  CheckGradients({{3, 4}}, {3, 4},
+                 [](Graph& g, const std::vector<Value*>& p) { return SliceOf(g, p[0], {-1}, {kMin}, {1}, {-1}); });
   CheckGradients({{6, 4}}, {1, 2}, [](Graph& g, const std::vector<Value*>& p) {
     return SliceOf(g, p[0], {2, -1}, {3, 0}, {0, -1}, {5, -2});
   });
@@ -110,8 +109,8 @@ TEST(GradientCheck, SliceEmptyGivesZeros) {
 TEST(GradientCheck, SliceComputedIndices) {
   CheckGradients({{5, 4}}, {2, 4}, [](Graph& g, const std::vector<Value*>& p) {
     Value* rows = Emit(g, "Gather", {Emit(g, "Shape", {p[0]}), Ints(g, {0})});
-    Value* steps = Emit(g, "Sub", {rows, Ints(g, {3})});            // 2 for 5 rows
-    Value* starts = Emit(g, "Sub", {rows, Ints(g, {4})});           // 1
+    Value* steps = Emit(g, "Sub", {rows, Ints(g, {3})});   // 2 for 5 rows
+    Value* starts = Emit(g, "Sub", {rows, Ints(g, {4})});  // 1
     return Named(g, "Slice", "strided", {p[0], starts, rows, Ints(g, {0}), steps});
   });
 }
@@ -124,9 +123,12 @@ TEST(GradientCheck, GatherElements) {
     return Emit(g, "GatherElements", {p[0], Ints(g, {0, 3, 3, -1, 1, 1, 2, 2, 0}, {3, 3})},
                 {{"axis", Attribute::Int(1)}});
   });
-  CheckGradients({{3, 2}}, {4, 2}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "GatherElements", {p[0], Ints(g, {0, 2, 2, 2, 1, 0, 0, -3}, {4, 2})});
-  }, 13);
+  CheckGradients(
+      {{3, 2}}, {4, 2},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "GatherElements", {p[0], Ints(g, {0, 2, 2, 2, 1, 0, 0, -3}, {4, 2})});
+      },
+      13);
 }
 
 TEST(GradientCheck, GatherND) {
@@ -140,9 +142,12 @@ TEST(GradientCheck, GatherND) {
 }
 
 TEST(GradientCheck, GatherNDBatchDimsFails) {
-  ExpectGradError({{2, 3}}, {2}, [](Graph& g, const std::vector<Value*>& p) {
-    return Named(g, "GatherND", "batched", {p[0], Ints(g, {0, 2}, {2, 1})}, {{"batch_dims", Attribute::Int(1)}});
-  }, {"batched", "GatherND", "batch_dims"});
+  ExpectGradError(
+      {{2, 3}}, {2},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Named(g, "GatherND", "batched", {p[0], Ints(g, {0, 2}, {2, 1})}, {{"batch_dims", Attribute::Int(1)}});
+      },
+      {"batched", "GatherND", "batch_dims"});
 }
 
 // reduction none: distinct positions per column; data and updates both get gradients.
@@ -150,9 +155,12 @@ TEST(GradientCheck, ScatterElements) {
   CheckGradients({{3, 4}, {2, 4}}, {3, 4}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "ScatterElements", {p[0], Ints(g, {0, 2, 1, 0, 2, 1, 0, -1}, {2, 4}), p[1]});
   });
-  CheckGradients({{2, 5}, {2, 2}}, {2, 5}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "ScatterElements", {p[0], Ints(g, {4, 0, 1, 3}, {2, 2}), p[1]}, {{"axis", Attribute::Int(-1)}});
-  }, 13);
+  CheckGradients(
+      {{2, 5}, {2, 2}}, {2, 5},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "ScatterElements", {p[0], Ints(g, {4, 0, 1, 3}, {2, 2}), p[1]}, {{"axis", Attribute::Int(-1)}});
+      },
+      13);
 }
 
 // reduction add: repeated indices are fine (each update's contribution is linear).
@@ -164,10 +172,12 @@ TEST(GradientCheck, ScatterElementsAdd) {
 }
 
 TEST(GradientCheck, ScatterElementsMulFails) {
-  ExpectGradError({{3, 3}, {1, 3}}, {3, 3}, [](Graph& g, const std::vector<Value*>& p) {
-    return Named(g, "ScatterElements", "scatter_mul", {p[0], Ints(g, {0, 1, 2}, {1, 3}), p[1]},
-                 {{"reduction", Attribute::String("mul")}});
-  }, {"scatter_mul", "reduction 'mul'"});
+  ExpectGradError({{3, 3}, {1, 3}}, {3, 3},
+                  [](Graph& g, const std::vector<Value*>& p) {
+                    return Named(g, "ScatterElements", "scatter_mul", {p[0], Ints(g, {0, 1, 2}, {1, 3}), p[1]},
+                                 {{"reduction", Attribute::String("mul")}});
+                  },
+                  {"scatter_mul", "reduction 'mul'"});
 }
 
 TEST(GradientCheck, ScatterND) {
@@ -186,9 +196,8 @@ TEST(GradientCheck, ScatterND) {
 }
 
 TEST(GradientCheck, Trilu) {
-  CheckGradients({{2, 4, 5}}, {2, 4, 5}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "Trilu", {p[0]});
-  });
+  CheckGradients({{2, 4, 5}}, {2, 4, 5},
+                 [](Graph& g, const std::vector<Value*>& p) { return Emit(g, "Trilu", {p[0]}); });
   CheckGradients({{4, 3}}, {4, 3}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "Trilu", {p[0], g.AddInitializer(g.UniqueName("k_k"), Tensor::FromInt64({-1}, {}))},
                 {{"upper", Attribute::Int(0)}});
@@ -206,9 +215,12 @@ TEST(GradientCheck, TopK) {
                        {{"axis", Attribute::Int(0)}, {"largest", Attribute::Int(0)}})[0];
   });
   // Opset 10: Scatter instead of ScatterElements.
-  CheckGradients({{2, 4}}, {2, 1}, [](Graph& g, const std::vector<Value*>& p) {
-    return test::EmitN(g, "TopK", {p[0], Ints(g, {1})}, 2)[0];
-  }, 10);
+  CheckGradients(
+      {{2, 4}}, {2, 1},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return test::EmitN(g, "TopK", {p[0], Ints(g, {1})}, 2)[0];
+      },
+      10);
 }
 
 TEST(GradientCheck, CumSum) {
@@ -256,9 +268,8 @@ TEST(GradientCheck, EinsumOneOperand) {
   CheckGradients({{3, 4}}, {4, 3}, [](Graph& g, const std::vector<Value*>& p) { return Einsum(g, "ij->ji", {p[0]}); });
   CheckGradients({{3, 4}}, {3}, [](Graph& g, const std::vector<Value*>& p) { return Einsum(g, "ij->i", {p[0]}); });
   CheckGradients({{3, 4}}, {}, [](Graph& g, const std::vector<Value*>& p) { return Einsum(g, "ij->", {p[0]}); });
-  CheckGradients({{2, 3, 4}}, {4, 2}, [](Graph& g, const std::vector<Value*>& p) {
-    return Einsum(g, "abc->ca", {p[0]});
-  });
+  CheckGradients({{2, 3, 4}}, {4, 2},
+                 [](Graph& g, const std::vector<Value*>& p) { return Einsum(g, "abc->ca", {p[0]}); });
 }
 
 // Implicit output ('ij,jk' -> 'ik'), a label summed over one operand alone ('l' in B), a scalar output, three
@@ -293,21 +304,27 @@ TEST(GradientCheck, EinsumEllipsis) {
   CheckGradients({{2, 3, 4, 5}, {2, 6, 5}}, {2, 3, 4, 6}, [](Graph& g, const std::vector<Value*>& p) {
     return Einsum(g, "b...d,bkd->b...k", {p[0], p[1]});
   });
-  CheckGradients({{3, 2, 4}}, {4, 3, 2}, [](Graph& g, const std::vector<Value*>& p) {
-    return Einsum(g, "i...j->j i...", {p[0]});
-  });
+  CheckGradients({{3, 2, 4}}, {4, 3, 2},
+                 [](Graph& g, const std::vector<Value*>& p) { return Einsum(g, "i...j->j i...", {p[0]}); });
 }
 
 TEST(GradientCheck, EinsumUnsupportedEquationsFail) {
-  ExpectGradError({{3, 3}}, {3}, [](Graph& g, const std::vector<Value*>& p) {
-    return Named(g, "Einsum", "diag", {p[0]}, {{"equation", Attribute::String("ii->i")}});
-  }, {"diag", "Einsum", "'ii->i'", "diagonal"});
-  ExpectGradError({{2, 3, 4}}, {3, 4}, [](Graph& g, const std::vector<Value*>& p) {
-    return Named(g, "Einsum", "ell_sum", {p[0]}, {{"equation", Attribute::String("...ij->ij")}});
-  }, {"ell_sum", "'...ij->ij'", "ellipsis"});
-  ExpectGradError({{2, 3, 4}, {5, 4}}, {2, 3, 5}, [](Graph& g, const std::vector<Value*>& p) {
-    return Named(g, "Einsum", "ell_mid", {p[0], p[1]}, {{"equation", Attribute::String("i...j,k...j->i...k")}});
-  }, {"ell_mid", "'i...j,k...j->i...k'", "letters before an ellipsis"});
+  ExpectGradError({{3, 3}}, {3},
+                  [](Graph& g, const std::vector<Value*>& p) {
+                    return Named(g, "Einsum", "diag", {p[0]}, {{"equation", Attribute::String("ii->i")}});
+                  },
+                  {"diag", "Einsum", "'ii->i'", "diagonal"});
+  ExpectGradError({{2, 3, 4}}, {3, 4},
+                  [](Graph& g, const std::vector<Value*>& p) {
+                    return Named(g, "Einsum", "ell_sum", {p[0]}, {{"equation", Attribute::String("...ij->ij")}});
+                  },
+                  {"ell_sum", "'...ij->ij'", "ellipsis"});
+  ExpectGradError(
+      {{2, 3, 4}, {5, 4}}, {2, 3, 5},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Named(g, "Einsum", "ell_mid", {p[0], p[1]}, {{"equation", Attribute::String("i...j,k...j->i...k")}});
+      },
+      {"ell_mid", "'i...j,k...j->i...k'", "letters before an ellipsis"});
 }
 
 // ---- ConvTranspose / GlobalMaxPool ---------------------------------------------------------------------------
@@ -316,7 +333,8 @@ TEST(GradientCheck, EinsumUnsupportedEquationsFail) {
 TEST(GradientCheck, ConvTranspose2D) {
   CheckGradients({{1, 3, 3, 3}, {3, 2, 3, 2}, {2}}, {1, 2, 7, 6}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "ConvTranspose", {p[0], p[1], p[2]},
-                {{"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 0, 0, 1})},
+                {{"strides", Attribute::Ints({2, 2})},
+                 {"pads", Attribute::Ints({1, 0, 0, 1})},
                  {"output_padding", Attribute::Ints({1, 1})}});
   });
 }
@@ -324,8 +342,7 @@ TEST(GradientCheck, ConvTranspose2D) {
 // Groups and dilations, no bias.
 TEST(GradientCheck, ConvTransposeGroupDilation) {
   CheckGradients({{2, 4, 3}, {4, 1, 2}}, {2, 2, 5}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "ConvTranspose", {p[0], p[1]},
-                {{"group", Attribute::Int(2)}, {"dilations", Attribute::Ints({2})}});
+    return Emit(g, "ConvTranspose", {p[0], p[1]}, {{"group", Attribute::Int(2)}, {"dilations", Attribute::Ints({2})}});
   });
 }
 
@@ -346,9 +363,9 @@ std::vector<Tensor> ConvTransposeGrads(DataType t, const std::vector<Tensor>& pa
                                        const Attrs& attrs) {
   std::vector<Tensor> params;
   for (const auto& p : params64) params.push_back(p.CastTo(t));
-  auto g = test::Build(params, [&](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "ConvTranspose", p, attrs);
-  }, r64.CastTo(t), 17);
+  auto g = test::Build(
+      params, [&](Graph& g, const std::vector<Value*>& p) { return Emit(g, "ConvTranspose", p, attrs); }, r64.CastTo(t),
+      17);
   AutodiffPass pass({"loss", "^r$"});
   EXPECT_TRUE(pass.Run(*g));
   Executor ex(*g);
@@ -359,11 +376,14 @@ std::vector<Tensor> ConvTransposeGrads(DataType t, const std::vector<Tensor>& pa
 TEST(GradientCheck, ConvTransposeFloat32MatchesFloat64) {
   const std::vector<std::pair<std::vector<std::vector<int64_t>>, std::vector<int64_t>>> cases = {
       {{{2, 3, 5, 4}, {3, 4, 3, 3}, {4}}, {2, 4, 10, 8}}, {{{2, 4, 6}, {4, 3, 4}}, {2, 6, 16}}};
-  const std::vector<Attrs> attrs = {
-      {{"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 1, 0})},
-       {"output_padding", Attribute::Ints({1, 0})}},
-      {{"strides", Attribute::Ints({2})}, {"group", Attribute::Int(2)}, {"dilations", Attribute::Ints({2})},
-       {"pads", Attribute::Ints({1, 1})}, {"output_padding", Attribute::Ints({1})}}};
+  const std::vector<Attrs> attrs = {{{"strides", Attribute::Ints({2, 2})},
+                                     {"pads", Attribute::Ints({1, 1, 1, 0})},
+                                     {"output_padding", Attribute::Ints({1, 0})}},
+                                    {{"strides", Attribute::Ints({2})},
+                                     {"group", Attribute::Int(2)},
+                                     {"dilations", Attribute::Ints({2})},
+                                     {"pads", Attribute::Ints({1, 1})},
+                                     {"output_padding", Attribute::Ints({1})}}};
   for (size_t k = 0; k < cases.size(); ++k) {
     SCOPED_TRACE(k);
     std::vector<Tensor> params;
@@ -383,12 +403,10 @@ TEST(GradientCheck, ConvTransposeFloat32MatchesFloat64) {
 }
 
 TEST(GradientCheck, GlobalMaxPool) {
-  CheckGradients({{2, 3, 4, 5}}, {2, 3, 1, 1}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "GlobalMaxPool", {p[0]});
-  });
-  CheckGradients({{2, 2, 6}}, {2, 2, 1}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "GlobalMaxPool", {p[0]});
-  });
+  CheckGradients({{2, 3, 4, 5}}, {2, 3, 1, 1},
+                 [](Graph& g, const std::vector<Value*>& p) { return Emit(g, "GlobalMaxPool", {p[0]}); });
+  CheckGradients({{2, 2, 6}}, {2, 2, 1},
+                 [](Graph& g, const std::vector<Value*>& p) { return Emit(g, "GlobalMaxPool", {p[0]}); });
 }
 
 }  // namespace

@@ -2,13 +2,14 @@
 // runs on the CPU executor and its gradients are compared with analytic ones computed in double on fresh random
 // inputs; negative twins: a graph without Gradient is left alone, and unsupported or malformed nodes are errors
 // naming the node.
+#include "passes/gradient_op.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "executor/executor.h"
 #include "graph/error.h"
-#include "passes/gradient_op.h"
 #include "tests/test_util.h"
 
 namespace ot {

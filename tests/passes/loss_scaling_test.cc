@@ -1,6 +1,8 @@
 // loss-scaling pass: golden structure on an MLP step graph, its negative twins (mode none; a node that scales
 // already), option errors, EnableOptimizerStats, and differential tests on the CPU: with a power-of-two scale the
 // scaled step trains exactly like the unscaled one; an overflowing step is skipped and the scale backs off.
+#include "passes/loss_scaling.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <limits>
 
 #include "graph/ops/optimizer_layout.h"
-#include "passes/loss_scaling.h"
 #include "passes/master_weights.h"
 #include "tests/passes/amp_step_util.h"
 

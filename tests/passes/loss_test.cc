@@ -1,12 +1,13 @@
 // loss pass: appends cross-entropy / MSE on named logits (values checked by running the graph), picks the
 // model's scalar output, and names what is wrong otherwise.
+#include "passes/loss.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "executor/executor.h"
 #include "graph/error.h"
-#include "passes/loss.h"
 #include "tests/test_util.h"
 
 namespace ot {

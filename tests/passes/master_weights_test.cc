@@ -1,6 +1,8 @@
 // master-weights pass: golden structure on an MLP step graph with the Casts the amp pass inserts, its negative
 // twins (no Cast of a trained parameter: nothing changes), user errors, HalfCopies(), and a differential test:
 // the graph with the amp Casts and the rewritten graph train the same (same losses, same fp32 weights) on the CPU.
+#include "passes/master_weights.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include "graph/ops/optimizer_layout.h"
 #include "passes/amp.h"
 #include "passes/loss_scaling.h"
-#include "passes/master_weights.h"
 #include "tests/passes/amp_step_util.h"
 
 namespace ot {

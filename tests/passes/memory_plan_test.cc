@@ -4,10 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
-
-#include <algorithm>
 #include <random>
 #include <stdexcept>
 
@@ -154,8 +153,8 @@ void CheckCase(const Case& c, int best_fit_limit = kBestFitRegionLimit) {
       const R &A = regions[a], &B = regions[b];
       if (A.end < B.start || B.end < A.start || A.size == 0 || B.size == 0) continue;
       EXPECT_TRUE(A.off + A.size <= B.off || B.off + B.size <= A.off)
-          << "regions of " << A.root << " [" << A.start << "," << A.end << "] and " << B.root << " [" << B.start
-          << "," << B.end << "] overlap in memory";
+          << "regions of " << A.root << " [" << A.start << "," << A.end << "] and " << B.root << " [" << B.start << ","
+          << B.end << "] overlap in memory";
     }
   // Peak by a sweep over the steps.
   int64_t peak = 0;
@@ -325,15 +324,15 @@ namespace {
 // dead, a later step's in-place output takes the group's memory.
 TEST(MemoryPlan, ViewSharesTheLiveInputsMemory) {
   //                    x (0)                      v (1)                      y (2)                     z (3)
-  std::vector<PlanBuffer> b = {{4096, false, false, 0, 3}, {4096, false, false, 1, 2}, {4096, false, false, 2, 3},
-                               {4096, false, true, 3, -1}};
+  std::vector<PlanBuffer> b = {
+      {4096, false, false, 0, 3}, {4096, false, false, 1, 2}, {4096, false, false, 2, 3}, {4096, false, true, 3, -1}};
   std::vector<PlanStep> s(4);
   s[0].outputs = {0};
   s[1].inputs = {0};
   s[1].outputs = {1};
   s[1].views = {{1, 0}};
-  s[2] = {{1}, {2}, 0, {{2, 1}}};       // v dies here but x is read at step 3: no in-place
-  s[3] = {{0, 2}, {3}, 0, {{3, 0}}};    // the group {x, v} dies here: z takes it
+  s[2] = {{1}, {2}, 0, {{2, 1}}};     // v dies here but x is read at step 3: no in-place
+  s[3] = {{0, 2}, {3}, 0, {{3, 0}}};  // the group {x, v} dies here: z takes it
   const MemoryPlan p = PlanMemoryArena(b, s);
   EXPECT_EQ(p.shares, (std::vector<int>{-1, 0, -1, 0}));
   EXPECT_EQ(p.offsets[1], p.offsets[0]);

@@ -49,17 +49,18 @@ TEST(GradientCheck, LogSoftmax) {
 // Opset 11: the input is coerced to 2-D at `axis` (the normalization runs over all trailing dims).
 TEST(GradientCheck, SoftmaxLegacyCoerced2D) {
   for (const char* op : {"Softmax", "LogSoftmax"})
-    CheckGradients({{2, 3, 4}}, {2, 3, 4}, [=](Graph& g, const std::vector<Value*>& p) {
-      return Emit(g, op, {p[0]}, {{"axis", I(1)}});
-    }, 11);
+    CheckGradients(
+        {{2, 3, 4}}, {2, 3, 4},
+        [=](Graph& g, const std::vector<Value*>& p) {
+          return Emit(g, op, {p[0]}, {{"axis", I(1)}});
+        },
+        11);
 }
 
 Value* Labels(Graph& g, std::vector<int64_t> v, std::vector<int64_t> dims) {
   return g.AddInitializer(g.UniqueName("labels"), Tensor::FromInt64(v, dims));
 }
-Value* Weights(Graph& g) {
-  return g.AddInitializer(g.UniqueName("k_w"), Doubles({0.5, 2.0, 1.5}, {3}));
-}
+Value* Weights(Graph& g) { return g.AddInitializer(g.UniqueName("k_w"), Doubles({0.5, 2.0, 1.5}, {3})); }
 
 // Scores (N=2, C=3, D=2), labels (2, 2) with one ignored (-1) element where ignore_index is set. The labels are the
 // leading [N, D] of a larger table, sliced by the scores' own shape (as a model sliced by its input's length), so
@@ -119,20 +120,26 @@ TEST(GradientCheck, LayerNormalization) {
 
 // Opset 15, training_mode = 1: gradients through the batch statistics (running stats are constants).
 TEST(GradientCheck, BatchNormalizationTraining) {
-  CheckGradients({{2, 3, 2, 2}, {3}, {3}}, {2, 3, 2, 2}, [](Graph& g, const std::vector<Value*>& p) {
-    Value* m = g.AddInitializer(g.UniqueName("k_mean"), Doubles({0.1, -0.2, 0.3}, {3}));
-    Value* v = g.AddInitializer(g.UniqueName("k_var"), Doubles({1.0, 0.5, 2.0}, {3}));
-    return EmitN(g, "BatchNormalization", {p[0], p[1], p[2], m, v}, 3,
-                 {{"training_mode", I(1)}, {"epsilon", Attribute::Float(1e-3f)}})[0];
-  }, 15);
+  CheckGradients(
+      {{2, 3, 2, 2}, {3}, {3}}, {2, 3, 2, 2},
+      [](Graph& g, const std::vector<Value*>& p) {
+        Value* m = g.AddInitializer(g.UniqueName("k_mean"), Doubles({0.1, -0.2, 0.3}, {3}));
+        Value* v = g.AddInitializer(g.UniqueName("k_var"), Doubles({1.0, 0.5, 2.0}, {3}));
+        return EmitN(g, "BatchNormalization", {p[0], p[1], p[2], m, v}, 3,
+                     {{"training_mode", I(1)}, {"epsilon", Attribute::Float(1e-3f)}})[0];
+      },
+      15);
 }
 
 TEST(GradientCheck, BatchNormalizationInference) {
-  CheckGradients({{2, 3, 2}, {3}, {3}}, {2, 3, 2}, [](Graph& g, const std::vector<Value*>& p) {
-    Value* m = g.AddInitializer(g.UniqueName("k_mean"), Doubles({0.1, -0.2, 0.3}, {3}));
-    Value* v = g.AddInitializer(g.UniqueName("k_var"), Doubles({1.0, 0.5, 2.0}, {3}));
-    return Emit(g, "BatchNormalization", {p[0], p[1], p[2], m, v});
-  }, 15);
+  CheckGradients(
+      {{2, 3, 2}, {3}, {3}}, {2, 3, 2},
+      [](Graph& g, const std::vector<Value*>& p) {
+        Value* m = g.AddInitializer(g.UniqueName("k_mean"), Doubles({0.1, -0.2, 0.3}, {3}));
+        Value* v = g.AddInitializer(g.UniqueName("k_var"), Doubles({1.0, 0.5, 2.0}, {3}));
+        return Emit(g, "BatchNormalization", {p[0], p[1], p[2], m, v});
+      },
+      15);
 }
 
 TEST(GradientCheck, Erf) {
@@ -140,9 +147,12 @@ TEST(GradientCheck, Erf) {
 }
 
 TEST(GradientCheck, Pow) {
-  CheckGradients({{2, 3}, {3}}, {2, 3}, [](Graph& g, const std::vector<Value*>& p) {
-    return Emit(g, "Pow", {p[0], p[1]});
-  }, 17, 0.5, 2.0);
+  CheckGradients(
+      {{2, 3}, {3}}, {2, 3},
+      [](Graph& g, const std::vector<Value*>& p) {
+        return Emit(g, "Pow", {p[0], p[1]});
+      },
+      17, 0.5, 2.0);
   // Integer exponent (a constant): the base only.
   CheckGradients({{5}}, {5}, [](Graph& g, const std::vector<Value*>& p) {
     return Emit(g, "Pow", {p[0], Labels(g, {3}, {})});
@@ -151,9 +161,12 @@ TEST(GradientCheck, Pow) {
 
 TEST(GradientCheck, Gelu) {
   for (const char* approx : {"none", "tanh"})
-    CheckGradients({{7}}, {7}, [=](Graph& g, const std::vector<Value*>& p) {
-      return Emit(g, "Gelu", {p[0]}, {{"approximate", S(approx)}});
-    }, 20, -3, 3);
+    CheckGradients(
+        {{7}}, {7},
+        [=](Graph& g, const std::vector<Value*>& p) {
+          return Emit(g, "Gelu", {p[0]}, {{"approximate", S(approx)}});
+        },
+        20, -3, 3);
 }
 
 // The float32 kernels agree with the float64 ones (LayerNorm, BatchNorm in training, SoftmaxCrossEntropyLoss).
@@ -178,17 +191,19 @@ TEST(NormGrad, Float32MatchesFloat64) {
     Executor ex(g);
     return ex.Run({});
   };
-  std::vector<Tensor> src = {test::RandomTensor(DataType::kFloat64, {4, 5}), test::RandomTensor(DataType::kFloat64, {5}),
-                             test::RandomTensor(DataType::kFloat64, {5}),    test::RandomTensor(DataType::kFloat64, {5}),
-                             test::RandomTensor(DataType::kFloat64, {5}),    test::RandomTensor(DataType::kFloat64, {5}),
-                             test::RandomTensor(DataType::kFloat64, {5}, 0.5, 1.5)};
+  std::vector<Tensor> src = {
+      test::RandomTensor(DataType::kFloat64, {4, 5}),       test::RandomTensor(DataType::kFloat64, {5}),
+      test::RandomTensor(DataType::kFloat64, {5}),          test::RandomTensor(DataType::kFloat64, {5}),
+      test::RandomTensor(DataType::kFloat64, {5}),          test::RandomTensor(DataType::kFloat64, {5}),
+      test::RandomTensor(DataType::kFloat64, {5}, 0.5, 1.5)};
   std::vector<Tensor> a = grads(DataType::kFloat32, src), b = grads(DataType::kFloat64, src);
   ASSERT_EQ(a.size(), 6u);
   ASSERT_EQ(b.size(), 6u);
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].dtype(), DataType::kFloat32);
     for (int64_t j = 0; j < a[i].numel(); ++j)
-      EXPECT_NEAR(a[i].GetDouble(j), b[i].GetDouble(j), 1e-4 + 1e-4 * std::fabs(b[i].GetDouble(j))) << i << "[" << j << "]";
+      EXPECT_NEAR(a[i].GetDouble(j), b[i].GetDouble(j), 1e-4 + 1e-4 * std::fabs(b[i].GetDouble(j)))
+          << i << "[" << j << "]";
   }
 }
 
@@ -237,11 +252,14 @@ TEST(NormGrad, HalfPrecisionMatchesFloat64) {
 }
 
 TEST(GradientCheck, BatchNormalizationOpset9Inference) {
-  CheckGradients({{2, 3}, {3}, {3}}, {2, 3}, [](Graph& g, const std::vector<Value*>& p) {
-    Value* m = g.AddInitializer(g.UniqueName("k_mean"), Doubles({0.1, -0.2, 0.3}, {3}));
-    Value* v = g.AddInitializer(g.UniqueName("k_var"), Doubles({1.0, 0.5, 2.0}, {3}));
-    return Emit(g, "BatchNormalization", {p[0], p[1], p[2], m, v});
-  }, 9);
+  CheckGradients(
+      {{2, 3}, {3}, {3}}, {2, 3},
+      [](Graph& g, const std::vector<Value*>& p) {
+        Value* m = g.AddInitializer(g.UniqueName("k_mean"), Doubles({0.1, -0.2, 0.3}, {3}));
+        Value* v = g.AddInitializer(g.UniqueName("k_var"), Doubles({1.0, 0.5, 2.0}, {3}));
+        return Emit(g, "BatchNormalization", {p[0], p[1], p[2], m, v});
+      },
+      9);
 }
 
 }  // namespace

@@ -1,13 +1,14 @@
 // Optimizer pass: structure of the rewrite, and several training steps on a tiny model compared with a
 // reference of torch.optim (Apex FusedLAMB for LAMB) written here in double, independent of optim_math.h.
 // Model: y = W x + b, loss = ReduceSum((y - t)^2), W [3,4], b [3,1], x [4,2], t [3,2] (x and t frozen).
+#include "cpu_ops/optimizer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "cpu_ops/optimizer.h"
 #include "executor/executor.h"
 #include "graph/error.h"
 #include "graph/graph.h"
@@ -374,8 +375,8 @@ TEST(Optimizer, MultiChunkKernelIsDeterministic) {
     mo = m;
     vo = v;
     for (int i = 0; i < 3; ++i)
-      ts[i] = {sizes[i], false, p[i].data(), g[i].data(), m[i].data(), v[i].data(),
-               po[i].data(), mo[i].data(), vo[i].data()};
+      ts[i] = {sizes[i],    false,        p[i].data(),  g[i].data(), m[i].data(),
+               v[i].data(), po[i].data(), mo[i].data(), vo[i].data()};
     cpu::OptimHyper h;
     h.kind = cpu::OptimKind::kLamb;
     h.weight_decay = 0.01;

@@ -28,10 +28,28 @@ std::unique_ptr<Graph> OneRelu() {
 TEST(PassManager, RunsInOrderSkipsWhatDoesNotApplyAndReportsChanges) {
   std::vector<std::string> ran, seen;
   PassManager pm;
-  pm.Add("a", [&](Graph&) { ran.push_back("a"); return true; }, "needed");
-  pm.Add("b", [&](Graph&) { ran.push_back("b"); return false; }, "", /*applies=*/false);
-  pm.Add("c", [&](Graph&) { ran.push_back("c"); return false; });
-  pm.Add("d", [&](Graph&) { ran.push_back("d"); return true; });
+  pm.Add(
+      "a",
+      [&](Graph&) {
+        ran.push_back("a");
+        return true;
+      },
+      "needed");
+  pm.Add(
+      "b",
+      [&](Graph&) {
+        ran.push_back("b");
+        return false;
+      },
+      "", /*applies=*/false);
+  pm.Add("c", [&](Graph&) {
+    ran.push_back("c");
+    return false;
+  });
+  pm.Add("d", [&](Graph&) {
+    ran.push_back("d");
+    return true;
+  });
   pm.AfterEach([&](const std::string& p, const Graph&) { seen.push_back(p); });
   pm.Disable({"c"});
   auto g = OneRelu();
@@ -45,14 +63,16 @@ TEST(PassManager, RunsInOrderSkipsWhatDoesNotApplyAndReportsChanges) {
 
 TEST(PassManager, DisablingARequiredOrUnknownPassSaysWhyAndWhatCanBeLeftOut) {
   PassManager pm;
-  pm.Add("core", [](Graph&) { return false; }, "it makes the step");
+  pm.Add(
+      "core", [](Graph&) { return false; }, "it makes the step");
   pm.Add("extra", [](Graph&) { return false; });
   try {
     pm.Disable({"core"}, {"later"});
     FAIL() << "a required pass was disabled";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "--disable-pass core: the step cannot be built without it (it makes the step); "
-                                     "passes that can be disabled: extra, later");
+    EXPECT_EQ(std::string(e.what()),
+              "--disable-pass core: the step cannot be built without it (it makes the step); "
+              "passes that can be disabled: extra, later");
   }
   try {
     pm.Disable({"nope"});
@@ -92,10 +112,9 @@ TEST(PassManager, TheVerifierNamesThePassThatBrokeTheGraph) {
 TEST(PassManager, TestsVerifyByDefault) { EXPECT_TRUE(VerifyPassesByDefault()); }
 
 TEST(StepPipeline, NamesComeFromTheOneList) {
-  EXPECT_EQ(StepPassNames(),
-            (std::vector<std::string>{"training_mode", "pattern_fusion", "loss", "autodiff", "optimizer", "amp",
-                                      "fp16_range", "master_weights", "loss_scaling", "fold_transpose",
-                                      "fuse_bias_grad"}));
+  EXPECT_EQ(StepPassNames(), (std::vector<std::string>{"training_mode", "pattern_fusion", "loss", "autodiff",
+                                                       "optimizer", "amp", "fp16_range", "master_weights",
+                                                       "loss_scaling", "fold_transpose", "fuse_bias_grad"}));
   EXPECT_EQ(OptionalPasses(),
             (std::vector<std::string>{"pattern_fusion", "fp16_range", "fold_transpose", "fuse_bias_grad",
                                       "fuse_pool_relu", "fuse_batch_norm", "fuse_residual_norm", "cluster_fusion",

@@ -1,8 +1,9 @@
 // Rematerialization (passes/rematerialize.h) on a fake sizer (tests/passes/fake_sizer.h): under a budget the step's
 // planned peak passes, a cheap saved value is recomputed before its late reader; with room to spare nothing changes.
+#include "passes/rematerialize.h"
+
 #include <gtest/gtest.h>
 
-#include "passes/rematerialize.h"
 #include "tests/passes/fake_sizer.h"
 
 namespace ot {
@@ -13,8 +14,8 @@ using test::Emit;
 using test::FakeSizer;
 using test::Input;
 
-constexpr int64_t kN = 4096;         // elements of a unit
-constexpr int64_t kUnit = kN * 4;    // bytes
+constexpr int64_t kN = 4096;       // elements of a unit
+constexpr int64_t kUnit = kN * 4;  // bytes
 
 // a = Relu(x) is read early (Neg) and late (the final Mul); the peak is at m2, with a live across it:
 // a, e = Neg(a), m1 = Mul(y, e) [4 units], m2 = Neg(m1) [4], s = ReduceSum(m2) [1], d = Mul(s, a).

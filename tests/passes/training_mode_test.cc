@@ -1,13 +1,14 @@
 // training_mode: BatchNormalization and Dropout switched to training mode for the step graph (running statistics
 // become bound state) and back to inference mode for evaluation and the saved model.
+#include "passes/training_mode.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "graph/op_registry.h"
 #include "graph/error.h"
+#include "graph/op_registry.h"
 #include "graph/verifier.h"
-#include "passes/training_mode.h"
 #include "tests/test_util.h"
 
 namespace ot {

@@ -4,18 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
-#include "training/data_loader.h"
-#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "passes/master_weights.h"
 #include "tests/executor/example_data.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
@@ -34,7 +34,7 @@ struct RunLog {
 
 // Trains `model` for `steps` steps on `arrays` in file order with `half` (kUndefined: fp32).
 RunLog Train(const std::string& model_path, TrainerOptions o, std::map<std::string, Tensor> arrays, int64_t batch,
-          int steps, DataType half, std::unique_ptr<Graph> model = nullptr) {
+             int steps, DataType half, std::unique_ptr<Graph> model = nullptr) {
   o.amp.half = half;
   Trainer trainer(model ? std::move(model) : LoadModel(model_path), o);
   DataLoader data(std::move(arrays), batch, false, 0, model_path);
@@ -67,7 +67,7 @@ TEST_P(AmpExamples, FinalLossWithin3PercentOfFp32) {
   const Example& ex = GetParam();
   nlohmann::json ref = Reference(ex.dir, ex.optimizer);
   ASSERT_FALSE(ref.is_null());
-  std::map<std::string, Tensor> arrays = ex.dir == "digits_mlp"   ? Npz(kExamples + "digits_mlp/train.npz")
+  std::map<std::string, Tensor> arrays = ex.dir == "digits_mlp"    ? Npz(kExamples + "digits_mlp/train.npz")
                                          : ex.dir == "fashion_cnn" ? FashionHead(4096)
                                                                    : TinyLmData();
   const std::string path = kExamples + ex.dir + "/model.onnx";
@@ -113,7 +113,7 @@ std::unique_ptr<Graph> ScaledLossMlp() {
 TEST(AmpLossScaling, UnderflowIsRecoveredByDynamicScaling) {
   TrainerOptions o;
   o.loss.output = "scaled_loss";
-  o.freeze = "^scale$";  // the constant 2^-14 is an initializer: not a parameter
+  o.freeze = "^scale$";                     // the constant 2^-14 is an initializer: not a parameter
   o.optimizer.kind = OptimizerKind::kAdam;  // invariant to the gradient's scale: fp32 trains as if unscaled
   o.optimizer.lr = 0.01;
   const auto arrays = Npz(kExamples + "digits_mlp/train.npz");
@@ -130,8 +130,10 @@ TEST(AmpLossScaling, UnderflowIsRecoveredByDynamicScaling) {
   EXPECT_NEAR(dl, f32, 0.02 * f32) << "dynamic loss scaling";
   EXPECT_GT(ul, 1.02 * f32) << "--loss-scale 1 should train worse: its gradients flush to zero";
   const double z_dyn = TailMean(scaled.zero_fractions, steps), z_one = TailMean(unscaled.zero_fractions, steps);
-  std::printf("scaled loss x 2^-14, last 5 steps: fp32 %.6g, fp16 dynamic %.6g, fp16 --loss-scale 1 %.6g; gradient "
-              "elements exactly zero: dynamic %.3f, unscaled %.3f\n", f32, dl, ul, z_dyn, z_one);
+  std::printf(
+      "scaled loss x 2^-14, last 5 steps: fp32 %.6g, fp16 dynamic %.6g, fp16 --loss-scale 1 %.6g; gradient "
+      "elements exactly zero: dynamic %.3f, unscaled %.3f\n",
+      f32, dl, ul, z_dyn, z_one);
   EXPECT_GT(z_one, z_dyn + 0.1) << "share of gradient elements flushed to zero: scaled " << z_dyn << ", unscaled "
                                 << z_one;
   EXPECT_LE(scaled.skipped, 3);

@@ -1,11 +1,12 @@
 // DataLoader: DESIGN.md's batch order (file order without shuffling, remainder dropped), a seeded permutation
 // with shuffling that differs per epoch and repeats per seed, prefetch equal to Get, and data errors.
+#include "training/data_loader.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
-#include "training/data_loader.h"
 #include "executor/threads.h"
 #include "graph/error.h"
 

@@ -10,6 +10,7 @@
 #include <malloc.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -18,17 +19,15 @@
 #include <tuple>
 #include <vector>
 
-#include <cmath>
-
-#include "training/data_loader.h"
-#include "training/fusion.h"
-#include "training/memory_report.h"
 #include "executor/plan.h"
 #include "kernel_common/scalar_math.h"
 #include "onnx_import/model_io.h"
 #include "passes/step_graph.h"
 #include "tests/executor/example_data.h"
 #include "tests/test_util.h"
+#include "training/data_loader.h"
+#include "training/fusion.h"
+#include "training/memory_report.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
@@ -79,8 +78,10 @@ void free(void* p) {
 void* realloc(void* p, size_t n) {
   const int64_t old = p ? static_cast<int64_t>(malloc_usable_size(p)) : 0;
   void* q = __libc_realloc(p, n);
-  if (q) ot::alloc_counter::Add(static_cast<int64_t>(malloc_usable_size(q)) - old);
-  else if (p && n == 0) ot::alloc_counter::Add(-old);  // realloc(p, 0) freed p
+  if (q)
+    ot::alloc_counter::Add(static_cast<int64_t>(malloc_usable_size(q)) - old);
+  else if (p && n == 0)
+    ot::alloc_counter::Add(-old);  // realloc(p, 0) freed p
   return q;
 }
 void* memalign(size_t a, size_t n) { return Counted(__libc_memalign(a, n)); }
@@ -187,12 +188,15 @@ TEST_P(MemoryPeakFused, MeasuredPeakOfTheTinyLmStepFollowsThePlan) {
   const int64_t measured = during + (mp.resident_bytes - plan->output_bytes()) + mp.arena_bytes;
   int64_t ws_max = 0;
   for (int k = 0; k < plan->kernel_count(); ++k) ws_max = std::max(ws_max, plan->workspace_bytes(k));
-  std::printf("tiny_lm batch 64 %s --fuse=%s: measured peak %.2f MB, planned %.2f MB (resident %.2f MB of which outputs %.3f MB, "
-              "arena %.2f MB, live peak %.2f MB, largest workspace %.2f MB, in place %.2f MB, declared heap %.3f MB); heap during "
-              "the run +%.3f MB\n",
-              half == DataType::kUndefined ? "fp32" : DataTypeName(half).c_str(), mode.c_str(), measured / 1e6, planned / 1e6,
-              mp.resident_bytes / 1e6, plan->output_bytes() / 1e6, mp.arena_bytes / 1e6, mp.peak_live_bytes / 1e6,
-              ws_max / 1e6, mp.inplace_saved_bytes / 1e6, declared_outside / 1e6, during / 1e6);
+  std::printf(
+      "tiny_lm batch 64 %s --fuse=%s: measured peak %.2f MB, planned %.2f MB (resident %.2f MB of which outputs %.3f "
+      "MB, "
+      "arena %.2f MB, live peak %.2f MB, largest workspace %.2f MB, in place %.2f MB, declared heap %.3f MB); heap "
+      "during "
+      "the run +%.3f MB\n",
+      half == DataType::kUndefined ? "fp32" : DataTypeName(half).c_str(), mode.c_str(), measured / 1e6, planned / 1e6,
+      mp.resident_bytes / 1e6, plan->output_bytes() / 1e6, mp.arena_bytes / 1e6, mp.peak_live_bytes / 1e6, ws_max / 1e6,
+      mp.inplace_saved_bytes / 1e6, declared_outside / 1e6, during / 1e6);
   EXPECT_LE(measured, planned + declared_outside);
   EXPECT_GE(measured, 0.9 * static_cast<double>(planned));
   // The plan itself: arena at least the arena's live peak; in-place reuse found something in this model.
@@ -201,11 +205,13 @@ TEST_P(MemoryPeakFused, MeasuredPeakOfTheTinyLmStepFollowsThePlan) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, MemoryPeak, ::testing::Values(DataType::kUndefined, DataType::kBFloat16),
-                         [](const auto& info) { return info.param == DataType::kUndefined ? std::string("fp32")
-                                                                                            : DataTypeName(info.param); });
+                         [](const auto& info) {
+                           return info.param == DataType::kUndefined ? std::string("fp32") : DataTypeName(info.param);
+                         });
 INSTANTIATE_TEST_SUITE_P(PrecisionsAndFuseModes, MemoryPeakFused,
                          ::testing::Combine(::testing::Values(DataType::kUndefined, DataType::kBFloat16),
-                                            ::testing::Values(std::string("off"), std::string("lite"), std::string("full"))),
+                                            ::testing::Values(std::string("off"), std::string("lite"),
+                                                              std::string("full"))),
                          [](const auto& info) {
                            const DataType t = std::get<0>(info.param);
                            return (t == DataType::kUndefined ? std::string("fp32") : DataTypeName(t)) + "_" +
@@ -256,8 +262,8 @@ TEST(MemoryBudget, FullUnderABudgetTenPercentBelowItsPeakStaysWithinIt) {
       const int64_t before = alloc_counter::live.load();
       alloc_counter::Reset();
       std::vector<Tensor> out = plan->Run(f, k);
-      const int64_t measured = alloc_counter::peak.load() - before + (mp.resident_bytes - plan->output_bytes()) +
-                               mp.arena_bytes;
+      const int64_t measured =
+          alloc_counter::peak.load() - before + (mp.resident_bytes - plan->output_bytes()) + mp.arena_bytes;
       EXPECT_LE(measured, mp.resident_bytes + mp.arena_bytes + plan->heap_bytes());
       EXPECT_GE(measured, 0.9 * static_cast<double>(mp.resident_bytes + mp.arena_bytes));
       std::vector<Tensor> want = ref->Run(f, k);
@@ -313,8 +319,8 @@ TEST_P(MemoryPeak, StateWrittenInPlaceIsBitIdenticalToTheCopy) {
     for (size_t j = 0; j < a.graph->update_bindings.size(); ++j) {
       const Tensor& sa = *a.graph->update_bindings[j].state->initializer;
       const Tensor& sb = *b.graph->update_bindings[j].state->initializer;
-      EXPECT_EQ(std::memcmp(sa.raw(), sb.raw(), sa.nbytes()), 0) << "step " << k << ": state "
-                                                                 << a.graph->update_bindings[j].state->name;
+      EXPECT_EQ(std::memcmp(sa.raw(), sb.raw(), sa.nbytes()), 0)
+          << "step " << k << ": state " << a.graph->update_bindings[j].state->name;
     }
   }
 }
@@ -378,7 +384,8 @@ TEST(MemoryPlanRun, InPlaceAndWorkspaceKeepConcurrentRunsExact) {
     for (int64_t j = 0; j < n; ++j) {
       double acc = 0;
       for (int64_t q = 0; q < k; ++q)
-        acc += dh[static_cast<size_t>(i * k + q)] * static_cast<double>(static_cast<float>(wt.data<bfloat16>()[q * n + j]));
+        acc += dh[static_cast<size_t>(i * k + q)] *
+               static_cast<double>(static_cast<float>(wt.data<bfloat16>()[q * n + j]));
       ref.data<float>()[i * n + j] = static_cast<float>(acc);
     }
   for (int run = 0; run < 20; ++run) {

@@ -2,17 +2,18 @@
 // built in code: x[N,8] -> Gemm(W1[8,64], b1) -> h -> Relu -> r -> Gemm(W2[64,3], b2) -> logits[N,3], cross-entropy
 // against int64 labels y[N]. Its backward reads exactly x (dW1 = x^T dh), r (ReluGrad reads the Relu output; dW2
 // = r^T dlogits), logits and y (the loss gradient); W1/W2 are parameters, not activations, and h is not read.
+#include "training/memory_report.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
-#include "training/memory_report.h"
 #include "executor/plan.h"
-#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "tests/test_util.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
@@ -62,8 +63,8 @@ struct Step {
   StepGraphInfo info;
 };
 
-Step MakeStep(const std::string& optimizer, int64_t accumulate = 1, const std::string& freeze = "",
-              bool matmul = false, DataType amp = DataType::kUndefined) {
+Step MakeStep(const std::string& optimizer, int64_t accumulate = 1, const std::string& freeze = "", bool matmul = false,
+              DataType amp = DataType::kUndefined) {
   Step s;
   s.graph = MakeMlp("", matmul);
   StepOptions o;
@@ -92,7 +93,8 @@ int64_t BruteForcePeak(const Plan& plan) {
   for (int s = 0; s < n; ++s) {
     int64_t live = 0;
     for (const auto& b : bufs) {
-      const bool alive = b.def_step < 0 || (b.def_step <= s && (b.kind == Plan::BufferKind::kOutput || s <= b.last_step));
+      const bool alive =
+          b.def_step < 0 || (b.def_step <= s && (b.kind == Plan::BufferKind::kOutput || s <= b.last_step));
       if (alive) live += static_cast<int64_t>(b.desc.nbytes());
     }
     peak = std::max(peak, live);

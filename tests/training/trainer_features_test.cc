@@ -11,12 +11,12 @@
 #include <functional>
 
 #include "executor/executor.h"
-#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "tests/test_util.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
@@ -110,8 +110,8 @@ TEST(TrainerFeatures, GradientAccumulationEqualsOneBigBatch) {
   Trainer a(Copy(*model), big), b(Copy(*model), acc);
   for (int s = 0; s < 3; ++s) {
     StepResult ra = a.Step(Slice(data, 18 * s, 18 * s + 18));
-    StepResult rb = b.Step({Slice(data, 18 * s, 18 * s + 6), Slice(data, 18 * s + 6, 18 * s + 12),
-                            Slice(data, 18 * s + 12, 18 * s + 18)});
+    StepResult rb = b.Step(
+        {Slice(data, 18 * s, 18 * s + 6), Slice(data, 18 * s + 6, 18 * s + 12), Slice(data, 18 * s + 12, 18 * s + 18)});
     EXPECT_NEAR(ra.loss, rb.loss, 1e-5) << "step " << s + 1;  // the mean of the three micro-batch means
     EXPECT_NEAR(ra.grad_norm, rb.grad_norm, 1e-5 * ra.grad_norm) << "step " << s + 1;
     EXPECT_FALSE(rb.skipped);

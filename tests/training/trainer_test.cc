@@ -1,16 +1,17 @@
 // Loss trajectories: the digits MLP trained by the Trainer lands on PyTorch's loss at every step (same initial
 // weights, same batches: no shuffling, batch 50), for SGD and Adam (examples/digits_mlp/export.py made the
 // reference with torch.optim).
+#include "training/trainer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "training/data_loader.h"
-#include "training/trainer.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
+#include "training/data_loader.h"
 
 namespace ot {
 namespace {

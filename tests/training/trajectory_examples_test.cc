@@ -6,9 +6,8 @@
 //                                   [batch, vocab, 32] with labels [batch, 32] (cross-entropy over positions)
 // and what they rest on: convert.py's npz (the demo's data) read by our reader, the dense MaxPool backward.
 #include <gtest/gtest.h>
-#include <zlib.h>
-
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -18,13 +17,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu_ops/pool_grad.h"
-#include "training/data_loader.h"
-#include "training/trainer.h"
 #include "graph/error.h"
 #include "graph/graph.h"
 #include "onnx_import/model_io.h"
 #include "onnx_import/tensor_io.h"
 #include "tests/executor/example_data.h"
+#include "training/data_loader.h"
+#include "training/trainer.h"
 
 namespace ot {
 namespace {
@@ -48,7 +47,6 @@ void ExpectTrajectory(const std::string& dir, const std::string& optimizer, std:
     EXPECT_FALSE(r.skipped) << "step " << k + 1;
   }
 }
-
 
 TEST(Trajectory, FashionCnnExportedInTrainingMode) {
   // What TrainingMode.TRAINING export gives: BatchNormalization with training_mode=1 and the running
@@ -103,16 +101,16 @@ TEST(MaxPoolGradDense, TiesGoToTheFirstMaximumNaNStaysAndClippedWindowsCount) {
   spec.in_spatial = {3, 5}, spec.out_spatial = {2, 3}, spec.kernel = {2, 2}, spec.strides = {2, 2};
   spec.dilations = {1, 1}, spec.pad_begin = {0, 0}, spec.pad_end = {0, 0};
   const float nan = std::nanf("");
-  const std::vector<float> x = {1, 1, 2, 5, 7,   //
+  const std::vector<float> x = {1, 1, 2,   5, 7,  //
                                 1, 1, nan, 9, 7,  //
-                                3, 0, 0, 0, 8};
+                                3, 0, 0,   0, 8};
   const std::vector<float> dy = {10, 20, 30, 40, 50, 60};
   std::vector<float> dx(x.size(), -1.0f);
   cpu::MaxPoolGrad<float>(spec, dy.data(), x.data(), dx.data());
   // windows: rows 0-1 x cols 0-1 (all 1: first), cols 2-3 (NaN), col 4 (7, 7: first); row 2 x cols 0-1 (3),
   // cols 2-3 (0, 0: first), col 4 (8)
-  const std::vector<float> want = {10, 0, 0, 0, 30,  //
-                                   0, 0, 20, 0, 0,   //
+  const std::vector<float> want = {10, 0, 0,  0, 30,  //
+                                   0,  0, 20, 0, 0,   //
                                    40, 0, 50, 0, 60};
   EXPECT_EQ(dx, want);
 }

@@ -76,8 +76,11 @@ inline std::vector<Case> Cases() {
     const int32_t gt = b.Add(Op::kGreater, DType::kBool, xb, b.Add(Op::kCast, t, mean, -1, -1, 0.f, true));
     b.p.outputs = {sm, ln, mx, sum, smsum, mn, gt, rstd};
     for (int64_t len : {0, 1, 7, 100, 1000})
-      cs.push_back({"emu_rows_" + std::string(cluster::DTypeName(t)) + "_" + std::to_string(len), b.p, {t, t, f},
-                    {2, 3, len}, {{2, 3, len}, {len}, {2, 3, 1}}});
+      cs.push_back({"emu_rows_" + std::string(cluster::DTypeName(t)) + "_" + std::to_string(len),
+                    b.p,
+                    {t, t, f},
+                    {2, 3, len},
+                    {{2, 3, len}, {len}, {2, 3, 1}}});
   }
   {
     ProgramBuilder b;
