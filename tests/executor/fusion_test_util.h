@@ -12,22 +12,14 @@
 #include <vector>
 
 #include "executor/executor.h"
-#include "training/fusion.h"
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/verifier.h"
-#include "tests/passes/grad_check.h"
+#include "tests/passes/graph_build.h"
 #include "tests/test_util.h"
+#include "training/fusion.h"
 
 namespace ot::test {
-
-inline Value* Input(Graph& g, const std::string& name, std::vector<int64_t> dims, DataType t = DataType::kFloat32) {
-  Value* v = g.AddValue(name);
-  v->dtype = t;
-  v->shape = Shape::Static(dims);
-  g.inputs.push_back(v);
-  return v;
-}
 
 inline Value* Weight(Graph& g, std::vector<int64_t> dims, DataType t = DataType::kFloat32) {
   return g.AddInitializer(g.UniqueName("w"), RandomTensor(t, dims));
@@ -35,50 +27,12 @@ inline Value* Weight(Graph& g, std::vector<int64_t> dims, DataType t = DataType:
 
 using GraphBuildFn = std::function<void(Graph&)>;
 
-// `seed`: the weights' random draws (two graphs made with one seed hold the same weights).
-inline std::unique_ptr<Graph> Make(const GraphBuildFn& build, uint64_t seed = 1) {
-  Rng().seed(seed);
-  auto g = std::make_unique<Graph>();
-  g->opset_imports[""] = 17;
-  build(*g);
-  InferShapes(*g);
-  return g;
-}
-
 // Fresh inputs in [-2, 2] for every real input.
 inline std::map<std::string, Tensor> Feeds(const Graph& g, uint64_t seed) {
   Rng().seed(seed);
   std::map<std::string, Tensor> f;
   for (const Value* v : g.RealInputs()) f[v->name] = RandomTensor(v->dtype, v->shape.StaticDims(), -2, 2);
   return f;
-}
-
-// Puts node n in the internal domain (ai.onnxtrain, opset 1), as the passes that make internal ops do; returns n.
-inline Node* MakeInternal(Graph& g, Node* n) {
-  n->domain = kInternalDomain;
-  n->opset = 1;
-  g.opset_imports[kInternalDomain] = 1;
-  return n;
-}
-
-// EmitN of an internal op.
-inline std::vector<Value*> EmitInternal(Graph& g, const std::string& op, std::vector<Value*> ins, int nout = 1,
-                                        Attrs attrs = {}) {
-  std::vector<Value*> outs = EmitN(g, op, std::move(ins), nout, std::move(attrs));
-  MakeInternal(g, outs[0]->producer);
-  return outs;
-}
-
-inline int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type == op;
-  return n;
-}
-
-inline const Node* Find(const Graph& g, const std::string& op) {
-  for (const auto& node : g.nodes())
-    if (node->op_type == op) return node.get();
-  return nullptr;
 }
 
 // FuseForShapes for g's static input shapes with options `o`, then the verifier and a cycle check (throws on one).

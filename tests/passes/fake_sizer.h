@@ -2,7 +2,7 @@
 // inferred static shape, graph inputs and initializers resident, graph outputs live to the end, every node a kernel
 // unless named in `constants`, workspaces by node name, and the planned peak from the liveness model the passes price
 // with (RematerializePass::Peak over the kernels in topological order). Tests edit a measure (`edit`) to put a fact
-// where they want it, and count the calls. Small graph builders for static inputs and internal ops come with it.
+// where they want it, and count the calls.
 #pragma once
 #include <functional>
 #include <map>
@@ -15,14 +15,14 @@
 #include "graph/op_registry.h"
 #include "passes/fusion_stage.h"
 #include "passes/rematerialize.h"
-#include "tests/passes/grad_check.h"
+#include "tests/passes/graph_build.h"
 
 namespace ot::test {
 
 class FakeSizer : public StepSizer {
  public:
-  std::set<std::string> constants;             // node names that are no kernels (folded when a plan is made)
-  std::map<std::string, int64_t> workspace;    // bytes by node name
+  std::set<std::string> constants;                       // node names that are no kernels (folded when a plan is made)
+  std::map<std::string, int64_t> workspace;              // bytes by node name
   std::function<void(const Graph&, FusionSizes&)> edit;  // changes a measure before it is returned
   int calls = 0;
 
@@ -51,45 +51,6 @@ class FakeSizer : public StepSizer {
     return s;
   }
 };
-
-inline Value* Input(Graph& g, const std::string& name, std::vector<int64_t> dims, DataType t = DataType::kFloat32) {
-  Value* v = g.AddValue(name);
-  v->dtype = t;
-  v->shape = Shape::Static(dims);
-  g.inputs.push_back(v);
-  return v;
-}
-
-// A graph built by `build` (opset 17), its shapes inferred.
-inline std::unique_ptr<Graph> Make(const std::function<void(Graph&)>& build) {
-  auto g = std::make_unique<Graph>();
-  g->opset_imports[""] = 17;
-  build(*g);
-  InferShapes(*g);
-  return g;
-}
-
-// An internal op (ai.onnxtrain, opset 1), as the passes that make internal ops emit it.
-inline std::vector<Value*> EmitInternal(Graph& g, const std::string& op, std::vector<Value*> ins, int nout = 1,
-                                        Attrs attrs = {}) {
-  std::vector<Value*> outs = EmitN(g, op, std::move(ins), nout, std::move(attrs));
-  outs[0]->producer->domain = kInternalDomain;
-  outs[0]->producer->opset = 1;
-  g.opset_imports[kInternalDomain] = 1;
-  return outs;
-}
-
-inline int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type == op;
-  return n;
-}
-
-inline const Node* Find(const Graph& g, const std::string& op) {
-  for (const auto& node : g.nodes())
-    if (node->op_type == op) return node.get();
-  return nullptr;
-}
 
 // The reasons of a report's refusals, one per line.
 inline std::string Refusals(const FusionReport& r) {
