@@ -626,10 +626,11 @@ struct FusedKernel::Impl {
   void RunTile(int64_t t, const void* const* in, void* const* out, float* ws, Val* vals, bool direct) const;
 };
 
-FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std::vector<int64_t>> input_dims,
-                         std::vector<DType> input_types, int max_threads) {
-  cluster::Validate(p);
-  auto m = std::make_shared<Impl>();
+namespace {
+
+void CheckKernelArgs(const Program& p, const std::vector<int64_t>& domain,
+                     const std::vector<std::vector<int64_t>>& input_dims, const std::vector<DType>& input_types,
+                     int max_threads) {
   const int rank = static_cast<int>(domain.size());
   if (static_cast<int>(input_dims.size()) != p.num_inputs || static_cast<int>(input_types.size()) != p.num_inputs)
     throw std::invalid_argument("FusedElementwise: the program has " + std::to_string(p.num_inputs) +
@@ -644,19 +645,12 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
   for (int k = 0; k < p.num_inputs; ++k)
     if (static_cast<int>(input_types[k]) > static_cast<int>(DType::kBool))
       throw std::invalid_argument("FusedElementwise input " + std::to_string(k) + ": bad dtype code");
+}
 
-  const int lead = rank - p.reduce_axes;
-  std::vector<int64_t> row_target(domain.begin(), domain.begin() + lead);
-  std::vector<int64_t> row_shape = domain;  // D with the reduced axes 1
-  for (int d = lead; d < rank; ++d) row_shape[d] = 1;
-  m->numel = Numel(domain);
-  m->rows = Numel(row_target);
-  m->row_len = 1;
-  for (int d = lead; d < rank; ++d) m->row_len *= domain[d];
-
-  // Copies: an Identity (or Cast) to its operand's own dtype and row-ness (ReduceToShape where it reduces nothing,
-  // a Cast between equal types) changes no bit; its readers and outputs read the operand instead, so it costs no pass.
-  // (An output keeps a copy of an input instruction: it is stored from a register, never from the input's memory.)
+// Copies: an Identity (or Cast) to its operand's own dtype and row-ness (ReduceToShape where it reduces nothing, a
+// Cast between equal types) changes no bit; its readers and outputs read the operand instead, so it costs no pass.
+// (An output keeps a copy of an input instruction: it is stored from a register, never from the input's memory.)
+void SkipPlainCopies(Program& p) {
   auto plain_copy = [&p](int32_t i) { return cluster::IsPlainCopy(p, i); };
   for (Instr& in : p.code) {
     int32_t* ops[3] = {&in.a, &in.b, &in.c};
@@ -665,8 +659,10 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
   }
   for (int32_t& o : p.outputs)
     while (plain_copy(o) && p.code[p.code[o].a].op != Op::kInput) o = p.code[o].a;
+}
 
-  // Dead code: only what the outputs need is computed.
+// Dead code: only what the outputs need is computed.
+std::vector<bool> NeededInstructions(const Program& p) {
   const size_t n = p.code.size();
   std::vector<bool> needed(n, false);
   for (int32_t o : p.outputs) needed[o] = true;
@@ -676,110 +672,128 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
     const int32_t ops[3] = {p.code[i].a, p.code[i].b, p.code[i].c};
     for (int k = 0; k < ar; ++k) needed[ops[k]] = true;
   }
-  for (size_t i = 0; i < n; ++i) m->has_rows |= needed[i] && p.code[i].row;
+  return needed;
+}
 
-  // Kinds and input plans (every kInput is checked, needed or not: a shape error is an error either way).
-  m->kind.assign(n, VKind::kDead);
-  m->plan.resize(n);
-  m->scalar.assign(n, 0.f);
+}  // namespace
+
+// Kinds and input plans (every kInput is checked, needed or not: a shape error is an error either way).
+static void AssignKinds(FusedKernel::Impl& m, const Program& p, const std::vector<bool>& needed,
+                        const std::vector<int64_t>& domain, const std::vector<int64_t>& row_target,
+                        const std::vector<int64_t>& row_shape, const std::vector<std::vector<int64_t>>& input_dims,
+                        const std::vector<DType>& input_types) {
+  const size_t n = p.code.size();
+  m.kind.assign(n, VKind::kDead);
+  m.plan.resize(n);
+  m.scalar.assign(n, 0.f);
   for (size_t i = 0; i < n; ++i) {
     const Instr& in = p.code[i];
     if (in.op == Op::kInput) {
       InputPlan pl = in.row ? MakeInputPlan(row_target, input_dims[in.a], in.a, true, row_shape)
                             : MakeInputPlan(domain, input_dims[in.a], in.a, false, domain);
       pl.type = input_types[in.a];
-      m->plan[i] = pl;
+      m.plan[i] = pl;
     }
     if (!needed[i]) continue;
     if (in.op == Op::kInput) {
-      const InputPlan& pl = m->plan[i];
+      const InputPlan& pl = m.plan[i];
       if (pl.kind == InputPlan::kScalar)
-        m->kind[i] = VKind::kScalar;
+        m.kind[i] = VKind::kScalar;
       else if (pl.kind == InputPlan::kContig && pl.type == DType::kF32 && in.dtype == DType::kF32)
-        m->kind[i] = VKind::kView;
+        m.kind[i] = VKind::kView;
       else
-        m->kind[i] = VKind::kReg;
+        m.kind[i] = VKind::kReg;
     } else if (in.op == Op::kConst) {
-      m->kind[i] = VKind::kScalar;
-      m->scalar[i] = RoundScalar(in.dtype, in.imm);
+      m.kind[i] = VKind::kScalar;
+      m.scalar[i] = RoundScalar(in.dtype, in.imm);
     } else if (cluster::IsReduction(in.op)) {
-      m->kind[i] = VKind::kReg;
+      m.kind[i] = VKind::kReg;
     } else {
       const int ar = cluster::Arity(in.op);
       const int32_t ops[3] = {in.a, in.b, in.c};
       bool all_scalar = true;
-      for (int k = 0; k < ar; ++k) all_scalar &= m->kind[ops[k]] == VKind::kScalar;
-      m->kind[i] = all_scalar ? VKind::kScalar : VKind::kReg;
+      for (int k = 0; k < ar; ++k) all_scalar &= m.kind[ops[k]] == VKind::kScalar;
+      m.kind[i] = all_scalar ? VKind::kScalar : VKind::kReg;
     }
   }
+}
 
-  // Row idioms (kernel_common/cluster_idioms.h): the last instruction runs the row routine on the idiom's operands
-  // (its a and b from here on), the others are computed by nobody.
-  m->idiom.assign(n, RowIdiom::kNone);
+// Row idioms (kernel_common/cluster_idioms.h): the last instruction runs the row routine on the idiom's operands (its
+// a and b from here on), the others are computed by nobody. Then the instruction computed straight into an output,
+// if the last live one qualifies.
+static void MatchIdioms(FusedKernel::Impl& m, Program& p) {
+  const size_t n = p.code.size();
+  m.idiom.assign(n, RowIdiom::kNone);
   std::vector<int> uses(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    if (m->kind[i] == VKind::kDead) continue;
+    if (m.kind[i] == VKind::kDead) continue;
     const int32_t ops[3] = {p.code[i].a, p.code[i].b, p.code[i].c};
     for (int k = 0; k < cluster::Arity(p.code[i].op); ++k) ++uses[ops[k]];
   }
   for (int32_t o : p.outputs) ++uses[o];
   for (size_t i = n; i-- > 0;) {
-    if (m->kind[i] != VKind::kReg) continue;
+    if (m.kind[i] != VKind::kReg) continue;
     const cluster::RowIdiomMatch mt = cluster::MatchRowIdiom(p, static_cast<int32_t>(i), uses);
-    if (mt.kind == RowIdiom::kNone || m->kind[mt.a] == VKind::kScalar || m->kind[mt.b] == VKind::kScalar) continue;
-    for (int32_t j : mt.internal) m->kind[j] = VKind::kDead;
-    m->idiom[i] = mt.kind;
+    if (mt.kind == RowIdiom::kNone || m.kind[mt.a] == VKind::kScalar || m.kind[mt.b] == VKind::kScalar) continue;
+    for (int32_t j : mt.internal) m.kind[j] = VKind::kDead;
+    m.idiom[i] = mt.kind;
     p.code[i].a = mt.a;
     p.code[i].b = mt.b;
   }
-
   for (size_t i = n; i-- > 0;) {
-    if (m->kind[i] == VKind::kDead) continue;
+    if (m.kind[i] == VKind::kDead) continue;
     const Instr& in = p.code[i];
-    if (m->kind[i] == VKind::kReg && !in.row && in.dtype == DType::kF32 && in.op != Op::kInput)
+    if (m.kind[i] == VKind::kReg && !in.row && in.dtype == DType::kF32 && in.op != Op::kInput)
       for (size_t j = 0; j < p.outputs.size(); ++j)
         if (p.outputs[j] == static_cast<int32_t>(i)) {
-          m->direct_instr = static_cast<int>(i);
-          m->direct_out = static_cast<int>(j);
+          m.direct_instr = static_cast<int>(i);
+          m.direct_out = static_cast<int>(j);
           break;
         }
     break;  // only the last live instruction
   }
+}
 
-  // Tiles.
-  constexpr int64_t kTile = kTileElements;
-  m->unit = m->has_rows ? m->row_len : 1;
-  m->total_units = m->has_rows ? m->rows : m->numel;
-  m->tile_units = m->has_rows ? std::max<int64_t>(1, kTile / std::max<int64_t>(1, m->row_len)) : kTile;
+// Tiles: whole rows when the program has rows, shrunk to one period of a periodic input where that lets it be read
+// in place.
+static void SizeTiles(FusedKernel::Impl& m, const Program& p, const std::vector<bool>& needed) {
+  const size_t n = p.code.size();
+  constexpr int64_t kTile = FusedKernel::kTileElements;
+  m.unit = m.has_rows ? m.row_len : 1;
+  m.total_units = m.has_rows ? m.rows : m.numel;
+  m.tile_units = m.has_rows ? std::max<int64_t>(1, kTile / std::max<int64_t>(1, m.row_len)) : kTile;
   // Periodic inputs -- f32 blocks of trailing dims repeated along the leading ones, as the attention's [T, T] mask
   // over [B, H, T, T] -- are read in place (views at start % mid) when no tile straddles a period: where a period
   // of at least kMinPeriod elements divides the tile, the tiles shrink to one period.
   constexpr int64_t kMinPeriod = 1024;
   auto periodic = [&](size_t i) {
     const Instr& in = p.code[i];
-    const InputPlan& pl = m->plan[i];
-    return needed[i] && in.op == Op::kInput && !in.row && m->kind[i] == VKind::kReg && pl.kind == InputPlan::kBlock &&
+    const InputPlan& pl = m.plan[i];
+    return needed[i] && in.op == Op::kInput && !in.row && m.kind[i] == VKind::kReg && pl.kind == InputPlan::kBlock &&
            pl.inner == 1 && pl.type == DType::kF32 && in.dtype == DType::kF32;
   };
   for (size_t i = 0; i < n; ++i) {
-    const int64_t mid = m->plan[i].mid, tile = m->tile_units * m->unit;
-    if (periodic(i) && mid >= kMinPeriod && mid < tile && tile % mid == 0 && mid % m->unit == 0) {
-      m->tile_units = mid / m->unit;
+    const int64_t mid = m.plan[i].mid, tile = m.tile_units * m.unit;
+    if (periodic(i) && mid >= kMinPeriod && mid < tile && tile % mid == 0 && mid % m.unit == 0) {
+      m.tile_units = mid / m.unit;
       break;
     }
   }
   for (size_t i = 0; i < n; ++i)
-    if (periodic(i) && m->plan[i].mid % (m->tile_units * m->unit) == 0) m->kind[i] = VKind::kView;
-  m->num_tiles = (m->total_units + m->tile_units - 1) / m->tile_units;
-  const int64_t tile_elems = std::min(m->tile_units, std::max<int64_t>(m->total_units, 1)) * m->unit;
-  m->full_len = AlignUp(std::max<int64_t>(tile_elems, 1), kAlignFloats);
-  m->rowreg_len = AlignUp(std::min(m->tile_units, std::max<int64_t>(m->total_units, 1)), kAlignFloats);
+    if (periodic(i) && m.plan[i].mid % (m.tile_units * m.unit) == 0) m.kind[i] = VKind::kView;
+  m.num_tiles = (m.total_units + m.tile_units - 1) / m.tile_units;
+  const int64_t tile_elems = std::min(m.tile_units, std::max<int64_t>(m.total_units, 1)) * m.unit;
+  m.full_len = AlignUp(std::max<int64_t>(tile_elems, 1), kAlignFloats);
+  m.rowreg_len = AlignUp(std::min(m.tile_units, std::max<int64_t>(m.total_units, 1)), kAlignFloats);
+}
 
-  // Registers: linear scan over the instructions, a register freed after its value's last use (outputs live to
-  // the end of the tile, where they are stored). A result never shares a register with its operands.
+// Registers: linear scan over the instructions, a register freed after its value's last use (outputs live to the end
+// of the tile, where they are stored). A result never shares a register with its operands. Then the slot's layout.
+static void AllocateRegisters(FusedKernel::Impl& m, const Program& p) {
+  const size_t n = p.code.size();
   std::vector<int64_t> last_use(n, -1);
   for (size_t i = 0; i < n; ++i) {
-    if (m->kind[i] == VKind::kDead || p.code[i].op == Op::kInput) continue;
+    if (m.kind[i] == VKind::kDead || p.code[i].op == Op::kInput) continue;
     const int ar = cluster::Arity(p.code[i].op);
     const int32_t ops[3] = {p.code[i].a, p.code[i].b, p.code[i].c};
     for (int k = 0; k < ar; ++k) last_use[ops[k]] = static_cast<int64_t>(i);
@@ -787,29 +801,52 @@ FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std
   for (int32_t o : p.outputs) last_use[o] = static_cast<int64_t>(n);
   std::vector<int> free_full, free_row;
   std::vector<std::vector<size_t>> dies_at(n + 1);
-  m->reg.assign(n, -1);
+  m.reg.assign(n, -1);
   for (size_t i = 0; i < n; ++i) {
-    if (m->kind[i] == VKind::kReg) {
+    if (m.kind[i] == VKind::kReg) {
       const bool row = p.code[i].row;
       std::vector<int>& pool = row ? free_row : free_full;
-      int& count = row ? m->nrow : m->nfull;
+      int& count = row ? m.nrow : m.nfull;
       if (!pool.empty()) {
-        m->reg[i] = pool.back();
+        m.reg[i] = pool.back();
         pool.pop_back();
       } else {
-        m->reg[i] = count++;
+        m.reg[i] = count++;
       }
       if (last_use[i] >= 0) dies_at[last_use[i]].push_back(i);
     }
     // Registers of values last used by i come back once i has its own register (so it never shares one).
-    for (size_t j : dies_at[i]) (p.code[j].row ? free_row : free_full).push_back(m->reg[j]);
+    for (size_t j : dies_at[i]) (p.code[j].row ? free_row : free_full).push_back(m.reg[j]);
   }
+  m.row_base = m.nfull * m.full_len;
+  m.tmp_base = m.row_base + m.nrow * m.rowreg_len;
+  m.tmp_len = std::max(m.full_len, m.rowreg_len);
+  m.u16_base = m.tmp_base + 3 * m.tmp_len;
+  m.slot_floats = AlignUp(m.u16_base + (m.tmp_len + 1) / 2, kAlignFloats);
+}
 
-  m->row_base = m->nfull * m->full_len;
-  m->tmp_base = m->row_base + m->nrow * m->rowreg_len;
-  m->tmp_len = std::max(m->full_len, m->rowreg_len);
-  m->u16_base = m->tmp_base + 3 * m->tmp_len;
-  m->slot_floats = AlignUp(m->u16_base + (m->tmp_len + 1) / 2, kAlignFloats);
+FusedKernel::FusedKernel(Program p, std::vector<int64_t> domain, std::vector<std::vector<int64_t>> input_dims,
+                         std::vector<DType> input_types, int max_threads) {
+  cluster::Validate(p);
+  CheckKernelArgs(p, domain, input_dims, input_types, max_threads);
+  auto m = std::make_shared<Impl>();
+  const int rank = static_cast<int>(domain.size());
+  const int lead = rank - p.reduce_axes;
+  std::vector<int64_t> row_target(domain.begin(), domain.begin() + lead);
+  std::vector<int64_t> row_shape = domain;  // D with the reduced axes 1
+  for (int d = lead; d < rank; ++d) row_shape[d] = 1;
+  m->numel = Numel(domain);
+  m->rows = Numel(row_target);
+  m->row_len = 1;
+  for (int d = lead; d < rank; ++d) m->row_len *= domain[d];
+
+  SkipPlainCopies(p);
+  const std::vector<bool> needed = NeededInstructions(p);
+  for (size_t i = 0; i < p.code.size(); ++i) m->has_rows |= needed[i] && p.code[i].row;
+  AssignKinds(*m, p, needed, domain, row_target, row_shape, input_dims, input_types);
+  MatchIdioms(*m, p);
+  SizeTiles(*m, p, needed);
+  AllocateRegisters(*m, p);
   m->prog = std::move(p);
   m->domain = std::move(domain);
   m->input_types = std::move(input_types);

@@ -86,226 +86,279 @@ Plan::~Plan() {
   }
 }
 
-std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, TensorDesc>& inputs,
-                                    const std::map<std::string, const Tensor*>& known, uint64_t seed,
-                                    bool state_in_place, std::shared_ptr<DeviceBackend> device) {
-  const OpRegistry& reg = OpRegistry::Global();
-  const KernelRegistry& kreg = KernelRegistry::Cpu();
-  std::unique_ptr<Plan> p(new Plan());
-  p->device_ = std::move(device);
-  p->state_in_place_ = state_in_place;
+// Compile's state: what is known of every value (its dims, its value when known at plan time, its buffer) and the
+// plan being built; each step of the compilation a method.
+class Plan::Compiler {
+ public:
+  Compiler(Plan& p, const Graph& g, const std::map<std::string, const Tensor*>& known, uint64_t seed)
+      : p_(p), g_(g), known_(known), seed_(seed) {
+    for (const Value* v : ValuesNeededAtPlanTime(g)) needed_[v] = true;
+  }
 
+  // Graph inputs (a fed value overrides an initializer of the same name).
+  void AddInputs(const std::map<std::string, TensorDesc>& inputs) {
+    for (const auto& [name, desc] : inputs) {
+      const Value* v = g_.FindValue(name);
+      if (!v) throw Error("input '" + name + "' is not an input of the model");
+      Info& in = info_[v];
+      in.desc = desc;
+      auto k = known_.find(name);
+      if (k != known_.end()) in.value = k->second;
+      Buffer b;
+      b.kind = BufKind::kInput;
+      b.desc = desc;
+      b.name = name;
+      b.io_index = static_cast<int>(p_.input_names_.size());
+      p_.input_names_.push_back(name);
+      in.buf = static_cast<int>(p_.bufs_.size());
+      p_.bufs_.push_back(b);
+    }
+  }
+
+  // Initializers: constants known at plan time, except training state (parameters, optimizer moments...), which
+  // changes between runs: its data is read from the initializer at run time and never folded into the plan.
+  void AddInitializers() {
+    std::unordered_map<const Value*, bool> is_state;
+    for (const auto& b : g_.update_bindings) is_state[b.state] = true;
+    for (const auto& v : g_.values()) {
+      if (!v->initializer || info_.count(v.get())) continue;
+      if (is_state.count(v.get())) {
+        p_.state_bufs_.push_back(static_cast<int>(p_.bufs_.size()));
+        Buffer b;
+        b.kind = BufKind::kConst;
+        b.desc = DescOf(*v->initializer);
+        b.name = v->name;
+        b.constant = v->initializer.get();
+        info_[v.get()] = Info{b.desc, nullptr, static_cast<int>(p_.bufs_.size())};
+        p_.bufs_.push_back(b);
+        continue;
+      }
+      info_[v.get()] = Info{DescOf(*v->initializer), v->initializer.get(), -1};
+    }
+  }
+
+  // One node: its outputs' dims inferred for the known inputs, then folded into constants (every input it reads
+  // known, no randomness, a small result or one a shape needs) or planned as a step with its kernel.
+  void AddNode(const Node& n) {
+    const std::string why = UnsupportedReason(OpRegistry::Global(), n);
+    if (!why.empty()) throw UnsupportedError(n.Describe() + ": " + why);
+    const OpSchema* schema = OpRegistry::Global().Find(n.domain, n.op_type);
+    Operands ops = InputsOf(n, *schema);
+    InferOutputs(n, *schema, ops);
+    KernelContext kctx{n,
+                       ops.in_descs,
+                       ops.vals,
+                       ops.out_descs,
+                       seed_ ^ (std::hash<std::string>{}(n.name) * 0x9e3779b97f4a7c15ull),
+                       &g_,
+                       p_.device_.get()};
+    const KernelFactory* factory = KernelRegistry::Cpu().Find(n.domain, n.op_type);
+    // Folding runs the CPU kernel, on a device too (its results are uploaded with the other constants).
+    KernelInfo kinfo;
+    if (factory)
+      kinfo = CpuKernel(n, *factory, kctx);
+    else if (!p_.device_)
+      throw UnsupportedError(n.Describe() + ": no CPU kernel for op " + n.op_type);
+    if (factory && ops.all_known && !kinfo.random && (ops.out_elems <= kFoldLimit || ops.out_needed)) {
+      Fold(n, ops, kinfo);
+      return;
+    }
+    if (p_.device_) {
+      std::optional<KernelInfo> dk = p_.device_->MakeKernel(kctx);
+      if (!dk)
+        throw UnsupportedError(n.Describe() + ": no kernel for op " + n.op_type + " on " + p_.device_->name() +
+                               " yet (run it with --device cpu)");
+      kinfo = std::move(*dk);
+    }
+    if (kinfo.random) p_.random_ = true;
+    AddStep(n, ops, std::move(kinfo));
+  }
+
+  // Graph outputs: runtime values are written straight into the caller's output tensors.
+  void AddOutputs() {
+    for (size_t i = 0; i < g_.outputs.size(); ++i) {
+      const Value* v = g_.outputs[i];
+      auto it = info_.find(v);
+      if (it == info_.end()) throw Error("graph output '" + v->name + "' is not computed by the model");
+      int b = it->second.buf;
+      if (b < 0) b = ConstBuf(v);
+      Buffer& buf = p_.bufs_[b];
+      if (buf.kind == BufKind::kArena && buf.io_index < 0) {
+        buf.kind = BufKind::kOutput;
+        buf.io_index = static_cast<int>(i);
+      }
+      p_.output_bufs_.push_back(b);
+    }
+  }
+
+ private:
   struct Info {
     TensorDesc desc;
     const Tensor* value = nullptr;  // known at plan time
     int buf = -1;                   // runtime buffer
   };
-  std::unordered_map<const Value*, Info> info;
-  std::unordered_map<const Value*, bool> needed;
-  for (const Value* v : ValuesNeededAtPlanTime(g)) needed[v] = true;
+  // A node's operands as the kernel factory sees them.
+  struct Operands {
+    std::vector<TypeShape> ts;
+    std::vector<const Tensor*> vals;
+    std::vector<TensorDesc> in_descs, out_descs;
+    bool all_known = true;  // every input whose data the op reads is known at plan time
+    int64_t out_elems = 0;
+    bool out_needed = false;  // an output decides a shape at plan time
+  };
 
-  // Graph inputs (a fed value overrides an initializer of the same name).
-  for (const auto& [name, desc] : inputs) {
-    const Value* v = g.FindValue(name);
-    if (!v) throw Error("input '" + name + "' is not an input of the model");
-    Info& in = info[v];
-    in.desc = desc;
-    auto k = known.find(name);
-    if (k != known.end()) in.value = k->second;
-    Buffer b;
-    b.kind = BufKind::kInput;
-    b.desc = desc;
-    b.name = name;
-    b.io_index = static_cast<int>(p->input_names_.size());
-    p->input_names_.push_back(name);
-    in.buf = static_cast<int>(p->bufs_.size());
-    p->bufs_.push_back(b);
-  }
-  // Training state (parameters, optimizer moments...) changes between runs: its data is read from the
-  // initializer at run time and never folded into the plan.
-  std::unordered_map<const Value*, bool> is_state;
-  for (const auto& b : g.update_bindings) is_state[b.state] = true;
-  for (const auto& v : g.values()) {
-    if (!v->initializer || info.count(v.get())) continue;
-    if (is_state.count(v.get())) {
-      p->state_bufs_.push_back(static_cast<int>(p->bufs_.size()));
-      Buffer b;
-      b.kind = BufKind::kConst;
-      b.desc = DescOf(*v->initializer);
-      b.name = v->name;
-      b.constant = v->initializer.get();
-      info[v.get()] = Info{b.desc, nullptr, static_cast<int>(p->bufs_.size())};
-      p->bufs_.push_back(b);
-      continue;
+  Operands InputsOf(const Node& n, const OpSchema& schema) {
+    Operands ops;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const Value* v = n.inputs[i];
+      if (!v) {
+        ops.ts.push_back({});
+        ops.vals.push_back(nullptr);
+        ops.in_descs.push_back({});
+        continue;
+      }
+      auto it = info_.find(v);
+      if (it == info_.end())
+        throw Error(n.Describe() + ": input '" + v->name + "' has no value (not fed, not an initializer, and " +
+                    "not produced by any node)");
+      ops.ts.push_back({it->second.desc.dtype, Shape::Static(it->second.desc.dims), true});
+      ops.vals.push_back(it->second.value);
+      ops.in_descs.push_back(it->second.desc);
+      if (!it->second.value && schema.reads_input_data) ops.all_known = false;
     }
-    info[v.get()] = Info{DescOf(*v->initializer), v->initializer.get(), -1};
+    for (int i : schema.value_inputs)
+      if (n.has_input(i) && !ops.vals[i])
+        throw Error(n.Describe() + ": input " + std::to_string(i) + " ('" + n.inputs[i]->name +
+                    "') decides the output shape, but its value is computed from data at run time; " +
+                    "data-dependent shapes are not supported");
+    return ops;
   }
 
-  auto const_buf = [&](const Value* v) -> int {
-    Info& in = info[v];
+  void InferOutputs(const Node& n, const OpSchema& schema, Operands& ops) {
+    InferContext ctx(n, ops.ts, ops.vals, static_cast<int>(n.outputs.size()));
+    schema.infer(ctx);
+    ops.out_descs.resize(n.outputs.size());
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (!n.outputs[i]) continue;
+      const TypeShape& o = ctx.outputs()[i];
+      if (!o.present || !o.shape.is_static())
+        throw Error(n.Describe() + ": the shape of output '" + n.outputs[i]->name + "' cannot be determined (" +
+                    (o.present ? o.shape.ToString() : std::string("not inferred")) + ")");
+      ops.out_descs[i] = TensorDesc{o.dtype, o.shape.StaticDims(), true};
+      ops.out_elems += ops.out_descs[i].numel();
+      if (needed_.count(n.outputs[i])) ops.out_needed = true;
+    }
+  }
+
+  static KernelInfo CpuKernel(const Node& n, const KernelFactory& factory, const KernelContext& kctx) {
+    try {
+      return factory(kctx);
+    } catch (const UnsupportedError&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {  // a kernel refusing its sizes: the node it was made for first
+      const std::string msg = e.what();
+      throw Error(msg.find(n.name) == std::string::npos ? n.Describe() + ": " + msg : msg);
+    }
+  }
+
+  // Runs the kernel now on the known inputs; its outputs become constants of the plan.
+  void Fold(const Node& n, const Operands& ops, KernelInfo& kinfo) {
+    std::vector<const void*> in_ptrs;
+    for (const Tensor* t : ops.vals) in_ptrs.push_back(t ? t->raw() : nullptr);
+    if (in_ptrs.size() < kMinOperandSlots) in_ptrs.resize(kMinOperandSlots, nullptr);
+    // Shape/Size read no data: hand them a dummy non-null pointer for unknown inputs.
+    std::vector<std::shared_ptr<Tensor>> outs(n.outputs.size());
+    std::vector<void*> out_ptrs(std::max(n.outputs.size(), kMinOperandSlots), nullptr);
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (!ops.out_descs[i].present) continue;
+      outs[i] = std::make_shared<Tensor>(ops.out_descs[i].dtype, ops.out_descs[i].dims);
+      out_ptrs[i] = outs[i]->raw();
+    }
+    KernelIO io{in_ptrs.data(), out_ptrs.data()};
+    std::shared_ptr<uint8_t> ws;
+    if (kinfo.workspace_bytes) {
+      ws = AllocBytes(kinfo.workspace_bytes);
+      io.workspace = ws.get();
+    }
+    kinfo.fn(io);
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (!outs[i]) continue;
+      p_.owned_.push_back(outs[i]);
+      info_[n.outputs[i]] = Info{ops.out_descs[i], outs[i].get(), -1};
+    }
+    ++p_.folded_;
+  }
+
+  // A step: its input buffers (constants get one when a step first reads them) and an arena buffer per output.
+  void AddStep(const Node& n, const Operands& ops, KernelInfo kinfo) {
+    Step st;
+    st.node = &n;
+    st.kernel = std::move(kinfo);
+    const int step_index = static_cast<int>(p_.steps_.size());
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const Value* v = n.inputs[i];
+      if (!v) {
+        st.in_bufs.push_back(-1);
+        continue;
+      }
+      Info& in = info_[v];
+      const int b = in.buf >= 0 ? in.buf : ConstBuf(v);
+      st.in_bufs.push_back(b);
+      p_.bufs_[b].last_step = step_index;
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (!ops.out_descs[i].present) {
+        st.out_bufs.push_back(-1);
+        continue;
+      }
+      Buffer b;
+      b.kind = BufKind::kArena;
+      b.desc = ops.out_descs[i];
+      b.name = n.outputs[i]->name;
+      b.def_step = b.last_step = step_index;
+      const int id = static_cast<int>(p_.bufs_.size());
+      p_.bufs_.push_back(b);
+      info_[n.outputs[i]] = Info{ops.out_descs[i], nullptr, id};
+      st.out_bufs.push_back(id);
+    }
+    p_.steps_.push_back(std::move(st));
+  }
+
+  // The buffer of a value known at plan time, made when a step or an output first needs it.
+  int ConstBuf(const Value* v) {
+    Info& in = info_[v];
     if (in.buf >= 0) return in.buf;
     Buffer b;
     b.kind = BufKind::kConst;
     b.desc = in.desc;
     b.name = v->name;
     b.constant = in.value;
-    in.buf = static_cast<int>(p->bufs_.size());
-    p->bufs_.push_back(b);
+    in.buf = static_cast<int>(p_.bufs_.size());
+    p_.bufs_.push_back(b);
     return in.buf;
-  };
-
-  for (const Node* n : g.TopologicalOrder()) {
-    std::string why = UnsupportedReason(reg, *n);
-    if (!why.empty()) throw UnsupportedError(n->Describe() + ": " + why);
-    const OpSchema* schema = reg.Find(n->domain, n->op_type);
-
-    std::vector<TypeShape> ts;
-    std::vector<const Tensor*> vals;
-    std::vector<TensorDesc> in_descs;
-    bool all_known = true;
-    for (size_t i = 0; i < n->inputs.size(); ++i) {
-      const Value* v = n->inputs[i];
-      if (!v) {
-        ts.push_back({});
-        vals.push_back(nullptr);
-        in_descs.push_back({});
-        continue;
-      }
-      auto it = info.find(v);
-      if (it == info.end())
-        throw Error(n->Describe() + ": input '" + v->name + "' has no value (not fed, not an initializer, and " +
-                    "not produced by any node)");
-      ts.push_back({it->second.desc.dtype, Shape::Static(it->second.desc.dims), true});
-      vals.push_back(it->second.value);
-      in_descs.push_back(it->second.desc);
-      if (!it->second.value && schema->reads_input_data) all_known = false;
-    }
-    for (int i : schema->value_inputs)
-      if (n->has_input(i) && !vals[i])
-        throw Error(n->Describe() + ": input " + std::to_string(i) + " ('" + n->inputs[i]->name +
-                    "') decides the output shape, but its value is computed from data at run time; " +
-                    "data-dependent shapes are not supported");
-
-    InferContext ctx(*n, ts, vals, static_cast<int>(n->outputs.size()));
-    schema->infer(ctx);
-    std::vector<TensorDesc> out_descs(n->outputs.size());
-    int64_t out_elems = 0;
-    bool out_needed = false;
-    for (size_t i = 0; i < n->outputs.size(); ++i) {
-      if (!n->outputs[i]) continue;
-      const TypeShape& o = ctx.outputs()[i];
-      if (!o.present || !o.shape.is_static())
-        throw Error(n->Describe() + ": the shape of output '" + n->outputs[i]->name + "' cannot be determined (" +
-                    (o.present ? o.shape.ToString() : std::string("not inferred")) + ")");
-      out_descs[i] = TensorDesc{o.dtype, o.shape.StaticDims(), true};
-      out_elems += out_descs[i].numel();
-      if (needed.count(n->outputs[i])) out_needed = true;
-    }
-
-    KernelContext kctx{
-        *n, in_descs,        vals, out_descs, seed ^ (std::hash<std::string>{}(n->name) * 0x9e3779b97f4a7c15ull),
-        &g, p->device_.get()};
-    const KernelFactory* factory = kreg.Find(n->domain, n->op_type);
-    // Folding runs the CPU kernel, on a device too (its results are uploaded with the other constants).
-    KernelInfo kinfo;
-    if (factory) {
-      try {
-        kinfo = (*factory)(kctx);
-      } catch (const UnsupportedError&) {
-        throw;
-      } catch (const std::bad_alloc&) {
-        throw;
-      } catch (const std::exception& e) {  // a kernel refusing its sizes: the node it was made for first
-        const std::string msg = e.what();
-        throw Error(msg.find(n->name) == std::string::npos ? n->Describe() + ": " + msg : msg);
-      }
-    } else if (!p->device_)
-      throw UnsupportedError(n->Describe() + ": no CPU kernel for op " + n->op_type);
-
-    if (factory && all_known && !kinfo.random && (out_elems <= kFoldLimit || out_needed)) {
-      // Fold: run the kernel now on the known inputs; its outputs become constants of the plan.
-      std::vector<const void*> in_ptrs;
-      for (const Tensor* t : vals) in_ptrs.push_back(t ? t->raw() : nullptr);
-      if (in_ptrs.size() < kMinOperandSlots) in_ptrs.resize(kMinOperandSlots, nullptr);
-      // Shape/Size read no data: hand them a dummy non-null pointer for unknown inputs.
-      std::vector<std::shared_ptr<Tensor>> outs(n->outputs.size());
-      std::vector<void*> out_ptrs(std::max(n->outputs.size(), kMinOperandSlots), nullptr);
-      for (size_t i = 0; i < n->outputs.size(); ++i) {
-        if (!out_descs[i].present) continue;
-        outs[i] = std::make_shared<Tensor>(out_descs[i].dtype, out_descs[i].dims);
-        out_ptrs[i] = outs[i]->raw();
-      }
-      KernelIO io{in_ptrs.data(), out_ptrs.data()};
-      std::shared_ptr<uint8_t> ws;
-      if (kinfo.workspace_bytes) {
-        ws = AllocBytes(kinfo.workspace_bytes);
-        io.workspace = ws.get();
-      }
-      kinfo.fn(io);
-      for (size_t i = 0; i < n->outputs.size(); ++i) {
-        if (!outs[i]) continue;
-        p->owned_.push_back(outs[i]);
-        info[n->outputs[i]] = Info{out_descs[i], outs[i].get(), -1};
-      }
-      ++p->folded_;
-      continue;
-    }
-    if (p->device_) {
-      std::optional<KernelInfo> dk = p->device_->MakeKernel(kctx);
-      if (!dk)
-        throw UnsupportedError(n->Describe() + ": no kernel for op " + n->op_type + " on " + p->device_->name() +
-                               " yet (run it with --device cpu)");
-      kinfo = std::move(*dk);
-    }
-    if (kinfo.random) p->random_ = true;
-
-    Step st;
-    st.node = n;
-    st.kernel = std::move(kinfo);
-    int step_index = static_cast<int>(p->steps_.size());
-    for (size_t i = 0; i < n->inputs.size(); ++i) {
-      const Value* v = n->inputs[i];
-      if (!v) {
-        st.in_bufs.push_back(-1);
-        continue;
-      }
-      Info& in = info[v];
-      int b = in.buf >= 0 ? in.buf : const_buf(v);
-      st.in_bufs.push_back(b);
-      p->bufs_[b].last_step = step_index;
-    }
-    for (size_t i = 0; i < n->outputs.size(); ++i) {
-      if (!out_descs[i].present) {
-        st.out_bufs.push_back(-1);
-        continue;
-      }
-      Buffer b;
-      b.kind = BufKind::kArena;
-      b.desc = out_descs[i];
-      b.name = n->outputs[i]->name;
-      b.def_step = b.last_step = step_index;
-      int id = static_cast<int>(p->bufs_.size());
-      p->bufs_.push_back(b);
-      info[n->outputs[i]] = Info{out_descs[i], nullptr, id};
-      st.out_bufs.push_back(id);
-    }
-    p->steps_.push_back(std::move(st));
   }
 
-  // Graph outputs: runtime values are written straight into the caller's output tensors.
-  for (size_t i = 0; i < g.outputs.size(); ++i) {
-    const Value* v = g.outputs[i];
-    auto it = info.find(v);
-    if (it == info.end()) throw Error("graph output '" + v->name + "' is not computed by the model");
-    int b = it->second.buf;
-    if (b < 0) b = const_buf(v);
-    Buffer& buf = p->bufs_[b];
-    if (buf.kind == BufKind::kArena && buf.io_index < 0) {
-      buf.kind = BufKind::kOutput;
-      buf.io_index = static_cast<int>(i);
-    }
-    p->output_bufs_.push_back(b);
-  }
+  Plan& p_;
+  const Graph& g_;
+  const std::map<std::string, const Tensor*>& known_;
+  const uint64_t seed_;
+  std::unordered_map<const Value*, Info> info_;
+  std::unordered_map<const Value*, bool> needed_;
+};
+
+std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, TensorDesc>& inputs,
+                                    const std::map<std::string, const Tensor*>& known, uint64_t seed,
+                                    bool state_in_place, std::shared_ptr<DeviceBackend> device) {
+  std::unique_ptr<Plan> p(new Plan());
+  p->device_ = std::move(device);
+  p->state_in_place_ = state_in_place;
+  Compiler c(*p, g, known, seed);
+  c.AddInputs(inputs);
+  c.AddInitializers();
+  for (const Node* n : g.TopologicalOrder()) c.AddNode(*n);
+  c.AddOutputs();
 
   if (state_in_place) p->WriteStateInPlace(g);
   p->PlanArena();

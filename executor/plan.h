@@ -160,6 +160,8 @@ class Plan {
     int64_t workspace_offset = -1;       // in the arena; -1: no workspace
   };
   struct FlowGraph;
+  class Compiler;  // the state of one Compile (plan.cc)
+  friend class Compiler;
 
   Plan() = default;
   void PlanArena();

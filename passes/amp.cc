@@ -145,20 +145,14 @@ class Painter {
 
 }  // namespace
 
-bool AmpPass::Run(Graph& g) {
-  report_ = AmpReport();
-  if (opts_.half == DataType::kUndefined) return false;
-  if (opts_.half != DataType::kFloat16 && opts_.half != DataType::kBFloat16)
-    throw Error("amp: the half type must be float16 or bfloat16, not " + DataTypeName(opts_.half));
-  const DataType H = opts_.half;
-  const OpRegistry& reg = OpRegistry::Global();
-  const std::vector<Node*> order = g.TopologicalOrder();
+namespace {
 
-  std::set<std::string> keep_ops(opts_.keep_fp32_ops.begin(), opts_.keep_fp32_ops.end());
-  std::set<std::string> keep_nodes(opts_.keep_fp32_nodes.begin(), opts_.keep_fp32_nodes.end());
+// Every --keep-fp32 op is an op, every --keep-fp32-node a node of the graph.
+void CheckKeepLists(const std::set<std::string>& keep_ops, const std::set<std::string>& keep_nodes,
+                    const std::vector<Node*>& order) {
   for (const std::string& op : keep_ops) {
     bool known = false;
-    for (const OpSchema* s : reg.All()) known = known || s->op_type == op;
+    for (const OpSchema* s : OpRegistry::Global().All()) known = known || s->op_type == op;
     if (!known) throw Error("--keep-fp32: unknown op '" + op + "'");
   }
   for (const std::string& name : keep_nodes) {
@@ -166,21 +160,22 @@ bool AmpPass::Run(Graph& g) {
     for (Node* n : order) found = found || n->name == name;
     if (!found) throw Error("--keep-fp32-node: the graph has no node named '" + name + "'");
   }
+}
 
-  std::unordered_set<const Value*> f32;
-  for (const auto& v : g.values())
-    if (v->dtype == DataType::kFloat32) f32.insert(v.get());
-
+// Each node's AMP class: the registry's, deny for the kept ops and nodes, and deny for infer ops that feed only
+// losses (the softmax before a cross-entropy stays fp32).
+std::unordered_map<const Node*, AmpClass> Classes(const std::vector<Node*>& order,
+                                                  const std::unordered_set<const Value*>& f32,
+                                                  const std::set<std::string>& keep_ops,
+                                                  const std::set<std::string>& keep_nodes) {
+  const OpRegistry& reg = OpRegistry::Global();
   std::unordered_map<const Node*, AmpClass> cls;
-  std::unordered_map<const Node*, const OpSchema*> schema;
   for (Node* n : order) {
     const OpSchema* s = reg.Find(n->domain, n->op_type);
-    schema[n] = s;
     AmpClass c = s ? s->amp : AmpClass::kUnset;
     if (keep_ops.count(n->op_type) || keep_nodes.count(n->name)) c = AmpClass::kDeny;
     cls[n] = c;
   }
-  // Infer ops feeding only losses (the softmax before a cross-entropy) stay fp32.
   for (Node* n : order) {
     if (cls[n] != AmpClass::kInfer) continue;
     bool any = false, all_loss = true;
@@ -188,38 +183,137 @@ bool AmpPass::Run(Graph& g) {
       if (o && f32.count(o))
         for (const Use& u : o->uses) {
           any = true;
-          const OpSchema* s = schema.count(u.node) ? schema[u.node] : nullptr;
+          const OpSchema* s = reg.Find(u.node->domain, u.node->op_type);
           all_loss = all_loss && s && s->amp_loss;
         }
     if (any && all_loss) cls[n] = AmpClass::kDeny;
   }
+  return cls;
+}
 
-  const Colouring col = Painter(order, f32, cls).Paint();
+// The Casts the pass places: one per (value, dtype), shared by every consumer; `added` is every Cast it made.
+class Casts {
+ public:
+  explicit Casts(Graph& g) : g_(g) {}
 
-  // Casts: one per (value, dtype), shared by every consumer.
-  std::map<std::pair<Value*, DataType>, Value*> casts;
-  std::unordered_set<Node*> added;
-  auto cast_to = [&](Value* v, DataType t) -> Value* {
+  Value* To(Value* v, DataType t) {
     // Undo one of our own casts instead of stacking a second on it (half -> fp32 -> half is the identity).
     if (IsCastNode(v->producer) && added.count(v->producer) && v->producer->inputs[0]->dtype == t &&
         ExactCast(t, v->dtype))
       return v->producer->inputs[0];
     auto key = std::make_pair(v, t);
-    auto it = casts.find(key);
-    if (it != casts.end()) return it->second;
+    auto it = casts_.find(key);
+    if (it != casts_.end()) return it->second;
     const char* suffix = t == DataType::kFloat16 ? ".fp16" : t == DataType::kBFloat16 ? ".bf16" : ".fp32";
-    Value* out = g.AddValue(g.UniqueName(v->name + suffix));
-    Node* c = g.AddNode("Cast", {v}, {out}, g.UniqueName("amp/" + v->name + suffix));
+    Value* out = g_.AddValue(g_.UniqueName(v->name + suffix));
+    Node* c = g_.AddNode("Cast", {v}, {out}, g_.UniqueName("amp/" + v->name + suffix));
     c->attrs["to"] = Attribute::Int(static_cast<int64_t>(t));
     InferNode(*c);
     added.insert(c);
-    casts[key] = out;
+    casts_[key] = out;
     return out;
-  };
+  }
+  // The Cast of `v` to `t` made for its consumers, or null.
+  Value* Made(Value* v, DataType t) const {
+    auto it = casts_.find({v, t});
+    return it == casts_.end() ? nullptr : it->second;
+  }
 
+  std::unordered_set<Node*> added;
+
+ private:
+  Graph& g_;
+  std::map<std::pair<Value*, DataType>, Value*> casts_;
+};
+
+// Graph outputs and update-binding targets keep their names and fp32 type: a half result is renamed and Cast back
+// to the pinned name; a Cast of it to fp32 made for its fp32 consumers is replaced by the pinned value itself.
+void PinOutputs(Graph& g, const std::vector<Value*>& pinned, const std::unordered_set<const Value*>& f32,
+                Casts& casts) {
+  std::unordered_set<Value*> done;
+  for (Value* o : pinned) {
+    if (!o || !f32.count(o) || o->dtype == DataType::kFloat32 || !o->producer || !done.insert(o).second) continue;
+    Node* p = o->producer;
+    const int j = o->producer_output;
+    Value* cached = casts.Made(o, DataType::kFloat32);
+    Value* h = g.AddValue(g.UniqueName(o->name + ".half"));
+    h->dtype = o->dtype;
+    h->shape = o->shape;
+    const auto uses = o->uses;
+    for (const Use& u : uses) g.SetInput(u.node, u.input_index, h);
+    p->outputs[j] = h;
+    h->producer = p;
+    h->producer_output = j;
+    o->producer = nullptr;
+    o->producer_output = -1;
+    Node* c = g.AddNode("Cast", {h}, {o}, g.UniqueName("amp/" + o->name + ".fp32"));
+    c->attrs["to"] = Attribute::Int(static_cast<int64_t>(DataType::kFloat32));
+    InferNode(*c);
+    casts.added.insert(c);
+    if (cached) {
+      const auto cached_uses = cached->uses;
+      for (const Use& u : cached_uses) g.SetInput(u.node, u.input_index, o);
+    }
+  }
+}
+
+// Folds Cast chains whose first Cast is exact: Cast(Cast(x, B), C) -> Cast(x, C), or x when C is x's type; then drops
+// the Casts nobody reads any more. Returns the chains folded.
+int FoldCasts(Graph& g, const std::unordered_set<const Value*>& pinned, std::unordered_set<Node*>& added) {
+  int folded = 0;
+  for (Node* c2 : g.TopologicalOrder()) {
+    if (!IsCastNode(c2) || !c2->inputs[0] || !IsCastNode(c2->inputs[0]->producer)) continue;
+    if (!added.count(c2) && !added.count(c2->inputs[0]->producer)) continue;  // the model's own chains stay
+    Value* x = c2->inputs[0]->producer->inputs[0];
+    if (!x || !ExactCast(x->dtype, c2->inputs[0]->dtype)) continue;
+    const DataType to = static_cast<DataType>(c2->attr_int("to", 0));
+    if (to == x->dtype && !pinned.count(c2->outputs[0])) {
+      Value* out = c2->outputs[0];
+      const auto uses = out->uses;
+      for (const Use& u : uses) g.SetInput(u.node, u.input_index, x);
+    } else {
+      g.SetInput(c2, 0, x);
+    }
+    ++folded;
+  }
+  for (bool again = true; again;) {
+    again = false;
+    for (Node* c : std::vector<Node*>(added.begin(), added.end())) {
+      Value* out = c->outputs[0];
+      if (out->uses.empty() && !pinned.count(out)) {
+        g.RemoveNode(c);
+        added.erase(c);
+        again = true;
+      }
+    }
+  }
+  return folded;
+}
+
+}  // namespace
+
+bool AmpPass::Run(Graph& g) {
+  report_ = AmpReport();
+  if (opts_.half == DataType::kUndefined) return false;
+  if (opts_.half != DataType::kFloat16 && opts_.half != DataType::kBFloat16)
+    throw Error("amp: the half type must be float16 or bfloat16, not " + DataTypeName(opts_.half));
+  const DataType H = opts_.half;
+  const std::vector<Node*> order = g.TopologicalOrder();
+  const std::set<std::string> keep_ops(opts_.keep_fp32_ops.begin(), opts_.keep_fp32_ops.end());
+  const std::set<std::string> keep_nodes(opts_.keep_fp32_nodes.begin(), opts_.keep_fp32_nodes.end());
+  CheckKeepLists(keep_ops, keep_nodes, order);
+
+  std::unordered_set<const Value*> f32;
+  for (const auto& v : g.values())
+    if (v->dtype == DataType::kFloat32) f32.insert(v.get());
+  const std::unordered_map<const Node*, AmpClass> cls = Classes(order, f32, keep_ops, keep_nodes);
+  const Colouring col = Painter(order, f32, cls).Paint();
+
+  // Each node's float inputs in its colour (an input the op keeps fp32 stays so), and its outputs re-inferred.
+  Casts casts(g);
   for (Node* n : order) {
     const bool half = col.half.count(n) != 0;
-    const OpSchema* s = schema[n];
+    const OpSchema* s = OpRegistry::Global().Find(n->domain, n->op_type);
     bool changed = false;
     for (int i = 0; i < static_cast<int>(n->inputs.size()); ++i) {
       Value* v = n->inputs[i];
@@ -228,7 +322,7 @@ bool AmpPass::Run(Graph& g) {
           s && std::find(s->amp_fp32_inputs.begin(), s->amp_fp32_inputs.end(), i) != s->amp_fp32_inputs.end();
       const DataType want = half && !keep ? H : DataType::kFloat32;
       if (v->dtype != want) {
-        g.SetInput(n, i, cast_to(v, want));
+        g.SetInput(n, i, casts.To(v, want));
         changed = true;
       }
     }
@@ -247,67 +341,11 @@ bool AmpPass::Run(Graph& g) {
     (half ? oc.half : oc.fp32)++;
   }
 
-  // Graph outputs and update-binding targets keep their names and fp32 type.
   std::vector<Value*> pinned(g.outputs.begin(), g.outputs.end());
   for (const auto& b : g.update_bindings) pinned.push_back(b.next);
-  std::unordered_set<Value*> done;
-  for (Value* o : pinned) {
-    if (!o || !f32.count(o) || o->dtype == DataType::kFloat32 || !o->producer || !done.insert(o).second) continue;
-    Node* p = o->producer;
-    const int j = o->producer_output;
-    // A Cast of `o` to fp32 made for its fp32 consumers is replaced by `o` itself below.
-    Value* cached = nullptr;
-    if (auto it = casts.find({o, DataType::kFloat32}); it != casts.end()) cached = it->second;
-    Value* h = g.AddValue(g.UniqueName(o->name + ".half"));
-    h->dtype = o->dtype;
-    h->shape = o->shape;
-    const auto uses = o->uses;
-    for (const Use& u : uses) g.SetInput(u.node, u.input_index, h);
-    p->outputs[j] = h;
-    h->producer = p;
-    h->producer_output = j;
-    o->producer = nullptr;
-    o->producer_output = -1;
-    Node* c = g.AddNode("Cast", {h}, {o}, g.UniqueName("amp/" + o->name + ".fp32"));
-    c->attrs["to"] = Attribute::Int(static_cast<int64_t>(DataType::kFloat32));
-    InferNode(*c);
-    added.insert(c);
-    if (cached) {
-      const auto cached_uses = cached->uses;
-      for (const Use& u : cached_uses) g.SetInput(u.node, u.input_index, o);
-    }
-  }
-
-  // Fold Cast chains whose first Cast is exact: Cast(Cast(x, B), C) -> Cast(x, C), or x when C is x's type.
-  std::unordered_set<const Value*> pinned_set(pinned.begin(), pinned.end());
-  for (Node* c2 : g.TopologicalOrder()) {
-    if (!IsCastNode(c2) || !c2->inputs[0] || !IsCastNode(c2->inputs[0]->producer)) continue;
-    if (!added.count(c2) && !added.count(c2->inputs[0]->producer)) continue;  // the model's own chains stay
-    Value* x = c2->inputs[0]->producer->inputs[0];
-    if (!x || !ExactCast(x->dtype, c2->inputs[0]->dtype)) continue;
-    const DataType to = static_cast<DataType>(c2->attr_int("to", 0));
-    if (to == x->dtype && !pinned_set.count(c2->outputs[0])) {
-      Value* out = c2->outputs[0];
-      const auto uses = out->uses;
-      for (const Use& u : uses) g.SetInput(u.node, u.input_index, x);
-    } else {
-      g.SetInput(c2, 0, x);
-    }
-    ++report_.casts_folded;
-  }
-  // Drop the Casts nobody reads any more.
-  for (bool again = true; again;) {
-    again = false;
-    for (Node* c : std::vector<Node*>(added.begin(), added.end())) {
-      Value* out = c->outputs[0];
-      if (out->uses.empty() && !pinned_set.count(out)) {
-        g.RemoveNode(c);
-        added.erase(c);
-        again = true;
-      }
-    }
-  }
-  report_.casts_inserted = static_cast<int>(added.size());
+  PinOutputs(g, pinned, f32, casts);
+  report_.casts_folded = FoldCasts(g, std::unordered_set<const Value*>(pinned.begin(), pinned.end()), casts.added);
+  report_.casts_inserted = static_cast<int>(casts.added.size());
   return !report_.half_nodes.empty() || report_.casts_inserted > 0;
 }
 

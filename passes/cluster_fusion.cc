@@ -361,224 +361,271 @@ class Clustering {
 
 }  // namespace
 
-bool ClusterFusionPass::Run(Graph& g) {
-  report_ = FusionReport();
-  report_.mode = FuseModeName(opts_.mode);
-  report_.memory_budget = opts_.memory_budget;
-  if (opts_.mode == FuseMode::kOff) return false;
-  Clustering cl(g, opts_, sizes_);
-  int64_t peak = cl.Peak();
-  report_.peak_before = peak;
-  report_.budget_unreachable = opts_.memory_budget > 0 && peak > opts_.memory_budget;
-  const bool full = opts_.mode == FuseMode::kFull;
-  // Each merge's planned peak is checked against the budget only when some order of the step could exceed it: not
-  // when every value and workspace of the step together fit (the peak of any schedule is at most that sum).
-  const bool check_budget = opts_.memory_budget > 0 && cl.AllBytes() > opts_.memory_budget;
-  const auto& ks = cl.kernels();
-  auto refuse = [&](int pk, int ck, const std::string& why) {
-    report_.refused.push_back({Label(ks[pk]), Label(ks[ck]), why});
-  };
+namespace {
+
+// The edge contraction: consumers in topological order, each merge checked as the header says.
+class Contraction {
+ public:
+  Contraction(Clustering& cl, const FuseOptions& opts, FusionReport* report)
+      : cl_(cl), opts_(opts), report_(report), ks_(cl.kernels()) {
+    peak_ = cl.Peak();
+    report->peak_before = peak_;
+    report->budget_unreachable = opts.memory_budget > 0 && peak_ > opts.memory_budget;
+    // Each merge's planned peak is checked against the budget only when some order of the step could exceed it:
+    // not when every value and workspace of the step together fit (the peak of any schedule is at most that sum).
+    check_budget_ = opts.memory_budget > 0 && cl.AllBytes() > opts.memory_budget;
+  }
+
+  // A consumer first takes all its producer clusters at once (closing the diamonds of softmax and layer norm, whose
+  // pairwise merges would each leave a second value outside), then, where that is refused, each producer cluster in
+  // turn.
+  void Run() {
+    for (size_t c = 0; c < ks_.size(); ++c) {
+      const int ck = static_cast<int>(c);
+      if (!cl_.Fusible(ck)) continue;
+      std::vector<std::pair<int, int>> producers;  // (kernel, cluster)
+      for (const Value* v : ks_[ck]->inputs) {
+        if (!v || !v->producer) continue;
+        const int pk = cl_.Kernel(v->producer);
+        if (pk < 0 || !cl_.Fusible(pk) || cl_.Cluster(pk) == cl_.Cluster(ck)) continue;
+        bool dup = false;
+        for (auto [k, cid] : producers) dup |= cid == cl_.Cluster(pk);
+        if (!dup) producers.push_back({pk, cl_.Cluster(pk)});
+      }
+      if (producers.size() >= 2) {
+        std::vector<int> set;
+        for (auto [k, cid] : producers) set.push_back(cid);
+        set.push_back(cl_.Cluster(ck));
+        if (TryMerge(set, producers.front().first, ck, false)) continue;
+      }
+      for (auto [pk, unused] : producers) {
+        const int a = cl_.Cluster(pk), b = cl_.Cluster(ck);
+        if (a == b) continue;
+        TryMerge({a, b}, pk, ck, true);
+      }
+    }
+    report_->peak_after = cl_.Peak();
+  }
+
+ private:
   // Contracts the clusters `set` (the consumer's last) when every condition holds; `record`: note a refusal as a
   // merge of pk's cluster into ck's.
-  auto try_merge = [&](const std::vector<int>& set, int pk, int ck, bool record) {
+  bool TryMerge(const std::vector<int>& set, int pk, int ck, bool record) {
     auto no = [&](const std::string& why) {
-      if (record) refuse(pk, ck, why);
+      if (record) report_->refused.push_back({Label(ks_[pk]), Label(ks_[ck]), why});
       return false;
     };
     std::vector<int> merged;
     int64_t parts = 0;
     for (int c : set) {
-      merged.insert(merged.end(), cl.Members(c).begin(), cl.Members(c).end());
-      parts += cl.Loaded(c);
+      merged.insert(merged.end(), cl_.Members(c).begin(), cl_.Members(c).end());
+      parts += cl_.Loaded(c);
     }
     if (static_cast<int>(merged.size()) > opts_.limits.nodes)
       return no("kernel limit: " + std::to_string(merged.size()) + " ops > " + std::to_string(opts_.limits.nodes));
     std::sort(merged.begin(), merged.end());  // the order the rewrite builds in (register estimates depend on it)
-    BuiltCluster built = cl.Build(merged);
+    BuiltCluster built = cl_.Build(merged);
     if (!built.error.empty()) return no("program: " + built.error);
-    if (!full && built.outputs.size() > 1) {
+    const std::string why = KernelRefusal(merged, built, parts);
+    if (!why.empty()) return no(why);
+    if (cl_.MakesCycle(set)) return no("cycle: another path leads from the producer to the consumer");
+    if (check_budget_) {
+      const int64_t p = cl_.Peak(set);
+      if (p > opts_.memory_budget && p > peak_)
+        return no("memory: planned peak " + std::to_string(p) + " bytes > budget " +
+                  std::to_string(opts_.memory_budget));
+      peak_ = p;
+    }
+    cl_.Merge(set, built.work_bytes);
+    return true;
+  }
+
+  // Why the merged program cannot be one kernel, or does not pay (empty: it can and does).
+  std::string KernelRefusal(const std::vector<int>& merged, const BuiltCluster& built, int64_t parts) const {
+    if (opts_.mode != FuseMode::kFull && built.outputs.size() > 1) {
       std::string which;
       std::unordered_set<const Node*> inside;
-      for (int k : merged) inside.insert(ks[k]);
+      for (int k : merged) inside.insert(ks_[k]);
       for (const Value* v : built.outputs) {
         std::string readers;
         for (const Use& u : v->uses)
           if (!inside.count(u.node)) readers += (readers.empty() ? "" : ", ") + u.node->op_type;
         which += (which.empty() ? "" : "; ") + v->name + (readers.empty() ? " (a step output)" : " read by " + readers);
       }
-      return no("lite: " + std::to_string(built.outputs.size()) +
-                " values would leave the cluster (full allows it): " + which);
+      return "lite: " + std::to_string(built.outputs.size()) +
+             " values would leave the cluster (full allows it): " + which;
     }
     const int operands = static_cast<int>(built.inputs.size() + built.outputs.size());
     if (operands > opts_.limits.operands)
-      return no("kernel limit: " + std::to_string(operands) + " operands > " + std::to_string(opts_.limits.operands));
+      return "kernel limit: " + std::to_string(operands) + " operands > " + std::to_string(opts_.limits.operands);
     const cluster::Resources res = cluster::EstimateResources(built.program);
     if (res.registers > opts_.limits.registers)
-      return no("kernel limit: ~" + std::to_string(res.registers) + " registers per thread (" +
-                std::to_string(res.max_live) + " values live at once) > " + std::to_string(opts_.limits.registers));
+      return "kernel limit: ~" + std::to_string(res.registers) + " registers per thread (" +
+             std::to_string(res.max_live) + " values live at once) > " + std::to_string(opts_.limits.registers);
     if (res.shared_bytes > opts_.limits.shared_bytes)
-      return no("kernel limit: " + std::to_string(res.shared_bytes) + " bytes of shared memory > " +
-                std::to_string(opts_.limits.shared_bytes));
+      return "kernel limit: " + std::to_string(res.shared_bytes) + " bytes of shared memory > " +
+             std::to_string(opts_.limits.shared_bytes);
     if (static_cast<double>(built.work_bytes) > (1.0 + opts_.margin) * static_cast<double>(parts))
-      return no("does not pay: touches " + std::to_string(built.work_bytes) + " bytes per run, the parts " +
-                std::to_string(parts) + " (a broadcast producer would be recomputed per element)");
-    if (cl.MakesCycle(set)) return no("cycle: another path leads from the producer to the consumer");
-    if (check_budget) {
-      const int64_t p = cl.Peak(set);
-      if (p > opts_.memory_budget && p > peak)
-        return no("memory: planned peak " + std::to_string(p) + " bytes > budget " +
-                  std::to_string(opts_.memory_budget));
-      peak = p;
-    }
-    cl.Merge(set, built.work_bytes);
-    return true;
-  };
-  // Consumers in topological order. A consumer first takes all its producer clusters at once (closing the diamonds
-  // of softmax and layer norm, whose pairwise merges would each leave a second value outside), then, where that
-  // is refused, each producer cluster in turn.
-  for (size_t c = 0; c < ks.size(); ++c) {
-    const int ck = static_cast<int>(c);
-    if (!cl.Fusible(ck)) continue;
-    std::vector<std::pair<int, int>> producers;  // (kernel, cluster)
-    for (const Value* v : ks[ck]->inputs) {
-      if (!v || !v->producer) continue;
-      const int pk = cl.Kernel(v->producer);
-      if (pk < 0 || !cl.Fusible(pk) || cl.Cluster(pk) == cl.Cluster(ck)) continue;
-      bool dup = false;
-      for (auto [k, cid] : producers) dup |= cid == cl.Cluster(pk);
-      if (!dup) producers.push_back({pk, cl.Cluster(pk)});
-    }
-    if (producers.size() >= 2) {
-      std::vector<int> set;
-      for (auto [k, cid] : producers) set.push_back(cid);
-      set.push_back(cl.Cluster(ck));
-      if (try_merge(set, producers.front().first, ck, false)) continue;
-    }
-    for (auto [pk, unused] : producers) {
-      const int a = cl.Cluster(pk), b = cl.Cluster(ck);
-      if (a == b) continue;
-      try_merge({a, b}, pk, ck, true);
-    }
+      return "does not pay: touches " + std::to_string(built.work_bytes) + " bytes per run, the parts " +
+             std::to_string(parts) + " (a broadcast producer would be recomputed per element)";
+    return "";
   }
-  report_.peak_after = cl.Peak();
 
-  // Rewrite every cluster of two or more kernels as one FusedElementwise node -- unless at most one of them
-  // computes and the rest are plain copies (AMP's Identity -> Cast of a parameter's gradient): unfused, the copy
-  // runs in place where its input dies and the op alone is the one pass, so the cluster would save nothing (its
-  // interpreter cost 3-5x the Cast kernel on those small tensors).
-  std::vector<int> roots;
+  Clustering& cl_;
+  const FuseOptions& opts_;
+  FusionReport* report_;
+  const std::vector<Node*>& ks_;
+  int64_t peak_ = 0;
+  bool check_budget_ = false;
+};
+
+// The clusters to rewrite, as (first member, root) in node order: every cluster of two or more kernels -- unless at
+// most one of them computes and the rest are plain copies (AMP's Identity -> Cast of a parameter's gradient):
+// unfused, the copy runs in place where its input dies and the op alone is the one pass, so the cluster would save
+// nothing (its interpreter cost 3-5x the Cast kernel on those small tensors).
+std::vector<std::pair<int, int>> RewriteOrder(const Clustering& cl, FusionReport* report) {
+  const auto& ks = cl.kernels();
+  std::vector<std::pair<int, int>> order;
   for (size_t k = 0; k < ks.size(); ++k) {
     const int r = static_cast<int>(k);
     if (cl.Cluster(r) != r || cl.Members(r).size() < 2) continue;
     std::vector<int> members = cl.Members(r);
     std::sort(members.begin(), members.end());
     if (cluster::ComputingInstructions(cl.Build(members).program) < 2) {
-      report_.refused.push_back({Label(ks[members.front()]), Label(ks[members.back()]),
+      report->refused.push_back({Label(ks[members.front()]), Label(ks[members.back()]),
                                  "does not pay: one op and plain copies, which run in place unfused"});
       continue;
     }
-    roots.push_back(r);
+    order.push_back({members.front(), r});
   }
-  std::vector<std::pair<int, int>> order;  // (first member, root)
-  for (int r : roots) order.push_back({*std::min_element(cl.Members(r).begin(), cl.Members(r).end()), r});
   std::sort(order.begin(), order.end());
+  return order;
+}
+
+// The node list as a linked list, rewritten cluster by cluster; the graph takes its order once at the end (a fused
+// node goes where the first of its members was), so the rewrite stays linear in the graph.
+class NodeList {
+ public:
+  explicit NodeList(const Graph& g) {
+    for (const auto& n : g.nodes()) {
+      pos_[n.get()] = static_cast<int>(pos_.size());
+      prev_[n.get()] = tail_;
+      if (tail_)
+        next_[tail_] = n.get();
+      else
+        head_ = n.get();
+      tail_ = n.get();
+    }
+    if (tail_) next_[tail_] = nullptr;
+  }
+  int Pos(const Node* n) const { return pos_.at(n); }  // in the list as it was
+  const Node* Next(const Node* n) { return next_[n]; }
+  void Unlink(const Node* n) {
+    const Node *p = prev_[n], *q = next_[n];
+    (p ? next_[p] : head_) = q;
+    (q ? prev_[q] : tail_) = p;
+  }
+  void InsertBefore(const Node* n, const Node* at) {  // at == nullptr: at the end
+    const Node* p = at ? prev_[at] : tail_;
+    prev_[n] = p;
+    next_[n] = at;
+    (p ? next_[p] : head_) = n;
+    (at ? prev_[at] : tail_) = n;
+  }
+  std::vector<const Node*> Order() {
+    std::vector<const Node*> r;
+    for (const Node* n = head_; n; n = next_[n]) r.push_back(n);
+    return r;
+  }
+
+ private:
+  std::unordered_map<const Node*, int> pos_;
+  std::unordered_map<const Node*, const Node*> next_, prev_;
+  const Node* head_ = nullptr;
+  const Node* tail_ = nullptr;
+};
+
+// Replaces the members of one cluster by a FusedElementwise node before `list`'s first non-member after the
+// earliest of them; the members go to `gone`, the cluster to the report.
+void RewriteCluster(Graph& g, const Clustering& cl, std::vector<int> members, NodeList& list, std::vector<Node*>& gone,
+                    FusionReport* report) {
+  const auto& ks = cl.kernels();
+  std::sort(members.begin(), members.end());
+  BuiltCluster b = cl.Build(members);
+  if (!b.error.empty()) throw Error("cluster fusion: a cluster that was accepted no longer builds: " + b.error);
+  // The anchor: the first node after the earliest member (in the node list) that is not a member. Members are
+  // nodes of the list as it was, which the rewrites keep in their relative order.
+  std::unordered_set<const Node*> in;
+  for (int k : members) in.insert(ks[k]);
+  const Node* earliest = ks[members.front()];
+  for (int k : members)
+    if (list.Pos(ks[k]) < list.Pos(earliest)) earliest = ks[k];
+  const Node* anchor = list.Next(earliest);
+  while (anchor && in.count(anchor)) anchor = list.Next(anchor);
+  FusedCluster fc;
+  std::vector<std::string> ops;
+  std::unordered_set<const Value*> escaping(b.outputs.begin(), b.outputs.end());
+  for (int k : members) {
+    ops.push_back(Label(ks[k]));
+    for (const Value* v : ks[k]->outputs)
+      if (v && !escaping.count(v))
+        if (const ValueDims* d = cl.Dims(v)) fc.saved_bytes += 2 * Bytes(*d);
+  }
+  std::string name = g.UniqueName("fused/" + ks[members.front()]->name);
+  // Readers outside the cluster of an internal value's shape read a value of that shape that leaves it.
+  std::vector<const Value*> escapes(b.outputs.begin(), b.outputs.end());
+  for (int k : members)
+    for (Value* v : ks[k]->outputs) {
+      if (!v || escaping.count(v)) continue;
+      const std::vector<Use> uses = v->uses;
+      for (const Use& u : uses) {
+        if (in.count(u.node)) continue;
+        const Value* twin = cl.ShapeTwin(members, v, escapes);
+        if (!twin) throw Error("cluster fusion: no value of the shape of '" + v->name + "' for " + u.node->Describe());
+        g.SetInput(u.node, u.input_index, const_cast<Value*>(twin));
+      }
+    }
+  for (int k : members) {
+    g.DetachNode(ks[k]);
+    gone.push_back(ks[k]);
+    list.Unlink(ks[k]);
+  }
+  Node* f = g.AddNode("FusedElementwise", b.inputs, b.outputs, name);
+  f->domain = kInternalDomain;
+  f->opset = 1;
+  SetClusterAttributes(f, b.program, b.row_keepdims, ops);
+  list.InsertBefore(f, anchor);
+  fc.name = name;
+  fc.ops = ops;
+  fc.inputs = static_cast<int>(b.inputs.size());
+  fc.outputs = static_cast<int>(b.outputs.size());
+  for (const Value* v : b.inputs)
+    if (const ValueDims* d = cl.Dims(v)) fc.input_bytes += Bytes(*d);
+  for (const Value* v : b.outputs)
+    if (const ValueDims* d = cl.Dims(v)) fc.output_bytes += Bytes(*d);
+  fc.program = f->attrs["program"].s;
+  report->saved_bytes += fc.saved_bytes;
+  report->fused_nodes += static_cast<int>(members.size());
+  report->clusters.push_back(std::move(fc));
+}
+
+}  // namespace
+
+bool ClusterFusionPass::Run(Graph& g) {
+  report_ = FusionReport();
+  report_.mode = FuseModeName(opts_.mode);
+  report_.memory_budget = opts_.memory_budget;
+  if (opts_.mode == FuseMode::kOff) return false;
+  Clustering cl(g, opts_, sizes_);
+  Contraction(cl, opts_, &report_).Run();
+  const std::vector<std::pair<int, int>> order = RewriteOrder(cl, &report_);
   if (order.empty()) return false;
   if (!g.opset_imports.count(kInternalDomain)) g.opset_imports[kInternalDomain] = 1;
-  // The node list as a linked list, rewritten cluster by cluster; the graph takes its order once at the end (a
-  // fused node goes where the first of its members was), so the rewrite stays linear in the graph.
-  std::unordered_map<const Node*, int> list_pos;
-  std::unordered_map<const Node*, const Node*> next, prev;
-  const Node* head = nullptr;
-  const Node* tail = nullptr;
-  for (const auto& n : g.nodes()) {
-    list_pos[n.get()] = static_cast<int>(list_pos.size());
-    prev[n.get()] = tail;
-    if (tail)
-      next[tail] = n.get();
-    else
-      head = n.get();
-    tail = n.get();
-  }
-  if (tail) next[tail] = nullptr;
-  auto unlink = [&](const Node* n) {
-    const Node *p = prev[n], *q = next[n];
-    (p ? next[p] : head) = q;
-    (q ? prev[q] : tail) = p;
-  };
-  auto insert_before = [&](const Node* n, const Node* at) {  // at == nullptr: at the end
-    const Node* p = at ? prev[at] : tail;
-    prev[n] = p;
-    next[n] = at;
-    (p ? next[p] : head) = n;
-    (at ? prev[at] : tail) = n;
-  };
+  NodeList list(g);
   std::vector<Node*> gone;
-  for (auto [first, r] : order) {
-    std::vector<int> members = cl.Members(r);
-    std::sort(members.begin(), members.end());
-    BuiltCluster b = cl.Build(members);
-    if (!b.error.empty()) throw Error("cluster fusion: a cluster that was accepted no longer builds: " + b.error);
-    // The anchor: the first node after the earliest member (in the node list) that is not a member. Members are
-    // nodes of the list as it was, which the rewrites keep in their relative order.
-    std::unordered_set<const Node*> in;
-    for (int k : members) in.insert(ks[k]);
-    const Node* earliest = ks[members.front()];
-    for (int k : members)
-      if (list_pos.at(ks[k]) < list_pos.at(earliest)) earliest = ks[k];
-    const Node* anchor = next[earliest];
-    while (anchor && in.count(anchor)) anchor = next[anchor];
-    FusedCluster fc;
-    std::vector<std::string> ops;
-    std::unordered_set<const Value*> escaping(b.outputs.begin(), b.outputs.end());
-    for (int k : members) {
-      ops.push_back(Label(ks[k]));
-      for (const Value* v : ks[k]->outputs)
-        if (v && !escaping.count(v))
-          if (const ValueDims* d = cl.Dims(v)) fc.saved_bytes += 2 * Bytes(*d);
-    }
-    std::string name = g.UniqueName("fused/" + ks[members.front()]->name);
-    {
-      std::vector<const Value*> escapes(b.outputs.begin(), b.outputs.end());
-      for (int k : members)
-        for (Value* v : ks[k]->outputs) {
-          if (!v || escaping.count(v)) continue;
-          const std::vector<Use> uses = v->uses;
-          for (const Use& u : uses) {
-            if (in.count(u.node)) continue;
-            const Value* twin = cl.ShapeTwin(members, v, escapes);
-            if (!twin)
-              throw Error("cluster fusion: no value of the shape of '" + v->name + "' for " + u.node->Describe());
-            g.SetInput(u.node, u.input_index, const_cast<Value*>(twin));
-          }
-        }
-    }
-    for (int k : members) {
-      g.DetachNode(ks[k]);
-      gone.push_back(ks[k]);
-      unlink(ks[k]);
-    }
-    Node* f = g.AddNode("FusedElementwise", b.inputs, b.outputs, name);
-    f->domain = kInternalDomain;
-    f->opset = 1;
-    SetClusterAttributes(f, b.program, b.row_keepdims, ops);
-    insert_before(f, anchor);
-    fc.name = name;
-    fc.ops = ops;
-    fc.inputs = static_cast<int>(b.inputs.size());
-    fc.outputs = static_cast<int>(b.outputs.size());
-    for (const Value* v : b.inputs)
-      if (const ValueDims* d = cl.Dims(v)) fc.input_bytes += Bytes(*d);
-    for (const Value* v : b.outputs)
-      if (const ValueDims* d = cl.Dims(v)) fc.output_bytes += Bytes(*d);
-    fc.program = f->attrs["program"].s;
-    report_.saved_bytes += fc.saved_bytes;
-    report_.fused_nodes += static_cast<int>(members.size());
-    report_.clusters.push_back(std::move(fc));
-  }
-  std::vector<const Node*> final_order;
-  for (const Node* n = head; n; n = next[n]) final_order.push_back(n);
+  for (auto [first, r] : order) RewriteCluster(g, cl, cl.Members(r), list, gone, &report_);
   g.RemoveNodes(gone);
-  g.OrderNodes(final_order);
+  g.OrderNodes(list.Order());
   return true;
 }
 
