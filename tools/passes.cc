@@ -59,13 +59,12 @@ int Passes(const PassesOptions& o) {
   TrainerOptions to = MakeTrainerOptions(t, t.steps);
   StepGraphInfo info;
   if (!o.dump_after.empty())
-    to.passes.after_pass = [&](const std::string& pass, const Graph& g) {
+    to.control.after_pass = [&](const std::string& pass, const Graph& g) {
       if (o.dump_after == "all" || o.dump_after == pass)
         std::printf("--- after %s ---\n%s\n", pass.c_str(), PrintGraph(g).c_str());
     };
-  const StepOptions so = MakeStepOptions(to);
   try {
-    info = BuildStep(*step, so);
+    info = BuildStep(*step, to);
   } catch (const Error& e) {
     throw Error(t.model + ": " + e.what());
   }
@@ -78,7 +77,7 @@ int Passes(const PassesOptions& o) {
       for (NamedTensor& a : ReadNpz(t.data)) data[a.name] = std::move(a.tensor);
     try {
       BatchInputs in = InputsForBatch(*step, t.batch, t.data.empty() ? nullptr : &data, t.data);
-      fusion_text = FormatFusionReport(FuseForShapes(*step, to.fuse, in.descs, in.known(), to.passes));
+      fusion_text = FormatFusionReport(FuseForShapes(*step, to.fuse, in.descs, in.known(), to.control));
     } catch (const Error& e) {
       throw Error(t.model + ": " + e.what());
     }

@@ -217,7 +217,7 @@ int PlanMemoryReport(const PlanOptions& o) {
     const TrainerOptions to = MakeTrainerOptions(t, t.steps);
     if (to.fuse.mode != FuseMode::kOff) {
       BatchInputs in = InputsForBatch(*step, t.batch, t.data.empty() ? nullptr : &data, t.data);
-      fusion = FuseForShapes(*step, to.fuse, in.descs, in.known(), to.passes);
+      fusion = FuseForShapes(*step, to.fuse, in.descs, in.known(), to.control);
     }
     r = PlanMemory(*step, t.batch, t.data.empty() ? nullptr : &data, loss, t.data);
   } catch (const UnsupportedError& e) {

@@ -126,8 +126,8 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.profile = o.profile;
   to.trace = !o.profile_trace.empty();
   to.fuse.mode = ParseFuseMode(o.fuse);
-  to.passes.disabled = o.disable_pass;  // checked where the step is built (BuildStepGraph)
-  to.passes.verify = o.verify_passes;
+  to.control.disabled = o.disable_pass;  // checked where the step is built (BuildStepGraph)
+  to.control.verify = o.verify_passes;
   if (std::find(o.disable_pass.begin(), o.disable_pass.end(), "fusion") != o.disable_pass.end())
     to.fuse.mode = FuseMode::kOff;
   to.fuse.memory_budget = o.memory_budget.empty() ? DefaultMemoryBudget() : ParseByteSize(o.memory_budget);
@@ -266,9 +266,11 @@ class Progress {
 
 }  // namespace
 
-int Train(const TrainOptions& o) {
+namespace {
+
+// Every output path is checked before any work: a run must not train for hours and then fail to save.
+void CheckOutputs(const TrainOptions& o) {
   if (o.data.empty()) throw Error("--data TRAIN.npz is required");
-  // Every output path is checked before any work: a run must not train for hours and then fail to save.
   if (!o.profile_trace.empty()) CheckOutputFile("--profile", o.profile_trace);
   if (!o.log_json.empty()) CheckOutputFile("--log-json", o.log_json);
   if (!o.save.empty()) CheckOutputFile("--save", o.save);
@@ -279,6 +281,82 @@ int Train(const TrainOptions& o) {
     if (ec) throw Error("--checkpoint: cannot create '" + o.checkpoint + "' (" + ec.message() + ")");
   }
   ParseLrSchedule(o.lr_schedule);  // a bad choice fails before the data is read
+}
+
+// Ctrl-C sets g_interrupted (the loop checkpoints and stops after the step) while the guard lives.
+class SigintGuard {
+ public:
+  SigintGuard() {
+    g_interrupted = false;
+    struct sigaction sa {};
+    sa.sa_handler = OnSigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_);
+  }
+  ~SigintGuard() { sigaction(SIGINT, &old_, nullptr); }
+
+ private:
+  struct sigaction old_ {};
+};
+
+// What the first steps print: --profile's timeline (the first step's at once, then the second's, which has no
+// first-run costs: oneDNN's JIT, TBB's threads; tracing stops after it) and the fusion report's first line.
+void ReportFirstSteps(Trainer& trainer, const TrainOptions& o, int64_t s, int64_t start, int64_t total, bool bar) {
+  if (!o.profile_trace.empty() && s - start < 2) {
+    const DataType half = trainer.options().amp.half;
+    const std::string line = WriteProfileTrace(o.profile_trace, trainer.executor().last_trace(), s + 1,
+                                               half == DataType::kUndefined ? "fp32" : DataTypeName(half),
+                                               FuseModeName(trainer.options().fuse.mode));
+    if (s - start == 1 || s + 1 == total) {
+      trainer.set_trace(false);
+      if (!o.quiet) std::fprintf(stderr, "%s%s\n", bar ? "\r" : "", line.c_str());
+    }
+  }
+  if (s == start && !o.quiet && trainer.fusion_report().mode != "" && trainer.fusion_report().mode != "off") {
+    const std::string f = FormatFusionReport(trainer.fusion_report(), 0);
+    std::fprintf(stderr, "%s%s\n", bar ? "\r" : "", f.substr(0, f.find('\n')).c_str());
+  }
+}
+
+// Stops a run whose gradients stay non-finite, naming the node the first non-finite value comes from. Dynamic scaling
+// skips steps on purpose while it finds its scale (2^16 down to what fits); it is stuck only when it keeps skipping at
+// its floor.
+void CheckSkips(Trainer& trainer, int64_t s, int64_t skipped_in_row, bool dynamic, const StepResult& r,
+                const std::vector<Arrays>& micro) {
+  if (skipped_in_row < 10 || (dynamic && r.loss_scale > trainer.options().loss_scale.min_scale && skipped_in_row < 40))
+    return;
+  std::string node;
+  for (const Arrays& m : micro)
+    if (node.empty()) node = trainer.FirstNonFiniteNode(m);
+  throw Error("10 steps in a row had non-finite gradients (steps " + std::to_string(s - 8) + "-" +
+              std::to_string(s + 1) + "); the first non-finite value comes from " +
+              (node.empty() ? std::string("no node of the step (the non-finite value did not reproduce)") : node));
+}
+
+// After the last step: the saved model, --profile-ops' table, the device's peak memory, the skipped steps.
+void Finish(Trainer& trainer, const TrainOptions& o, int64_t start, int64_t total, int64_t k, int64_t skipped) {
+  if (!o.save.empty()) {
+    trainer.Save(o.save);
+    if (!o.quiet) std::printf("saved the trained model to %s\n", o.save.c_str());
+  }
+  if (o.profile && total > start)
+    PrintOpProfile(trainer.executor(), static_cast<double>((total - start > 1 ? total - start - 1 : 1) * k));
+  if (const auto& dev = trainer.options().device)
+    std::printf("peak device memory: %lld bytes (%.1f MiB) on %s\n",
+                static_cast<long long>(dev->peak_allocated_bytes()),
+                static_cast<double>(dev->peak_allocated_bytes()) / (1 << 20), dev->name().c_str());
+  const bool scaling = trainer.step_info().loss_scale != nullptr;
+  if (skipped || scaling) {
+    std::printf("%lld steps skipped (non-finite gradients)", static_cast<long long>(skipped));
+    if (scaling) std::printf(", final loss scale %g", trainer.step_info().loss_scale->initializer->GetDouble(0));
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int Train(const TrainOptions& o) {
+  CheckOutputs(o);
 
   // The step's inputs decide which arrays to read; the schedule's length needs the sample count first.
   std::unique_ptr<Graph> model = LoadCheckedModel(o.model);
@@ -334,16 +412,7 @@ int Train(const TrainOptions& o) {
     }
   };
 
-  g_interrupted = false;
-  struct sigaction sa {
-  }, old_sa{};
-  sa.sa_handler = OnSigint;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old_sa);
-  struct Restore {
-    struct sigaction s;
-    ~Restore() { sigaction(SIGINT, &s, nullptr); }
-  } restore{old_sa};
+  SigintGuard sigint;
 
   int64_t skipped = 0, skipped_in_row = 0;
   const StepGraphInfo& step_info = trainer->step_info();
@@ -377,22 +446,7 @@ int Train(const TrainOptions& o) {
     // --profile-ops: times from the second step on (the first makes plans, JITs and sets libraries up), unless
     // there is only one.
     if (o.profile && s == start && total - start > 1) trainer->ResetProfile();
-    // --profile: the first step's timeline is written at once (a run of one step still gets one), then replaced
-    // by the second's, which has no first-run costs (oneDNN's JIT, TBB's threads); tracing stops after it.
-    if (!o.profile_trace.empty() && s - start < 2) {
-      const DataType half = trainer->options().amp.half;
-      const std::string line = WriteProfileTrace(o.profile_trace, trainer->executor().last_trace(), s + 1,
-                                                 half == DataType::kUndefined ? "fp32" : DataTypeName(half),
-                                                 FuseModeName(trainer->options().fuse.mode));
-      if (s - start == 1 || s + 1 == total) {
-        trainer->set_trace(false);
-        if (!o.quiet) std::fprintf(stderr, "%s%s\n", bar ? "\r" : "", line.c_str());
-      }
-    }
-    if (s == start && !o.quiet && trainer->fusion_report().mode != "" && trainer->fusion_report().mode != "off") {
-      const std::string f = FormatFusionReport(trainer->fusion_report(), 0);
-      std::fprintf(stderr, "%s%s\n", bar ? "\r" : "", f.substr(0, f.find('\n')).c_str());
-    }
+    ReportFirstSteps(*trainer, o, s, start, total, bar);
     skipped += r.skipped;
     skipped_in_row = r.skipped ? skipped_in_row + 1 : 0;
     if (dynamic) scale_watch.See(s, r.loss_scale);
@@ -409,17 +463,7 @@ int Train(const TrainOptions& o) {
     if (log) LogStep(log, s + 1, epoch + 1, r, scaling);
     progress.Step(s, epoch, r, eval_s);
     if (!std::isfinite(r.loss) && !r.skipped) throw Error("step " + std::to_string(s + 1) + ": the loss is not finite");
-    // Dynamic scaling skips steps on purpose while it finds its scale (2^16 down to what fits); it is stuck only when
-    // it keeps skipping at its floor.
-    if (skipped_in_row >= 10 &&
-        (!dynamic || r.loss_scale <= trainer->options().loss_scale.min_scale || skipped_in_row >= 40)) {
-      std::string node;
-      for (const Arrays& m : micro)
-        if (node.empty()) node = trainer->FirstNonFiniteNode(m);
-      throw Error("10 steps in a row had non-finite gradients (steps " + std::to_string(s - 8) + "-" +
-                  std::to_string(s + 1) + "); the first non-finite value comes from " +
-                  (node.empty() ? std::string("no node of the step (the non-finite value did not reproduce)") : node));
-    }
+    CheckSkips(*trainer, s, skipped_in_row, dynamic, r, micro);
     const bool epoch_end = ((s + 1) * k) / per_epoch > (s * k) / per_epoch;
     if (epoch_end || s + 1 == total) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -438,21 +482,7 @@ int Train(const TrainOptions& o) {
     }
   }
   checkpoint(std::max(start, total));
-  if (!o.save.empty()) {
-    trainer->Save(o.save);
-    if (!o.quiet) std::printf("saved the trained model to %s\n", o.save.c_str());
-  }
-  if (o.profile && total > start)
-    PrintOpProfile(trainer->executor(), static_cast<double>((total - start > 1 ? total - start - 1 : 1) * k));
-  if (const auto& dev = trainer->options().device)
-    std::printf("peak device memory: %lld bytes (%.1f MiB) on %s\n",
-                static_cast<long long>(dev->peak_allocated_bytes()),
-                static_cast<double>(dev->peak_allocated_bytes()) / (1 << 20), dev->name().c_str());
-  if (skipped || scaling) {
-    std::printf("%lld steps skipped (non-finite gradients)", static_cast<long long>(skipped));
-    if (scaling) std::printf(", final loss scale %g", trainer->step_info().loss_scale->initializer->GetDouble(0));
-    std::printf("\n");
-  }
+  Finish(*trainer, o, start, total, k, skipped);
   return 0;
 }
 

@@ -4,7 +4,7 @@
 
 namespace ot::tools {
 
-StepOptions MakeStepOptions(const TrainOptions& o) { return ot::MakeStepOptions(MakeTrainerOptions(o, o.steps)); }
+StepOptions MakeStepOptions(const TrainOptions& o) { return MakeTrainerOptions(o, o.steps); }
 
 void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("model", o.model, "MODEL.onnx")->required();

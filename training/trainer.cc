@@ -27,18 +27,6 @@
 
 namespace ot {
 
-StepOptions MakeStepOptions(const TrainerOptions& o) {
-  StepOptions so;
-  so.loss = o.loss;
-  so.freeze = o.freeze;
-  so.optimizer = o.optimizer;
-  so.amp = o.amp;
-  so.fp16_range = o.fp16_range;
-  so.loss_scale = o.loss_scale;
-  so.control = o.passes;
-  return so;
-}
-
 namespace {
 
 int OutputIndex(Graph& g, Value* v) {
@@ -83,7 +71,7 @@ Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std:
   TrainingModePass(false).Run(*eval_);
 
   Graph& g = *graph_;
-  info_ = BuildStepGraph(g, MakeStepOptions(opts_));
+  info_ = BuildStepGraph(g, opts_);
   MakeExecutor();
 
   LossPass(opts_.loss).Run(*eval_);
@@ -190,7 +178,7 @@ void Trainer::FuseFor(const Arrays& batch) {
     fo.epilogues = false;
     fo.kernel_folds = false;
   }
-  fusion_ = FuseForShapes(*graph_, fo, descs, known, opts_.passes);
+  fusion_ = FuseForShapes(*graph_, fo, descs, known, opts_.control);
   if (opts_.refuse_over_budget && fusion_.budget_unreachable)
     throw Error("--memory-budget " + FormatBytes(fo.memory_budget) + ": the step's planned peak is " +
                 FormatBytes(fusion_.peak_after) + " even with fusion and recomputation (`onnx-train plan` shows " +

@@ -17,13 +17,9 @@
 
 namespace ot {
 
-struct TrainerOptions {
-  LossOptions loss;
-  std::string freeze;           // --freeze REGEX
-  OptimizerOptions optimizer;   // .accumulate: micro-batches per Step; .lr_schedule/.warmup/.total_steps
-  AmpOptions amp;               // .half: kFloat16/kBFloat16 for --amp, kUndefined for fp32
-  Fp16RangeOptions fp16_range;  // --fp16-infinity, --fp16-epsilon
-  LossScaleOptions loss_scale = StepOptions().loss_scale;  // mode "auto": dynamic for fp16, none otherwise
+// The step pipeline's options (StepOptions: loss, freeze, optimizer -- .accumulate: micro-batches per Step --, amp,
+// fp16_range, loss_scale, and `control`: --disable-pass and --verify-passes for both stages) and the session's.
+struct TrainerOptions : StepOptions {
   uint64_t seed = 0;
   // --check-numerics: every kernel's float outputs are scanned; the first NaN or infinity stops the step (nothing
   // is updated) with an error naming the node that produced it.
@@ -43,12 +39,7 @@ struct TrainerOptions {
   // --memory-budget given: a step whose planned peak stays above fuse.memory_budget after fusion and recomputation
   // is refused at the first step, before anything is allocated (otherwise the budget only steers fusion).
   bool refuse_over_budget = false;
-  // --disable-pass (passes/step_graph.h: OptionalPasses), --verify-passes: both stages of the pipeline.
-  PipelineControl passes;
 };
-
-// The step-graph pipeline's options of a Trainer's.
-StepOptions MakeStepOptions(const TrainerOptions& o);
 
 using Arrays = std::map<std::string, Tensor>;
 
