@@ -10,6 +10,7 @@
 
 #include "graph/error.h"
 #include "graph/op_registry.h"
+#include "passes/fuse_util.h"
 
 namespace ot {
 
@@ -21,7 +22,7 @@ DataType ParseAmpDtype(const std::string& s) {
 
 namespace {
 
-bool IsCastNode(const Node* n) { return n && n->op_type == "Cast" && (n->domain.empty() || n->domain == "ai.onnx"); }
+bool IsCastNode(const Node* n) { return fuse::IsOp(n, "Cast"); }
 
 // True when every value of type `a` is exactly representable in `b`, so Cast(Cast(x, b), c) == Cast(x, c).
 bool ExactCast(DataType a, DataType b) {

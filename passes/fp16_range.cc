@@ -7,6 +7,7 @@
 
 #include "graph/error.h"
 #include "graph/op_registry.h"
+#include "passes/fuse_util.h"
 
 namespace ot {
 
@@ -37,7 +38,7 @@ bool Fp16RangePass::Run(Graph& g) {
   const OpRegistry& reg = OpRegistry::Global();
   bool changed = false;
   for (Node* n : g.TopologicalOrder()) {
-    const bool is_cast = n->op_type == "Cast" && (n->domain.empty() || n->domain == "ai.onnx");
+    const bool is_cast = fuse::IsOp(n, "Cast");
     if (is_cast && n->attr_int("to", 0) == static_cast<int64_t>(DataType::kFloat16) && n->inputs[0]) {
       Value* c = n->inputs[0];
       const Tensor* t = nullptr;

@@ -14,6 +14,7 @@
 #include "kernel_common/cluster_program.h"
 #include "kernel_common/cluster_resources.h"
 #include "passes/cluster_program_builder.h"
+#include "passes/fuse_util.h"
 
 namespace ot {
 
@@ -26,16 +27,16 @@ std::string Label(const Node* n) { return n->op_type + " " + n->name; }
 // Not with trans_b (B stored [N, K], passes/fold_transpose.h): oneDNN rounds a row block of a product with a
 // transposed B differently from the whole product, and the fused step must give the unfused one's numbers.
 bool IsGemm(const Node* n) {
-  if (n->domain.empty() && n->op_type == "MatMul") return true;
-  return n->domain == kInternalDomain && n->op_type == "MatMulBias" && n->attr_string("activation", "none") == "none" &&
+  if (fuse::IsOp(n, "MatMul")) return true;
+  return fuse::IsInternalOp(n, "MatMulBias") && n->attr_string("activation", "none") == "none" &&
          n->attr_int("trans_b", 0) == 0;
 }
 
 // A convolution whose result an epilogue may consume: Conv of 1 to 3 spatial dims (the conv kernels' range). Its dtype
 // is checked with Y's below (float64 runs the naive kernel of the gradient checks, which has no blocks).
-bool IsConv(const Node* n) { return n->domain.empty() && n->op_type == "Conv"; }
+bool IsConv(const Node* n) { return fuse::IsOp(n, "Conv"); }
 
-bool IsFused(const Node* n) { return n->domain == kInternalDomain && n->op_type == "FusedElementwise"; }
+bool IsFused(const Node* n) { return fuse::IsInternalOp(n, "FusedElementwise"); }
 
 bool Lowerable(const Node* n) {
   const OpSchema* s = OpRegistry::Global().Find(n->domain, n->op_type);

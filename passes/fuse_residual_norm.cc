@@ -11,8 +11,7 @@ namespace ot {
 namespace {
 
 bool IsLayerNorm(const Node* n) {
-  return n && n->op_type == "LayerNormalization" &&
-         (n->domain == kInternalDomain || n->domain.empty() || n->domain == "ai.onnx");
+  return fuse::IsOp(n, "LayerNormalization") || fuse::IsInternalOp(n, "LayerNormalization");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "graph/error.h"
 #include "graph/op_registry.h"
 #include "graph/ops/optimizer_layout.h"
+#include "passes/fuse_util.h"
 #include "passes/optimizer_node.h"
 
 namespace ot {
@@ -17,7 +18,7 @@ bool IsHalf(DataType t) { return t == DataType::kFloat16 || t == DataType::kBFlo
 // The dtype a Cast node converts to (kUndefined when `to` is missing).
 DataType CastTarget(const Node& n) { return static_cast<DataType>(n.attr_int("to", 0)); }
 
-bool IsCast(const Node& n) { return n.op_type == "Cast" && (n.domain.empty() || n.domain == "ai.onnx"); }
+bool IsCast(const Node& n) { return fuse::IsOp(&n, "Cast"); }
 
 }  // namespace
 
