@@ -8,6 +8,7 @@ void RegisterFusedLinalgKernels(KernelRegistry& r);       // executor/kernels/fu
 void RegisterFusedElementwiseKernels(KernelRegistry& r);  // executor/kernels/fused_elementwise.cc
 void RegisterMatMulEpilogueKernels(KernelRegistry& r);    // executor/kernels/matmul_epilogue.cc
 void RegisterConvEpilogueKernels(KernelRegistry& r);      // executor/kernels/conv_epilogue.cc
+void RegisterRecurrentKernels(KernelRegistry& r);         // executor/kernels/recurrent.cc
 
 const TensorDesc& KernelContext::in(int i) const {
   if (!has_input(i)) Fail("input " + std::to_string(i) + " is missing");
@@ -44,6 +45,7 @@ const KernelRegistry& KernelRegistry::Cpu() {
     RegisterFusedElementwiseKernels(*r);
     RegisterMatMulEpilogueKernels(*r);
     RegisterConvEpilogueKernels(*r);
+    RegisterRecurrentKernels(*r);
     return r;
   }();
   return *reg;

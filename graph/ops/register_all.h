@@ -8,6 +8,7 @@ void RegisterElementwiseOps(OpRegistry& r);      // unary, binary, comparison, l
 void RegisterReductionOps(OpRegistry& r);        // Reduce*, ArgMax/ArgMin, CumSum
 void RegisterNormOps(OpRegistry& r);             // BatchNorm, LayerNorm, InstanceNorm, Softmax, LogSoftmax, losses
 void RegisterLinalgOps(OpRegistry& r);           // MatMul, Gemm, Conv, ConvTranspose, pooling, Einsum
+void RegisterRecurrentOps(OpRegistry& r);        // RNN, GRU, LSTM (graph/ops/recurrent.cc)
 void RegisterShapeOps(OpRegistry& r);            // Reshape ... OneHot: shape and data movement
 void RegisterInternalOps(OpRegistry& r);         // ai.onnxtrain: ReduceToShape, ReluGrad, ... (backward helpers)
 void RegisterFusedLinalgOps(OpRegistry& r);      // ai.onnxtrain.MatMulBias: schema, gradient, AMP (internal_fused.cc)
@@ -23,6 +24,7 @@ inline void RegisterAllOps(OpRegistry& r) {
   RegisterReductionOps(r);
   RegisterNormOps(r);
   RegisterLinalgOps(r);
+  RegisterRecurrentOps(r);
   RegisterShapeOps(r);
   RegisterInternalOps(r);
   RegisterFusedLinalgOps(r);
