@@ -43,7 +43,7 @@ std::string Label(const Node* n) { return n->op_type + " " + n->name; }
 // The state of the contraction: kernels in topological order, their cluster ids, and the clusters' members.
 class Clustering {
  public:
-  Clustering(const Graph& g, const FuseOptions& opts, const FusionSizes& sizes) : g_(g), opts_(opts), sizes_(sizes) {
+  Clustering(const Graph& g, const FusionSizes& sizes) : g_(g), sizes_(sizes) {
     dims_.reserve(sizes.values.size());
     for (const auto& [v, f] : sizes.values) dims_[v] = &f.dims;  // hashed: every program build asks for each value
     for (const Value* v : g.outputs) is_output_.insert(v);
@@ -176,16 +176,35 @@ class Clustering {
     std::vector<int> stack;
     std::unordered_set<int> seen;
     bool reentered = false;
+    // Kernels reading v, directly or through nodes that are no kernels (a Shape of v folded when the plan is made,
+    // the size arithmetic after it): after the rewrite such a reader hangs off the fused node, so a path through it
+    // is a path like any other.
+    std::unordered_set<const Node*> visited;
+    std::function<void(const Value*, std::vector<std::pair<int, bool>>&, bool)> readers =
+        [&](const Value* v, std::vector<std::pair<int, bool>>& out, bool direct) {
+          for (const Use& u : v->uses) {
+            const int uk = Kernel(u.node);
+            if (uk >= 0) {
+              out.push_back({uk, direct});
+              continue;
+            }
+            if (!visited.insert(u.node).second) continue;
+            for (const Value* w : u.node->outputs)
+              if (w) readers(w, out, false);
+          }
+        };
     auto push_succ = [&](int c, bool from_set) {
       for (int k : members_[c])
         for (const Value* v : kernels_[k]->outputs) {
           if (!v) continue;
-          for (const Use& u : v->uses) {
-            const int uk = Kernel(u.node);
-            if (uk < 0) continue;
+          std::vector<std::pair<int, bool>> ks;
+          readers(v, ks, true);
+          for (auto [uk, direct] : ks) {
             const int uc = cid_[uk];
             if (in.count(uc)) {
-              if (!from_set) reentered = true;
+              // An edge inside the set is internal; one that leaves the set through a shape reader and comes back
+              // would make the fused node wait for itself.
+              if (!from_set || !direct) reentered = true;
               continue;
             }
             if (seen.insert(uc).second) stack.push_back(uc);
@@ -347,7 +366,6 @@ class Clustering {
 
  private:
   const Graph& g_;
-  const FuseOptions& opts_;
   const FusionSizes& sizes_;
   std::unordered_map<const Node*, int> list_pos_, topo_;
   std::unordered_map<const Value*, const ValueDims*> dims_;
@@ -616,7 +634,7 @@ bool ClusterFusionPass::Run(Graph& g) {
   report_.mode = FuseModeName(opts_.mode);
   report_.memory_budget = opts_.memory_budget;
   if (opts_.mode == FuseMode::kOff) return false;
-  Clustering cl(g, opts_, sizes_);
+  Clustering cl(g, sizes_);
   Contraction(cl, opts_, &report_).Run();
   const std::vector<std::pair<int, int>> order = RewriteOrder(cl, &report_);
   if (order.empty()) return false;

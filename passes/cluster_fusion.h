@@ -5,7 +5,9 @@
 // Rewrite. Every node that runs as a kernel and whose op has a cluster lowering (graph/ops/fuse_table.cc) starts
 // as a cluster of its own. Consumers are visited in topological order; each edge from a producer cluster into the
 // consumer's cluster is contracted when all of these hold, else the merge is refused and the reason recorded:
-//   no cycle     no path leaves the producer cluster and re-enters the consumer's through another cluster;
+//   no cycle     no path leaves the producer cluster and re-enters the consumer's through another cluster, or
+//                through nodes that are no kernels (a Shape folded at plan time and the size arithmetic after it:
+//                after the rewrite they read the fused node);
 //   program      the union builds one program (passes/cluster_program_builder.h): one domain, reductions over the
 //                same trailing axes, float/bool values;
 //   outputs      lite: at most one value leaves the cluster; full: any number (multi-output clusters);

@@ -98,5 +98,25 @@ TEST(ClusterFusionPass, LiteKeepsOneOutputFullTakesMore) {
   EXPECT_EQ(test::Find(*full, "FusedElementwise")->outputs.size(), 2u);
 }
 
+// A path that leaves the cluster through a shape reader (a Shape folded when the plan is made, no kernel) and comes
+// back into it: after the rewrite the reader would hang off the fused node and feed it -- refused as a cycle.
+TEST(ClusterFusionPass, APathThroughAShapeReaderIsACycle) {
+  auto g = test::Make([](Graph& g) {
+    Value* a = Emit(g, "Mul", {Input(g, "x", {4, 1}), Input(g, "z", {1, 8})});  // [4, 8]: no input has its shape
+    Value* zeros = Emit(g, "ConstantOfShape", {Emit(g, "Shape", {a})});
+    g.outputs.push_back(Emit(g, "Add", {Emit(g, "Exp", {a}), zeros}));
+  });
+  FakeSizer sizer;
+  for (const auto& n : g->nodes())
+    if (n->op_type == "Shape" || n->op_type == "ConstantOfShape") sizer.constants.insert(n->name);
+  const FusionSizes s = sizer.Measure(*g);
+  ClusterFusionPass pass(FuseOptions(), s);
+  pass.Run(*g);
+  EXPECT_NO_THROW(g->TopologicalOrder());
+  EXPECT_EQ(Count(*g, "Add"), 1) << test::Refusals(pass.report());
+  EXPECT_NE(test::Refusals(pass.report()).find("cycle"), std::string::npos) << test::Refusals(pass.report());
+  EXPECT_EQ(Count(*g, "FusedElementwise"), 1);  // Mul and Exp still fuse
+}
+
 }  // namespace
 }  // namespace ot
