@@ -44,4 +44,14 @@ template <typename T>
 void RnnForward(const RnnSpec& s, const T* x, const T* w, const T* r, const T* b, const int32_t* lens, const T* h0,
                 const T* c0, const T* p, T* y, T* y_h, T* y_c);
 
+// The gradients of a scalar loss through RnnForward (back-propagation through time; the forward is recomputed, so
+// nothing is saved between the two), given those of its outputs: dy, dy_h, dy_c (each may be null: zero). Writes
+// dx, dw, dr, db [dirs, 2*G*hidden], dh0, dc0, dp (each may be null: not computed) in the operands' layouts. Where
+// clip clamps a gate's input the gradient through it is zero. The parameters' gradients are summed over the
+// sequences in a fixed order (the same result on every run and thread count).
+template <typename T>
+void RnnBackward(const RnnSpec& s, const T* x, const T* w, const T* r, const T* b, const int32_t* lens, const T* h0,
+                 const T* c0, const T* p, const T* dy, const T* dy_h, const T* dy_c, T* dx, T* dw, T* dr, T* db, T* dh0,
+                 T* dc0, T* dp);
+
 }  // namespace ot::cpu

@@ -1,7 +1,9 @@
-// CPU kernels of RNN, GRU and LSTM (cpu_ops/rnn.h), forward. The schema (graph/ops/recurrent.cc) has checked the
-// operands' dtypes and the activations; the sizes are checked here against the concrete dims.
+// CPU kernels of RNN, GRU and LSTM (cpu_ops/rnn.h), forward and backward (ai.onnxtrain.RecurrentGrad). The schema
+// (graph/ops/recurrent.cc) has checked the operands' dtypes and the activations; the sizes are checked here against the
+// concrete dims.
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cpu_ops/rnn.h"
 #include "executor/kernel_registry.h"
@@ -11,15 +13,26 @@ namespace ot {
 
 namespace {
 
-KernelInfo MakeRecurrent(const KernelContext& ctx) {
+std::vector<int64_t> StateDims(const cpu::RnnSpec& s) {
+  const int64_t D = s.directions;
+  return s.batch_major ? std::vector<int64_t>{s.batch, D, s.hidden} : std::vector<int64_t>{D, s.batch, s.hidden};
+}
+
+double Flops(const cpu::RnnSpec& s) {
+  return 2.0 * static_cast<double>(s.directions * s.seq * s.batch * s.gates() * s.hidden * (s.input + s.hidden));
+}
+
+// The spec of a node: `cell` is LSTM, GRU or RNN; `batch_major`: layout 1. Checks every operand's dims (inputs 0-7
+// as the forward op numbers them).
+cpu::RnnSpec SpecOf(const KernelContext& ctx, const std::string& cell, bool batch_major) {
   const Node& n = ctx.node;
   cpu::RnnSpec s;
-  s.cell = n.op_type == "LSTM" ? cpu::RnnCell::kLstm : n.op_type == "GRU" ? cpu::RnnCell::kGru : cpu::RnnCell::kRnn;
+  s.cell = cell == "LSTM" ? cpu::RnnCell::kLstm : cell == "GRU" ? cpu::RnnCell::kGru : cpu::RnnCell::kRnn;
   const bool lstm = s.cell == cpu::RnnCell::kLstm;
   const std::string dir = n.attr_string("direction", "forward");
   s.directions = dir == "bidirectional" ? 2 : 1;
   s.reverse = dir == "reverse";
-  s.batch_major = n.opset >= 14 && n.attr_int("layout", 0) == 1;
+  s.batch_major = batch_major;
   s.clip = n.has_attr("clip") ? n.attr_float("clip", 0.f) : 0.f;
   if (n.has_attr("clip") && !(s.clip > 0)) ctx.Fail("clip must be > 0");
   s.input_forget = lstm && n.attr_int("input_forget", 0) != 0;
@@ -45,13 +58,18 @@ KernelInfo MakeRecurrent(const KernelContext& ctx) {
   expect(2, {D, gh, s.hidden}, "R");
   expect(3, {D, 2 * gh}, "B");
   expect(4, {s.batch}, "sequence_lens");
-  const std::vector<int64_t> state =
-      s.batch_major ? std::vector<int64_t>{s.batch, D, s.hidden} : std::vector<int64_t>{D, s.batch, s.hidden};
-  expect(5, state, "initial_h");
+  expect(5, StateDims(s), "initial_h");
   if (lstm) {
-    expect(6, state, "initial_c");
+    expect(6, StateDims(s), "initial_c");
     expect(7, {D, 3 * s.hidden}, "P");
   }
+  return s;
+}
+
+KernelInfo MakeRecurrent(const KernelContext& ctx) {
+  const Node& n = ctx.node;
+  const cpu::RnnSpec s = SpecOf(ctx, n.op_type, n.opset >= 14 && n.attr_int("layout", 0) == 1);
+  const bool lstm = s.cell == cpu::RnnCell::kLstm;
   const DataType dt = ctx.in(0).dtype;
   const bool has_b = ctx.has_input(3), has_lens = ctx.has_input(4), has_h0 = ctx.has_input(5);
   const bool has_c0 = lstm && ctx.has_input(6), has_p = lstm && ctx.has_input(7);
@@ -70,7 +88,45 @@ KernelInfo MakeRecurrent(const KernelContext& ctx) {
       }
     });
   }};
-  k.flops = 2.0 * static_cast<double>(D * s.seq * s.batch * gh * (s.input + s.hidden));
+  k.flops = Flops(s);
+  return k;
+}
+
+// ai.onnxtrain.RecurrentGrad (graph/grad/recurrent_grad.cc): inputs 0-7 the forward's, 8-10 dY, dY_h, dY_c.
+KernelInfo MakeRecurrentGrad(const KernelContext& ctx) {
+  const Node& n = ctx.node;
+  const cpu::RnnSpec s = SpecOf(ctx, n.attr_string("cell", ""), n.attr_int("layout", 0) == 1);
+  const bool lstm = s.cell == cpu::RnnCell::kLstm;
+  const int64_t D = s.directions;
+  auto expect = [&](int i, std::vector<int64_t> want, const char* what) {
+    if (ctx.has_input(i) && ctx.in(i).dims != want)
+      ctx.Fail(std::string(what) + " has dims " + DimsToString(ctx.in(i).dims) + ", expected " + DimsToString(want));
+  };
+  expect(8,
+         s.batch_major ? std::vector<int64_t>{s.batch, s.seq, D, s.hidden}
+                       : std::vector<int64_t>{s.seq, D, s.batch, s.hidden},
+         "dY");
+  expect(9, StateDims(s), "dY_h");
+  expect(10, StateDims(s), "dY_c");
+  const DataType dt = ctx.in(0).dtype;
+  std::vector<bool> in(11), out(7);
+  for (int i = 0; i < 11; ++i) in[i] = ctx.has_input(i) && (lstm || (i != 6 && i != 7 && i != 10));
+  for (int i = 0; i < 7; ++i) out[i] = ctx.has_output(i);
+  const std::string where = n.Describe();
+  KernelInfo k{[=](const KernelIO& io) {
+    DispatchFloat(dt, [&](auto tag) {
+      using T = decltype(tag);
+      auto i_ = [&](int i) { return in[i] ? io.In<T>(i) : nullptr; };
+      auto o_ = [&](int i) { return out[i] ? io.Out<T>(i) : nullptr; };
+      try {
+        cpu::RnnBackward<T>(s, io.In<T>(0), io.In<T>(1), io.In<T>(2), i_(3), in[4] ? io.In<int32_t>(4) : nullptr, i_(5),
+                            i_(6), i_(7), i_(8), i_(9), i_(10), o_(0), o_(1), o_(2), o_(3), o_(4), o_(5), o_(6));
+      } catch (const std::invalid_argument& e) {
+        throw Error(where + ": " + e.what());
+      }
+    });
+  }};
+  k.flops = 2 * Flops(s);  // the recomputed forward and the backward's GEMM-like work
   return k;
 }
 
@@ -80,6 +136,7 @@ void RegisterRecurrentKernels(KernelRegistry& r) {
   r.Register("RNN", MakeRecurrent);
   r.Register("GRU", MakeRecurrent);
   r.Register("LSTM", MakeRecurrent);
+  r.Register("RecurrentGrad", MakeRecurrentGrad, kInternalDomain);
 }
 
 }  // namespace ot

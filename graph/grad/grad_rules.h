@@ -16,5 +16,6 @@ void RegisterIndexGrads(OpRegistry& r);          // Slice, Gather/ScatterElement
 void RegisterConvTransposeGrads(OpRegistry& r);  // ConvTranspose, GlobalMaxPool (conv_transpose_grad.cc)
 void RegisterEinsumGrad(OpRegistry& r);          // graph/grad/einsum_grad.cc
 void RegisterInstanceNormGrad(OpRegistry& r);    // Instance-, MeanVariance-, LpNormalization (instance_norm_grad.cc)
+void RegisterRecurrentGrads(OpRegistry& r);      // RNN, GRU, LSTM (recurrent_grad.cc)
 void RegisterOptimizerOps(OpRegistry& r);        // internal optimizer update ops (graph/ops/internal_optim.cc)
 }  // namespace ot

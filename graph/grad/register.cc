@@ -16,6 +16,7 @@ void RegisterGradients(OpRegistry& r) {
   RegisterConvTransposeGrads(r);
   RegisterEinsumGrad(r);
   RegisterInstanceNormGrad(r);
+  RegisterRecurrentGrads(r);
   RegisterOptimizerOps(r);
 }
 }  // namespace ot

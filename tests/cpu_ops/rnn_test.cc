@@ -254,6 +254,71 @@ TEST(CpuRnn, HalfTypesRoundOnlyTheirOutputs) {
   }
 }
 
+RnnSpec SpecOf(const Case& c) {
+  RnnSpec s;
+  s.cell = c.cell;
+  s.seq = c.seq, s.batch = c.batch, s.input = c.input, s.hidden = c.hidden;
+  s.directions = c.dirs, s.reverse = c.reverse, s.batch_major = c.batch_major;
+  s.clip = c.clip, s.input_forget = c.input_forget, s.linear_before_reset = c.lbr;
+  return s;
+}
+
+// sum(Y * gy) + sum(Y_h * gh) + sum(Y_c * gc) through the float64 kernel.
+double Loss(const Case& c, const Operands& o, const std::vector<double>& gy, const std::vector<double>& gh,
+            const std::vector<double>& gc) {
+  std::vector<double> y(gy.size()), yh(gh.size()), yc(gc.size());
+  auto ptr = [](const std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
+  RnnForward<double>(SpecOf(c), o.x.data(), o.w.data(), o.r.data(), ptr(o.b), o.lens.empty() ? nullptr : o.lens.data(),
+                     ptr(o.h0), ptr(o.c0), ptr(o.p), y.data(), yh.data(), yc.data());
+  double l = 0;
+  for (size_t i = 0; i < y.size(); ++i) l += y[i] * gy[i];
+  for (size_t i = 0; i < yh.size(); ++i) l += yh[i] * gh[i];
+  if (c.cell == RnnCell::kLstm)
+    for (size_t i = 0; i < yc.size(); ++i) l += yc[i] * gc[i];
+  return l;
+}
+
+TEST(CpuRnn, BackwardMatchesFiniteDifferencesInFloat64) {
+  uint64_t seed = std::random_device{}();
+  for (const Case& c : Cases()) {
+    std::mt19937 rng(static_cast<uint32_t>(seed++));
+    Operands o = Draw(c, rng);
+    if (c.cell == RnnCell::kLstm && o.h0.empty()) o.h0.assign(c.dirs * c.batch * c.hidden, 0.0), o.c0 = o.h0;
+    if (o.h0.empty()) o.h0.assign(c.dirs * c.batch * c.hidden, 0.0);
+    if (o.c0.empty()) o.c0.assign(o.h0.size(), 0.0);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> gy(c.seq * c.dirs * c.batch * c.hidden), gh(o.h0.size()), gc(o.h0.size());
+    for (auto* v : {&gy, &gh, &gc})
+      for (double& e : *v) e = u(rng);
+    const int64_t G = c.cell == RnnCell::kLstm ? 4 : c.cell == RnnCell::kGru ? 3 : 1;
+    std::vector<double> dx(o.x.size()), dw(o.w.size()), dr(o.r.size()), db(c.dirs * 2 * G * c.hidden), dh0(o.h0.size()),
+        dc0(o.c0.size()), dp(c.dirs * 3 * c.hidden);
+    auto ptr = [](const std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
+    RnnBackward<double>(SpecOf(c), o.x.data(), o.w.data(), o.r.data(), ptr(o.b),
+                        o.lens.empty() ? nullptr : o.lens.data(), ptr(o.h0), ptr(o.c0), ptr(o.p), gy.data(), gh.data(),
+                        gc.data(), dx.data(), dw.data(), dr.data(), db.data(), dh0.data(), dc0.data(), dp.data());
+    auto check = [&](std::vector<double>& param, const std::vector<double>& grad, const char* what) {
+      for (size_t i = 0; i < param.size(); ++i) {
+        const double keep = param[i], eps = 1e-6;
+        param[i] = keep + eps;
+        const double up = Loss(c, o, gy, gh, gc);
+        param[i] = keep - eps;
+        const double down = Loss(c, o, gy, gh, gc);
+        param[i] = keep;
+        const double fd = (up - down) / (2 * eps);
+        ASSERT_NEAR(grad[i], fd, 1e-6 * (1 + std::fabs(fd))) << c.name() << ": d" << what << "[" << i << "]";
+      }
+    };
+    check(o.x, dx, "X");
+    check(o.w, dw, "W");
+    check(o.r, dr, "R");
+    if (!o.b.empty()) check(o.b, db, "B");
+    check(o.h0, dh0, "initial_h");
+    if (c.cell == RnnCell::kLstm) check(o.c0, dc0, "initial_c");
+    if (!o.p.empty()) check(o.p, dp, "P");
+  }
+}
+
 TEST(CpuRnn, LengthsOutsideTheSequenceAreRefused) {
   RnnSpec s;
   s.cell = RnnCell::kRnn;
