@@ -18,6 +18,12 @@ std::vector<int64_t> StateDims(const cpu::RnnSpec& s) {
   return s.batch_major ? std::vector<int64_t>{s.batch, D, s.hidden} : std::vector<int64_t>{D, s.batch, s.hidden};
 }
 
+// Input i, when present, has the dims `want` (else fails naming it as `what`).
+void Expect(const KernelContext& ctx, int i, const std::vector<int64_t>& want, const char* what) {
+  if (ctx.has_input(i) && ctx.in(i).dims != want)
+    ctx.Fail(std::string(what) + " has dims " + DimsToString(ctx.in(i).dims) + ", expected " + DimsToString(want));
+}
+
 double Flops(const cpu::RnnSpec& s) {
   return 2.0 * static_cast<double>(s.directions * s.seq * s.batch * s.gates() * s.hidden * (s.input + s.hidden));
 }
@@ -49,19 +55,15 @@ cpu::RnnSpec SpecOf(const KernelContext& ctx, const std::string& cell, bool batc
   if (n.has_attr("hidden_size") && n.attr_int("hidden_size", 0) != s.hidden)
     ctx.Fail("hidden_size " + std::to_string(n.attr_int("hidden_size", 0)) + " is not R's last dim " +
              std::to_string(s.hidden));
-  auto expect = [&](int i, std::vector<int64_t> want, const char* what) {
-    if (ctx.has_input(i) && ctx.in(i).dims != want)
-      ctx.Fail(std::string(what) + " has dims " + DimsToString(ctx.in(i).dims) + ", expected " + DimsToString(want));
-  };
   const int64_t D = s.directions;
-  expect(1, {D, gh, s.input}, "W");
-  expect(2, {D, gh, s.hidden}, "R");
-  expect(3, {D, 2 * gh}, "B");
-  expect(4, {s.batch}, "sequence_lens");
-  expect(5, StateDims(s), "initial_h");
+  Expect(ctx, 1, {D, gh, s.input}, "W");
+  Expect(ctx, 2, {D, gh, s.hidden}, "R");
+  Expect(ctx, 3, {D, 2 * gh}, "B");
+  Expect(ctx, 4, {s.batch}, "sequence_lens");
+  Expect(ctx, 5, StateDims(s), "initial_h");
   if (lstm) {
-    expect(6, StateDims(s), "initial_c");
-    expect(7, {D, 3 * s.hidden}, "P");
+    Expect(ctx, 6, StateDims(s), "initial_c");
+    Expect(ctx, 7, {D, 3 * s.hidden}, "P");
   }
   return s;
 }
@@ -98,16 +100,12 @@ KernelInfo MakeRecurrentGrad(const KernelContext& ctx) {
   const cpu::RnnSpec s = SpecOf(ctx, n.attr_string("cell", ""), n.attr_int("layout", 0) == 1);
   const bool lstm = s.cell == cpu::RnnCell::kLstm;
   const int64_t D = s.directions;
-  auto expect = [&](int i, std::vector<int64_t> want, const char* what) {
-    if (ctx.has_input(i) && ctx.in(i).dims != want)
-      ctx.Fail(std::string(what) + " has dims " + DimsToString(ctx.in(i).dims) + ", expected " + DimsToString(want));
-  };
-  expect(8,
+  Expect(ctx, 8,
          s.batch_major ? std::vector<int64_t>{s.batch, s.seq, D, s.hidden}
                        : std::vector<int64_t>{s.seq, D, s.batch, s.hidden},
          "dY");
-  expect(9, StateDims(s), "dY_h");
-  expect(10, StateDims(s), "dY_c");
+  Expect(ctx, 9, StateDims(s), "dY_h");
+  Expect(ctx, 10, StateDims(s), "dY_c");
   const DataType dt = ctx.in(0).dtype;
   std::vector<bool> in(11), out(7);
   for (int i = 0; i < 11; ++i) in[i] = ctx.has_input(i) && (lstm || (i != 6 && i != 7 && i != 10));
