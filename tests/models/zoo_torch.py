@@ -1,5 +1,8 @@
 """Models written with torch.nn alone, as users write them: a GPT-style LM whose positional table is sliced by the
-input's length (pos[: x.shape[1]]), the pattern that every gradient rule with static shapes refused."""
+input's length (pos[: x.shape[1]]), the pattern that every gradient rule with static shapes refused; and the
+encoder of a speech recognizer -- a strided Conv1d front end and recurrent layers (bidirectional LSTM, GRU) --
+tagging every output frame."""
+import numpy as np
 import torch
 from torch import nn
 
@@ -25,8 +28,45 @@ class PosSliceLM(nn.Module):
         return nn.functional.cross_entropy(logits[:, :-1].reshape(-1, self.vocab), labels[:, 1:].reshape(-1))
 
 
+class ConvRecurrentTagger(nn.Module):
+    """Features [B, F, T] -> Conv1d (stride 2) -> ReLU -> 2 recurrent layers (time-major, as speech models run them)
+    -> a class per output frame; cross-entropy over the frames."""
+
+    def __init__(self, cell: str, dropout: bool, feats=16, hidden=16, classes=6):
+        super().__init__()
+        self.conv = nn.Conv1d(feats, 24, 3, stride=2, padding=1)
+        self.drop = nn.Dropout(0.1 if dropout else 0.0)
+        rnn = nn.LSTM if cell == "lstm" else nn.GRU
+        self.rnn = rnn(24, hidden, num_layers=2, bidirectional=cell == "lstm")
+        self.head = nn.Linear(hidden * (2 if cell == "lstm" else 1), classes)
+        self.classes = classes
+
+    def forward(self, features, labels):
+        h = self.drop(torch.relu(self.conv(features))).permute(2, 0, 1)  # [T', B, C]
+        y, _ = self.rnn(h)
+        logits = self.head(y)  # [T', B, classes]
+        return nn.functional.cross_entropy(logits.reshape(-1, self.classes), labels.t().reshape(-1))
+
+
+def frame_classes(feats=16, frames=24, classes=6):
+    """Each output frame's class is decided by the signs of two feature channels around it (a context the
+    convolution and the recurrence must carry)."""
+
+    def gen(rng, n):
+        x = rng.standard_normal((n, feats, frames)).astype(np.float32)
+        a, b = x[:, 0, ::2], x[:, 1, 1::2]
+        y = (a > 0).astype(np.int64) + 2 * (b > 0) + 2 * (a + b > 1)
+        return {"features": x, "labels": y.astype(np.int64)}
+
+    return gen
+
+
 # At lr_sgd 0.5 and lr_adamw 3e-3 the loss fell by 90-95%, too close to 0 for the AMP checks' 3% bound.
 SPECS = [
     Spec("pos_slice_lm", "torch", lambda dropout: PosSliceLM(dropout), counting_tokens(64, 16),
          ["input_ids", "labels"], seq_inputs=["input_ids", "labels"], lr_sgd=0.1, lr_adamw=1.2e-3),
+    Spec("conv_bilstm", "torch", lambda dropout: ConvRecurrentTagger("lstm", dropout), frame_classes(),
+         ["features", "labels"], lr_sgd=1.0, lr_adamw=3e-2, steps=20),
+    Spec("conv_gru", "torch", lambda dropout: ConvRecurrentTagger("gru", dropout), frame_classes(),
+         ["features", "labels"], lr_sgd=1.0, lr_adamw=3e-2),
 ]
