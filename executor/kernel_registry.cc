@@ -9,6 +9,7 @@ void RegisterFusedElementwiseKernels(KernelRegistry& r);  // executor/kernels/fu
 void RegisterMatMulEpilogueKernels(KernelRegistry& r);    // executor/kernels/matmul_epilogue.cc
 void RegisterConvEpilogueKernels(KernelRegistry& r);      // executor/kernels/conv_epilogue.cc
 void RegisterRecurrentKernels(KernelRegistry& r);         // executor/kernels/recurrent.cc
+void RegisterCtcKernels(KernelRegistry& r);               // executor/kernels/ctc.cc
 
 const TensorDesc& KernelContext::in(int i) const {
   if (!has_input(i)) Fail("input " + std::to_string(i) + " is missing");
@@ -46,6 +47,7 @@ const KernelRegistry& KernelRegistry::Cpu() {
     RegisterMatMulEpilogueKernels(*r);
     RegisterConvEpilogueKernels(*r);
     RegisterRecurrentKernels(*r);
+    RegisterCtcKernels(*r);
     return r;
   }();
   return *reg;

@@ -18,6 +18,43 @@ std::string OutputList(const Graph& g) {
 }
 }  // namespace
 
+void LossPass::AppendCtc(Graph& g, Value* logits, Value* labels, Value* loss) const {
+  if (logits->shape.rank() != 3)
+    throw Error("--logits: '" + opts_.logits + "' is " + logits->shape.ToString() +
+                "; --loss ctc reads [frames, batch, classes] (--logits-layout btc: [batch, frames, classes])");
+  if (opts_.logits_layout != "tbc" && opts_.logits_layout != "btc")
+    throw Error("--logits-layout: '" + opts_.logits_layout + "' is neither tbc nor btc");
+  if (opts_.ctc_reduction != "mean" && opts_.ctc_reduction != "sum")
+    throw Error("--ctc-reduction: '" + opts_.ctc_reduction + "' is neither mean nor sum");
+  const Dim& classes = logits->shape[2];
+  if (opts_.blank < 0 || (classes.is_static() && opts_.blank >= classes.value))
+    throw Error("--blank " + std::to_string(opts_.blank) + " is not a class of '" + opts_.logits + "' (" +
+                logits->shape.ToString() + ")");
+  const Dim batch = logits->shape[opts_.logits_layout == "tbc" ? 1 : 0];
+  Value* lens[2] = {nullptr, nullptr};
+  const std::string* names[2] = {&opts_.logit_lengths, &opts_.label_lengths};
+  const char* flags[2] = {"--logit-lengths", "--label-lengths"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string& name = *names[i];
+    if (name.empty() || g.FindValue(name) || name == opts_.labels || (i == 1 && name == opts_.logit_lengths))
+      throw Error(std::string(flags[i]) + ": give a new input name for the lengths (got '" + name + "')");
+    lens[i] = g.AddValue(name);
+    lens[i]->dtype = DataType::kInt64;
+    lens[i]->shape = Shape({batch});
+    g.inputs.push_back(lens[i]);
+  }
+  labels->dtype = DataType::kInt64;
+  labels->shape = Shape({batch, Dim::Symbol(opts_.labels + "_width")});
+  Node* n = g.AddNode("CTCLoss", {logits, labels, lens[0], lens[1]}, {loss}, "loss/CTCLoss");
+  n->domain = kInternalDomain;
+  n->opset = 1;
+  if (!g.opset_imports.count(kInternalDomain)) g.opset_imports[kInternalDomain] = 1;
+  n->attrs["blank"] = Attribute::Int(opts_.blank);
+  n->attrs["reduction"] = Attribute::String(opts_.ctc_reduction);
+  n->attrs["zero_infinity"] = Attribute::Int(opts_.zero_infinity ? 1 : 0);
+  n->attrs["layout"] = Attribute::String(opts_.logits_layout);
+}
+
 bool LossPass::Run(Graph& g) {
   InferShapes(g, /*strict=*/false);
   if (opts_.kind.empty()) {
@@ -46,8 +83,8 @@ bool LossPass::Run(Graph& g) {
     return false;
   }
 
-  if (opts_.kind != "cross_entropy" && opts_.kind != "mse")
-    throw Error("--loss: unknown loss '" + opts_.kind + "' (cross_entropy or mse)");
+  if (opts_.kind != "cross_entropy" && opts_.kind != "mse" && opts_.kind != "ctc")
+    throw Error("--loss: unknown loss '" + opts_.kind + "' (cross_entropy, mse or ctc)");
   Value* logits = g.FindValue(opts_.logits);
   if (opts_.logits.empty() || !logits)
     throw Error("--logits: the model has no value '" + opts_.logits + "' (outputs: " + OutputList(g) + ")");
@@ -60,7 +97,9 @@ bool LossPass::Run(Graph& g) {
   Value* labels = g.AddValue(opts_.labels);
   g.inputs.push_back(labels);
   Value* loss = g.AddValue("loss");
-  if (opts_.kind == "cross_entropy") {
+  if (opts_.kind == "ctc") {
+    AppendCtc(g, logits, labels, loss);
+  } else if (opts_.kind == "cross_entropy") {
     if (logits->shape.rank() < 2) throw Error("--logits: '" + opts_.logits + "' must be [batch, classes, ...]");
     if (g.OpsetOf("") < 12) throw Error("--loss cross_entropy needs a model of opset 12 or newer");
     std::vector<Dim> dims = logits->shape.dims();

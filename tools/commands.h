@@ -66,6 +66,12 @@ namespace ot::tools {
 struct TrainOptions {
   std::string model, data;
   std::string loss_output, loss, logits, labels, freeze;
+  // --loss ctc: the length arrays, the blank id, mean|sum, --ctc-zero-infinity, tbc|btc, the vocabulary file.
+  std::string logit_lengths, label_lengths;
+  int64_t blank = 0;
+  std::string ctc_reduction = "mean";
+  bool ctc_zero_infinity = false;
+  std::string logits_layout = "tbc", ctc_vocab;
   std::string optimizer = "adam";
   double lr = 0;             // 0: the optimizer's default
   double weight_decay = -1;  // < 0: the optimizer's default

@@ -76,11 +76,44 @@ std::string Clock(double seconds) {
   return b;
 }
 
+// The --loss ctc options (refused without it) and the --ctc-vocab file.
+void SetCtcOptions(const TrainOptions& o, TrainerOptions& to) {
+  const bool ctc = o.loss == "ctc";
+  const std::pair<const char*, bool> given[] = {{"--logit-lengths", !o.logit_lengths.empty()},
+                                                {"--label-lengths", !o.label_lengths.empty()},
+                                                {"--blank", o.blank != 0},
+                                                {"--ctc-reduction", o.ctc_reduction != "mean"},
+                                                {"--ctc-zero-infinity", o.ctc_zero_infinity},
+                                                {"--logits-layout", o.logits_layout != "tbc"},
+                                                {"--ctc-vocab", !o.ctc_vocab.empty()}};
+  for (const auto& [flag, set] : given)
+    if (set && !ctc) throw Error(std::string(flag) + " needs --loss ctc");
+  if (!ctc) return;
+  if (o.logit_lengths.empty() || o.label_lengths.empty())
+    throw Error("--loss ctc needs --logit-lengths NAME and --label-lengths NAME (the arrays of each sample's lengths)");
+  to.loss.logit_lengths = o.logit_lengths;
+  to.loss.label_lengths = o.label_lengths;
+  to.loss.blank = o.blank;
+  to.loss.ctc_reduction = o.ctc_reduction;
+  to.loss.zero_infinity = o.ctc_zero_infinity;
+  to.loss.logits_layout = o.logits_layout;
+  if (o.ctc_vocab.empty()) return;
+  std::ifstream f(o.ctc_vocab);
+  if (!f) throw Error(o.ctc_vocab + ": cannot open the vocabulary (--ctc-vocab)");
+  for (std::string line; std::getline(f, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    to.ctc_vocab.push_back(line);
+  }
+  if (to.ctc_vocab.empty())
+    throw Error(o.ctc_vocab + ": the vocabulary is empty (one symbol per line, line i for id i)");
+}
+
 }  // namespace
 
 TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   TrainerOptions to;
   to.loss = {o.loss_output, o.loss, o.logits, o.labels};
+  SetCtcOptions(o, to);
   to.freeze = o.freeze;
   to.optimizer.kind = ParseOptimizerKind(o.optimizer);
   if (o.lr > 0) to.optimizer.lr = o.lr;
@@ -182,6 +215,8 @@ void LogEval(std::ofstream& log, int64_t epoch, int64_t step, const EvalResult& 
                 static_cast<long long>(epoch), static_cast<long long>(step), e.loss);
   log << line;
   if (e.accuracy >= 0) log << ", \"accuracy\": " << e.accuracy;
+  if (e.token_error_rate >= 0) log << ", \"token_error_rate\": " << e.token_error_rate;
+  if (e.word_error_rate >= 0) log << ", \"word_error_rate\": " << e.word_error_rate;
   log << ", \"samples\": " << e.samples << "}\n";
   log.flush();
 }
@@ -407,6 +442,8 @@ int Train(const TrainOptions& o) {
     if (!o.quiet) {
       std::printf("eval epoch %lld: loss %.6f", static_cast<long long>(epoch), e.loss);
       if (e.accuracy >= 0) std::printf(" accuracy %.2f%%", 100 * e.accuracy);
+      if (e.token_error_rate >= 0) std::printf(" token errors %.2f%%", 100 * e.token_error_rate);
+      if (e.word_error_rate >= 0) std::printf(" word errors %.2f%%", 100 * e.word_error_rate);
       std::printf(" (%lld samples)\n", static_cast<long long>(e.samples));
       std::fflush(stdout);
     }

@@ -10,9 +10,26 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("model", o.model, "MODEL.onnx")->required();
   cmd->add_option("--data", o.data, "TRAIN.npz whose arrays are named after the step's inputs")->check(NonEmptyPath());
   cmd->add_option("--loss-output", o.loss_output, "The model's scalar loss output");
-  cmd->add_option("--loss", o.loss, "Append a loss on --logits: cross_entropy or mse");
+  cmd->add_option("--loss", o.loss, "Append a loss on --logits: cross_entropy, mse or ctc");
   cmd->add_option("--logits", o.logits, "The output the appended loss reads");
   cmd->add_option("--labels", o.labels, "Name of the labels input the appended loss adds");
+  cmd->add_option("--logit-lengths", o.logit_lengths,
+                  "--loss ctc: the array of each sample's frame count in the logits (int64 [N])");
+  cmd->add_option("--label-lengths", o.label_lengths,
+                  "--loss ctc: the array of each sample's label count (int64 [N]; --labels is int64 [N, S], padded)");
+  cmd->add_option("--blank", o.blank, "--loss ctc: the blank's class id (default 0)")->check(AtLeast(0));
+  cmd->add_option("--ctc-reduction", o.ctc_reduction,
+                  "--loss ctc: mean (each loss over its label length, then the batch mean; the default) or sum")
+      ->check(CLI::IsMember({"mean", "sum"}));
+  cmd->add_flag("--ctc-zero-infinity", o.ctc_zero_infinity,
+                "--loss ctc: a sample whose labels cannot fit its frames adds 0 (otherwise the run stops at load)");
+  cmd->add_option("--logits-layout", o.logits_layout,
+                  "--loss ctc: tbc (time-major [frames, batch, classes], the default) or btc (batch-major)")
+      ->check(CLI::IsMember({"tbc", "btc"}));
+  cmd->add_option("--ctc-vocab", o.ctc_vocab,
+                  "--loss ctc: symbols, one per line (line i for id i; <space> separates words): --eval-data also "
+                  "reports the word error rate")
+      ->check(NonEmptyPath());
   cmd->add_option("--freeze", o.freeze, "Parameters whose names match this regex are not trained");
   cmd->add_option("--optimizer", o.optimizer, "sgd|momentum|nesterov|adam|adamw|lamb");
   cmd->add_option("--lr", o.lr, "Learning rate (default: the optimizer's)")->check(FiniteNumber(true));
@@ -28,7 +45,8 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--steps", o.steps, "Optimizer steps (overrides --epochs)")->check(AtLeast(1));
   cmd->add_flag("--no-shuffle", o.no_shuffle, "Batches in file order");
   cmd->add_option("--seed", o.seed, "Seed for shuffling and random ops");
-  cmd->add_option("--eval-data", o.eval_data, "VAL.npz evaluated (loss, accuracy) after each epoch")
+  cmd->add_option("--eval-data", o.eval_data,
+                  "VAL.npz evaluated (loss, accuracy or CTC token/word error rates) after each epoch")
       ->check(NonEmptyPath());
   cmd->add_flag("--amp{auto}", o.amp,
                 "Mixed precision: --amp=fp16 or --amp=bf16 (bare --amp: bf16 on the CPU, fp16 on CUDA)");

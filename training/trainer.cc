@@ -23,6 +23,7 @@
 #include "onnx_import/tensor_io.h"
 #include "passes/master_weights.h"
 #include "passes/training_mode.h"
+#include "training/ctc_decode.h"
 #include "training/fusion.h"
 
 namespace ot {
@@ -251,10 +252,12 @@ EvalResult Trainer::Evaluate(const Arrays& data, int64_t batch) const {
   const int loss_out = OutputIndex(g, g.FindValue(info_.loss));
   int logits_out = -1;
   const Value* labels = nullptr;
-  if (opts_.loss.kind == "cross_entropy") {
+  const bool ctc = opts_.loss.kind == "ctc";
+  if (opts_.loss.kind == "cross_entropy" || ctc) {
     logits_out = OutputIndex(g, g.FindValue(opts_.loss.logits));
     labels = g.FindValue(opts_.loss.labels);
   }
+  CtcErrorCounts ctc_errors;
   exec_->SyncStateToHost();
   ExecutorOptions eo;
   eo.device = opts_.device;
@@ -267,7 +270,10 @@ EvalResult Trainer::Evaluate(const Arrays& data, int64_t batch) const {
     for (const std::string& name : names) feeds[name] = Rows(data.at(name), b, e);
     std::vector<Tensor> out = ex.Run(feeds);
     loss_sum += out[loss_out].GetDouble(0) * static_cast<double>(e - b);
-    if (logits_out >= 0 && labels) {
+    if (ctc && logits_out >= 0 && labels) {
+      ctc_errors.Add(out[logits_out], opts_.loss.logits_layout == "btc", opts_.loss.blank, feeds.at(labels->name),
+                     feeds.at(opts_.loss.logit_lengths), feeds.at(opts_.loss.label_lengths), opts_.ctc_vocab);
+    } else if (logits_out >= 0 && labels) {
       // Arg-max over the class axis (1) of logits [N, C, d...] against labels [N, d...].
       const Tensor& lg = out[logits_out];
       const Tensor& lb = feeds.at(labels->name);
@@ -290,6 +296,8 @@ EvalResult Trainer::Evaluate(const Arrays& data, int64_t batch) const {
   res.samples = n;
   res.loss = loss_sum / static_cast<double>(n);
   if (counted) res.accuracy = static_cast<double>(correct) / static_cast<double>(counted);
+  res.token_error_rate = ctc_errors.token_error_rate();
+  res.word_error_rate = ctc_errors.word_error_rate();
   return res;
 }
 

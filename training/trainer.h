@@ -39,6 +39,9 @@ struct TrainerOptions : StepOptions {
   // --memory-budget given: a step whose planned peak stays above fuse.memory_budget after fusion and recomputation
   // is refused at the first step, before anything is allocated (otherwise the budget only steers fusion).
   bool refuse_over_budget = false;
+  // --ctc-vocab: the symbol of each class id (line i of the file for id i), for the word error rate that Evaluate
+  // reports with --loss ctc; empty: token error rate only.
+  std::vector<std::string> ctc_vocab;
 };
 
 using Arrays = std::map<std::string, Tensor>;
@@ -57,6 +60,8 @@ struct StepResult {
 struct EvalResult {
   double loss = 0;
   double accuracy = -1;  // fraction of samples whose arg-max logit is the label; < 0 when not applicable
+  // --loss ctc: greedy-decoded token (and, with TrainerOptions::ctc_vocab, word) error rates; < 0 otherwise.
+  double token_error_rate = -1, word_error_rate = -1;
   int64_t samples = 0;
 };
 
@@ -88,7 +93,8 @@ class Trainer {
   // the CPU; a batch Step gets without staging is uploaded by the step itself.
   void Stage(const Arrays& batch);
 
-  // Loss (and accuracy, when the loss is cross_entropy on --logits/--labels) of the model in inference mode
+  // Loss (and accuracy, when the loss is cross_entropy on --logits/--labels; the token and word error rates of
+  // greedy decoding for ctc: training/ctc_decode.h) of the model in inference mode
   // over all samples of `data` (axis 0), in batches of `batch` (the last one may be smaller).
   EvalResult Evaluate(const Arrays& data, int64_t batch) const;
   // The inputs a training batch must provide (model inputs and labels); the same names serve Evaluate.

@@ -17,6 +17,7 @@ void RegisterGradients(OpRegistry& r) {
   RegisterEinsumGrad(r);
   RegisterInstanceNormGrad(r);
   RegisterRecurrentGrads(r);
+  RegisterCtcGrads(r);
   RegisterOptimizerOps(r);
 }
 }  // namespace ot

@@ -113,6 +113,8 @@ void RegisterAmpClasses(OpRegistry& r) {
   r.SetAmp("", "SoftmaxCrossEntropyLoss", AmpClass::kDeny, {}, {}, true);
   r.SetAmp("", "NegativeLogLikelihoodLoss", AmpClass::kDeny, {}, {}, true);
   r.SetAmp(kInternalDomain, "LossGrad", AmpClass::kDeny, {}, {}, true);
+  r.SetAmp(kInternalDomain, "CTCLoss", AmpClass::kDeny, {}, {}, true);
+  r.SetAmp(kInternalDomain, "CTCLossGrad", AmpClass::kDeny);
   set({"GatherGrad", "OptimizerUpdate"}, AmpClass::kDeny, kInternalDomain);
   set({"Adagrad", "Adam", "Momentum"}, AmpClass::kDeny, "ai.onnx.preview.training");
 

@@ -9,6 +9,7 @@ void RegisterReductionOps(OpRegistry& r);        // Reduce*, ArgMax/ArgMin, CumS
 void RegisterNormOps(OpRegistry& r);             // BatchNorm, LayerNorm, InstanceNorm, Softmax, LogSoftmax, losses
 void RegisterLinalgOps(OpRegistry& r);           // MatMul, Gemm, Conv, ConvTranspose, pooling, Einsum
 void RegisterRecurrentOps(OpRegistry& r);        // RNN, GRU, LSTM (graph/ops/recurrent.cc)
+void RegisterCtcOps(OpRegistry& r);              // ai.onnxtrain.CTCLoss (graph/ops/ctc.cc)
 void RegisterShapeOps(OpRegistry& r);            // Reshape ... OneHot: shape and data movement
 void RegisterInternalOps(OpRegistry& r);         // ai.onnxtrain: ReduceToShape, ReluGrad, ... (backward helpers)
 void RegisterFusedLinalgOps(OpRegistry& r);      // ai.onnxtrain.MatMulBias: schema, gradient, AMP (internal_fused.cc)
@@ -25,6 +26,7 @@ inline void RegisterAllOps(OpRegistry& r) {
   RegisterNormOps(r);
   RegisterLinalgOps(r);
   RegisterRecurrentOps(r);
+  RegisterCtcOps(r);
   RegisterShapeOps(r);
   RegisterInternalOps(r);
   RegisterFusedLinalgOps(r);

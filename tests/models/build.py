@@ -41,7 +41,7 @@ def export(m, example, path, spec, opset):
         if name in spec.seq_inputs:
             dyn[name][1] = "seq"
     if spec.loss != "inside":
-        dyn["logits"] = {0: "batch"}
+        dyn["logits"] = {1: "batch"} if spec.loss == "ctc" else {0: "batch"}
     torch.onnx.export(m, example, path, input_names=spec.inputs, output_names=outputs, dynamic_axes=dyn,
                       opset_version=opset, do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
 
@@ -72,7 +72,12 @@ def train(spec, state, data, optimizer, threads, dropout=False, dtype=torch.floa
         t0 = time.perf_counter()
         opt.zero_grad()
         out = m(*[b[n] for n in spec.inputs])
-        loss = out if spec.loss == "inside" else F.cross_entropy(out, b["y"])
+        if spec.loss == "inside":
+            loss = out
+        elif spec.loss == "ctc":
+            loss = F.ctc_loss(out.log_softmax(2), b["labels"], b["logit_lengths"], b["label_lengths"])
+        else:
+            loss = F.cross_entropy(out, b["y"])
         loss.backward()
         if k not in skip:
             opt.step()

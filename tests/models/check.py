@@ -42,6 +42,9 @@ def run(tool, d, ref, model, optimizer, extra=()):
                 "--log-json", log, "--quiet"]
         if ref["loss"] == "inside":
             args += ["--loss-output", "loss"]
+        elif ref["loss"] == "ctc":
+            args += ["--loss", "ctc", "--logits", "logits", "--labels", "labels", "--label-lengths", "label_lengths",
+                     "--logit-lengths", "logit_lengths"]
         else:
             args += ["--loss", "cross_entropy", "--logits", "logits", "--labels", "y"]
         if ref["freeze"]:

@@ -21,12 +21,13 @@ class Spec:
     name: str
     library: str  # transformers, torchvision, timm, torch
     # make(dropout) -> nn.Module whose forward takes the arrays named in `inputs` (in order) as tensors and returns
-    # the scalar loss (loss == "inside") or the logits (loss == "cross_entropy").
+    # the scalar loss (loss == "inside") or the logits (loss == "cross_entropy"; loss == "ctc": time-major logits
+    # [frames, batch, classes] for F.ctc_loss, the data holding labels, label_lengths and logit_lengths).
     make: Callable[[bool], nn.Module]
     # data(rng, n) -> {name: array}: the model's inputs and, for cross_entropy, the int64 labels "y".
     data: Callable[[np.random.Generator, int], Dict[str, np.ndarray]]
     inputs: List[str]
-    loss: str = "inside"          # "inside" (the model's output "loss") or "cross_entropy" (on output "logits")
+    loss: str = "inside"          # "inside" (the model's output "loss"), "cross_entropy" or "ctc" (on output "logits")
     batch: int = 8
     samples: int = 32             # samples / batch steps per epoch; the run cycles through them
     steps: int = 15

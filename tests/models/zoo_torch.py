@@ -48,6 +48,51 @@ class ConvRecurrentTagger(nn.Module):
         return nn.functional.cross_entropy(logits.reshape(-1, self.classes), labels.t().reshape(-1))
 
 
+class ConvRecurrentCTC(nn.Module):
+    """A speech recognizer's shape: features [B, F, T] -> Conv1d (stride 2) -> ReLU -> 2 recurrent layers
+    (time-major) -> logits [T', B, classes] for a CTC loss (taken outside the model: torch.onnx cannot export
+    F.ctc_loss, and onnx-train appends it with --loss ctc)."""
+
+    def __init__(self, cell: str, dropout: bool, feats=16, hidden=24, classes=6):
+        super().__init__()
+        self.conv = nn.Conv1d(feats, 32, 3, stride=2, padding=1)
+        self.drop = nn.Dropout(0.1 if dropout else 0.0)
+        rnn = nn.LSTM if cell == "lstm" else nn.GRU
+        self.rnn = rnn(32, hidden, num_layers=2, bidirectional=cell == "lstm")
+        self.head = nn.Linear(hidden * (2 if cell == "lstm" else 1), classes)
+
+    def forward(self, features):
+        h = self.drop(torch.relu(self.conv(features))).permute(2, 0, 1)  # [T', B, C]
+        y, _ = self.rnn(h)
+        return self.head(y)
+
+
+def spoken_symbols(feats=16, frames=32, classes=6, max_labels=5):
+    """Sequences of 2-5 symbols (ids 1..classes-1; 0 is the blank), each "spoken" as its own fixed pattern over 2-4
+    frames with a 1-2 frame pause after it, in noise; labels padded with 0, the label lengths, and the logit
+    lengths (output frames of the stride-2 convolution up to the end of the last symbol, plus one)."""
+    protos = 1.5 * np.random.default_rng(1234).standard_normal((classes, feats)).astype(np.float32)
+
+    def gen(rng, n):
+        x = 0.3 * rng.standard_normal((n, feats, frames)).astype(np.float32)
+        labels = np.zeros((n, max_labels), np.int64)
+        label_lengths = np.zeros(n, np.int64)
+        logit_lengths = np.zeros(n, np.int64)
+        for i in range(n):
+            seq = rng.integers(1, classes, size=rng.integers(2, max_labels + 1))
+            t = 0
+            for c in seq:
+                dur = int(rng.integers(2, 5))
+                x[i, :, t:t + dur] += protos[c][:, None]
+                t += dur + int(rng.integers(1, 3))
+            labels[i, :len(seq)] = seq
+            label_lengths[i] = len(seq)
+            logit_lengths[i] = min((frames + 1) // 2, (min(t, frames) + 1) // 2 + 1)
+        return {"features": x, "labels": labels, "label_lengths": label_lengths, "logit_lengths": logit_lengths}
+
+    return gen
+
+
 def frame_classes(feats=16, frames=24, classes=6):
     """Each output frame's class is decided by the signs of two feature channels around it (a context the
     convolution and the recurrence must carry)."""
@@ -69,4 +114,8 @@ SPECS = [
          ["features", "labels"], lr_sgd=1.0, lr_adamw=3e-2, steps=20),
     Spec("conv_gru", "torch", lambda dropout: ConvRecurrentTagger("gru", dropout), frame_classes(),
          ["features", "labels"], lr_sgd=1.0, lr_adamw=3e-2),
+    Spec("conv_bilstm_ctc", "torch", lambda dropout: ConvRecurrentCTC("lstm", dropout), spoken_symbols(),
+         ["features"], loss="ctc", lr_sgd=0.5, lr_adamw=1e-2, steps=20, note="CTC loss (`--loss ctc`)"),
+    Spec("conv_gru_ctc", "torch", lambda dropout: ConvRecurrentCTC("gru", dropout), spoken_symbols(),
+         ["features"], loss="ctc", lr_sgd=0.5, lr_adamw=1e-2, steps=20, note="CTC loss (`--loss ctc`)"),
 ]

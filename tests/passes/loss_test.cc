@@ -83,6 +83,83 @@ TEST(LossPass, NoChangeWhenTheModelHasItsScalarLoss) {
   EXPECT_EQ(g->inputs.size(), inputs);
 }
 
+// x: [frames, batch, 3] -> Add(bias) -> logits, time-major as --loss ctc reads them.
+std::unique_ptr<Graph> FrameLogits() {
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = 17;
+  Value* x = g->AddValue("x");
+  x->dtype = DataType::kFloat32;
+  x->shape = Shape({Dim::Symbol("frames"), Dim::Symbol("batch"), Dim(3)});
+  g->inputs.push_back(x);
+  Value* b = g->AddInitializer("b", test::RandomTensor(DataType::kFloat32, {3}));
+  Value* logits = g->AddValue("logits");
+  g->AddNode("Add", {x, b}, {logits}, "add");
+  g->outputs.push_back(logits);
+  return g;
+}
+
+TEST(LossPass, AppendsCtcWithItsLengthInputs) {
+  for (const char* red : {"mean", "sum"}) {
+    auto g = FrameLogits();
+    LossOptions o{"", "ctc", "logits", "y"};
+    o.logit_lengths = "frames_n";
+    o.label_lengths = "labels_n";
+    o.ctc_reduction = red;
+    LossPass pass(o);
+    EXPECT_TRUE(pass.Run(*g));
+    EXPECT_EQ(g->FindValue("y")->shape.ToString(), "[batch,y_width]");
+    EXPECT_EQ(g->FindValue("y")->dtype, DataType::kInt64);
+    EXPECT_EQ(g->FindValue("frames_n")->shape.ToString(), "[batch]");
+    EXPECT_EQ(g->FindValue("labels_n")->dtype, DataType::kInt64);
+    // Sample 0: one frame, label 2; sample 1: two frames (of 2), label 1.
+    Tensor x = test::RandomTensor(DataType::kFloat32, {2, 2, 3});
+    std::vector<Tensor> out = Executor(*g).Run({{"x", x},
+                                                {"y", Tensor::FromInt64({2, 0, 1, 0}, {2, 2})},
+                                                {"frames_n", Tensor::FromInt64({1, 2}, {2})},
+                                                {"labels_n", Tensor::FromInt64({1, 1}, {2})}});
+    const Tensor& bias = *g->FindValue("b")->initializer;
+    auto prob = [&](int t, int b, int c) {  // softmax of x + bias
+      double z = 0;
+      for (int k = 0; k < 3; ++k) z += std::exp(x.GetDouble((t * 2 + b) * 3 + k) + bias.GetDouble(k));
+      return std::exp(x.GetDouble((t * 2 + b) * 3 + c) + bias.GetDouble(c)) / z;
+    };
+    const double nll0 = -std::log(prob(0, 0, 2));
+    const double nll1 =
+        -std::log(prob(0, 1, 1) * prob(1, 1, 1) + prob(0, 1, 1) * prob(1, 1, 0) + prob(0, 1, 0) * prob(1, 1, 1));
+    const double want = std::string(red) == "mean" ? (nll0 + nll1) / 2 : nll0 + nll1;
+    EXPECT_NEAR(out[1].GetDouble(0), want, 1e-5 * want) << red;
+  }
+}
+
+TEST(LossPass, CtcErrorsNameTheFlag) {
+  auto msg = [](LossOptions o, bool rank2 = false) -> std::string {
+    auto g = rank2 ? Logits() : FrameLogits();
+    try {
+      LossPass(o).Run(*g);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  LossOptions o{"", "ctc", "logits", "y"};
+  o.logit_lengths = "tn";
+  o.label_lengths = "ln";
+  EXPECT_EQ(msg(o), "no error");
+  EXPECT_NE(msg(o, true).find("--loss ctc reads [frames, batch, classes]"), std::string::npos);
+  LossOptions bad = o;
+  bad.blank = 3;
+  EXPECT_NE(msg(bad).find("--blank 3 is not a class of 'logits'"), std::string::npos);
+  bad = o;
+  bad.label_lengths = "tn";
+  EXPECT_NE(msg(bad).find("--label-lengths: give a new input name"), std::string::npos);
+  bad = o;
+  bad.logit_lengths = "x";
+  EXPECT_NE(msg(bad).find("--logit-lengths: give a new input name"), std::string::npos);
+  bad = o;
+  bad.logits_layout = "bct";
+  EXPECT_NE(msg(bad).find("--logits-layout"), std::string::npos);
+}
+
 TEST(LossPass, ErrorsNameTheProblem) {
   auto msg = [](LossOptions o) -> std::string {
     auto g = Logits();
