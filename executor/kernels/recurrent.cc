@@ -1,11 +1,15 @@
-// CPU kernels of RNN, GRU and LSTM (cpu_ops/rnn.h), forward and backward (ai.onnxtrain.RecurrentGrad). The schema
+// CPU kernels of RNN, GRU and LSTM, forward and backward (ai.onnxtrain.RecurrentGrad): float32 on oneDNN GEMMs
+// (cpu_ops/rnn_gemm.h, its primitives made with the plan), other float types on the loop kernels of cpu_ops/rnn.h.
+// The schema
 // (graph/ops/recurrent.cc) has checked the operands' dtypes and the activations; the sizes are checked here against the
 // concrete dims.
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cpu_ops/rnn.h"
+#include "cpu_ops/rnn_gemm.h"
 #include "executor/kernel_registry.h"
 #include "graph/graph.h"
 
@@ -77,7 +81,21 @@ KernelInfo MakeRecurrent(const KernelContext& ctx) {
   const bool has_c0 = lstm && ctx.has_input(6), has_p = lstm && ctx.has_input(7);
   const bool y = ctx.has_output(0), y_h = ctx.has_output(1), y_c = lstm && ctx.has_output(2);
   const std::string where = n.Describe();
+  std::shared_ptr<const cpu::RnnGemm> gemm;
+  if (dt == DataType::kFloat32) gemm = std::make_shared<const cpu::RnnGemm>(s);
   KernelInfo k{[=](const KernelIO& io) {
+    if (gemm) {
+      auto f = [&](bool has, int i) { return has ? io.In<float>(i) : nullptr; };
+      try {
+        gemm->Forward(io.In<float>(0), io.In<float>(1), io.In<float>(2), f(has_b, 3),
+                      has_lens ? io.In<int32_t>(4) : nullptr, f(has_h0, 5), f(has_c0, 6), f(has_p, 7),
+                      y ? io.Out<float>(0) : nullptr, y_h ? io.Out<float>(1) : nullptr,
+                      y_c ? io.Out<float>(2) : nullptr);
+      } catch (const std::invalid_argument& e) {
+        throw Error(where + ": " + e.what());
+      }
+      return;
+    }
     DispatchFloat(dt, [&](auto tag) {
       using T = decltype(tag);
       try {
@@ -111,7 +129,20 @@ KernelInfo MakeRecurrentGrad(const KernelContext& ctx) {
   for (int i = 0; i < 11; ++i) in[i] = ctx.has_input(i) && (lstm || (i != 6 && i != 7 && i != 10));
   for (int i = 0; i < 7; ++i) out[i] = ctx.has_output(i);
   const std::string where = n.Describe();
+  std::shared_ptr<const cpu::RnnGemm> gemm;
+  if (dt == DataType::kFloat32) gemm = std::make_shared<const cpu::RnnGemm>(s);
   KernelInfo k{[=](const KernelIO& io) {
+    if (gemm) {
+      auto i_ = [&](int i) { return in[i] ? io.In<float>(i) : nullptr; };
+      auto o_ = [&](int i) { return out[i] ? io.Out<float>(i) : nullptr; };
+      try {
+        gemm->Backward(io.In<float>(0), io.In<float>(1), io.In<float>(2), i_(3), in[4] ? io.In<int32_t>(4) : nullptr,
+                       i_(5), i_(6), i_(7), i_(8), i_(9), i_(10), o_(0), o_(1), o_(2), o_(3), o_(4), o_(5), o_(6));
+      } catch (const std::invalid_argument& e) {
+        throw Error(where + ": " + e.what());
+      }
+      return;
+    }
     DispatchFloat(dt, [&](auto tag) {
       using T = decltype(tag);
       auto i_ = [&](int i) { return in[i] ? io.In<T>(i) : nullptr; };

@@ -1,0 +1,37 @@
+// The float32 path of cpu_ops/rnn.h's RNN, GRU and LSTM, built on oneDNN GEMMs: the same contract (every option,
+// per-sequence lengths, both layouts) and the same math as RnnForward / RnnBackward, laid out for speed:
+//   forward, per direction: one GEMM X W^T for every step and sequence at once, then per step one GEMM of the batch's
+//     states h R^T (GRU without linear_before_reset: the z and r rows, then (r * h) R_h^T) and the gates of every
+//     sequence (sigmoid, tanh from kernel_common/vec_math.h);
+//   backward: the forward again, keeping each step's states and gate activations (the tape), then newest step first
+//     the gate gradients of the batch and one GEMM dpre R for the previous state's gradient; after the last step
+//     three GEMMs give dX (both directions summed), dW and dR over every step at once, and column sums the biases.
+// A sequence past its length keeps its state (the GEMMs run over the whole batch; its rows are masked). Sums over
+// steps and sequences are in a fixed order: the same result on every run.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "cpu_ops/rnn.h"
+
+namespace ot::cpu {
+
+class RnnGemm {
+ public:
+  // Creates the GEMM primitives for the spec's sizes (once per plan).
+  explicit RnnGemm(const RnnSpec& s);
+  ~RnnGemm();
+  // RnnForward's contract for float32.
+  void Forward(const float* x, const float* w, const float* r, const float* b, const int32_t* lens, const float* h0,
+               const float* c0, const float* p, float* y, float* y_h, float* y_c) const;
+  // RnnBackward's contract for float32.
+  void Backward(const float* x, const float* w, const float* r, const float* b, const int32_t* lens, const float* h0,
+                const float* c0, const float* p, const float* dy, const float* dy_h, const float* dy_c, float* dx,
+                float* dw, float* dr, float* db, float* dh0, float* dc0, float* dp) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ot::cpu

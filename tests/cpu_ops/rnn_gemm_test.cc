@@ -1,0 +1,149 @@
+// cpu_ops/rnn_gemm (the float32 GEMM path of RNN, GRU and LSTM) against the float64 loop kernel of cpu_ops/rnn.h
+// (itself held to a reference and to central differences in rnn_test.cc) on the same fresh random operands: every
+// cell and option, both layouts, lengths with empty and full sequences, forward outputs and every gradient, each
+// output element written (outputs start as NaN).
+#include "cpu_ops/rnn_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu_ops/rnn.h"
+
+namespace ot::cpu {
+namespace {
+
+struct Case {
+  RnnSpec s;
+  bool bias = true, lens = false, init = false, peep = false;
+  std::string name;
+};
+
+std::vector<Case> Cases() {
+  std::vector<Case> cs;
+  for (RnnCell cell : {RnnCell::kRnn, RnnCell::kGru, RnnCell::kLstm}) {
+    const char* cn = cell == RnnCell::kRnn ? "rnn" : cell == RnnCell::kGru ? "gru" : "lstm";
+    Case c;
+    c.s.cell = cell;
+    c.s.seq = 6, c.s.batch = 5, c.s.input = 7, c.s.hidden = 9;
+    c.name = cn;
+    cs.push_back(c);
+    Case rev = c;
+    rev.s.reverse = true, rev.lens = true, rev.init = true, rev.name += " reverse lens init";
+    cs.push_back(rev);
+    Case bi = c;
+    bi.s.directions = 2, bi.s.batch_major = true, bi.lens = true, bi.bias = false, bi.name += " bidirectional layout1";
+    cs.push_back(bi);
+    Case cl = c;
+    cl.s.directions = 2, cl.s.clip = 0.6f, cl.init = true, cl.lens = true, cl.name += " clip";
+    cs.push_back(cl);
+    Case big = c;
+    big.s.seq = 12, big.s.batch = 37, big.s.input = 20, big.s.hidden = 33, big.s.directions = 2, big.lens = true;
+    big.name += " big";
+    cs.push_back(big);
+  }
+  for (bool lbr : {false, true})
+    for (bool bm : {false, true}) {
+      Case g;
+      g.s.cell = RnnCell::kGru, g.s.linear_before_reset = lbr, g.s.batch_major = bm, g.s.directions = 2;
+      g.s.seq = 5, g.s.batch = 4, g.s.input = 3, g.s.hidden = 6;
+      g.lens = true, g.init = true;
+      g.name = std::string("gru lbr ") + (lbr ? "1" : "0") + (bm ? " layout1" : "");
+      cs.push_back(g);
+    }
+  Case peep;
+  peep.s.seq = 5, peep.s.batch = 4, peep.s.input = 3, peep.s.hidden = 6;
+  peep.peep = true, peep.init = true, peep.lens = true, peep.name = "lstm peepholes";
+  cs.push_back(peep);
+  Case forget = peep;
+  forget.s.input_forget = true, forget.s.directions = 2, forget.s.clip = 0.9f, forget.name = "lstm input_forget clip";
+  cs.push_back(forget);
+  return cs;
+}
+
+std::vector<double> Random(std::mt19937& rng, size_t n, double scale = 1.0) {
+  std::uniform_real_distribution<double> u(-scale, scale);
+  std::vector<double> v(n);
+  for (double& e : v) e = static_cast<double>(static_cast<float>(u(rng)));  // representable in float
+  return v;
+}
+
+std::vector<float> F(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+template <typename T>
+const T* P(const std::vector<T>& v) {
+  return v.empty() ? nullptr : v.data();
+}
+template <typename T>
+T* P(std::vector<T>& v) {
+  return v.empty() ? nullptr : v.data();
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_FALSE(std::isnan(got[i])) << what << "[" << i << "] not written";
+    ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << what << "[" << i << "]";
+  }
+}
+
+TEST(RnnGemm, MatchesTheFloat64LoopKernel) {
+  std::mt19937 rng(std::random_device{}());
+  for (const Case& c : Cases()) {
+    const RnnSpec& s = c.s;
+    const int64_t D = s.directions, G = s.gates(), H = s.hidden, N = s.batch, S = s.seq, I = s.input;
+    const bool lstm = s.cell == RnnCell::kLstm;
+    const std::vector<double> x = Random(rng, S * N * I), w = Random(rng, D * G * H * I, 0.6),
+                              r = Random(rng, D * G * H * H, 0.6);
+    const std::vector<double> b = c.bias ? Random(rng, D * 2 * G * H) : std::vector<double>{};
+    const std::vector<double> h0 = c.init ? Random(rng, D * N * H) : std::vector<double>{};
+    const std::vector<double> c0 = c.init && lstm ? Random(rng, D * N * H) : std::vector<double>{};
+    const std::vector<double> p = c.peep ? Random(rng, D * 3 * H) : std::vector<double>{};
+    std::vector<int32_t> lens;
+    if (c.lens) {
+      std::uniform_int_distribution<int32_t> len(1, static_cast<int32_t>(S));
+      for (int64_t n = 0; n < N; ++n) lens.push_back(len(rng));
+      lens[0] = static_cast<int32_t>(S);
+      if (N > 2) lens[1] = 0;  // an empty sequence keeps its initial state
+    }
+    const std::vector<double> gy = Random(rng, S * D * N * H), gh = Random(rng, D * N * H), gc = Random(rng, D * N * H);
+    // The float64 loop kernel.
+    std::vector<double> y(S * D * N * H), yh(D * N * H), yc(D * N * H);
+    RnnForward<double>(s, x.data(), w.data(), r.data(), P(b), P(lens), P(h0), P(c0), P(p), y.data(), yh.data(),
+                       lstm ? yc.data() : nullptr);
+    std::vector<double> dx(x.size()), dw(w.size()), dr(r.size()), db(D * 2 * G * H), dh0(D * N * H), dc0(D * N * H),
+        dp(D * 3 * H);
+    RnnBackward<double>(s, x.data(), w.data(), r.data(), P(b), P(lens), P(h0), P(c0), P(p), gy.data(), gh.data(),
+                        lstm ? gc.data() : nullptr, dx.data(), dw.data(), dr.data(), db.data(), dh0.data(), dc0.data(),
+                        lstm ? dp.data() : nullptr);
+    // The GEMM path in float32.
+    const RnnGemm k(s);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> xf = F(x), wf = F(w), rf = F(r), bf = F(b), h0f = F(h0), c0f = F(c0), pf = F(p);
+    std::vector<float> fy(y.size(), nan), fyh(yh.size(), nan), fyc(yc.size(), nan);
+    k.Forward(xf.data(), wf.data(), rf.data(), P(bf), P(lens), P(h0f), P(c0f), P(pf), fy.data(), fyh.data(),
+              lstm ? fyc.data() : nullptr);
+    ExpectClose(fy, y, c.name + ": Y");
+    ExpectClose(fyh, yh, c.name + ": Y_h");
+    if (lstm) ExpectClose(fyc, yc, c.name + ": Y_c");
+    std::vector<float> fdx(dx.size(), nan), fdw(dw.size(), nan), fdr(dr.size(), nan), fdb(db.size(), nan),
+        fdh0(dh0.size(), nan), fdc0(dc0.size(), nan), fdp(dp.size(), nan);
+    const std::vector<float> gyf = F(gy), ghf = F(gh), gcf = F(gc);
+    k.Backward(xf.data(), wf.data(), rf.data(), P(bf), P(lens), P(h0f), P(c0f), P(pf), gyf.data(), ghf.data(),
+               lstm ? gcf.data() : nullptr, fdx.data(), fdw.data(), fdr.data(), fdb.data(), fdh0.data(), fdc0.data(),
+               lstm ? fdp.data() : nullptr);
+    ExpectClose(fdx, dx, c.name + ": dX");
+    ExpectClose(fdw, dw, c.name + ": dW");
+    ExpectClose(fdr, dr, c.name + ": dR");
+    ExpectClose(fdb, db, c.name + ": dB");
+    ExpectClose(fdh0, dh0, c.name + ": dInitial_h");
+    ExpectClose(fdc0, dc0, c.name + ": dInitial_c");
+    if (lstm) ExpectClose(fdp, dp, c.name + ": dP");
+  }
+}
+
+}  // namespace
+}  // namespace ot::cpu
