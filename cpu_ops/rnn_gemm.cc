@@ -17,7 +17,18 @@ namespace {
 using math::VecExp;
 using math::VecTanh;
 
-inline float Sig(float v) { return 1.f / (1.f + VecExp(-v)); }
+constexpr int64_t kMaxStack = 512;  // hidden sizes up to this keep a step's tanh(c) on the stack
+
+// In place over n floats, compiled per ISA (OT_VEC_CLONES) so that the vec_math formulas vectorize.
+OT_VEC_CLONES void SigmoidN(float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = 1.f / (1.f + VecExp(-v[i]));
+}
+OT_VEC_CLONES void TanhN(float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = VecTanh(v[i]);
+}
+void ClampN(float* v, int64_t n, float clip) {
+  for (int64_t i = 0; i < n; ++i) v[i] = std::min(std::max(v[i], -clip), clip);
+}
 
 MatMulSpec Gemm(int64_t m, int64_t k, int64_t n, bool trans_a, bool trans_b, bool accumulate = false) {
   MatMulSpec s;
@@ -54,7 +65,7 @@ class Mm {
 // after the step (LSTM), gate activations, gate inputs (only with clip), h R_h^T + Rb_h (GRU, linear_before_reset)
 // and r * h_prev (GRU without it).
 struct Tape {
-  std::vector<float> h_prev, c_prev, c, act, pre, hh, rh;
+  std::vector<float> h_prev, c_prev, c, tc, act, pre, hh, rh;
 };
 
 // Column sums of a [rows, cols] matrix into out (+=), rows in order.
@@ -105,8 +116,32 @@ struct RnnGemm::Impl {
   }
   bool Reverse(int d) const { return s.directions == 2 ? d == 1 : s.reverse; }
   int64_t Len(const int32_t* lens, int64_t n) const { return lens ? lens[n] : S; }
-  float Clip(float v) const { return s.clip > 0 ? std::min(std::max(v, -s.clip), s.clip) : v; }
   float Mask(float pre) const { return s.clip > 0 && !(pre > -s.clip && pre < s.clip) ? 0.f : 1.f; }
+  // Where one step of one sequence keeps what the backward reads (null: not kept).
+  struct TapeRow {
+    float* c = nullptr;   // cell state after the step (LSTM)
+    float* tc = nullptr;  // its tanh (LSTM)
+    float* hh = nullptr;  // h R_h^T + Rb_h (GRU, linear_before_reset)
+  };
+  enum Act { kSigmoid, kTanh };
+  // act[lo, hi) = activation(clip(xr + hgr)) over gate columns [lo, hi); pre keeps the sums before the clip.
+  void Gates(const float* xr, const float* hgr, float* act, float* pre, int64_t lo, int64_t hi, Act f) const {
+    for (int64_t j = lo; j < hi; ++j) act[j] = xr[j] + hgr[j];
+    Activate(act, pre, lo, hi, f);
+  }
+  void Activate(float* act, float* pre, int64_t lo, int64_t hi, Act f) const {
+    if (pre) std::memcpy(pre + lo, act + lo, sizeof(float) * (hi - lo));
+    if (s.clip > 0) ClampN(act + lo, hi - lo, s.clip);
+    if (f == kSigmoid)
+      SigmoidN(act + lo, hi - lo);
+    else
+      TanhN(act + lo, hi - lo);
+  }
+  // One step of one sequence: the gates from its rows of X W^T + Wb (xr) and h R^T + Rb (hgr; hgc: (r * h) R_h^T +
+  // Rb_h for GRU without linear_before_reset), the state (hn, cn) updated in place.
+  void Cell(const float* xr, const float* hgr, const float* hgc, const float* pd, float* hn, float* cn, float* act,
+            float* pre, TapeRow tr) const;
+
   // Runs body(n0, n1) over the batch in fixed chunks.
   template <typename F>
   void ForBatch(F&& body) const {
@@ -120,6 +155,58 @@ struct RnnGemm::Impl {
                      const float* dy_c, float* dx_out, float* dw_out, float* dr_out, float* db_out, float* dh0,
                      float* dc0, float* dp_out) const;
 };
+
+void RnnGemm::Impl::Cell(const float* xr, const float* hgr, const float* hgc, const float* pd, float* hn, float* cn,
+                         float* act, float* pre, TapeRow tr) const {
+  switch (s.cell) {
+    case RnnCell::kRnn:
+      Gates(xr, hgr, act, pre, 0, H, kTanh);
+      std::memcpy(hn, act, sizeof(float) * H);
+      break;
+    case RnnCell::kGru: {
+      // z, r (already done when the candidate reads (r * h) R_h^T), then the candidate.
+      float* cand = act + 2 * H;
+      if (!hgc) {
+        Gates(xr, hgr, act, pre, 0, 2 * H, kSigmoid);
+        for (int64_t j = 0; j < H; ++j) cand[j] = xr[2 * H + j] + act[H + j] * hgr[2 * H + j];
+        if (tr.hh) std::memcpy(tr.hh, hgr + 2 * H, sizeof(float) * H);
+      } else {
+        for (int64_t j = 0; j < H; ++j) cand[j] = xr[2 * H + j] + hgc[j];
+      }
+      Activate(act, pre, 2 * H, 3 * H, kTanh);
+      for (int64_t j = 0; j < H; ++j) hn[j] = (1.f - act[j]) * cand[j] + act[j] * hn[j];
+      break;
+    }
+    case RnnCell::kLstm: {
+      // Gates i [0, H), o [H, 2H), f [2H, 3H), c [3H, 4H); peepholes i, o, f read the cell state before (i, f) and
+      // after (o) the step.
+      for (int64_t j = 0; j < 4 * H; ++j) act[j] = xr[j] + hgr[j];
+      if (pd)
+        for (int64_t j = 0; j < H; ++j) act[j] += pd[j] * cn[j], act[2 * H + j] += pd[2 * H + j] * cn[j];
+      Activate(act, pre, 0, H, kSigmoid);
+      if (s.input_forget) {
+        if (pre) std::memcpy(pre + 2 * H, act + 2 * H, sizeof(float) * H);
+        for (int64_t j = 0; j < H; ++j) act[2 * H + j] = 1.f - act[j];
+      } else {
+        Activate(act, pre, 2 * H, 3 * H, kSigmoid);
+      }
+      Activate(act, pre, 3 * H, 4 * H, kTanh);
+      for (int64_t j = 0; j < H; ++j) cn[j] = act[2 * H + j] * cn[j] + act[j] * act[3 * H + j];
+      if (pd)
+        for (int64_t j = 0; j < H; ++j) act[H + j] += pd[H + j] * cn[j];
+      Activate(act, pre, H, 2 * H, kSigmoid);
+      float tcs[kMaxStack];
+      float* tc = tr.tc ? tr.tc : H <= kMaxStack ? tcs : nullptr;
+      std::vector<float> tcv;
+      if (!tc) tcv.resize(static_cast<size_t>(H)), tc = tcv.data();
+      std::memcpy(tc, cn, sizeof(float) * H);
+      TanhN(tc, H);
+      for (int64_t j = 0; j < H; ++j) hn[j] = act[H + j] * tc[j];
+      if (tr.c) std::memcpy(tr.c, cn, sizeof(float) * H);
+      break;
+    }
+  }
+}
 
 void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float* r, const float* b,
                               const int32_t* lens, const float* h0, const float* c0, const float* p, float* y,
@@ -143,20 +230,26 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
   }
   std::vector<float> hg(static_cast<size_t>(N * ghr)), hgc(gru_rh ? static_cast<size_t>(N * H) : 0);
   std::vector<float> rhs(gru_rh ? static_cast<size_t>(N * H) : 0, 0.f);
-  // Gate activations and inputs of the step when no tape keeps them.
-  std::vector<float> act_s(tape ? 0 : static_cast<size_t>(N * GH)), pre_s(tape ? 0 : static_cast<size_t>(N * GH));
+  // Gate activations of the step when no tape keeps them.
+  std::vector<float> act_s(tape ? 0 : static_cast<size_t>(N * GH));
   if (tape) {
     const size_t rh = static_cast<size_t>(rows * H), rg = static_cast<size_t>(rows * GH);
     tape->h_prev.assign(rh, 0.f);
     tape->act.assign(rg, 0.f);
     if (s.clip > 0) tape->pre.assign(rg, 0.f);
-    if (lstm) tape->c_prev.assign(rh, 0.f), tape->c.assign(rh, 0.f);
+    if (lstm) tape->c_prev.assign(rh, 0.f), tape->c.assign(rh, 0.f), tape->tc.assign(rh, 0.f);
     if (s.cell == RnnCell::kGru && s.linear_before_reset) tape->hh.assign(rh, 0.f);
     if (gru_rh) tape->rh.assign(rh, 0.f);
   }
   auto time_of = [&](int64_t n, int64_t k) -> int64_t {
     const int64_t len = Len(lens, n);
     return k >= len ? -1 : rev ? len - 1 - k : k;
+  };
+  auto tape_row = [&](int64_t row) {
+    TapeRow tr;
+    if (lstm) tr.c = &tape->c[row * H], tr.tc = &tape->tc[row * H];
+    if (!tape->hh.empty()) tr.hh = &tape->hh[row * H];
+    return tr;
   };
   for (int64_t k = 0; k < S; ++k) {
     hr(h.data(), rd, hg.data());
@@ -166,7 +259,7 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
     // The gate rows of sequence n at this step (in the tape or the step's scratch).
     auto rows_of = [&](int64_t n, int64_t row, float** act, float** pre) {
       *act = tape ? &tape->act[row * GH] : &act_s[n * GH];
-      *pre = tape ? (s.clip > 0 ? &tape->pre[row * GH] : nullptr) : &pre_s[n * GH];
+      *pre = tape && s.clip > 0 ? &tape->pre[row * GH] : nullptr;
     };
     if (gru_rh) {
       // z and r first; the candidate reads (r * h) R_h^T.
@@ -181,13 +274,7 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
           const int64_t row = Row(t, n);
           float *act, *pre;
           rows_of(n, row, &act, &pre);
-          const float* xr = &xg[row * GH];
-          const float* hgr = &hg[n * ghr];
-          for (int64_t j = 0; j < 2 * H; ++j) {
-            const float v = xr[j] + hgr[j];
-            if (pre) pre[j] = v;
-            act[j] = Sig(Clip(v));
-          }
+          Gates(&xg[row * GH], &hg[n * ghr], act, pre, 0, 2 * H, kSigmoid);
           for (int64_t j = 0; j < H; ++j) rh[j] = act[H + j] * h[n * H + j];
           if (tape) std::memcpy(&tape->rh[row * H], rh, sizeof(float) * H);
         }
@@ -212,51 +299,7 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
           std::memcpy(&tape->h_prev[row * H], hn, sizeof(float) * H);
           if (lstm) std::memcpy(&tape->c_prev[row * H], cn, sizeof(float) * H);
         }
-        switch (s.cell) {
-          case RnnCell::kRnn:
-            for (int64_t j = 0; j < H; ++j) {
-              const float v = xr[j] + hgr[j];
-              if (pre) pre[j] = v;
-              act[j] = hn[j] = VecTanh(Clip(v));
-            }
-            break;
-          case RnnCell::kGru: {
-            if (!gru_rh)
-              for (int64_t j = 0; j < 2 * H; ++j) {
-                const float v = xr[j] + hgr[j];
-                if (pre) pre[j] = v;
-                act[j] = Sig(Clip(v));
-              }
-            for (int64_t j = 0; j < H; ++j) {
-              const int64_t q = 2 * H + j;
-              const float v = gru_rh ? xr[q] + hgc[n * H + j] : xr[q] + act[H + j] * hgr[q];
-              if (pre) pre[q] = v;
-              act[q] = VecTanh(Clip(v));
-              if (tape && !gru_rh) tape->hh[row * H + j] = hgr[q];
-              hn[j] = (1.f - act[j]) * act[q] + act[j] * hn[j];
-            }
-            break;
-          }
-          case RnnCell::kLstm:
-            for (int64_t j = 0; j < H; ++j) {
-              const int64_t i = j, o = H + j, f = 2 * H + j, g = 3 * H + j;
-              const float cp = cn[j];
-              const float vi = xr[i] + hgr[i] + (pd ? pd[i] * cp : 0.f);
-              act[i] = Sig(Clip(vi));
-              const float vf = xr[f] + hgr[f] + (pd ? pd[f] * cp : 0.f);
-              act[f] = s.input_forget ? 1.f - act[i] : Sig(Clip(vf));
-              const float vg = xr[g] + hgr[g];
-              act[g] = VecTanh(Clip(vg));
-              const float cnew = act[f] * cp + act[i] * act[g];
-              const float vo = xr[o] + hgr[o] + (pd ? pd[o] * cnew : 0.f);
-              act[o] = Sig(Clip(vo));
-              if (pre) pre[i] = vi, pre[f] = vf, pre[g] = vg, pre[o] = vo;
-              cn[j] = cnew;
-              hn[j] = act[o] * VecTanh(cnew);
-            }
-            if (tape) std::memcpy(&tape->c[row * H], cn, sizeof(float) * H);
-            break;
-        }
+        Cell(xr, hgr, gru_rh ? &hgc[n * H] : nullptr, pd, hn, cn, act, pre, tape ? tape_row(row) : TapeRow{});
         if (y) std::memcpy(y + YAt(t, d, n), hn, sizeof(float) * H);
       }
     });
@@ -292,6 +335,9 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
   std::vector<float> drs(static_cast<size_t>(N * GH)), dps(gru_rh ? static_cast<size_t>(N * H) : 0);
   std::vector<float> dhp(static_cast<size_t>(N * H)), dcp(static_cast<size_t>(N * H)), ghp(static_cast<size_t>(N * H));
   std::vector<float> drh(gru_rh ? static_cast<size_t>(N * H) : 0);
+  const std::vector<float> ones(static_cast<size_t>(GH), 1.f), no_peep(static_cast<size_t>(3 * H), 0.f);
+  std::vector<float> masks(s.clip > 0 ? static_cast<size_t>(N * GH) : 0);
+  const float* P = pd ? pd : no_peep.data();
   for (int64_t k = S - 1; k >= 0; --k) {
     std::fill(drs.begin(), drs.end(), 0.f);
     if (gru_rh) std::fill(dps.begin(), dps.end(), 0.f);
@@ -306,8 +352,13 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
           for (int64_t j = 0; j < H; ++j) dh_n[j] += dyr[j];
         }
         const float* a = &tp.act[row * GH];
-        const float* pre = s.clip > 0 ? &tp.pre[row * GH] : nullptr;
-        auto mask = [&](int64_t q) { return pre ? Mask(pre[q]) : 1.f; };
+        // 0 where the clip held a gate's input (no gradient through it), else 1.
+        const float* mk = ones.data();
+        if (s.clip > 0) {
+          float* m = &masks[n * GH];
+          for (int64_t q = 0; q < GH; ++q) m[q] = Mask(tp.pre[row * GH + q]);
+          mk = m;
+        }
         const float* hp = &tp.h_prev[row * H];
         float* dp_row = &dpre[row * GH];
         float* dr_row = &drs[n * GH];
@@ -317,7 +368,7 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
         std::fill(dcp_n, dcp_n + H, 0.f);
         switch (s.cell) {
           case RnnCell::kRnn:
-            for (int64_t j = 0; j < H; ++j) dp_row[j] = dr_row[j] = dh_n[j] * (1.f - a[j] * a[j]) * mask(j);
+            for (int64_t j = 0; j < H; ++j) dp_row[j] = dr_row[j] = dh_n[j] * (1.f - a[j] * a[j]) * mk[j];
             break;
           case RnnCell::kGru:
             for (int64_t j = 0; j < H; ++j) {
@@ -325,43 +376,40 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
               const float dn = dh_n[j] * (1.f - a[z]);
               dhp_n[j] += dh_n[j] * a[z];
               const float dz = dh_n[j] * (hp[j] - a[q]);
-              dp_row[q] = dn * (1.f - a[q] * a[q]) * mask(q);
-              dp_row[z] = dz * a[z] * (1.f - a[z]) * mask(z);
+              dp_row[q] = dn * (1.f - a[q] * a[q]) * mk[q];
+              dp_row[z] = dz * a[z] * (1.f - a[z]) * mk[z];
               dr_row[z] = dp_row[z];
               if (!gru_rh) {
                 dr_row[q] = dp_row[q] * a[rr];
                 const float dr_gate = dp_row[q] * tp.hh[row * H + j];
-                dp_row[rr] = dr_gate * a[rr] * (1.f - a[rr]) * mask(rr);
+                dp_row[rr] = dr_gate * a[rr] * (1.f - a[rr]) * mk[rr];
                 dr_row[rr] = dp_row[rr];
               } else {
                 dps[n * H + j] = dp_row[q];
               }
             }
             break;
-          case RnnCell::kLstm:
+          case RnnCell::kLstm: {
+            const float* tc = &tp.tc[row * H];
+            const float* cp = &tp.c_prev[row * H];
+            const float* dc = &dC[n * H];
+            const float in_forget = s.input_forget ? 1.f : 0.f;
             for (int64_t j = 0; j < H; ++j) {
               const int64_t i = j, o = H + j, f = 2 * H + j, g = 3 * H + j;
-              const float cj = tp.c[row * H + j], cpj = tp.c_prev[row * H + j];
-              const float tc = VecTanh(cj);
-              const float d_o = dh_n[j] * tc;
-              float dct = dC[n * H + j] + dh_n[j] * a[o] * (1.f - tc * tc);
-              dp_row[o] = d_o * a[o] * (1.f - a[o]) * mask(o);
-              if (pd) dct += dp_row[o] * pd[o];
-              float df = dct * cpj;
-              float di = dct * a[g];
-              const float dg = dct * a[i];
-              dcp_n[j] += dct * a[f];
-              if (s.input_forget) {
-                di -= df;
-                df = 0.f;
-              }
-              dp_row[g] = dg * (1.f - a[g] * a[g]) * mask(g);
-              dp_row[i] = di * a[i] * (1.f - a[i]) * mask(i);
-              dp_row[f] = s.input_forget ? 0.f : df * a[f] * (1.f - a[f]) * mask(f);
-              if (pd) dcp_n[j] += dp_row[i] * pd[i] + dp_row[f] * pd[f];
+              dp_row[o] = dh_n[j] * tc[j] * a[o] * (1.f - a[o]) * mk[o];
+              const float dct = dc[j] + dh_n[j] * a[o] * (1.f - tc[j] * tc[j]) + dp_row[o] * P[o];
+              const float df = dct * cp[j];
+              // input_forget: f = 1 - i, so i also gets -df and f has no input of its own.
+              const float di = dct * a[g] - in_forget * df;
+              dcp_n[j] = dct * a[f];
+              dp_row[g] = dct * a[i] * (1.f - a[g] * a[g]) * mk[g];
+              dp_row[i] = di * a[i] * (1.f - a[i]) * mk[i];
+              dp_row[f] = (1.f - in_forget) * df * a[f] * (1.f - a[f]) * mk[f];
+              dcp_n[j] += dp_row[i] * P[i] + dp_row[f] * P[f];
             }
             std::memcpy(dr_row, dp_row, sizeof(float) * GH);
             break;
+          }
         }
       }
     });
@@ -374,13 +422,13 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
           if (t < 0) continue;
           const int64_t row = Row(t, n);
           const float* a = &tp.act[row * GH];
-          const float* pre = s.clip > 0 ? &tp.pre[row * GH] : nullptr;
+          const float* mk = s.clip > 0 ? &masks[n * GH] : ones.data();
           const float* hp = &tp.h_prev[row * H];
           for (int64_t j = 0; j < H; ++j) {
             const int64_t rr = H + j;
             const float g = drh[n * H + j];
             dhp[n * H + j] += g * a[rr];
-            const float v = g * hp[j] * a[rr] * (1.f - a[rr]) * (pre ? Mask(pre[rr]) : 1.f);
+            const float v = g * hp[j] * a[rr] * (1.f - a[rr]) * mk[rr];
             dpre[row * GH + rr] = v;
             drs[n * GH + rr] = v;
           }
