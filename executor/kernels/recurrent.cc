@@ -1,13 +1,17 @@
-// CPU kernels of RNN, GRU and LSTM, forward and backward (ai.onnxtrain.RecurrentGrad): float32 on oneDNN GEMMs
-// (cpu_ops/rnn_gemm.h, its primitives made with the plan), other float types on the loop kernels of cpu_ops/rnn.h.
+// CPU kernels of RNN, GRU and LSTM, forward and backward (ai.onnxtrain.RecurrentGrad): float32, and float16/bfloat16
+// (mixed precision: operands converted, everything inside in float32), on oneDNN GEMMs (cpu_ops/rnn_gemm.h, its
+// primitives made with the plan); float64 on the loop kernels of cpu_ops/rnn.h.
 // The schema
 // (graph/ops/recurrent.cc) has checked the operands' dtypes and the activations; the sizes are checked here against the
 // concrete dims.
+#include <algorithm>
+#include <list>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cpu_ops/dnnl_util.h"
 #include "cpu_ops/rnn.h"
 #include "cpu_ops/rnn_gemm.h"
 #include "executor/kernel_registry.h"
@@ -26,6 +30,76 @@ std::vector<int64_t> StateDims(const cpu::RnnSpec& s) {
 void Expect(const KernelContext& ctx, int i, const std::vector<int64_t>& want, const char* what) {
   if (ctx.has_input(i) && ctx.in(i).dims != want)
     ctx.Fail(std::string(what) + " has dims " + DimsToString(ctx.in(i).dims) + ", expected " + DimsToString(want));
+}
+
+// The float32 operands of a call: the buffers themselves for float32; for float16 and bfloat16 (mixed precision)
+// float copies of the inputs, and float outputs that Finish() rounds into the call's buffers -- the GEMMs, gates and
+// states all in float32. Element counts < 0 mark absent operands (null).
+class FloatView {
+ public:
+  FloatView(const KernelIO& io, DataType dt, const std::vector<int64_t>& ins, const std::vector<int64_t>& outs)
+      : io_(io),
+        half_(dt != DataType::kFloat32),
+        type_(dt == DataType::kFloat16 ? cpu::DnnType::kF16 : cpu::DnnType::kBF16),
+        outs_(outs),
+        in_(ins.size()),
+        out_(outs.size()) {
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (ins[i] < 0) continue;
+      if (!half_) {
+        in_[i].ptr = io.In<float>(static_cast<int>(i));
+        continue;
+      }
+      in_[i].copy.resize(static_cast<size_t>(ins[i]));
+      cpu::ToFloat(type_, io.in[i], in_[i].copy.data(), ins[i]);
+      in_[i].ptr = in_[i].copy.data();
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i] < 0) continue;
+      if (!half_) {
+        out_[i] = io.Out<float>(static_cast<int>(i));
+        continue;
+      }
+      out_copy_.emplace_back(static_cast<size_t>(outs[i]));
+      out_[i] = out_copy_.back().data();
+    }
+  }
+  const float* in(int i) const { return in_[static_cast<size_t>(i)].ptr; }
+  float* out(int i) const { return out_[static_cast<size_t>(i)]; }
+  void Finish() const {
+    if (!half_) return;
+    for (size_t i = 0; i < outs_.size(); ++i)
+      if (outs_[i] >= 0) cpu::FromFloat(type_, out_[i], io_.out[i], outs_[i]);
+  }
+
+ private:
+  struct In {
+    const float* ptr = nullptr;
+    std::vector<float> copy;
+  };
+  const KernelIO& io_;
+  bool half_;
+  cpu::DnnType type_;
+  std::vector<int64_t> outs_;
+  std::vector<In> in_;
+  std::vector<float*> out_;
+  std::list<std::vector<float>> out_copy_;
+};
+
+// Element counts of a call's float operands (inputs in `float_inputs` that are present; present outputs), -1
+// otherwise.
+std::vector<int64_t> InputCounts(const KernelContext& ctx, int count, std::initializer_list<int> non_float) {
+  std::vector<int64_t> r(static_cast<size_t>(count), -1);
+  for (int i = 0; i < count; ++i)
+    if (ctx.has_input(i) && std::find(non_float.begin(), non_float.end(), i) == non_float.end())
+      r[static_cast<size_t>(i)] = ctx.in(i).numel();
+  return r;
+}
+std::vector<int64_t> OutputCounts(const KernelContext& ctx, int count) {
+  std::vector<int64_t> r(static_cast<size_t>(count), -1);
+  for (int i = 0; i < count; ++i)
+    if (ctx.has_output(i)) r[static_cast<size_t>(i)] = ctx.out(i).numel();
+  return r;
 }
 
 double Flops(const cpu::RnnSpec& s) {
@@ -82,31 +156,26 @@ KernelInfo MakeRecurrent(const KernelContext& ctx) {
   const bool y = ctx.has_output(0), y_h = ctx.has_output(1), y_c = lstm && ctx.has_output(2);
   const std::string where = n.Describe();
   std::shared_ptr<const cpu::RnnGemm> gemm;
-  if (dt == DataType::kFloat32) gemm = std::make_shared<const cpu::RnnGemm>(s);
+  if (dt != DataType::kFloat64) gemm = std::make_shared<const cpu::RnnGemm>(s);
+  std::vector<int64_t> ins = InputCounts(ctx, 8, {4}), outs = OutputCounts(ctx, 3);
+  if (!lstm) ins[6] = ins[7] = outs[2] = -1;
   KernelInfo k{[=](const KernelIO& io) {
-    if (gemm) {
-      auto f = [&](bool has, int i) { return has ? io.In<float>(i) : nullptr; };
-      try {
-        gemm->Forward(io.In<float>(0), io.In<float>(1), io.In<float>(2), f(has_b, 3),
-                      has_lens ? io.In<int32_t>(4) : nullptr, f(has_h0, 5), f(has_c0, 6), f(has_p, 7),
-                      y ? io.Out<float>(0) : nullptr, y_h ? io.Out<float>(1) : nullptr,
-                      y_c ? io.Out<float>(2) : nullptr);
-      } catch (const std::invalid_argument& e) {
-        throw Error(where + ": " + e.what());
+    try {
+      if (gemm) {
+        const FloatView f(io, dt, ins, outs);
+        gemm->Forward(f.in(0), f.in(1), f.in(2), f.in(3), has_lens ? io.In<int32_t>(4) : nullptr, f.in(5), f.in(6),
+                      f.in(7), f.out(0), f.out(1), f.out(2));
+        f.Finish();
+        return;
       }
-      return;
+      cpu::RnnForward<double>(s, io.In<double>(0), io.In<double>(1), io.In<double>(2),
+                              has_b ? io.In<double>(3) : nullptr, has_lens ? io.In<int32_t>(4) : nullptr,
+                              has_h0 ? io.In<double>(5) : nullptr, has_c0 ? io.In<double>(6) : nullptr,
+                              has_p ? io.In<double>(7) : nullptr, y ? io.Out<double>(0) : nullptr,
+                              y_h ? io.Out<double>(1) : nullptr, y_c ? io.Out<double>(2) : nullptr);
+    } catch (const std::invalid_argument& e) {
+      throw Error(where + ": " + e.what());
     }
-    DispatchFloat(dt, [&](auto tag) {
-      using T = decltype(tag);
-      try {
-        cpu::RnnForward<T>(s, io.In<T>(0), io.In<T>(1), io.In<T>(2), has_b ? io.In<T>(3) : nullptr,
-                           has_lens ? io.In<int32_t>(4) : nullptr, has_h0 ? io.In<T>(5) : nullptr,
-                           has_c0 ? io.In<T>(6) : nullptr, has_p ? io.In<T>(7) : nullptr, y ? io.Out<T>(0) : nullptr,
-                           y_h ? io.Out<T>(1) : nullptr, y_c ? io.Out<T>(2) : nullptr);
-      } catch (const std::invalid_argument& e) {
-        throw Error(where + ": " + e.what());
-      }
-    });
   }};
   k.flops = Flops(s);
   return k;
@@ -130,30 +199,28 @@ KernelInfo MakeRecurrentGrad(const KernelContext& ctx) {
   for (int i = 0; i < 7; ++i) out[i] = ctx.has_output(i);
   const std::string where = n.Describe();
   std::shared_ptr<const cpu::RnnGemm> gemm;
-  if (dt == DataType::kFloat32) gemm = std::make_shared<const cpu::RnnGemm>(s);
+  if (dt != DataType::kFloat64) gemm = std::make_shared<const cpu::RnnGemm>(s);
+  std::vector<int64_t> ins = InputCounts(ctx, 11, {4}), outs = OutputCounts(ctx, 7);
+  for (int i = 0; i < 11; ++i)
+    if (!in[i]) ins[static_cast<size_t>(i)] = -1;
   KernelInfo k{[=](const KernelIO& io) {
-    if (gemm) {
-      auto i_ = [&](int i) { return in[i] ? io.In<float>(i) : nullptr; };
-      auto o_ = [&](int i) { return out[i] ? io.Out<float>(i) : nullptr; };
-      try {
-        gemm->Backward(io.In<float>(0), io.In<float>(1), io.In<float>(2), i_(3), in[4] ? io.In<int32_t>(4) : nullptr,
-                       i_(5), i_(6), i_(7), i_(8), i_(9), i_(10), o_(0), o_(1), o_(2), o_(3), o_(4), o_(5), o_(6));
-      } catch (const std::invalid_argument& e) {
-        throw Error(where + ": " + e.what());
+    try {
+      if (gemm) {
+        const FloatView f(io, dt, ins, outs);
+        gemm->Backward(f.in(0), f.in(1), f.in(2), f.in(3), in[4] ? io.In<int32_t>(4) : nullptr, f.in(5), f.in(6),
+                       f.in(7), f.in(8), f.in(9), f.in(10), f.out(0), f.out(1), f.out(2), f.out(3), f.out(4), f.out(5),
+                       f.out(6));
+        f.Finish();
+        return;
       }
-      return;
+      auto i_ = [&](int i) { return in[i] ? io.In<double>(i) : nullptr; };
+      auto o_ = [&](int i) { return out[i] ? io.Out<double>(i) : nullptr; };
+      cpu::RnnBackward<double>(s, io.In<double>(0), io.In<double>(1), io.In<double>(2), i_(3),
+                               in[4] ? io.In<int32_t>(4) : nullptr, i_(5), i_(6), i_(7), i_(8), i_(9), i_(10), o_(0),
+                               o_(1), o_(2), o_(3), o_(4), o_(5), o_(6));
+    } catch (const std::invalid_argument& e) {
+      throw Error(where + ": " + e.what());
     }
-    DispatchFloat(dt, [&](auto tag) {
-      using T = decltype(tag);
-      auto i_ = [&](int i) { return in[i] ? io.In<T>(i) : nullptr; };
-      auto o_ = [&](int i) { return out[i] ? io.Out<T>(i) : nullptr; };
-      try {
-        cpu::RnnBackward<T>(s, io.In<T>(0), io.In<T>(1), io.In<T>(2), i_(3), in[4] ? io.In<int32_t>(4) : nullptr, i_(5),
-                            i_(6), i_(7), i_(8), i_(9), i_(10), o_(0), o_(1), o_(2), o_(3), o_(4), o_(5), o_(6));
-      } catch (const std::invalid_argument& e) {
-        throw Error(where + ": " + e.what());
-      }
-    });
   }};
   k.flops = 2 * Flops(s);  // the recomputed forward and the backward's GEMM-like work
   return k;

@@ -21,6 +21,10 @@ void RegisterAmpClasses(OpRegistry& r) {
   };
   set({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"}, AmpClass::kAllow);
   set({"ConvGradData", "ConvGradWeight"}, AmpClass::kAllow, kInternalDomain);
+  // Recurrent layers store their operands and outputs in half; their kernels compute in fp32 inside (GEMMs, gates,
+  // cell state), as cuDNN's half RNNs do.
+  set({"RNN", "GRU", "LSTM"}, AmpClass::kAllow);
+  set({"RecurrentGrad"}, AmpClass::kAllow, kInternalDomain);
 
   set({"Add",
        "Sub",
