@@ -10,6 +10,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "cpu_ops/dims.h"
 #include "cpu_ops/dnnl_half.h"
@@ -59,6 +61,16 @@ struct DnnlMatMul::Impl {
   dnnl::matmul prim_tail;
   dnnl::memory::desc a_block_md, c_block_md, a_tail_md, c_tail_md;
   size_t scratch_stride = 0;  // bytes between the blocks' scratchpads
+  // Converting a large unbatched product (TileSizes): C in row chunks of mc rows, each over K in chunks of kc, the
+  // f32 copies holding one tile of A, B and C at a time. The row chunks are split into `slices` contiguous groups run
+  // in parallel, each on its own slice_bytes of the workspace (its scratchpad, then its A, B and C tiles).
+  // tile[first][k tail][m tail]: one-thread primitives, the first K chunk's without a sum (unless the spec
+  // accumulates), the last K or row chunk's over its own length.
+  int64_t mc = 0, kc = 0;  // 0: whole copies
+  int slices = 1;
+  size_t slice_bytes = 0, tile_a_off = 0, tile_b_off = 0, tile_c_off = 0;
+  dnnl::matmul tile[2][2][2];
+  dnnl::memory::desc tile_a[2][2], tile_b[2], tile_c[2], tile_scratch_md;
 };
 
 namespace {
@@ -86,6 +98,23 @@ constexpr double kMinFlops = 2e6;
 // worker's wake-up costs tens of microseconds here (a 2.1 MFLOP GEMM on a team of 2: 0.35x of one thread; the
 // 50x784x128 of the digits MLP no faster), and the GEMMs below this bound take about that long alone.
 constexpr double kMinTeamFlops = 64e6;
+
+// Converted copies above this many bytes are made a tile at a time: a weight gradient over many rows ([17, 7936] x
+// [7936, 128]) or the input gradient of a classifier ([7936, 17] x [17, 128]) would otherwise hold a whole operand or
+// product in f32 (4.4 MB).
+constexpr size_t kMaxConvertBytes = size_t{1} << 20;
+constexpr int64_t kTileFloats = 65536;  // f32 elements of one tile's A, B and C copies together (256 KB)
+
+// The tile (rows of C, K) of a converted unbatched product whose whole f32 copies would exceed kMaxConvertBytes;
+// {0, 0} otherwise.
+std::pair<int64_t, int64_t> TileSizes(const MatMulSpec& s, int64_t batches) {
+  const size_t bytes = static_cast<size_t>(s.m * s.k + s.k * s.n + s.m * s.n) * sizeof(float);
+  if (batches != 1 || bytes <= kMaxConvertBytes) return {0, 0};
+  int64_t kc = std::min<int64_t>(s.k, 256);
+  if (kc * s.n > kTileFloats / 2) kc = std::min<int64_t>(s.k, std::max<int64_t>(16, kTileFloats / 2 / s.n));
+  const int64_t mc = std::min<int64_t>(s.m, std::max<int64_t>(16, (kTileFloats - kc * s.n) / (kc + s.n)));
+  return {mc, kc};
+}
 
 int RowBlocks(const MatMulSpec& spec, int64_t batches) {
   const int threads = OmpThreads();
@@ -170,7 +199,9 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     // A native half primitive when oneDNN has a real (jit) one; otherwise f32 on converted copies.
     im.convert = MakeNativeHalfOrConvert(spec.type, make);
     if (im.convert) make(dt::f32);
+    if (im.convert) std::tie(im.mc, im.kc) = TileSizes(spec, Prod(c_batch));
   }
+  if (im.kc > 0) MakeTiles(spec);
   // Workspace: the scratchpad (one per row block), then (converting) the f32 copies of A, B and C, each 64-byte
   // aligned.
   auto align = [](size_t n) { return (n + 63) / 64 * 64; };
@@ -180,6 +211,7 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
   im.b_off = im.a_off + (im.convert ? align(static_cast<size_t>(im.a_elems) * sizeof(float)) : 0);
   im.c_off = im.b_off + (im.convert ? align(static_cast<size_t>(im.b_elems) * sizeof(float)) : 0);
   im.ws_bytes = im.c_off + (im.convert ? align(static_cast<size_t>(im.c_elems) * sizeof(float)) : 0);
+  if (im.kc > 0) im.ws_bytes = im.slice_bytes * static_cast<size_t>(im.slices);
 }
 
 std::string DnnlMatMul::impl_name() const {
@@ -219,6 +251,10 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c, void* workspace) con
     if (!spec_.accumulate) std::memset(c, 0, static_cast<size_t>(im.c_elems) * esz);
     return;
   }
+  if (im.kc > 0) {
+    RunTiles(a, b, c, workspace);
+    return;
+  }
   omp_set_num_threads(im.team);
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   void* scratch = ws;
@@ -251,6 +287,101 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c, void* workspace) con
   if (spec_.accumulate) ToFloat(spec_.type, c, cf, im.c_elems);
   Execute(af, bf, cf, scratch);
   FromFloat(spec_.type, cf, c, im.c_elems);
+}
+
+void DnnlMatMul::MakeTiles(const MatMulSpec& s) {
+  Impl& im = *impl_;
+  const int64_t row_chunks = (s.m + im.mc - 1) / im.mc;
+  im.slices = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(OmpThreads(), row_chunks)));
+  const int64_t k_tail = s.k - (s.k - 1) / im.kc * im.kc, m_tail = s.m - (s.m - 1) / im.mc * im.mc;
+  omp_set_num_threads(1);  // each tile runs on one thread (the slices in parallel)
+  for (int kt = 0; kt < 2; ++kt) {
+    const int64_t kl = kt ? k_tail : im.kc;
+    im.tile_b[kt] = MatrixDesc({}, kl, s.n, s.trans_b, dt::f32);
+    for (int mt = 0; mt < 2; ++mt) {
+      const int64_t ml = mt ? m_tail : im.mc;
+      im.tile_a[kt][mt] = MatrixDesc({}, ml, kl, s.trans_a, dt::f32);
+      im.tile_c[mt] = MatrixDesc({}, ml, s.n, false, dt::f32);
+      for (int first = 0; first < 2; ++first) {
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        if (s.alpha != 1.0f) attr.set_output_scales(0, {s.alpha});
+        if (!first || s.accumulate) {
+          dnnl::post_ops po;
+          po.append_sum(1.0f);
+          attr.set_post_ops(po);
+        }
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(im.tile_a[kt][mt], im.tile_b[kt], im.tile_c[mt]), attr,
+                                        DnnlEngine());
+        if (pd.scratchpad_desc().get_size() > im.tile_scratch_md.get_size()) im.tile_scratch_md = pd.scratchpad_desc();
+        im.tile[first][kt][mt] = dnnl::matmul(pd);
+      }
+    }
+  }
+  auto align = [](size_t n) { return (n + 63) / 64 * 64; };
+  im.tile_a_off = align(im.tile_scratch_md.get_size());
+  im.tile_b_off = im.tile_a_off + align(static_cast<size_t>(im.mc * im.kc) * sizeof(float));
+  im.tile_c_off = im.tile_b_off + align(static_cast<size_t>(im.kc * s.n) * sizeof(float));
+  im.slice_bytes = im.tile_c_off + align(static_cast<size_t>(im.mc * s.n) * sizeof(float));
+}
+
+void DnnlMatMul::RunTiles(const void* a, const void* b, void* c, void* workspace) const {
+  const Impl& im = *impl_;
+  const MatMulSpec& s = spec_;
+  const size_t esz = DnnTypeSize(s.type);
+  auto at = [&](const void* p, int64_t e) { return static_cast<const uint8_t*>(p) + e * static_cast<int64_t>(esz); };
+  std::vector<uint8_t> own;
+  uint8_t* ws = static_cast<uint8_t*>(workspace);
+  if (!ws) {
+    own.resize(im.slice_bytes * static_cast<size_t>(im.slices));
+    ws = own.data();
+  }
+  const int64_t row_chunks = (s.m + im.mc - 1) / im.mc;
+  dnnl::engine& eng = DnnlEngine();
+  // Slice p: row chunks [p R / slices, (p + 1) R / slices), each over every K chunk.
+  auto slice = [&](int p) {
+    omp_set_num_threads(1);
+    uint8_t* mine = ws + static_cast<size_t>(p) * im.slice_bytes;
+    float* af = reinterpret_cast<float*>(mine + im.tile_a_off);
+    float* bf = reinterpret_cast<float*>(mine + im.tile_b_off);
+    float* cf = reinterpret_cast<float*>(mine + im.tile_c_off);
+    dnnl::stream st(eng);
+    for (int64_t rc = row_chunks * p / im.slices; rc < row_chunks * (p + 1) / im.slices; ++rc) {
+      const int64_t r0 = rc * im.mc, ml = std::min(im.mc, s.m - r0);
+      const int mt = ml != im.mc;
+      if (s.accumulate) ToFloat(s.type, at(c, r0 * s.n), cf, ml * s.n);
+      for (int64_t k0 = 0; k0 < s.k; k0 += im.kc) {
+        const int64_t kl = std::min(im.kc, s.k - k0);
+        const int kt = kl != im.kc;
+        // A's rows [r0, r0 + ml) and columns [k0, k0 + kl), stored [kl, ml] when transposed; B's rows [k0, k0 + kl)
+        // (stored [n, kl] when transposed).
+        if (s.trans_a)
+          for (int64_t kk = 0; kk < kl; ++kk) ToFloat(s.type, at(a, (k0 + kk) * s.m + r0), af + kk * ml, ml);
+        else
+          for (int64_t i = 0; i < ml; ++i) ToFloat(s.type, at(a, (r0 + i) * s.k + k0), af + i * kl, kl);
+        if (s.trans_b)
+          for (int64_t j = 0; j < s.n; ++j) ToFloat(s.type, at(b, j * s.k + k0), bf + j * kl, kl);
+        else
+          ToFloat(s.type, at(b, k0 * s.n), bf, kl * s.n);
+        dnnl::memory am(im.tile_a[kt][mt], eng, af), bm(im.tile_b[kt], eng, bf), cm(im.tile_c[mt], eng, cf);
+        im.tile[k0 == 0 ? 1 : 0][kt][mt].execute(st,
+                                                 {{DNNL_ARG_SRC, am},
+                                                  {DNNL_ARG_WEIGHTS, bm},
+                                                  {DNNL_ARG_DST, cm},
+                                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.tile_scratch_md, eng, mine)}});
+        st.wait();
+      }
+      FromFloat(s.type, cf, static_cast<uint8_t*>(c) + r0 * s.n * static_cast<int64_t>(esz), ml * s.n);
+    }
+  };
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<int>(0, im.slices, 1),
+        [&](const tbb::blocked_range<int>& r) {
+          for (int p = r.begin(); p < r.end(); ++p) slice(p);
+        },
+        tbb::simple_partitioner());
+  });
 }
 
 void DnnlMatMul::Execute(const void* a, const void* b, void* c, void* scratch) const {

@@ -99,6 +99,9 @@ class DnnlMatMul {
   int row_blocks() const;
 
  private:
+  // Converting a tile at a time (Impl::mc, kc): the tiles' primitives, and the run over the workspace's slices.
+  void MakeTiles(const MatMulSpec& spec);
+  void RunTiles(const void* a, const void* b, void* c, void* workspace) const;
   // The primitive(s) on f32 or native operands, `scratch` the scratchpad(s).
   void Execute(const void* a, const void* b, void* c, void* scratch) const;
   struct Impl;
