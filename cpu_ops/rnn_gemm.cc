@@ -61,11 +61,30 @@ class Mm {
   std::unique_ptr<DnnlMatMul> mm_;
 };
 
-// What one direction's forward keeps for its backward, rows in X's order: each step's previous state, cell state
-// after the step (LSTM), gate activations, gate inputs (only with clip), h R_h^T + Rb_h (GRU, linear_before_reset)
-// and r * h_prev (GRU without it).
+// Float scratch carved from one block (the kernel's workspace): Take(n) hands out n floats, 64-byte aligned; the
+// sizes are the workspace the kernel declares (RnnGemm::*_workspace_bytes), so a carve past the end is a bug.
+class Bump {
+ public:
+  Bump(float* base, int64_t capacity) : base_(base), cap_(capacity) {}
+  float* Take(int64_t n) {
+    float* p = base_ + used_;
+    used_ += (n + 15) / 16 * 16;
+    if (used_ > cap_) throw std::logic_error("rnn_gemm: scratch carved past its declared size");
+    return p;
+  }
+
+ private:
+  float* base_;
+  int64_t cap_, used_ = 0;
+};
+
+// What one direction's forward keeps for its backward, rows in X's order: the gate activations (X W^T + Wb first,
+// overwritten row by row by the step that reads it; later the gate gradients, again in place), each step's previous
+// state, the cell state after the step and its tanh (LSTM), the gate inputs (only with clip), h R_h^T + Rb_h (GRU,
+// linear_before_reset) and r * h_prev (GRU without it).
 struct Tape {
-  std::vector<float> h_prev, c_prev, c, tc, act, pre, hh, rh;
+  float *act = nullptr, *pre = nullptr, *h_prev = nullptr, *c_prev = nullptr, *c = nullptr, *tc = nullptr,
+        *hh = nullptr, *rh = nullptr;
 };
 
 // Column sums of a [rows, cols] matrix into out (+=), rows in order.
@@ -104,8 +123,8 @@ struct RnnGemm::Impl {
     if (gru_rh) {
       hr_c = Mm(Gemm(N, H, H, false, true));
       dh_c = Mm(Gemm(N, H, H, false, false));
-      dr_c = Mm(Gemm(H, rows, H, true, false));
     }
+    if (sp.cell == RnnCell::kGru) dr_c = Mm(Gemm(H, rows, H, true, false));
   }
 
   int64_t Row(int64_t t, int64_t n) const { return s.batch_major ? n * S + t : t * N + n; }
@@ -149,11 +168,15 @@ struct RnnGemm::Impl {
   }
 
   void Direction(int d, const float* x, const float* w, const float* r, const float* b, const int32_t* lens,
-                 const float* h0, const float* c0, const float* p, float* y, float* y_h, float* y_c, Tape* tape) const;
+                 const float* h0, const float* c0, const float* p, float* y, float* y_h, float* y_c, Tape* tape,
+                 Bump& bump) const;
   void DirectionGrad(int d, const float* x, const float* w, const float* r, const float* b, const int32_t* lens,
                      const float* h0, const float* c0, const float* p, const float* dy, const float* dy_h,
                      const float* dy_c, float* dx_out, float* dw_out, float* dr_out, float* db_out, float* dh0,
-                     float* dc0, float* dp_out) const;
+                     float* dc0, float* dp_out, Bump& bump) const;
+  // Floats of scratch one direction's forward / backward carves (each direction reuses the same block).
+  int64_t ForwardFloats() const;
+  int64_t BackwardFloats() const;
 };
 
 void RnnGemm::Impl::Cell(const float* xr, const float* hgr, const float* hgc, const float* pd, float* hn, float* cn,
@@ -208,9 +231,11 @@ void RnnGemm::Impl::Cell(const float* xr, const float* hgr, const float* hgc, co
   }
 }
 
+// The forward of direction d. With a tape, its buffers (carved from `bump` by the caller) receive what the backward
+// reads and tape->act ends holding the activations; without one, X W^T + Wb is carved here and consumed in place.
 void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float* r, const float* b,
                               const int32_t* lens, const float* h0, const float* c0, const float* p, float* y,
-                              float* y_h, float* y_c, Tape* tape) const {
+                              float* y_h, float* y_c, Tape* tape, Bump& bump) const {
   const float* wd = w + d * GH * I;
   const float* rd = r + d * GH * H;
   const float* wb = b ? b + d * 2 * GH : nullptr;
@@ -218,28 +243,22 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
   const float* pd = lstm && p ? p + d * 3 * H : nullptr;
   const bool rev = Reverse(d);
   const int64_t ghr = gru_rh ? 2 * H : GH;  // columns of the per-step h R^T
-  std::vector<float> xg(static_cast<size_t>(rows * GH));
-  xw(x, wd, xg.data());
+  // X W^T + Wb, overwritten row by row with the activations of the step that reads it.
+  float* xg = tape ? tape->act : bump.Take(rows * GH);
+  xw(x, wd, xg);
   if (wb)
     for (int64_t q = 0; q < rows; ++q)
       for (int64_t j = 0; j < GH; ++j) xg[q * GH + j] += wb[j];
-  std::vector<float> h(static_cast<size_t>(N * H), 0.f), c(static_cast<size_t>(N * H), 0.f);
+  float* h = bump.Take(N * H);
+  float* c = bump.Take(N * H);
+  float* hg = bump.Take(N * ghr);
+  float* hgc = gru_rh ? bump.Take(N * H) : nullptr;
+  float* rhs = gru_rh ? bump.Take(N * H) : nullptr;
+  std::fill(h, h + N * H, 0.f);
+  std::fill(c, c + N * H, 0.f);
   for (int64_t n = 0; n < N; ++n) {
     if (h0) std::memcpy(&h[n * H], h0 + StateAt(d, n), sizeof(float) * H);
     if (c0 && lstm) std::memcpy(&c[n * H], c0 + StateAt(d, n), sizeof(float) * H);
-  }
-  std::vector<float> hg(static_cast<size_t>(N * ghr)), hgc(gru_rh ? static_cast<size_t>(N * H) : 0);
-  std::vector<float> rhs(gru_rh ? static_cast<size_t>(N * H) : 0, 0.f);
-  // Gate activations of the step when no tape keeps them.
-  std::vector<float> act_s(tape ? 0 : static_cast<size_t>(N * GH));
-  if (tape) {
-    const size_t rh = static_cast<size_t>(rows * H), rg = static_cast<size_t>(rows * GH);
-    tape->h_prev.assign(rh, 0.f);
-    tape->act.assign(rg, 0.f);
-    if (s.clip > 0) tape->pre.assign(rg, 0.f);
-    if (lstm) tape->c_prev.assign(rh, 0.f), tape->c.assign(rh, 0.f), tape->tc.assign(rh, 0.f);
-    if (s.cell == RnnCell::kGru && s.linear_before_reset) tape->hh.assign(rh, 0.f);
-    if (gru_rh) tape->rh.assign(rh, 0.f);
   }
   auto time_of = [&](int64_t n, int64_t k) -> int64_t {
     const int64_t len = Len(lens, n);
@@ -248,19 +267,15 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
   auto tape_row = [&](int64_t row) {
     TapeRow tr;
     if (lstm) tr.c = &tape->c[row * H], tr.tc = &tape->tc[row * H];
-    if (!tape->hh.empty()) tr.hh = &tape->hh[row * H];
+    if (tape->hh) tr.hh = &tape->hh[row * H];
     return tr;
   };
+  auto pre_of = [&](int64_t row) { return tape && tape->pre ? &tape->pre[row * GH] : nullptr; };
   for (int64_t k = 0; k < S; ++k) {
-    hr(h.data(), rd, hg.data());
+    hr(h, rd, hg);
     if (rb)
       for (int64_t n = 0; n < N; ++n)
         for (int64_t j = 0; j < ghr; ++j) hg[n * ghr + j] += rb[j];
-    // The gate rows of sequence n at this step (in the tape or the step's scratch).
-    auto rows_of = [&](int64_t n, int64_t row, float** act, float** pre) {
-      *act = tape ? &tape->act[row * GH] : &act_s[n * GH];
-      *pre = tape && s.clip > 0 ? &tape->pre[row * GH] : nullptr;
-    };
     if (gru_rh) {
       // z and r first; the candidate reads (r * h) R_h^T.
       ForBatch([&](int64_t n0, int64_t n1) {
@@ -272,14 +287,13 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
             continue;
           }
           const int64_t row = Row(t, n);
-          float *act, *pre;
-          rows_of(n, row, &act, &pre);
-          Gates(&xg[row * GH], &hg[n * ghr], act, pre, 0, 2 * H, kSigmoid);
+          float* act = &xg[row * GH];
+          Gates(act, &hg[n * ghr], act, pre_of(row), 0, 2 * H, kSigmoid);
           for (int64_t j = 0; j < H; ++j) rh[j] = act[H + j] * h[n * H + j];
           if (tape) std::memcpy(&tape->rh[row * H], rh, sizeof(float) * H);
         }
       });
-      hr_c(rhs.data(), rd + 2 * H * H, hgc.data());
+      hr_c(rhs, rd + 2 * H * H, hgc);
       if (rb)
         for (int64_t n = 0; n < N; ++n)
           for (int64_t j = 0; j < H; ++j) hgc[n * H + j] += rb[2 * H + j];
@@ -289,17 +303,15 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
         const int64_t t = time_of(n, k);
         if (t < 0) continue;
         const int64_t row = Row(t, n);
-        float *act, *pre;
-        rows_of(n, row, &act, &pre);
-        const float* xr = &xg[row * GH];
-        const float* hgr = &hg[n * ghr];
+        float* act = &xg[row * GH];
         float* hn = &h[n * H];
         float* cn = &c[n * H];
         if (tape) {
           std::memcpy(&tape->h_prev[row * H], hn, sizeof(float) * H);
           if (lstm) std::memcpy(&tape->c_prev[row * H], cn, sizeof(float) * H);
         }
-        Cell(xr, hgr, gru_rh ? &hgc[n * H] : nullptr, pd, hn, cn, act, pre, tape ? tape_row(row) : TapeRow{});
+        Cell(act, &hg[n * ghr], gru_rh ? &hgc[n * H] : nullptr, pd, hn, cn, act, pre_of(row),
+             tape ? tape_row(row) : TapeRow{});
         if (y) std::memcpy(y + YAt(t, d, n), hn, sizeof(float) * H);
       }
     });
@@ -310,12 +322,39 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
   }
 }
 
+int64_t RnnGemm::Impl::ForwardFloats() const {
+  auto f = [](int64_t n) { return (n + 15) / 16 * 16; };
+  return f(rows * GH) + 2 * f(N * H) + f(N * (gru_rh ? 2 * H : GH)) + (gru_rh ? 2 * f(N * H) : 0);
+}
+
+int64_t RnnGemm::Impl::BackwardFloats() const {
+  auto f = [](int64_t n) { return (n + 15) / 16 * 16; };
+  const bool gru = s.cell == RnnCell::kGru;
+  int64_t tape = f(rows * GH) + f(rows * H);  // act, h_prev
+  if (s.clip > 0) tape += f(rows * GH);
+  if (lstm) tape += 3 * f(rows * H);                    // c_prev, c, tc
+  if (gru) tape += f(rows * H);                         // hh or rh
+  int64_t step = ForwardFloats() - f(rows * GH);        // the forward's state buffers (its X W^T is the tape's act)
+  step += 2 * f(N * H) + (gru ? f(rows * H) : 0);       // dH, dC; the candidate's R-side gradient
+  step += f(N * GH) + (gru_rh ? 2 * f(N * H) : 0);      // drs; dps, drh
+  step += 3 * f(N * H) + f(GH) + f(3 * H) + f(N * GH);  // dhp, dcp, ghp; ones, no_peep; the rows being read
+  if (s.clip > 0) step += f(N * GH);                    // masks
+  return tape + step;
+}
+
 void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const float* r, const float* b,
                                   const int32_t* lens, const float* h0, const float* c0, const float* p,
                                   const float* dy, const float* dy_h, const float* dy_c, float* dx_out, float* dw_out,
-                                  float* dr_out, float* db_out, float* dh0, float* dc0, float* dp_out) const {
+                                  float* dr_out, float* db_out, float* dh0, float* dc0, float* dp_out,
+                                  Bump& bump) const {
+  const bool gru = s.cell == RnnCell::kGru;
   Tape tp;
-  Direction(d, x, w, r, b, lens, h0, c0, p, nullptr, nullptr, nullptr, &tp);
+  tp.act = bump.Take(rows * GH);
+  tp.h_prev = bump.Take(rows * H);
+  if (s.clip > 0) tp.pre = bump.Take(rows * GH);
+  if (lstm) tp.c_prev = bump.Take(rows * H), tp.c = bump.Take(rows * H), tp.tc = bump.Take(rows * H);
+  if (gru) (gru_rh ? tp.rh : tp.hh) = bump.Take(rows * H);
+  Direction(d, x, w, r, b, lens, h0, c0, p, nullptr, nullptr, nullptr, &tp, bump);
   const float* wd = w + d * GH * I;
   const float* rd = r + d * GH * H;
   const float* pd = lstm && p ? p + d * 3 * H : nullptr;
@@ -324,23 +363,40 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
     const int64_t len = Len(lens, n);
     return k >= len ? -1 : rev ? len - 1 - k : k;
   };
+  // The gate gradients replace the activations row by row (dpre); rows no step ran (past a sequence's length) still
+  // hold X W^T + Wb: zeroed, as they add nothing to dX, dW and dB.
+  float* dpre = tp.act;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t t = Len(lens, n); t < S; ++t) std::fill(&dpre[Row(t, n) * GH], &dpre[Row(t, n) * GH] + GH, 0.f);
   // The gradients of the state after the current step (dH, dC), per sequence.
-  std::vector<float> dH(static_cast<size_t>(N * H), 0.f), dC(static_cast<size_t>(N * H), 0.f);
+  float* dH = bump.Take(N * H);
+  float* dC = bump.Take(N * H);
+  std::fill(dH, dH + N * H, 0.f);
+  std::fill(dC, dC + N * H, 0.f);
   for (int64_t n = 0; n < N; ++n) {
     if (dy_h) std::memcpy(&dH[n * H], dy_h + StateAt(d, n), sizeof(float) * H);
     if (dy_c && lstm) std::memcpy(&dC[n * H], dy_c + StateAt(d, n), sizeof(float) * H);
   }
-  std::vector<float> dpre(static_cast<size_t>(rows * GH), 0.f), drpre(static_cast<size_t>(rows * GH), 0.f);
-  std::vector<float> dph(gru_rh ? static_cast<size_t>(rows * H) : 0, 0.f);
-  std::vector<float> drs(static_cast<size_t>(N * GH)), dps(gru_rh ? static_cast<size_t>(N * H) : 0);
-  std::vector<float> dhp(static_cast<size_t>(N * H)), dcp(static_cast<size_t>(N * H)), ghp(static_cast<size_t>(N * H));
-  std::vector<float> drh(gru_rh ? static_cast<size_t>(N * H) : 0);
-  const std::vector<float> ones(static_cast<size_t>(GH), 1.f), no_peep(static_cast<size_t>(3 * H), 0.f);
-  std::vector<float> masks(s.clip > 0 ? static_cast<size_t>(N * GH) : 0);
-  const float* P = pd ? pd : no_peep.data();
+  // GRU: the candidate's gradient on the R side (R_h's rows and Rb_h): dpre_h * r with linear_before_reset, dpre_h
+  // (of the product (r * h) R_h^T) without. LSTM and RNN: the R side's gradients are dpre's.
+  float* dcand = gru ? bump.Take(rows * H) : nullptr;
+  if (gru) std::fill(dcand, dcand + rows * H, 0.f);
+  float* drs = bump.Take(N * GH);  // this step's R-side gate gradients, the batch's rows
+  float* dps = gru_rh ? bump.Take(N * H) : nullptr;
+  float* drh = gru_rh ? bump.Take(N * H) : nullptr;
+  float* dhp = bump.Take(N * H);
+  float* dcp = bump.Take(N * H);
+  float* ghp = bump.Take(N * H);
+  float* ones = bump.Take(GH);
+  float* no_peep = bump.Take(3 * H);
+  float* arows = bump.Take(N * GH);  // the activations a step's gradient reads (their row is overwritten)
+  float* masks = s.clip > 0 ? bump.Take(N * GH) : nullptr;
+  std::fill(ones, ones + GH, 1.f);
+  std::fill(no_peep, no_peep + 3 * H, 0.f);
+  const float* P = pd ? pd : no_peep;
   for (int64_t k = S - 1; k >= 0; --k) {
-    std::fill(drs.begin(), drs.end(), 0.f);
-    if (gru_rh) std::fill(dps.begin(), dps.end(), 0.f);
+    std::fill(drs, drs + N * GH, 0.f);
+    if (gru_rh) std::fill(dps, dps + N * H, 0.f);
     ForBatch([&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
         const int64_t t = time_of(n, k);
@@ -351,9 +407,10 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
           const float* dyr = dy + YAt(t, d, n);
           for (int64_t j = 0; j < H; ++j) dh_n[j] += dyr[j];
         }
-        const float* a = &tp.act[row * GH];
+        float* a = &arows[n * GH];
+        std::memcpy(a, &tp.act[row * GH], sizeof(float) * GH);
         // 0 where the clip held a gate's input (no gradient through it), else 1.
-        const float* mk = ones.data();
+        const float* mk = ones;
         if (s.clip > 0) {
           float* m = &masks[n * GH];
           for (int64_t q = 0; q < GH; ++q) m[q] = Mask(tp.pre[row * GH + q]);
@@ -380,12 +437,12 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
               dp_row[z] = dz * a[z] * (1.f - a[z]) * mk[z];
               dr_row[z] = dp_row[z];
               if (!gru_rh) {
-                dr_row[q] = dp_row[q] * a[rr];
+                dr_row[q] = dcand[row * H + j] = dp_row[q] * a[rr];
                 const float dr_gate = dp_row[q] * tp.hh[row * H + j];
                 dp_row[rr] = dr_gate * a[rr] * (1.f - a[rr]) * mk[rr];
                 dr_row[rr] = dp_row[rr];
               } else {
-                dps[n * H + j] = dp_row[q];
+                dps[n * H + j] = dcand[row * H + j] = dp_row[q];
               }
             }
             break;
@@ -415,14 +472,14 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
     });
     if (gru_rh) {
       // The candidate read (r * h_prev) R_h^T: d(r * h_prev) = dpre_h R_h.
-      dh_c(dps.data(), rd + 2 * H * H, drh.data());
+      dh_c(dps, rd + 2 * H * H, drh);
       ForBatch([&](int64_t n0, int64_t n1) {
         for (int64_t n = n0; n < n1; ++n) {
           const int64_t t = time_of(n, k);
           if (t < 0) continue;
           const int64_t row = Row(t, n);
-          const float* a = &tp.act[row * GH];
-          const float* mk = s.clip > 0 ? &masks[n * GH] : ones.data();
+          const float* a = &arows[n * GH];
+          const float* mk = s.clip > 0 ? &masks[n * GH] : ones;
           const float* hp = &tp.h_prev[row * H];
           for (int64_t j = 0; j < H; ++j) {
             const int64_t rr = H + j;
@@ -432,32 +489,36 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
             dpre[row * GH + rr] = v;
             drs[n * GH + rr] = v;
           }
-          std::memcpy(&dph[row * H], &dps[n * H], sizeof(float) * H);
         }
       });
     }
-    dh(drs.data(), rd, ghp.data());
+    dh(drs, rd, ghp);
     for (int64_t n = 0; n < N; ++n) {
-      const int64_t t = time_of(n, k);
-      if (t < 0) continue;
+      if (time_of(n, k) < 0) continue;
       for (int64_t j = 0; j < H; ++j) dH[n * H + j] = dhp[n * H + j] + ghp[n * H + j];
       if (lstm) std::memcpy(&dC[n * H], &dcp[n * H], sizeof(float) * H);
-      std::memcpy(&drpre[Row(t, n) * GH], &drs[n * GH], sizeof(float) * GH);
     }
   }
-  if (dx_out) (d == 0 ? dx : dx_acc)(dpre.data(), wd, dx_out);
-  if (dw_out) dw(dpre.data(), x, dw_out + d * GH * I);
+  if (dx_out) (d == 0 ? dx : dx_acc)(dpre, wd, dx_out);
+  if (dw_out) dw(dpre, x, dw_out + d * GH * I);
   if (dr_out) {
+    // R's candidate rows read the same products as the others (h_prev), except without linear_before_reset
+    // (r * h_prev): all rows from dpre, then the candidate's from its own gradient.
     float* drd = dr_out + d * GH * H;
-    dr(drpre.data(), tp.h_prev.data(), drd);
-    if (gru_rh) dr_c(dph.data(), tp.rh.data(), drd + 2 * H * H);
+    dr(dpre, tp.h_prev, drd);
+    if (gru) dr_c(dcand, gru_rh ? tp.rh : tp.h_prev, drd + 2 * H * H);
   }
   if (db_out) {
     float* dbd = db_out + d * 2 * GH;
     std::fill(dbd, dbd + 2 * GH, 0.f);
-    AddColumnSums(dpre.data(), rows, GH, dbd);
-    AddColumnSums(drpre.data(), rows, GH, dbd + GH);
-    if (gru_rh) AddColumnSums(dph.data(), rows, H, dbd + GH + 2 * H);
+    AddColumnSums(dpre, rows, GH, dbd);
+    if (gru) {
+      AddColumnSums(dpre, rows, GH, dbd + GH);
+      std::fill(dbd + GH + 2 * H, dbd + 2 * GH, 0.f);
+      AddColumnSums(dcand, rows, H, dbd + GH + 2 * H);
+    } else {
+      std::memcpy(dbd + GH, dbd, sizeof(float) * GH);
+    }
   }
   if (dp_out && lstm) {
     float* dpd = dp_out + d * 3 * H;
@@ -495,22 +556,49 @@ void CheckLens(const RnnSpec& s, const int32_t* lens) {
 }
 }  // namespace
 
+size_t RnnGemm::forward_workspace_bytes() const { return static_cast<size_t>(impl_->ForwardFloats()) * 4 + 64; }
+size_t RnnGemm::backward_workspace_bytes() const { return static_cast<size_t>(impl_->BackwardFloats()) * 4 + 64; }
+
+namespace {
+// The scratch of one call: the caller's workspace (64-byte aligned), or a block of its own.
+struct Scratch {
+  std::vector<float> own;
+  float* base;
+  Scratch(void* ws, size_t bytes) {
+    if (ws) {
+      base = static_cast<float*>(ws);
+    } else {
+      own.resize(bytes / sizeof(float) + 16);
+      base = own.data();
+    }
+  }
+};
+}  // namespace
+
 void RnnGemm::Forward(const float* x, const float* w, const float* r, const float* b, const int32_t* lens,
-                      const float* h0, const float* c0, const float* p, float* y, float* y_h, float* y_c) const {
+                      const float* h0, const float* c0, const float* p, float* y, float* y_h, float* y_c,
+                      void* workspace) const {
   const Impl& m = *impl_;
   CheckLens(m.s, lens);
   if (y) std::fill(y, y + m.S * m.s.directions * m.N * m.H, 0.f);
-  for (int d = 0; d < m.s.directions; ++d) m.Direction(d, x, w, r, b, lens, h0, c0, p, y, y_h, y_c, nullptr);
+  Scratch sc(workspace, forward_workspace_bytes());
+  for (int d = 0; d < m.s.directions; ++d) {
+    Bump bump(sc.base, m.ForwardFloats());
+    m.Direction(d, x, w, r, b, lens, h0, c0, p, y, y_h, y_c, nullptr, bump);
+  }
 }
 
 void RnnGemm::Backward(const float* x, const float* w, const float* r, const float* b, const int32_t* lens,
                        const float* h0, const float* c0, const float* p, const float* dy, const float* dy_h,
-                       const float* dy_c, float* dx, float* dw, float* dr, float* db, float* dh0, float* dc0,
-                       float* dp) const {
+                       const float* dy_c, float* dx, float* dw, float* dr, float* db, float* dh0, float* dc0, float* dp,
+                       void* workspace) const {
   const Impl& m = *impl_;
   CheckLens(m.s, lens);
-  for (int d = 0; d < m.s.directions; ++d)
-    m.DirectionGrad(d, x, w, r, b, lens, h0, c0, p, dy, dy_h, dy_c, dx, dw, dr, db, dh0, dc0, dp);
+  Scratch sc(workspace, backward_workspace_bytes());
+  for (int d = 0; d < m.s.directions; ++d) {
+    Bump bump(sc.base, m.BackwardFloats());
+    m.DirectionGrad(d, x, w, r, b, lens, h0, c0, p, dy, dy_h, dy_c, dx, dw, dr, db, dh0, dc0, dp, bump);
+  }
 }
 
 }  // namespace ot::cpu

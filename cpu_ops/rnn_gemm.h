@@ -7,7 +7,9 @@
 //     the gate gradients of the batch and one GEMM dpre R for the previous state's gradient; after the last step
 //     three GEMMs give dX (both directions summed), dW and dR over every step at once, and column sums the biases.
 // A sequence past its length keeps its state (the GEMMs run over the whole batch; its rows are masked). Sums over
-// steps and sequences are in a fixed order: the same result on every run.
+// steps and sequences are in a fixed order: the same result on every run. Memory: X W^T is computed into the tape's
+// activation rows and each step overwrites the row it reads; the backward overwrites them again with the gate
+// gradients, so the tape is the backward's largest buffer.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -21,13 +23,18 @@ class RnnGemm {
   // Creates the GEMM primitives for the spec's sizes (once per plan).
   explicit RnnGemm(const RnnSpec& s);
   ~RnnGemm();
-  // RnnForward's contract for float32.
+  // RnnForward's contract for float32. `workspace`: forward_workspace_bytes() of scratch, 64-byte aligned (null: the
+  // call allocates its own).
   void Forward(const float* x, const float* w, const float* r, const float* b, const int32_t* lens, const float* h0,
-               const float* c0, const float* p, float* y, float* y_h, float* y_c) const;
-  // RnnBackward's contract for float32.
+               const float* c0, const float* p, float* y, float* y_h, float* y_c, void* workspace = nullptr) const;
+  // RnnBackward's contract for float32; `workspace`: backward_workspace_bytes().
   void Backward(const float* x, const float* w, const float* r, const float* b, const int32_t* lens, const float* h0,
                 const float* c0, const float* p, const float* dy, const float* dy_h, const float* dy_c, float* dx,
-                float* dw, float* dr, float* db, float* dh0, float* dc0, float* dp) const;
+                float* dw, float* dr, float* db, float* dh0, float* dc0, float* dp, void* workspace = nullptr) const;
+  // The scratch memory of one call: X W^T of a direction and the batch's states (forward); the tape -- activations,
+  // states, cell states -- and the step buffers (backward). The kernels declare it to the memory plan.
+  size_t forward_workspace_bytes() const;
+  size_t backward_workspace_bytes() const;
 
  private:
   struct Impl;

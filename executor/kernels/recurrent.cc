@@ -5,7 +5,6 @@
 // (graph/ops/recurrent.cc) has checked the operands' dtypes and the activations; the sizes are checked here against the
 // concrete dims.
 #include <algorithm>
-#include <list>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -34,37 +33,52 @@ void Expect(const KernelContext& ctx, int i, const std::vector<int64_t>& want, c
 
 // The float32 operands of a call: the buffers themselves for float32; for float16 and bfloat16 (mixed precision)
 // float copies of the inputs, and float outputs that Finish() rounds into the call's buffers -- the GEMMs, gates and
-// states all in float32. Element counts < 0 mark absent operands (null).
+// states all in float32. Element counts < 0 mark absent operands (null). The copies are carved from `copies`
+// (CopyBytes of them; null: allocated here).
 class FloatView {
  public:
-  FloatView(const KernelIO& io, DataType dt, const std::vector<int64_t>& ins, const std::vector<int64_t>& outs)
+  static size_t CopyBytes(DataType dt, const std::vector<int64_t>& ins, const std::vector<int64_t>& outs) {
+    if (dt == DataType::kFloat32) return 0;
+    size_t n = 0;
+    for (const auto* v : {&ins, &outs})
+      for (int64_t e : *v)
+        if (e > 0) n += static_cast<size_t>(e + 15) / 16 * 16;
+    return n * sizeof(float);
+  }
+  FloatView(const KernelIO& io, DataType dt, const std::vector<int64_t>& ins, const std::vector<int64_t>& outs,
+            void* copies)
       : io_(io),
         half_(dt != DataType::kFloat32),
         type_(dt == DataType::kFloat16 ? cpu::DnnType::kF16 : cpu::DnnType::kBF16),
         outs_(outs),
         in_(ins.size()),
         out_(outs.size()) {
+    float* next = static_cast<float*>(copies);
+    if (half_ && !next) {
+      own_.resize(CopyBytes(dt, ins, outs) / sizeof(float));
+      next = own_.data();
+    }
+    auto take = [&](int64_t n) {
+      float* p = next;
+      next += (n + 15) / 16 * 16;
+      return p;
+    };
     for (size_t i = 0; i < ins.size(); ++i) {
       if (ins[i] < 0) continue;
       if (!half_) {
-        in_[i].ptr = io.In<float>(static_cast<int>(i));
+        in_[i] = io.In<float>(static_cast<int>(i));
         continue;
       }
-      in_[i].copy.resize(static_cast<size_t>(ins[i]));
-      cpu::ToFloat(type_, io.in[i], in_[i].copy.data(), ins[i]);
-      in_[i].ptr = in_[i].copy.data();
+      float* c = take(ins[i]);
+      cpu::ToFloat(type_, io.in[i], c, ins[i]);
+      in_[i] = c;
     }
     for (size_t i = 0; i < outs.size(); ++i) {
       if (outs[i] < 0) continue;
-      if (!half_) {
-        out_[i] = io.Out<float>(static_cast<int>(i));
-        continue;
-      }
-      out_copy_.emplace_back(static_cast<size_t>(outs[i]));
-      out_[i] = out_copy_.back().data();
+      out_[i] = half_ ? take(outs[i]) : io.Out<float>(static_cast<int>(i));
     }
   }
-  const float* in(int i) const { return in_[static_cast<size_t>(i)].ptr; }
+  const float* in(int i) const { return in_[static_cast<size_t>(i)]; }
   float* out(int i) const { return out_[static_cast<size_t>(i)]; }
   void Finish() const {
     if (!half_) return;
@@ -73,17 +87,13 @@ class FloatView {
   }
 
  private:
-  struct In {
-    const float* ptr = nullptr;
-    std::vector<float> copy;
-  };
   const KernelIO& io_;
   bool half_;
   cpu::DnnType type_;
   std::vector<int64_t> outs_;
-  std::vector<In> in_;
+  std::vector<const float*> in_;
   std::vector<float*> out_;
-  std::list<std::vector<float>> out_copy_;
+  std::vector<float> own_;
 };
 
 // Element counts of a call's float operands (inputs in `float_inputs` that are present; present outputs), -1
@@ -159,12 +169,15 @@ KernelInfo MakeRecurrent(const KernelContext& ctx) {
   if (dt != DataType::kFloat64) gemm = std::make_shared<const cpu::RnnGemm>(s);
   std::vector<int64_t> ins = InputCounts(ctx, 8, {4}), outs = OutputCounts(ctx, 3);
   if (!lstm) ins[6] = ins[7] = outs[2] = -1;
+  // Workspace: the GEMM path's scratch, then the float copies of half operands.
+  const size_t scratch = gemm ? (gemm->forward_workspace_bytes() + 63) / 64 * 64 : 0;
   KernelInfo k{[=](const KernelIO& io) {
     try {
       if (gemm) {
-        const FloatView f(io, dt, ins, outs);
+        uint8_t* ws = static_cast<uint8_t*>(io.workspace);
+        const FloatView f(io, dt, ins, outs, ws ? ws + scratch : nullptr);
         gemm->Forward(f.in(0), f.in(1), f.in(2), f.in(3), has_lens ? io.In<int32_t>(4) : nullptr, f.in(5), f.in(6),
-                      f.in(7), f.out(0), f.out(1), f.out(2));
+                      f.in(7), f.out(0), f.out(1), f.out(2), ws);
         f.Finish();
         return;
       }
@@ -178,6 +191,7 @@ KernelInfo MakeRecurrent(const KernelContext& ctx) {
     }
   }};
   k.flops = Flops(s);
+  if (gemm) k.workspace_bytes = scratch + FloatView::CopyBytes(dt, ins, outs);
   return k;
 }
 
@@ -203,13 +217,15 @@ KernelInfo MakeRecurrentGrad(const KernelContext& ctx) {
   std::vector<int64_t> ins = InputCounts(ctx, 11, {4}), outs = OutputCounts(ctx, 7);
   for (int i = 0; i < 11; ++i)
     if (!in[i]) ins[static_cast<size_t>(i)] = -1;
+  const size_t scratch = gemm ? (gemm->backward_workspace_bytes() + 63) / 64 * 64 : 0;
   KernelInfo k{[=](const KernelIO& io) {
     try {
       if (gemm) {
-        const FloatView f(io, dt, ins, outs);
+        uint8_t* ws = static_cast<uint8_t*>(io.workspace);
+        const FloatView f(io, dt, ins, outs, ws ? ws + scratch : nullptr);
         gemm->Backward(f.in(0), f.in(1), f.in(2), f.in(3), in[4] ? io.In<int32_t>(4) : nullptr, f.in(5), f.in(6),
                        f.in(7), f.in(8), f.in(9), f.in(10), f.out(0), f.out(1), f.out(2), f.out(3), f.out(4), f.out(5),
-                       f.out(6));
+                       f.out(6), ws);
         f.Finish();
         return;
       }
@@ -223,6 +239,7 @@ KernelInfo MakeRecurrentGrad(const KernelContext& ctx) {
     }
   }};
   k.flops = 2 * Flops(s);  // the recomputed forward and the backward's GEMM-like work
+  if (gemm) k.workspace_bytes = scratch + FloatView::CopyBytes(dt, ins, outs);
   return k;
 }
 
