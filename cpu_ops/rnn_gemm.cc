@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_ops/dnnl_util.h"
 #include "cpu_ops/matmul.h"
 #include "cpu_ops/parallel_split.h"
 #include "kernel_common/vec_math.h"
@@ -83,8 +84,7 @@ class Bump {
 // state, the cell state after the step and its tanh (LSTM), the gate inputs (only with clip), h R_h^T + Rb_h (GRU,
 // linear_before_reset) and r * h_prev (GRU without it).
 struct Tape {
-  float *act = nullptr, *pre = nullptr, *h_prev = nullptr, *c_prev = nullptr, *c = nullptr, *tc = nullptr,
-        *hh = nullptr, *rh = nullptr;
+  float *act = nullptr, *pre = nullptr, *h_prev = nullptr, *c = nullptr, *hh = nullptr, *rh = nullptr;
 };
 
 // Column sums of a [rows, cols] matrix into out (+=), rows in order.
@@ -101,9 +101,15 @@ struct RnnGemm::Impl {
   RnnSpec s;
   int64_t S, N, H, I, GH, rows;
   bool lstm, gru_rh;  // gru_rh: GRU without linear_before_reset (the candidate reads (r * h) R_h^T)
+  DnnType io;         // X, Y, dY, dX
+  bool half;          // io is a half type: those are converted kChunk rows at a time
   Mm xw, hr, hr_c, dh, dh_c, dx, dx_acc, dw, dr, dr_c;
+  // Half I/O: X W^T, dX and dW over row chunks ([full, tail]; dW's [first, accumulating][full, tail]).
+  Mm xw_c[2], dx_c[2], dw_c[2][2];
+  static constexpr int64_t kChunk = 256;
+  int64_t ChunkLen(bool tail) const { return tail ? rows - (rows - 1) / kChunk * kChunk : std::min(rows, kChunk); }
 
-  explicit Impl(const RnnSpec& sp)
+  explicit Impl(const RnnSpec& sp, DnnType io_type)
       : s(sp),
         S(sp.seq),
         N(sp.batch),
@@ -113,6 +119,8 @@ struct RnnGemm::Impl {
         rows(sp.seq * sp.batch),
         lstm(sp.cell == RnnCell::kLstm),
         gru_rh(sp.cell == RnnCell::kGru && !sp.linear_before_reset),
+        io(io_type),
+        half(io_type != DnnType::kF32),
         xw(Gemm(rows, I, GH, false, true)),
         hr(Gemm(N, H, gru_rh ? 2 * H : GH, false, true)),
         dh(Gemm(N, GH, H, false, false)),
@@ -125,7 +133,21 @@ struct RnnGemm::Impl {
       dh_c = Mm(Gemm(N, H, H, false, false));
     }
     if (sp.cell == RnnCell::kGru) dr_c = Mm(Gemm(H, rows, H, true, false));
+    if (half && rows > 0)
+      for (int tl = 0; tl < 2; ++tl) {
+        const int64_t len = ChunkLen(tl);
+        xw_c[tl] = Mm(Gemm(len, I, GH, false, true));
+        dx_c[tl] = Mm(Gemm(len, GH, I, false, false));
+        dw_c[0][tl] = Mm(Gemm(GH, len, I, true, false));
+        dw_c[1][tl] = Mm(Gemm(GH, len, I, true, false, true));
+      }
   }
+
+  // Element e of a buffer of the I/O type.
+  const uint8_t* At(const void* p, int64_t e) const {
+    return static_cast<const uint8_t*>(p) + e * static_cast<int64_t>(DnnTypeSize(io));
+  }
+  uint8_t* At(void* p, int64_t e) const { return static_cast<uint8_t*>(p) + e * static_cast<int64_t>(DnnTypeSize(io)); }
 
   int64_t Row(int64_t t, int64_t n) const { return s.batch_major ? n * S + t : t * N + n; }
   int64_t StateAt(int d, int64_t n) const { return (s.batch_major ? n * s.directions + d : d * N + n) * H; }
@@ -167,12 +189,12 @@ struct RnnGemm::Impl {
     ForFixedChunks(N, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, GH)), body);
   }
 
-  void Direction(int d, const float* x, const float* w, const float* r, const float* b, const int32_t* lens,
-                 const float* h0, const float* c0, const float* p, float* y, float* y_h, float* y_c, Tape* tape,
+  void Direction(int d, const void* x, const float* w, const float* r, const float* b, const int32_t* lens,
+                 const float* h0, const float* c0, const float* p, void* y, float* y_h, float* y_c, Tape* tape,
                  Bump& bump) const;
-  void DirectionGrad(int d, const float* x, const float* w, const float* r, const float* b, const int32_t* lens,
-                     const float* h0, const float* c0, const float* p, const float* dy, const float* dy_h,
-                     const float* dy_c, float* dx_out, float* dw_out, float* dr_out, float* db_out, float* dh0,
+  void DirectionGrad(int d, const void* x, const float* w, const float* r, const float* b, const int32_t* lens,
+                     const float* h0, const float* c0, const float* p, const void* dy, const float* dy_h,
+                     const float* dy_c, void* dx_out, float* dw_out, float* dr_out, float* db_out, float* dh0,
                      float* dc0, float* dp_out, Bump& bump) const;
   // Floats of scratch one direction's forward / backward carves (each direction reuses the same block).
   int64_t ForwardFloats() const;
@@ -233,9 +255,9 @@ void RnnGemm::Impl::Cell(const float* xr, const float* hgr, const float* hgc, co
 
 // The forward of direction d. With a tape, its buffers (carved from `bump` by the caller) receive what the backward
 // reads and tape->act ends holding the activations; without one, X W^T + Wb is carved here and consumed in place.
-void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float* r, const float* b,
-                              const int32_t* lens, const float* h0, const float* c0, const float* p, float* y,
-                              float* y_h, float* y_c, Tape* tape, Bump& bump) const {
+void RnnGemm::Impl::Direction(int d, const void* x, const float* w, const float* r, const float* b, const int32_t* lens,
+                              const float* h0, const float* c0, const float* p, void* y, float* y_h, float* y_c,
+                              Tape* tape, Bump& bump) const {
   const float* wd = w + d * GH * I;
   const float* rd = r + d * GH * H;
   const float* wb = b ? b + d * 2 * GH : nullptr;
@@ -245,7 +267,16 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
   const int64_t ghr = gru_rh ? 2 * H : GH;  // columns of the per-step h R^T
   // X W^T + Wb, overwritten row by row with the activations of the step that reads it.
   float* xg = tape ? tape->act : bump.Take(rows * GH);
-  xw(x, wd, xg);
+  if (!half) {
+    xw(static_cast<const float*>(x), wd, xg);
+  } else {
+    float* xbuf = bump.Take(kChunk * I);
+    for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
+      const int64_t len = std::min(kChunk, rows - r0);
+      ToFloat(io, At(x, r0 * I), xbuf, len * I);
+      xw_c[len != kChunk && r0 > 0 ? 1 : 0](xbuf, wd, xg + r0 * GH);
+    }
+  }
   if (wb)
     for (int64_t q = 0; q < rows; ++q)
       for (int64_t j = 0; j < GH; ++j) xg[q * GH + j] += wb[j];
@@ -266,7 +297,7 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
   };
   auto tape_row = [&](int64_t row) {
     TapeRow tr;
-    if (lstm) tr.c = &tape->c[row * H], tr.tc = &tape->tc[row * H];
+    if (lstm) tr.c = &tape->c[row * H];
     if (tape->hh) tr.hh = &tape->hh[row * H];
     return tr;
   };
@@ -308,11 +339,13 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
         float* cn = &c[n * H];
         if (tape) {
           std::memcpy(&tape->h_prev[row * H], hn, sizeof(float) * H);
-          if (lstm) std::memcpy(&tape->c_prev[row * H], cn, sizeof(float) * H);
         }
         Cell(act, &hg[n * ghr], gru_rh ? &hgc[n * H] : nullptr, pd, hn, cn, act, pre_of(row),
              tape ? tape_row(row) : TapeRow{});
-        if (y) std::memcpy(y + YAt(t, d, n), hn, sizeof(float) * H);
+        if (y && half)
+          FromFloat(io, hn, At(y, YAt(t, d, n)), H);
+        else if (y)
+          std::memcpy(static_cast<float*>(y) + YAt(t, d, n), hn, sizeof(float) * H);
       }
     });
   }
@@ -324,7 +357,8 @@ void RnnGemm::Impl::Direction(int d, const float* x, const float* w, const float
 
 int64_t RnnGemm::Impl::ForwardFloats() const {
   auto f = [](int64_t n) { return (n + 15) / 16 * 16; };
-  return f(rows * GH) + 2 * f(N * H) + f(N * (gru_rh ? 2 * H : GH)) + (gru_rh ? 2 * f(N * H) : 0);
+  return f(rows * GH) + 2 * f(N * H) + f(N * (gru_rh ? 2 * H : GH)) + (gru_rh ? 2 * f(N * H) : 0) +
+         (half ? f(kChunk * I) : 0);
 }
 
 int64_t RnnGemm::Impl::BackwardFloats() const {
@@ -332,27 +366,28 @@ int64_t RnnGemm::Impl::BackwardFloats() const {
   const bool gru = s.cell == RnnCell::kGru;
   int64_t tape = f(rows * GH) + f(rows * H);  // act, h_prev
   if (s.clip > 0) tape += f(rows * GH);
-  if (lstm) tape += 3 * f(rows * H);                    // c_prev, c, tc
+  if (lstm) tape += f(rows * H);                        // c
   if (gru) tape += f(rows * H);                         // hh or rh
   int64_t step = ForwardFloats() - f(rows * GH);        // the forward's state buffers (its X W^T is the tape's act)
   step += 2 * f(N * H) + (gru ? f(rows * H) : 0);       // dH, dC; the candidate's R-side gradient
   step += f(N * GH) + (gru_rh ? 2 * f(N * H) : 0);      // drs; dps, drh
   step += 3 * f(N * H) + f(GH) + f(3 * H) + f(N * GH);  // dhp, dcp, ghp; ones, no_peep; the rows being read
+  if (lstm) step += 2 * f(N * H);                       // tanh(c); the initial cell states
+  if (half) step += f(N * H) + 2 * f(kChunk * I);       // dY rows; X and dX chunks
   if (s.clip > 0) step += f(N * GH);                    // masks
   return tape + step;
 }
 
-void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const float* r, const float* b,
-                                  const int32_t* lens, const float* h0, const float* c0, const float* p,
-                                  const float* dy, const float* dy_h, const float* dy_c, float* dx_out, float* dw_out,
-                                  float* dr_out, float* db_out, float* dh0, float* dc0, float* dp_out,
-                                  Bump& bump) const {
+void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const float* r, const float* b,
+                                  const int32_t* lens, const float* h0, const float* c0, const float* p, const void* dy,
+                                  const float* dy_h, const float* dy_c, void* dx_out, float* dw_out, float* dr_out,
+                                  float* db_out, float* dh0, float* dc0, float* dp_out, Bump& bump) const {
   const bool gru = s.cell == RnnCell::kGru;
   Tape tp;
   tp.act = bump.Take(rows * GH);
   tp.h_prev = bump.Take(rows * H);
   if (s.clip > 0) tp.pre = bump.Take(rows * GH);
-  if (lstm) tp.c_prev = bump.Take(rows * H), tp.c = bump.Take(rows * H), tp.tc = bump.Take(rows * H);
+  if (lstm) tp.c = bump.Take(rows * H);
   if (gru) (gru_rh ? tp.rh : tp.hh) = bump.Take(rows * H);
   Direction(d, x, w, r, b, lens, h0, c0, p, nullptr, nullptr, nullptr, &tp, bump);
   const float* wd = w + d * GH * I;
@@ -391,6 +426,19 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
   float* no_peep = bump.Take(3 * H);
   float* arows = bump.Take(N * GH);  // the activations a step's gradient reads (their row is overwritten)
   float* masks = s.clip > 0 ? bump.Take(N * GH) : nullptr;
+  float* tcs = lstm ? bump.Take(N * H) : nullptr;
+  float* dys = half ? bump.Take(N * H) : nullptr;  // a step's rows of dY in float
+  float* c_init = lstm ? bump.Take(N * H) : nullptr;
+  if (lstm) {
+    std::fill(c_init, c_init + N * H, 0.f);
+    if (c0)
+      for (int64_t n = 0; n < N; ++n) std::memcpy(&c_init[n * H], c0 + StateAt(d, n), sizeof(float) * H);
+  }
+  // LSTM: the cell state step t of sequence n started from: the previous step's (the tape's) or the initial one.
+  auto c_prev_of = [&](int64_t t, int64_t n) -> const float* {
+    const bool first = rev ? t == Len(lens, n) - 1 : t == 0;
+    return first ? &c_init[n * H] : &tp.c[Row(rev ? t + 1 : t - 1, n) * H];
+  };
   std::fill(ones, ones + GH, 1.f);
   std::fill(no_peep, no_peep + 3 * H, 0.f);
   const float* P = pd ? pd : no_peep;
@@ -404,7 +452,11 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
         const int64_t row = Row(t, n);
         float* dh_n = &dH[n * H];
         if (dy) {
-          const float* dyr = dy + YAt(t, d, n);
+          const float* dyr = static_cast<const float*>(dy) + YAt(t, d, n);
+          if (half) {
+            ToFloat(io, At(dy, YAt(t, d, n)), &dys[n * H], H);
+            dyr = &dys[n * H];
+          }
           for (int64_t j = 0; j < H; ++j) dh_n[j] += dyr[j];
         }
         float* a = &arows[n * GH];
@@ -447,8 +499,11 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
             }
             break;
           case RnnCell::kLstm: {
-            const float* tc = &tp.tc[row * H];
-            const float* cp = &tp.c_prev[row * H];
+            // tanh of the new cell state (recomputed: the tape keeps c only) and the state before the step.
+            float* tc = &tcs[n * H];
+            std::memcpy(tc, &tp.c[row * H], sizeof(float) * H);
+            TanhN(tc, H);
+            const float* cp = c_prev_of(t, n);
             const float* dc = &dC[n * H];
             const float in_forget = s.input_forget ? 1.f : 0.f;
             for (int64_t j = 0; j < H; ++j) {
@@ -499,8 +554,31 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
       if (lstm) std::memcpy(&dC[n * H], &dcp[n * H], sizeof(float) * H);
     }
   }
-  if (dx_out) (d == 0 ? dx : dx_acc)(dpre, wd, dx_out);
-  if (dw_out) dw(dpre, x, dw_out + d * GH * I);
+  if (!half) {
+    if (dx_out) (d == 0 ? dx : dx_acc)(dpre, wd, static_cast<float*>(dx_out));
+    if (dw_out) dw(dpre, static_cast<const float*>(x), dw_out + d * GH * I);
+  } else {
+    // dX a chunk of rows at a time in float (the second direction adds to the first's, read back), dW summed over
+    // the chunks of X.
+    float* xbuf = bump.Take(kChunk * I);
+    float* cbuf = bump.Take(kChunk * I);
+    for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
+      const int64_t len = std::min(kChunk, rows - r0);
+      const int tl = len != kChunk && r0 > 0 ? 1 : 0;
+      if (dx_out) {
+        dx_c[tl](dpre + r0 * GH, wd, cbuf);
+        if (d > 0) {
+          ToFloat(io, At(dx_out, r0 * I), xbuf, len * I);
+          for (int64_t e = 0; e < len * I; ++e) cbuf[e] += xbuf[e];
+        }
+        FromFloat(io, cbuf, At(dx_out, r0 * I), len * I);
+      }
+      if (dw_out) {
+        ToFloat(io, At(x, r0 * I), xbuf, len * I);
+        dw_c[r0 > 0 ? 1 : 0][tl](dpre + r0 * GH, xbuf, dw_out + d * GH * I);
+      }
+    }
+  }
   if (dr_out) {
     // R's candidate rows read the same products as the others (h_prev), except without linear_before_reset
     // (r * h_prev): all rows from dpre, then the candidate's from its own gradient.
@@ -527,8 +605,11 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
       double acc = 0;
       const bool out_gate = j >= H && j < 2 * H;
       const int64_t hj = j % H;
-      for (int64_t q = 0; q < rows; ++q)
-        acc += static_cast<double>(dpre[q * GH + j]) * (out_gate ? tp.c[q * H + hj] : tp.c_prev[q * H + hj]);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t t = 0; t < Len(lens, n); ++t) {
+          const int64_t q = Row(t, n);
+          acc += static_cast<double>(dpre[q * GH + j]) * (out_gate ? tp.c[q * H + hj] : c_prev_of(t, n)[hj]);
+        }
       dpd[j] = static_cast<float>(acc);
     }
   }
@@ -543,7 +624,7 @@ void RnnGemm::Impl::DirectionGrad(int d, const float* x, const float* w, const f
   }
 }
 
-RnnGemm::RnnGemm(const RnnSpec& s) : impl_(std::make_unique<Impl>(s)) {}
+RnnGemm::RnnGemm(const RnnSpec& s, DnnType io) : impl_(std::make_unique<Impl>(s, io)) {}
 RnnGemm::~RnnGemm() = default;
 
 namespace {
@@ -575,12 +656,12 @@ struct Scratch {
 };
 }  // namespace
 
-void RnnGemm::Forward(const float* x, const float* w, const float* r, const float* b, const int32_t* lens,
-                      const float* h0, const float* c0, const float* p, float* y, float* y_h, float* y_c,
+void RnnGemm::Forward(const void* x, const float* w, const float* r, const float* b, const int32_t* lens,
+                      const float* h0, const float* c0, const float* p, void* y, float* y_h, float* y_c,
                       void* workspace) const {
   const Impl& m = *impl_;
   CheckLens(m.s, lens);
-  if (y) std::fill(y, y + m.S * m.s.directions * m.N * m.H, 0.f);
+  if (y) std::memset(y, 0, static_cast<size_t>(m.S * m.s.directions * m.N * m.H) * DnnTypeSize(m.io));
   Scratch sc(workspace, forward_workspace_bytes());
   for (int d = 0; d < m.s.directions; ++d) {
     Bump bump(sc.base, m.ForwardFloats());
@@ -588,9 +669,9 @@ void RnnGemm::Forward(const float* x, const float* w, const float* r, const floa
   }
 }
 
-void RnnGemm::Backward(const float* x, const float* w, const float* r, const float* b, const int32_t* lens,
-                       const float* h0, const float* c0, const float* p, const float* dy, const float* dy_h,
-                       const float* dy_c, float* dx, float* dw, float* dr, float* db, float* dh0, float* dc0, float* dp,
+void RnnGemm::Backward(const void* x, const float* w, const float* r, const float* b, const int32_t* lens,
+                       const float* h0, const float* c0, const float* p, const void* dy, const float* dy_h,
+                       const float* dy_c, void* dx, float* dw, float* dr, float* db, float* dh0, float* dc0, float* dp,
                        void* workspace) const {
   const Impl& m = *impl_;
   CheckLens(m.s, lens);

@@ -96,6 +96,12 @@ class FloatView {
   std::vector<float> own_;
 };
 
+cpu::DnnType IoType(DataType t) {
+  return t == DataType::kFloat16    ? cpu::DnnType::kF16
+         : t == DataType::kBFloat16 ? cpu::DnnType::kBF16
+                                    : cpu::DnnType::kF32;
+}
+
 // Element counts of a call's float operands (inputs in `float_inputs` that are present; present outputs), -1
 // otherwise.
 std::vector<int64_t> InputCounts(const KernelContext& ctx, int count, std::initializer_list<int> non_float) {
@@ -166,8 +172,10 @@ KernelInfo MakeRecurrent(const KernelContext& ctx) {
   const bool y = ctx.has_output(0), y_h = ctx.has_output(1), y_c = lstm && ctx.has_output(2);
   const std::string where = n.Describe();
   std::shared_ptr<const cpu::RnnGemm> gemm;
-  if (dt != DataType::kFloat64) gemm = std::make_shared<const cpu::RnnGemm>(s);
-  std::vector<int64_t> ins = InputCounts(ctx, 8, {4}), outs = OutputCounts(ctx, 3);
+  if (dt != DataType::kFloat64) gemm = std::make_shared<const cpu::RnnGemm>(s, IoType(dt));
+  // X and Y go to the kernel in their own type (it converts them a chunk at a time); the small operands as float.
+  std::vector<int64_t> ins = InputCounts(ctx, 8, {0, 4}), outs = OutputCounts(ctx, 3);
+  outs[0] = -1;
   if (!lstm) ins[6] = ins[7] = outs[2] = -1;
   // Workspace: the GEMM path's scratch, then the float copies of half operands.
   const size_t scratch = gemm ? (gemm->forward_workspace_bytes() + 63) / 64 * 64 : 0;
@@ -176,8 +184,8 @@ KernelInfo MakeRecurrent(const KernelContext& ctx) {
       if (gemm) {
         uint8_t* ws = static_cast<uint8_t*>(io.workspace);
         const FloatView f(io, dt, ins, outs, ws ? ws + scratch : nullptr);
-        gemm->Forward(f.in(0), f.in(1), f.in(2), f.in(3), has_lens ? io.In<int32_t>(4) : nullptr, f.in(5), f.in(6),
-                      f.in(7), f.out(0), f.out(1), f.out(2), ws);
+        gemm->Forward(io.in[0], f.in(1), f.in(2), f.in(3), has_lens ? io.In<int32_t>(4) : nullptr, f.in(5), f.in(6),
+                      f.in(7), y ? io.out[0] : nullptr, f.out(1), f.out(2), ws);
         f.Finish();
         return;
       }
@@ -213,8 +221,10 @@ KernelInfo MakeRecurrentGrad(const KernelContext& ctx) {
   for (int i = 0; i < 7; ++i) out[i] = ctx.has_output(i);
   const std::string where = n.Describe();
   std::shared_ptr<const cpu::RnnGemm> gemm;
-  if (dt != DataType::kFloat64) gemm = std::make_shared<const cpu::RnnGemm>(s);
-  std::vector<int64_t> ins = InputCounts(ctx, 11, {4}), outs = OutputCounts(ctx, 7);
+  if (dt != DataType::kFloat64) gemm = std::make_shared<const cpu::RnnGemm>(s, IoType(dt));
+  // X, dY and dX in their own type (converted a chunk at a time by the kernel); the small operands as float.
+  std::vector<int64_t> ins = InputCounts(ctx, 11, {0, 4, 8}), outs = OutputCounts(ctx, 7);
+  outs[0] = -1;
   for (int i = 0; i < 11; ++i)
     if (!in[i]) ins[static_cast<size_t>(i)] = -1;
   const size_t scratch = gemm ? (gemm->backward_workspace_bytes() + 63) / 64 * 64 : 0;
@@ -223,9 +233,9 @@ KernelInfo MakeRecurrentGrad(const KernelContext& ctx) {
       if (gemm) {
         uint8_t* ws = static_cast<uint8_t*>(io.workspace);
         const FloatView f(io, dt, ins, outs, ws ? ws + scratch : nullptr);
-        gemm->Backward(f.in(0), f.in(1), f.in(2), f.in(3), in[4] ? io.In<int32_t>(4) : nullptr, f.in(5), f.in(6),
-                       f.in(7), f.in(8), f.in(9), f.in(10), f.out(0), f.out(1), f.out(2), f.out(3), f.out(4), f.out(5),
-                       f.out(6), ws);
+        gemm->Backward(io.in[0], f.in(1), f.in(2), f.in(3), in[4] ? io.In<int32_t>(4) : nullptr, f.in(5), f.in(6),
+                       f.in(7), in[8] ? io.in[8] : nullptr, f.in(9), f.in(10), out[0] ? io.out[0] : nullptr, f.out(1),
+                       f.out(2), f.out(3), f.out(4), f.out(5), f.out(6), ws);
         f.Finish();
         return;
       }

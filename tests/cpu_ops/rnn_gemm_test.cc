@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_ops/dnnl_util.h"
 #include "cpu_ops/rnn.h"
 
 namespace ot::cpu {
@@ -142,6 +143,61 @@ TEST(RnnGemm, MatchesTheFloat64LoopKernel) {
     ExpectClose(fdh0, dh0, c.name + ": dInitial_h");
     ExpectClose(fdc0, dc0, c.name + ": dInitial_c");
     if (lstm) ExpectClose(fdp, dp, c.name + ": dP");
+  }
+}
+
+// Mixed precision: X, Y, dY and dX in bf16 / fp16 (converted 256 rows at a time, the "big" cases over a chunk and a
+// tail), everything else float: the same as the float32 path on the same rounded X and dY, up to one rounding of Y and
+// dX (and of dX's two directions' partial sums).
+TEST(RnnGemm, HalfInputsAndOutputsRoundOnlyThemselves) {
+  std::mt19937 rng(std::random_device{}());
+  for (DnnType t : {DnnType::kBF16, DnnType::kF16}) {
+    const double tol = t == DnnType::kBF16 ? 1.6e-2 : 2e-3;
+    for (const Case& c : Cases()) {
+      const RnnSpec& s = c.s;
+      const int64_t D = s.directions, G = s.gates(), H = s.hidden, N = s.batch, S = s.seq, I = s.input;
+      auto half = [&](const std::vector<double>& v, std::vector<uint16_t>& h, std::vector<float>& f) {
+        const std::vector<float> raw = F(v);
+        h.resize(raw.size());
+        f.resize(raw.size());
+        FromFloat(t, raw.data(), h.data(), static_cast<int64_t>(raw.size()));
+        ToFloat(t, h.data(), f.data(), static_cast<int64_t>(raw.size()));
+      };
+      std::vector<uint16_t> xh, dyh;
+      std::vector<float> xf, dyf;
+      half(Random(rng, S * N * I), xh, xf);
+      half(Random(rng, S * D * N * H), dyh, dyf);
+      const std::vector<float> w = F(Random(rng, D * G * H * I, 0.6)), r = F(Random(rng, D * G * H * H, 0.6)),
+                               b = F(Random(rng, D * 2 * G * H));
+      std::vector<int32_t> lens;
+      if (c.lens)
+        for (int64_t n = 0; n < N; ++n) lens.push_back(static_cast<int32_t>(n == 0 ? S : 1 + n % S));
+      const RnnGemm full(s), mixed(s, t);
+      std::vector<float> y(S * D * N * H), yh(D * N * H), dx(S * N * I), dw(w.size()), dr(r.size()), db(b.size());
+      full.Forward(xf.data(), w.data(), r.data(), b.data(), P(lens), nullptr, nullptr, nullptr, y.data(), yh.data(),
+                   nullptr);
+      full.Backward(xf.data(), w.data(), r.data(), b.data(), P(lens), nullptr, nullptr, nullptr, dyf.data(), nullptr,
+                    nullptr, dx.data(), dw.data(), dr.data(), db.data(), nullptr, nullptr, nullptr);
+      std::vector<uint16_t> yo(y.size(), 0xFFFF), dxo(dx.size(), 0xFFFF);
+      std::vector<float> myh(yh.size()), mdw(dw.size()), mdr(dr.size()), mdb(db.size());
+      mixed.Forward(xh.data(), w.data(), r.data(), b.data(), P(lens), nullptr, nullptr, nullptr, yo.data(), myh.data(),
+                    nullptr);
+      mixed.Backward(xh.data(), w.data(), r.data(), b.data(), P(lens), nullptr, nullptr, nullptr, dyh.data(), nullptr,
+                     nullptr, dxo.data(), mdw.data(), mdr.data(), mdb.data(), nullptr, nullptr, nullptr);
+      std::vector<float> my(y.size()), mdx(dx.size());
+      ToFloat(t, yo.data(), my.data(), static_cast<int64_t>(y.size()));
+      ToFloat(t, dxo.data(), mdx.data(), static_cast<int64_t>(dx.size()));
+      auto close = [&](const std::vector<float>& got, const std::vector<float>& want, double bound, const char* what) {
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], bound * (1 + std::fabs(want[i]))) << c.name << " " << what << "[" << i << "]";
+      };
+      close(my, y, tol, "Y");
+      close(myh, yh, 1e-5, "Y_h");
+      close(mdx, dx, 2 * tol, "dX");
+      close(mdw, dw, 1e-4, "dW");
+      close(mdr, dr, 1e-4, "dR");
+      close(mdb, db, 1e-4, "dB");
+    }
   }
 }
 
