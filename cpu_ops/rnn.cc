@@ -170,14 +170,6 @@ class Sequence {
   std::vector<A> bias_, peep_, xg_, hg_, xrow_, pre_, act_, rh_;
 };
 
-void CheckLengths(const RnnSpec& s, const int32_t* lens) {
-  if (!lens) return;
-  for (int64_t n = 0; n < s.batch; ++n)
-    if (lens[n] < 0 || lens[n] > s.seq)
-      throw std::invalid_argument("sequence_lens[" + std::to_string(n) + "] = " + std::to_string(lens[n]) +
-                                  " is outside [0, " + std::to_string(s.seq) + "]");
-}
-
 int64_t StateAt(const RnnSpec& s, int d, int64_t n) {
   return (s.batch_major ? n * s.directions + d : d * s.batch + n) * s.hidden;
 }
@@ -203,13 +195,21 @@ void InitialState(const RnnSpec& s, const T* h0, const T* c0, int d, int64_t n, 
 
 }  // namespace
 
+void CheckRnnLengths(const RnnSpec& s, const int32_t* lens) {
+  if (!lens) return;
+  for (int64_t n = 0; n < s.batch; ++n)
+    if (lens[n] < 0 || lens[n] > s.seq)
+      throw std::invalid_argument("sequence_lens[" + std::to_string(n) + "] = " + std::to_string(lens[n]) +
+                                  " is outside [0, " + std::to_string(s.seq) + "]");
+}
+
 template <typename T>
 void RnnForward(const RnnSpec& s, const T* x, const T* w, const T* r, const T* b, const int32_t* lens, const T* h0,
                 const T* c0, const T* p, T* y, T* y_h, T* y_c) {
   using A = ComputeType<T>;
   const int64_t S = s.seq, N = s.batch, H = s.hidden;
   const int D = s.directions;
-  CheckLengths(s, lens);
+  CheckRnnLengths(s, lens);
   // Padded steps of Y stay zero.
   if (y) std::fill(y, y + S * D * N * H, static_cast<T>(A(0)));
   ForFixedChunks(D * N, 1, [&](int64_t b0, int64_t b1) {
@@ -381,7 +381,7 @@ void RnnBackward(const RnnSpec& s, const T* x, const T* w, const T* r, const T* 
   const int64_t S = s.seq, N = s.batch, H = s.hidden, I = s.input, GH = static_cast<int64_t>(s.gates()) * H;
   const int D = s.directions;
   const bool lstm = s.cell == RnnCell::kLstm;
-  CheckLengths(s, lens);
+  CheckRnnLengths(s, lens);
   // Per sequence and direction: its own sums of the parameters' gradients (added in a fixed order below, so the
   // result does not depend on scheduling), and per direction its own dX.
   struct Sums {

@@ -38,6 +38,9 @@ struct RnnSpec {
   int gates() const { return cell == RnnCell::kLstm ? 4 : cell == RnnCell::kGru ? 3 : 1; }
 };
 
+// Throws std::invalid_argument naming the first length outside [0, seq] (lens may be null: none).
+void CheckRnnLengths(const RnnSpec& s, const int32_t* lens);
+
 // b, lens, h0, c0 and p may be null (zeros; every sequence of length seq). Each output may be null (not computed).
 // Throws std::invalid_argument for a length outside [0, seq], naming the batch index.
 template <typename T>

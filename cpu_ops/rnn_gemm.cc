@@ -627,16 +627,6 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
 RnnGemm::RnnGemm(const RnnSpec& s, DnnType io) : impl_(std::make_unique<Impl>(s, io)) {}
 RnnGemm::~RnnGemm() = default;
 
-namespace {
-void CheckLens(const RnnSpec& s, const int32_t* lens) {
-  if (!lens) return;
-  for (int64_t n = 0; n < s.batch; ++n)
-    if (lens[n] < 0 || lens[n] > s.seq)
-      throw std::invalid_argument("sequence_lens[" + std::to_string(n) + "] = " + std::to_string(lens[n]) +
-                                  " is outside [0, " + std::to_string(s.seq) + "]");
-}
-}  // namespace
-
 size_t RnnGemm::forward_workspace_bytes() const { return static_cast<size_t>(impl_->ForwardFloats()) * 4 + 64; }
 size_t RnnGemm::backward_workspace_bytes() const { return static_cast<size_t>(impl_->BackwardFloats()) * 4 + 64; }
 
@@ -660,7 +650,7 @@ void RnnGemm::Forward(const void* x, const float* w, const float* r, const float
                       const float* h0, const float* c0, const float* p, void* y, float* y_h, float* y_c,
                       void* workspace) const {
   const Impl& m = *impl_;
-  CheckLens(m.s, lens);
+  CheckRnnLengths(m.s, lens);
   if (y) std::memset(y, 0, static_cast<size_t>(m.S * m.s.directions * m.N * m.H) * DnnTypeSize(m.io));
   Scratch sc(workspace, forward_workspace_bytes());
   for (int d = 0; d < m.s.directions; ++d) {
@@ -674,7 +664,7 @@ void RnnGemm::Backward(const void* x, const float* w, const float* r, const floa
                        const float* dy_c, void* dx, float* dw, float* dr, float* db, float* dh0, float* dc0, float* dp,
                        void* workspace) const {
   const Impl& m = *impl_;
-  CheckLens(m.s, lens);
+  CheckRnnLengths(m.s, lens);
   Scratch sc(workspace, backward_workspace_bytes());
   for (int d = 0; d < m.s.directions; ++d) {
     Bump bump(sc.base, m.BackwardFloats());
