@@ -79,21 +79,14 @@ class Bump {
   int64_t cap_, used_ = 0;
 };
 
-// What one direction's forward keeps for its backward, rows in X's order: the gate activations (X W^T + Wb first,
-// overwritten row by row by the step that reads it; later the gate gradients, again in place), each step's previous
-// state, the cell state after the step and its tanh (LSTM), the gate inputs (only with clip), h R_h^T + Rb_h (GRU,
-// linear_before_reset) and r * h_prev (GRU without it).
+// What one direction's forward keeps for its backward, rows in X's order, in float32 or (half I/O: mixed precision)
+// in the half type, as cuDNN keeps its half RNNs' reserve: the gate activations (later the gate gradients, in place),
+// each step's previous state, the cell state after the step (LSTM), h R_h^T + Rb_h (GRU, linear_before_reset) and
+// r * h_prev (GRU without it); the gate inputs before the clip (only with clip) in float32.
 struct Tape {
-  float *act = nullptr, *pre = nullptr, *h_prev = nullptr, *c = nullptr, *hh = nullptr, *rh = nullptr;
+  void *act = nullptr, *h_prev = nullptr, *c = nullptr, *hh = nullptr, *rh = nullptr;  // float32, or the half I/O type
+  float* pre = nullptr;
 };
-
-// Column sums of a [rows, cols] matrix into out (+=), rows in order.
-void AddColumnSums(const float* m, int64_t rows, int64_t cols, float* out) {
-  std::vector<double> acc(static_cast<size_t>(cols), 0.0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < cols; ++j) acc[j] += m[r * cols + j];
-  for (int64_t j = 0; j < cols; ++j) out[j] += static_cast<float>(acc[j]);
-}
 
 }  // namespace
 
@@ -104,8 +97,9 @@ struct RnnGemm::Impl {
   DnnType io;         // X, Y, dY, dX
   bool half;          // io is a half type: those are converted kChunk rows at a time
   Mm xw, hr, hr_c, dh, dh_c, dx, dx_acc, dw, dr, dr_c;
-  // Half I/O: X W^T, dX and dW over row chunks ([full, tail]; dW's [first, accumulating][full, tail]).
-  Mm xw_c[2], dx_c[2], dw_c[2][2];
+  // Half I/O: X W^T of a step's rows; dX, dW and dR over row chunks ([full, tail]; the sums' [first,
+  // accumulating][full, tail]; drc_ch: GRU's candidate rows of dR).
+  Mm xs, dx_c[2], dw_c[2][2], dr_ch[2][2], drc_ch[2][2];
   static constexpr int64_t kChunk = 256;
   int64_t ChunkLen(bool tail) const { return tail ? rows - (rows - 1) / kChunk * kChunk : std::min(rows, kChunk); }
 
@@ -133,13 +127,16 @@ struct RnnGemm::Impl {
       dh_c = Mm(Gemm(N, H, H, false, false));
     }
     if (sp.cell == RnnCell::kGru) dr_c = Mm(Gemm(H, rows, H, true, false));
+    if (half) xs = Mm(Gemm(N, I, GH, false, true));
     if (half && rows > 0)
       for (int tl = 0; tl < 2; ++tl) {
         const int64_t len = ChunkLen(tl);
-        xw_c[tl] = Mm(Gemm(len, I, GH, false, true));
         dx_c[tl] = Mm(Gemm(len, GH, I, false, false));
-        dw_c[0][tl] = Mm(Gemm(GH, len, I, true, false));
-        dw_c[1][tl] = Mm(Gemm(GH, len, I, true, false, true));
+        for (int acc = 0; acc < 2; ++acc) {
+          dw_c[acc][tl] = Mm(Gemm(GH, len, I, true, false, acc));
+          dr_ch[acc][tl] = Mm(Gemm(GH, len, H, true, false, acc));
+          if (sp.cell == RnnCell::kGru) drc_ch[acc][tl] = Mm(Gemm(H, len, H, true, false, acc));
+        }
       }
   }
 
@@ -148,6 +145,21 @@ struct RnnGemm::Impl {
     return static_cast<const uint8_t*>(p) + e * static_cast<int64_t>(DnnTypeSize(io));
   }
   uint8_t* At(void* p, int64_t e) const { return static_cast<uint8_t*>(p) + e * static_cast<int64_t>(DnnTypeSize(io)); }
+
+  // n values of a tape array from element `off`, into / from float.
+  void LoadAt(const void* base, int64_t off, int64_t n, float* dst) const {
+    if (half)
+      ToFloat(io, At(base, off), dst, n);
+    else
+      std::memcpy(dst, static_cast<const float*>(base) + off, sizeof(float) * n);
+  }
+  void Load(const void* base, int64_t row, int64_t width, float* dst) const { LoadAt(base, row * width, width, dst); }
+  void Store(void* base, int64_t row, int64_t width, const float* src) const {
+    if (half)
+      FromFloat(io, src, At(base, row * width), width);
+    else
+      std::memcpy(static_cast<float*>(base) + row * width, src, sizeof(float) * width);
+  }
 
   int64_t Row(int64_t t, int64_t n) const { return s.batch_major ? n * S + t : t * N + n; }
   int64_t StateAt(int d, int64_t n) const { return (s.batch_major ? n * s.directions + d : d * N + n) * H; }
@@ -196,8 +208,13 @@ struct RnnGemm::Impl {
                      const float* h0, const float* c0, const float* p, const void* dy, const float* dy_h,
                      const float* dy_c, void* dx_out, float* dw_out, float* dr_out, float* db_out, float* dh0,
                      float* dc0, float* dp_out, Bump& bump) const;
-  // Floats of scratch one direction's forward / backward carves (each direction reuses the same block).
-  int64_t ForwardFloats() const;
+  void Finish(int d, const void* x, const float* wd, const int32_t* lens, const Tape& tp, const float* dcand,
+              void* dx_out, float* dw_out, float* dr_out, float* db_out, float* dp_out, const float* c_init,
+              Bump& bump) const;
+  // Floats of scratch one direction's forward (tape: inside the backward) / backward carves (each direction reuses
+  // the same block); TapeFloats: of a tape array of `elements` values.
+  int64_t ForwardFloats(bool tape) const;
+  int64_t TapeFloats(int64_t elements) const;
   int64_t BackwardFloats() const;
 };
 
@@ -255,6 +272,10 @@ void RnnGemm::Impl::Cell(const float* xr, const float* hgr, const float* hgc, co
 
 // The forward of direction d. With a tape, its buffers (carved from `bump` by the caller) receive what the backward
 // reads and tape->act ends holding the activations; without one, X W^T + Wb is carved here and consumed in place.
+// The forward of direction d. With a tape (its buffers carved by the caller), it receives what the backward reads.
+// float32: X W^T + Wb is computed for every row at once into the tape's activation rows (or a buffer of its own) and
+// each step overwrites the row it reads; half I/O: X W^T of a step's rows is computed with the step (nothing of the
+// size of the tape in float), and the tape holds half values.
 void RnnGemm::Impl::Direction(int d, const void* x, const float* w, const float* r, const float* b, const int32_t* lens,
                               const float* h0, const float* c0, const float* p, void* y, float* y_h, float* y_c,
                               Tape* tape, Bump& bump) const {
@@ -265,26 +286,24 @@ void RnnGemm::Impl::Direction(int d, const void* x, const float* w, const float*
   const float* pd = lstm && p ? p + d * 3 * H : nullptr;
   const bool rev = Reverse(d);
   const int64_t ghr = gru_rh ? 2 * H : GH;  // columns of the per-step h R^T
-  // X W^T + Wb, overwritten row by row with the activations of the step that reads it.
-  float* xg = tape ? tape->act : bump.Take(rows * GH);
+  float* xg = nullptr;                      // float32: X W^T + Wb of every row
+  float *xstep = nullptr, *xgs = nullptr;   // half: the step's X rows and their X W^T + Wb
   if (!half) {
+    xg = tape ? static_cast<float*>(tape->act) : bump.Take(rows * GH);
     xw(static_cast<const float*>(x), wd, xg);
+    if (wb)
+      for (int64_t q = 0; q < rows; ++q)
+        for (int64_t j = 0; j < GH; ++j) xg[q * GH + j] += wb[j];
   } else {
-    float* xbuf = bump.Take(kChunk * I);
-    for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
-      const int64_t len = std::min(kChunk, rows - r0);
-      ToFloat(io, At(x, r0 * I), xbuf, len * I);
-      xw_c[len != kChunk && r0 > 0 ? 1 : 0](xbuf, wd, xg + r0 * GH);
-    }
+    xstep = bump.Take(N * I);
+    xgs = bump.Take(N * GH);
   }
-  if (wb)
-    for (int64_t q = 0; q < rows; ++q)
-      for (int64_t j = 0; j < GH; ++j) xg[q * GH + j] += wb[j];
   float* h = bump.Take(N * H);
   float* c = bump.Take(N * H);
   float* hg = bump.Take(N * ghr);
   float* hgc = gru_rh ? bump.Take(N * H) : nullptr;
   float* rhs = gru_rh ? bump.Take(N * H) : nullptr;
+  float* keep = half && tape ? bump.Take(2 * N * H) : nullptr;  // half tape: a step's c and hh before rounding
   std::fill(h, h + N * H, 0.f);
   std::fill(c, c + N * H, 0.f);
   for (int64_t n = 0; n < N; ++n) {
@@ -295,14 +314,23 @@ void RnnGemm::Impl::Direction(int d, const void* x, const float* w, const float*
     const int64_t len = Len(lens, n);
     return k >= len ? -1 : rev ? len - 1 - k : k;
   };
-  auto tape_row = [&](int64_t row) {
-    TapeRow tr;
-    if (lstm) tr.c = &tape->c[row * H];
-    if (tape->hh) tr.hh = &tape->hh[row * H];
-    return tr;
-  };
+  // Where step t of sequence n reads X W^T + Wb and leaves its activations.
+  auto act_of = [&](int64_t n, int64_t row) { return half ? &xgs[n * GH] : &xg[row * GH]; };
   auto pre_of = [&](int64_t row) { return tape && tape->pre ? &tape->pre[row * GH] : nullptr; };
   for (int64_t k = 0; k < S; ++k) {
+    if (half) {
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t t = time_of(n, k);
+        if (t < 0)
+          std::fill(&xstep[n * I], &xstep[n * I] + I, 0.f);
+        else
+          ToFloat(io, At(x, Row(t, n) * I), &xstep[n * I], I);
+      }
+      xs(xstep, wd, xgs);
+      if (wb)
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t j = 0; j < GH; ++j) xgs[n * GH + j] += wb[j];
+    }
     hr(h, rd, hg);
     if (rb)
       for (int64_t n = 0; n < N; ++n)
@@ -318,10 +346,10 @@ void RnnGemm::Impl::Direction(int d, const void* x, const float* w, const float*
             continue;
           }
           const int64_t row = Row(t, n);
-          float* act = &xg[row * GH];
+          float* act = act_of(n, row);
           Gates(act, &hg[n * ghr], act, pre_of(row), 0, 2 * H, kSigmoid);
           for (int64_t j = 0; j < H; ++j) rh[j] = act[H + j] * h[n * H + j];
-          if (tape) std::memcpy(&tape->rh[row * H], rh, sizeof(float) * H);
+          if (tape) Store(tape->rh, row, H, rh);
         }
       });
       hr_c(rhs, rd + 2 * H * H, hgc);
@@ -334,14 +362,21 @@ void RnnGemm::Impl::Direction(int d, const void* x, const float* w, const float*
         const int64_t t = time_of(n, k);
         if (t < 0) continue;
         const int64_t row = Row(t, n);
-        float* act = &xg[row * GH];
+        float* act = act_of(n, row);
         float* hn = &h[n * H];
         float* cn = &c[n * H];
+        TapeRow tr;
         if (tape) {
-          std::memcpy(&tape->h_prev[row * H], hn, sizeof(float) * H);
+          Store(tape->h_prev, row, H, hn);
+          if (lstm) tr.c = half ? &keep[n * 2 * H] : static_cast<float*>(tape->c) + row * H;
+          if (tape->hh) tr.hh = half ? &keep[n * 2 * H + H] : static_cast<float*>(tape->hh) + row * H;
         }
-        Cell(act, &hg[n * ghr], gru_rh ? &hgc[n * H] : nullptr, pd, hn, cn, act, pre_of(row),
-             tape ? tape_row(row) : TapeRow{});
+        Cell(act, &hg[n * ghr], gru_rh ? &hgc[n * H] : nullptr, pd, hn, cn, act, pre_of(row), tr);
+        if (tape && half) {
+          Store(tape->act, row, GH, act);
+          if (tr.c) Store(tape->c, row, H, tr.c);
+          if (tr.hh) Store(tape->hh, row, H, tr.hh);
+        }
         if (y && half)
           FromFloat(io, hn, At(y, YAt(t, d, n)), H);
         else if (y)
@@ -355,26 +390,34 @@ void RnnGemm::Impl::Direction(int d, const void* x, const float* w, const float*
   }
 }
 
-int64_t RnnGemm::Impl::ForwardFloats() const {
-  auto f = [](int64_t n) { return (n + 15) / 16 * 16; };
-  return f(rows * GH) + 2 * f(N * H) + f(N * (gru_rh ? 2 * H : GH)) + (gru_rh ? 2 * f(N * H) : 0) +
-         (half ? f(kChunk * I) : 0);
+namespace {
+int64_t F16(int64_t n) { return (n + 15) / 16 * 16; }
+}  // namespace
+
+int64_t RnnGemm::Impl::ForwardFloats(bool tape) const {
+  int64_t f = 2 * F16(N * H) + F16(N * (gru_rh ? 2 * H : GH)) + (gru_rh ? 2 * F16(N * H) : 0);
+  if (!half) return f + (tape ? 0 : F16(rows * GH));
+  return f + F16(N * I) + F16(N * GH) + (tape ? F16(2 * N * H) : 0);
 }
 
+int64_t RnnGemm::Impl::TapeFloats(int64_t elements) const { return F16(half ? (elements + 1) / 2 : elements); }
+
 int64_t RnnGemm::Impl::BackwardFloats() const {
-  auto f = [](int64_t n) { return (n + 15) / 16 * 16; };
   const bool gru = s.cell == RnnCell::kGru;
-  int64_t tape = f(rows * GH) + f(rows * H);  // act, h_prev
-  if (s.clip > 0) tape += f(rows * GH);
-  if (lstm) tape += f(rows * H);                        // c
-  if (gru) tape += f(rows * H);                         // hh or rh
-  int64_t step = ForwardFloats() - f(rows * GH);        // the forward's state buffers (its X W^T is the tape's act)
-  step += 2 * f(N * H) + (gru ? f(rows * H) : 0);       // dH, dC; the candidate's R-side gradient
-  step += f(N * GH) + (gru_rh ? 2 * f(N * H) : 0);      // drs; dps, drh
-  step += 3 * f(N * H) + f(GH) + f(3 * H) + f(N * GH);  // dhp, dcp, ghp; ones, no_peep; the rows being read
-  if (lstm) step += 2 * f(N * H);                       // tanh(c); the initial cell states
-  if (half) step += f(N * H) + 2 * f(kChunk * I);       // dY rows; X and dX chunks
-  if (s.clip > 0) step += f(N * GH);                    // masks
+  int64_t tape = TapeFloats(rows * GH) + TapeFloats(rows * H);  // act, h_prev
+  if (s.clip > 0) tape += F16(rows * GH);                       // pre (float)
+  if (lstm) tape += TapeFloats(rows * H);                       // c
+  if (gru) tape += TapeFloats(rows * H);                        // hh or rh
+  int64_t step = ForwardFloats(true);
+  step += 2 * F16(N * H) + (gru ? F16(rows * H) : 0);           // dH, dC; the candidate's R-side gradient
+  step += F16(N * GH) + (gru_rh ? 2 * F16(N * H) : 0);          // drs; dps, drh
+  step += 3 * F16(N * H) + F16(GH) + F16(3 * H) + F16(N * GH);  // dhp, dcp, ghp; ones, no_peep; the rows being read
+  step += F16(N * GH) + 2 * F16(N * H);                         // the gate gradients' rows; h_prev, c_prev rows
+  if (s.clip > 0) step += F16(N * GH);                          // masks
+  if (lstm) step += 2 * F16(N * H);                             // tanh(c); the initial cell states
+  if (gru) step += F16(N * H);                                  // hh rows
+  step += 2 * F16(H);                                           // Finish's cell state rows
+  if (half) step += F16(N * H) + 2 * F16(kChunk * I) + F16(kChunk * GH) + F16(kChunk * H) + F16(H * H);
   return tape + step;
 }
 
@@ -384,11 +427,11 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
                                   float* db_out, float* dh0, float* dc0, float* dp_out, Bump& bump) const {
   const bool gru = s.cell == RnnCell::kGru;
   Tape tp;
-  tp.act = bump.Take(rows * GH);
-  tp.h_prev = bump.Take(rows * H);
+  tp.act = bump.Take(TapeFloats(rows * GH));
+  tp.h_prev = bump.Take(TapeFloats(rows * H));
   if (s.clip > 0) tp.pre = bump.Take(rows * GH);
-  if (lstm) tp.c = bump.Take(rows * H);
-  if (gru) (gru_rh ? tp.rh : tp.hh) = bump.Take(rows * H);
+  if (lstm) tp.c = bump.Take(TapeFloats(rows * H));
+  if (gru) (gru_rh ? tp.rh : tp.hh) = bump.Take(TapeFloats(rows * H));
   Direction(d, x, w, r, b, lens, h0, c0, p, nullptr, nullptr, nullptr, &tp, bump);
   const float* wd = w + d * GH * I;
   const float* rd = r + d * GH * H;
@@ -398,11 +441,11 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
     const int64_t len = Len(lens, n);
     return k >= len ? -1 : rev ? len - 1 - k : k;
   };
-  // The gate gradients replace the activations row by row (dpre); rows no step ran (past a sequence's length) still
+  // The gate gradients (dpre) replace the activations row by row; rows no step ran (past a sequence's length) may
   // hold X W^T + Wb: zeroed, as they add nothing to dX, dW and dB.
-  float* dpre = tp.act;
+  std::vector<float> zero_row(static_cast<size_t>(GH), 0.f);
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t t = Len(lens, n); t < S; ++t) std::fill(&dpre[Row(t, n) * GH], &dpre[Row(t, n) * GH] + GH, 0.f);
+    for (int64_t t = Len(lens, n); t < S; ++t) Store(tp.act, Row(t, n), GH, zero_row.data());
   // The gradients of the state after the current step (dH, dC), per sequence.
   float* dH = bump.Take(N * H);
   float* dC = bump.Take(N * H);
@@ -424,20 +467,28 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
   float* ghp = bump.Take(N * H);
   float* ones = bump.Take(GH);
   float* no_peep = bump.Take(3 * H);
-  float* arows = bump.Take(N * GH);  // the activations a step's gradient reads (their row is overwritten)
+  float* arows = bump.Take(N * GH);   // the activations a step's gradient reads, in float
+  float* dprows = bump.Take(N * GH);  // the step's gate gradients, stored into the tape when the step is done
+  float* hps = bump.Take(N * H);      // h_prev rows in float
+  float* cps = bump.Take(N * H);      // c_prev rows in float (LSTM)
   float* masks = s.clip > 0 ? bump.Take(N * GH) : nullptr;
   float* tcs = lstm ? bump.Take(N * H) : nullptr;
-  float* dys = half ? bump.Take(N * H) : nullptr;  // a step's rows of dY in float
   float* c_init = lstm ? bump.Take(N * H) : nullptr;
+  float* hhs = gru ? bump.Take(N * H) : nullptr;
+  float* dys = half ? bump.Take(N * H) : nullptr;  // a step's rows of dY in float
   if (lstm) {
     std::fill(c_init, c_init + N * H, 0.f);
     if (c0)
       for (int64_t n = 0; n < N; ++n) std::memcpy(&c_init[n * H], c0 + StateAt(d, n), sizeof(float) * H);
   }
-  // LSTM: the cell state step t of sequence n started from: the previous step's (the tape's) or the initial one.
-  auto c_prev_of = [&](int64_t t, int64_t n) -> const float* {
+  // LSTM: the cell state step t of sequence n started from (the previous step's on the tape, or the initial one)
+  // into `dst`.
+  auto c_prev_into = [&](int64_t t, int64_t n, float* dst) {
     const bool first = rev ? t == Len(lens, n) - 1 : t == 0;
-    return first ? &c_init[n * H] : &tp.c[Row(rev ? t + 1 : t - 1, n) * H];
+    if (first)
+      std::memcpy(dst, &c_init[n * H], sizeof(float) * H);
+    else
+      Load(tp.c, Row(rev ? t + 1 : t - 1, n), H, dst);
   };
   std::fill(ones, ones + GH, 1.f);
   std::fill(no_peep, no_peep + 3 * H, 0.f);
@@ -460,7 +511,7 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
           for (int64_t j = 0; j < H; ++j) dh_n[j] += dyr[j];
         }
         float* a = &arows[n * GH];
-        std::memcpy(a, &tp.act[row * GH], sizeof(float) * GH);
+        Load(tp.act, row, GH, a);
         // 0 where the clip held a gate's input (no gradient through it), else 1.
         const float* mk = ones;
         if (s.clip > 0) {
@@ -468,18 +519,22 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
           for (int64_t q = 0; q < GH; ++q) m[q] = Mask(tp.pre[row * GH + q]);
           mk = m;
         }
-        const float* hp = &tp.h_prev[row * H];
-        float* dp_row = &dpre[row * GH];
+        float* hp = &hps[n * H];
+        Load(tp.h_prev, row, H, hp);
+        float* dp_row = &dprows[n * GH];
         float* dr_row = &drs[n * GH];
         float* dhp_n = &dhp[n * H];
         float* dcp_n = &dcp[n * H];
+        std::fill(dp_row, dp_row + GH, 0.f);
         std::fill(dhp_n, dhp_n + H, 0.f);
         std::fill(dcp_n, dcp_n + H, 0.f);
         switch (s.cell) {
           case RnnCell::kRnn:
             for (int64_t j = 0; j < H; ++j) dp_row[j] = dr_row[j] = dh_n[j] * (1.f - a[j] * a[j]) * mk[j];
             break;
-          case RnnCell::kGru:
+          case RnnCell::kGru: {
+            float* hh = &hhs[n * H];
+            if (!gru_rh) Load(tp.hh, row, H, hh);
             for (int64_t j = 0; j < H; ++j) {
               const int64_t z = j, q = 2 * H + j, rr = H + j;
               const float dn = dh_n[j] * (1.f - a[z]);
@@ -490,7 +545,7 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
               dr_row[z] = dp_row[z];
               if (!gru_rh) {
                 dr_row[q] = dcand[row * H + j] = dp_row[q] * a[rr];
-                const float dr_gate = dp_row[q] * tp.hh[row * H + j];
+                const float dr_gate = dp_row[q] * hh[j];
                 dp_row[rr] = dr_gate * a[rr] * (1.f - a[rr]) * mk[rr];
                 dr_row[rr] = dp_row[rr];
               } else {
@@ -498,12 +553,14 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
               }
             }
             break;
+          }
           case RnnCell::kLstm: {
             // tanh of the new cell state (recomputed: the tape keeps c only) and the state before the step.
             float* tc = &tcs[n * H];
-            std::memcpy(tc, &tp.c[row * H], sizeof(float) * H);
+            Load(tp.c, row, H, tc);
             TanhN(tc, H);
-            const float* cp = c_prev_of(t, n);
+            float* cp = &cps[n * H];
+            c_prev_into(t, n, cp);
             const float* dc = &dC[n * H];
             const float in_forget = s.input_forget ? 1.f : 0.f;
             for (int64_t j = 0; j < H; ++j) {
@@ -530,18 +587,16 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
       dh_c(dps, rd + 2 * H * H, drh);
       ForBatch([&](int64_t n0, int64_t n1) {
         for (int64_t n = n0; n < n1; ++n) {
-          const int64_t t = time_of(n, k);
-          if (t < 0) continue;
-          const int64_t row = Row(t, n);
+          if (time_of(n, k) < 0) continue;
           const float* a = &arows[n * GH];
           const float* mk = s.clip > 0 ? &masks[n * GH] : ones;
-          const float* hp = &tp.h_prev[row * H];
+          const float* hp = &hps[n * H];
           for (int64_t j = 0; j < H; ++j) {
             const int64_t rr = H + j;
             const float g = drh[n * H + j];
             dhp[n * H + j] += g * a[rr];
             const float v = g * hp[j] * a[rr] * (1.f - a[rr]) * mk[rr];
-            dpre[row * GH + rr] = v;
+            dprows[n * GH + rr] = v;
             drs[n * GH + rr] = v;
           }
         }
@@ -549,70 +604,14 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
     }
     dh(drs, rd, ghp);
     for (int64_t n = 0; n < N; ++n) {
-      if (time_of(n, k) < 0) continue;
+      const int64_t t = time_of(n, k);
+      if (t < 0) continue;
       for (int64_t j = 0; j < H; ++j) dH[n * H + j] = dhp[n * H + j] + ghp[n * H + j];
       if (lstm) std::memcpy(&dC[n * H], &dcp[n * H], sizeof(float) * H);
+      Store(tp.act, Row(t, n), GH, &dprows[n * GH]);
     }
   }
-  if (!half) {
-    if (dx_out) (d == 0 ? dx : dx_acc)(dpre, wd, static_cast<float*>(dx_out));
-    if (dw_out) dw(dpre, static_cast<const float*>(x), dw_out + d * GH * I);
-  } else {
-    // dX a chunk of rows at a time in float (the second direction adds to the first's, read back), dW summed over
-    // the chunks of X.
-    float* xbuf = bump.Take(kChunk * I);
-    float* cbuf = bump.Take(kChunk * I);
-    for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
-      const int64_t len = std::min(kChunk, rows - r0);
-      const int tl = len != kChunk && r0 > 0 ? 1 : 0;
-      if (dx_out) {
-        dx_c[tl](dpre + r0 * GH, wd, cbuf);
-        if (d > 0) {
-          ToFloat(io, At(dx_out, r0 * I), xbuf, len * I);
-          for (int64_t e = 0; e < len * I; ++e) cbuf[e] += xbuf[e];
-        }
-        FromFloat(io, cbuf, At(dx_out, r0 * I), len * I);
-      }
-      if (dw_out) {
-        ToFloat(io, At(x, r0 * I), xbuf, len * I);
-        dw_c[r0 > 0 ? 1 : 0][tl](dpre + r0 * GH, xbuf, dw_out + d * GH * I);
-      }
-    }
-  }
-  if (dr_out) {
-    // R's candidate rows read the same products as the others (h_prev), except without linear_before_reset
-    // (r * h_prev): all rows from dpre, then the candidate's from its own gradient.
-    float* drd = dr_out + d * GH * H;
-    dr(dpre, tp.h_prev, drd);
-    if (gru) dr_c(dcand, gru_rh ? tp.rh : tp.h_prev, drd + 2 * H * H);
-  }
-  if (db_out) {
-    float* dbd = db_out + d * 2 * GH;
-    std::fill(dbd, dbd + 2 * GH, 0.f);
-    AddColumnSums(dpre, rows, GH, dbd);
-    if (gru) {
-      AddColumnSums(dpre, rows, GH, dbd + GH);
-      std::fill(dbd + GH + 2 * H, dbd + 2 * GH, 0.f);
-      AddColumnSums(dcand, rows, H, dbd + GH + 2 * H);
-    } else {
-      std::memcpy(dbd + GH, dbd, sizeof(float) * GH);
-    }
-  }
-  if (dp_out && lstm) {
-    float* dpd = dp_out + d * 3 * H;
-    for (int64_t j = 0; j < 3 * H; ++j) {
-      // P's i, o, f rows: dpre of the gate times the cell state it read (c_prev for i and f, the new c for o).
-      double acc = 0;
-      const bool out_gate = j >= H && j < 2 * H;
-      const int64_t hj = j % H;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t t = 0; t < Len(lens, n); ++t) {
-          const int64_t q = Row(t, n);
-          acc += static_cast<double>(dpre[q * GH + j]) * (out_gate ? tp.c[q * H + hj] : c_prev_of(t, n)[hj]);
-        }
-      dpd[j] = static_cast<float>(acc);
-    }
-  }
+  Finish(d, x, wd, lens, tp, dcand, dx_out, dw_out, dr_out, db_out, dp_out, c_init, bump);
   for (int64_t n = 0; n < N; ++n) {
     if (dh0) std::memcpy(dh0 + StateAt(d, n), &dH[n * H], sizeof(float) * H);
     if (dc0) {
@@ -624,10 +623,107 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
   }
 }
 
+// After the last step: dX, dW and dR over every row at once (half: a chunk of rows at a time, converted), the biases'
+// column sums, the peepholes' sums -- all from the gate gradients on the tape.
+void RnnGemm::Impl::Finish(int d, const void* x, const float* wd, const int32_t* lens, const Tape& tp,
+                           const float* dcand, void* dx_out, float* dw_out, float* dr_out, float* db_out, float* dp_out,
+                           const float* c_init, Bump& bump) const {
+  const bool gru = s.cell == RnnCell::kGru;
+  const bool rev = Reverse(d);
+  float* drd = dr_out ? dr_out + d * GH * H : nullptr;
+  float* dpd = dp_out && lstm ? dp_out + d * 3 * H : nullptr;
+  std::vector<double> wsum(static_cast<size_t>(GH), 0.0), csum(static_cast<size_t>(H), 0.0),
+      psum(static_cast<size_t>(3 * H), 0.0);
+  // Adds the chunk's rows [r0, r0 + len) (dpre in float) to the bias and peephole sums.
+  auto sums = [&](const float* dpre, int64_t r0, int64_t len, float* cbuf, float* cpbuf) {
+    for (int64_t q = 0; q < len; ++q)
+      for (int64_t j = 0; j < GH; ++j) wsum[static_cast<size_t>(j)] += dpre[q * GH + j];
+    if (gru)
+      for (int64_t q = r0; q < r0 + len; ++q)
+        for (int64_t j = 0; j < H; ++j) csum[static_cast<size_t>(j)] += dcand[q * H + j];
+    if (!dpd) return;
+    for (int64_t q = 0; q < len; ++q) {
+      const int64_t row = r0 + q;
+      const int64_t t = s.batch_major ? row % S : row / N, n = s.batch_major ? row / S : row % N;
+      if (t >= Len(lens, n)) continue;
+      Load(tp.c, row, H, cbuf);
+      const bool first = rev ? t == Len(lens, n) - 1 : t == 0;
+      if (first)
+        std::memcpy(cpbuf, &c_init[n * H], sizeof(float) * H);
+      else
+        Load(tp.c, Row(rev ? t + 1 : t - 1, n), H, cpbuf);
+      // P's i, o, f rows: dpre of the gate times the cell state it read (c_prev for i and f, the new c for o).
+      for (int64_t j = 0; j < H; ++j) {
+        psum[static_cast<size_t>(j)] += static_cast<double>(dpre[q * GH + j]) * cpbuf[j];
+        psum[static_cast<size_t>(H + j)] += static_cast<double>(dpre[q * GH + H + j]) * cbuf[j];
+        psum[static_cast<size_t>(2 * H + j)] += static_cast<double>(dpre[q * GH + 2 * H + j]) * cpbuf[j];
+      }
+    }
+  };
+  float* cbuf = bump.Take(H);
+  float* cpbuf = bump.Take(H);
+  if (!half) {
+    const float* dpre = static_cast<const float*>(tp.act);
+    const float* hprev = static_cast<const float*>(tp.h_prev);
+    if (dx_out) (d == 0 ? dx : dx_acc)(dpre, wd, static_cast<float*>(dx_out));
+    if (dw_out) dw(dpre, static_cast<const float*>(x), dw_out + d * GH * I);
+    if (drd) {
+      // R's candidate rows read the same products as the others (h_prev), except without linear_before_reset
+      // (r * h_prev): all rows from dpre, then the candidate's from its own gradient.
+      dr(dpre, hprev, drd);
+      if (gru) dr_c(dcand, gru_rh ? static_cast<const float*>(tp.rh) : hprev, drd + 2 * H * H);
+    }
+    sums(dpre, 0, rows, cbuf, cpbuf);
+  } else {
+    // A chunk of rows at a time: dpre, X, h_prev (and r * h_prev) converted; dX (the second direction adding to the
+    // first's, read back), dW and dR summed over the chunks.
+    float* dbuf = bump.Take(kChunk * GH);
+    float* xbuf = bump.Take(kChunk * I);
+    float* obuf = bump.Take(kChunk * I);
+    float* hbuf = bump.Take(kChunk * H);
+    float* cand = bump.Take(H * H);
+    for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
+      const int64_t len = std::min(kChunk, rows - r0);
+      const int tl = len != kChunk && r0 > 0 ? 1 : 0, acc = r0 > 0 ? 1 : 0;
+      LoadAt(tp.act, r0 * GH, len * GH, dbuf);  // rows r0.. are contiguous: one conversion of len rows
+      if (dx_out) {
+        dx_c[tl](dbuf, wd, obuf);
+        if (d > 0) {
+          ToFloat(io, At(dx_out, r0 * I), xbuf, len * I);
+          for (int64_t e = 0; e < len * I; ++e) obuf[e] += xbuf[e];
+        }
+        FromFloat(io, obuf, At(dx_out, r0 * I), len * I);
+      }
+      if (dw_out) {
+        ToFloat(io, At(x, r0 * I), xbuf, len * I);
+        dw_c[acc][tl](dbuf, xbuf, dw_out + d * GH * I);
+      }
+      if (drd) {
+        LoadAt(tp.h_prev, r0 * H, len * H, hbuf);
+        dr_ch[acc][tl](dbuf, hbuf, drd);
+        if (gru) {
+          if (gru_rh) LoadAt(tp.rh, r0 * H, len * H, hbuf);
+          drc_ch[acc][tl](dcand + r0 * H, hbuf, cand);
+        }
+      }
+      sums(dbuf, r0, len, cbuf, cpbuf);
+    }
+    if (drd && gru) std::memcpy(drd + 2 * H * H, cand, sizeof(float) * H * H);
+  }
+  if (db_out) {
+    float* dbd = db_out + d * 2 * GH;
+    for (int64_t j = 0; j < GH; ++j) dbd[j] = dbd[GH + j] = static_cast<float>(wsum[static_cast<size_t>(j)]);
+    if (gru)
+      for (int64_t j = 0; j < H; ++j) dbd[GH + 2 * H + j] = static_cast<float>(csum[static_cast<size_t>(j)]);
+  }
+  if (dpd)
+    for (int64_t j = 0; j < 3 * H; ++j) dpd[j] = static_cast<float>(psum[static_cast<size_t>(j)]);
+}
+
 RnnGemm::RnnGemm(const RnnSpec& s, DnnType io) : impl_(std::make_unique<Impl>(s, io)) {}
 RnnGemm::~RnnGemm() = default;
 
-size_t RnnGemm::forward_workspace_bytes() const { return static_cast<size_t>(impl_->ForwardFloats()) * 4 + 64; }
+size_t RnnGemm::forward_workspace_bytes() const { return static_cast<size_t>(impl_->ForwardFloats(false)) * 4 + 64; }
 size_t RnnGemm::backward_workspace_bytes() const { return static_cast<size_t>(impl_->BackwardFloats()) * 4 + 64; }
 
 namespace {
@@ -654,7 +750,7 @@ void RnnGemm::Forward(const void* x, const float* w, const float* r, const float
   if (y) std::memset(y, 0, static_cast<size_t>(m.S * m.s.directions * m.N * m.H) * DnnTypeSize(m.io));
   Scratch sc(workspace, forward_workspace_bytes());
   for (int d = 0; d < m.s.directions; ++d) {
-    Bump bump(sc.base, m.ForwardFloats());
+    Bump bump(sc.base, m.ForwardFloats(false));
     m.Direction(d, x, w, r, b, lens, h0, c0, p, y, y_h, y_c, nullptr, bump);
   }
 }

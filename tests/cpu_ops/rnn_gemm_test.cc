@@ -87,7 +87,8 @@ void ExpectClose(const std::vector<float>& got, const std::vector<double>& want,
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_FALSE(std::isnan(got[i])) << what << "[" << i << "] not written";
-    ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << what << "[" << i << "]";
+    // float32 sums over up to 444 rows of gradients that 12 tanh steps amplify: a few 1e-5 apart from float64.
+    ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << what << "[" << i << "]";
   }
 }
 
@@ -147,12 +148,13 @@ TEST(RnnGemm, MatchesTheFloat64LoopKernel) {
 }
 
 // Mixed precision: X, Y, dY and dX in bf16 / fp16 (converted 256 rows at a time, the "big" cases over a chunk and a
-// tail), everything else float: the same as the float32 path on the same rounded X and dY, up to one rounding of Y and
-// dX (and of dX's two directions' partial sums).
+// tail) and the tape in the half type (the gate activations and gradients, states), the math in float: the same as
+// the float32 path on the same rounded X and dY, up to one rounding of Y and dX (and of dX's two directions' partial
+// sums) and the tape's roundings in the parameters' gradients.
 TEST(RnnGemm, HalfInputsAndOutputsRoundOnlyThemselves) {
   std::mt19937 rng(std::random_device{}());
   for (DnnType t : {DnnType::kBF16, DnnType::kF16}) {
-    const double tol = t == DnnType::kBF16 ? 1.6e-2 : 2e-3;
+    const double tol = t == DnnType::kBF16 ? 1.6e-2 : 2e-3, grad_tol = t == DnnType::kBF16 ? 1.5e-2 : 2e-3;
     for (const Case& c : Cases()) {
       const RnnSpec& s = c.s;
       const int64_t D = s.directions, G = s.gates(), H = s.hidden, N = s.batch, S = s.seq, I = s.input;
@@ -167,7 +169,9 @@ TEST(RnnGemm, HalfInputsAndOutputsRoundOnlyThemselves) {
       std::vector<float> xf, dyf;
       half(Random(rng, S * N * I), xh, xf);
       half(Random(rng, S * D * N * H), dyh, dyf);
-      const std::vector<float> w = F(Random(rng, D * G * H * I, 0.6)), r = F(Random(rng, D * G * H * H, 0.6)),
+      // Recurrent weights small enough that the steps contract (as trained ones do): with 12 chaotic tanh steps the
+      // tape's roundings grow without bound in any precision.
+      const std::vector<float> w = F(Random(rng, D * G * H * I, 0.6)), r = F(Random(rng, D * G * H * H, 0.25)),
                                b = F(Random(rng, D * 2 * G * H));
       std::vector<int32_t> lens;
       if (c.lens)
@@ -191,12 +195,23 @@ TEST(RnnGemm, HalfInputsAndOutputsRoundOnlyThemselves) {
         for (size_t i = 0; i < got.size(); ++i)
           ASSERT_NEAR(got[i], want[i], bound * (1 + std::fabs(want[i]))) << c.name << " " << what << "[" << i << "]";
       };
+      // Gradients as a whole (a sum over many rows of rounded terms may cancel to far less than its terms, so one
+      // element's relative error says little): the norm of the difference against the norm of the float32 result.
+      auto norm_close = [&](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+        double diff = 0, ref = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_TRUE(std::isfinite(got[i])) << c.name << " " << what << "[" << i << "]";
+          diff += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
+          ref += want[i] * static_cast<double>(want[i]);
+        }
+        EXPECT_LE(std::sqrt(diff), grad_tol * std::sqrt(ref)) << c.name << " " << what;
+      };
       close(my, y, tol, "Y");
       close(myh, yh, 1e-5, "Y_h");
-      close(mdx, dx, 2 * tol, "dX");
-      close(mdw, dw, 1e-4, "dW");
-      close(mdr, dr, 1e-4, "dR");
-      close(mdb, db, 1e-4, "dB");
+      norm_close(mdx, dx, "dX");
+      norm_close(mdw, dw, "dW");
+      norm_close(mdr, dr, "dR");
+      norm_close(mdb, db, "dB");
     }
   }
 }
