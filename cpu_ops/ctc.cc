@@ -178,6 +178,7 @@ void CtcLossGrad(const CtcSpec& s, const T* logits, const int64_t* labels, const
         T* out = dlogits + (s.batch_major ? (b * s.frames + t) * C : (t * s.batch + b) * C);
         std::fill(out, out + C, T(0));
       }
+      if (frames == 0) continue;  // nothing to write (an infinite nll without frames has no gradient either)
       Sample<T> smp(s, logits, labels, b, frames, label_lens[b]);
       const double v = smp.Nll();
       if (std::isinf(v)) {

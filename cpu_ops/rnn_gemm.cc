@@ -432,6 +432,10 @@ void RnnGemm::Impl::DirectionGrad(int d, const void* x, const float* w, const fl
   if (s.clip > 0) tp.pre = bump.Take(rows * GH);
   if (lstm) tp.c = bump.Take(TapeFloats(rows * H));
   if (gru) (gru_rh ? tp.rh : tp.hh) = bump.Take(TapeFloats(rows * H));
+  // The products dR reads over every row (h_prev, r * h_prev) hold no step's value past a sequence's length: zeros
+  // there, not the workspace's old bytes (0 x NaN is NaN).
+  std::memset(tp.h_prev, 0, static_cast<size_t>(TapeFloats(rows * H)) * sizeof(float));
+  if (tp.rh) std::memset(tp.rh, 0, static_cast<size_t>(TapeFloats(rows * H)) * sizeof(float));
   Direction(d, x, w, r, b, lens, h0, c0, p, nullptr, nullptr, nullptr, &tp, bump);
   const float* wd = w + d * GH * I;
   const float* rd = r + d * GH * H;

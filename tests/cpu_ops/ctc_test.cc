@@ -211,6 +211,11 @@ TEST(CtcLoss, NoFramesNoLabelsIsZero) {
   CtcLoss<double>(s, lg.data(), labels.data(), logit_lens.data(), label_lens.data(), nll.data());
   EXPECT_EQ(nll[0], 0.0);
   EXPECT_TRUE(std::isinf(nll[1]));
+  // The gradient of samples without frames: nothing to write but their rows' zeros (read past nothing).
+  s.zero_infinity = true;
+  std::vector<double> w{1, 1}, g(8, std::nan(""));
+  CtcLossGrad<double>(s, lg.data(), labels.data(), logit_lens.data(), label_lens.data(), w.data(), g.data());
+  for (double v : g) EXPECT_EQ(v, 0.0);
 }
 
 TEST(CtcLoss, BadLengthsAndLabelsNameTheSample) {

@@ -126,17 +126,20 @@ TEST(RnnGemm, MatchesTheFloat64LoopKernel) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     const std::vector<float> xf = F(x), wf = F(w), rf = F(r), bf = F(b), h0f = F(h0), c0f = F(c0), pf = F(p);
     std::vector<float> fy(y.size(), nan), fyh(yh.size(), nan), fyc(yc.size(), nan);
+    std::vector<float> fws(k.forward_workspace_bytes() / sizeof(float) + 16, nan);
     k.Forward(xf.data(), wf.data(), rf.data(), P(bf), P(lens), P(h0f), P(c0f), P(pf), fy.data(), fyh.data(),
-              lstm ? fyc.data() : nullptr);
+              lstm ? fyc.data() : nullptr, fws.data());
     ExpectClose(fy, y, c.name + ": Y");
     ExpectClose(fyh, yh, c.name + ": Y_h");
     if (lstm) ExpectClose(fyc, yc, c.name + ": Y_c");
     std::vector<float> fdx(dx.size(), nan), fdw(dw.size(), nan), fdr(dr.size(), nan), fdb(db.size(), nan),
         fdh0(dh0.size(), nan), fdc0(dc0.size(), nan), fdp(dp.size(), nan);
     const std::vector<float> gyf = F(gy), ghf = F(gh), gcf = F(gc);
+    // A workspace full of NaN, as a plan's arena may hand it over: nothing may read what the call did not write.
+    std::vector<float> ws(k.backward_workspace_bytes() / sizeof(float) + 16, nan);
     k.Backward(xf.data(), wf.data(), rf.data(), P(bf), P(lens), P(h0f), P(c0f), P(pf), gyf.data(), ghf.data(),
                lstm ? gcf.data() : nullptr, fdx.data(), fdw.data(), fdr.data(), fdb.data(), fdh0.data(), fdc0.data(),
-               lstm ? fdp.data() : nullptr);
+               lstm ? fdp.data() : nullptr, ws.data());
     ExpectClose(fdx, dx, c.name + ": dX");
     ExpectClose(fdw, dw, c.name + ": dW");
     ExpectClose(fdr, dr, c.name + ": dR");
@@ -186,8 +189,10 @@ TEST(RnnGemm, HalfInputsAndOutputsRoundOnlyThemselves) {
       std::vector<float> myh(yh.size()), mdw(dw.size()), mdr(dr.size()), mdb(db.size());
       mixed.Forward(xh.data(), w.data(), r.data(), b.data(), P(lens), nullptr, nullptr, nullptr, yo.data(), myh.data(),
                     nullptr);
+      std::vector<float> ws(mixed.backward_workspace_bytes() / sizeof(float) + 16,
+                            std::numeric_limits<float>::quiet_NaN());
       mixed.Backward(xh.data(), w.data(), r.data(), b.data(), P(lens), nullptr, nullptr, nullptr, dyh.data(), nullptr,
-                     nullptr, dxo.data(), mdw.data(), mdr.data(), mdb.data(), nullptr, nullptr, nullptr);
+                     nullptr, dxo.data(), mdw.data(), mdr.data(), mdb.data(), nullptr, nullptr, nullptr, ws.data());
       std::vector<float> my(y.size()), mdx(dx.size());
       ToFloat(t, yo.data(), my.data(), static_cast<int64_t>(y.size()));
       ToFloat(t, dxo.data(), mdx.data(), static_cast<int64_t>(dx.size()));
