@@ -56,6 +56,8 @@ const KernelRegistry& CudaRegistry() {
     RegisterCudaConvKernels(*reg);
     RegisterCudaPoolKernels(*reg);
     RegisterCudaBatchNormKernels(*reg);
+    RegisterCudaCtcKernels(*reg);
+    RegisterCudaRecurrentKernels(*reg);
     return reg;
   }();
   return *r;

@@ -73,5 +73,7 @@ void RegisterCudaDataKernels(KernelRegistry& r);       // executor/cuda/kernels_
 void RegisterCudaConvKernels(KernelRegistry& r);  // kernels_conv.cc (Conv, its gradients, ConvTranspose, ReduceSum)
 void RegisterCudaPoolKernels(KernelRegistry& r);  // executor/cuda/kernels_conv_pool.cc (cuDNN pooling, LpPool)
 void RegisterCudaBatchNormKernels(KernelRegistry& r);  // executor/cuda/kernels_conv_norm.cc
+void RegisterCudaCtcKernels(KernelRegistry& r);        // executor/cuda/kernels_ctc.cc (CTCLoss, CTCLossGrad)
+void RegisterCudaRecurrentKernels(KernelRegistry& r);  // kernels_recurrent.cc (RNN, GRU, LSTM, RecurrentGrad)
 
 }  // namespace ot
