@@ -57,8 +57,26 @@ def data(args):
     return ids
 
 
+def diff_symbolic(g, x, n, dim, prepend, append):
+    """aten::diff (first order, no prepend/append) as x[1:] - x[:-1] along dim: transformers 5's mask code calls
+    torch.diff on the position ids, which the TorchScript exporter has no symbolic for."""
+    try:
+        from torch.onnx import symbolic_helper as sh
+    except ImportError:  # torch >= 2.9 keeps it with the TorchScript exporter
+        from torch.onnx._internal.torchscript_exporter import symbolic_helper as sh
+    if sh._get_const(n, "i", "n") != 1 or not sh._is_none(prepend) or not sh._is_none(append):
+        raise RuntimeError("diff_symbolic: only first-order torch.diff without prepend/append")
+    axis = g.op("Constant", value_t=torch.tensor([sh._get_const(dim, "i", "dim")], dtype=torch.int64))
+    one = g.op("Constant", value_t=torch.tensor([1], dtype=torch.int64))
+    zero = g.op("Constant", value_t=torch.tensor([0], dtype=torch.int64))
+    end = g.op("Constant", value_t=torch.tensor([2**62], dtype=torch.int64))
+    minus_one = g.op("Constant", value_t=torch.tensor([-1], dtype=torch.int64))
+    return g.op("Sub", g.op("Slice", x, one, end, axis), g.op("Slice", x, zero, minus_one, axis))
+
+
 def export(args):
     os.makedirs(args.out, exist_ok=True)
+    torch.onnx.register_custom_op_symbolic("aten::diff", diff_symbolic, 14)
     ids = data(args)
     np.savez(os.path.join(args.out, "gpt2.npz"), input_ids=ids, labels=ids)
     model = LmLoss(make(args)).eval()
