@@ -1,7 +1,7 @@
 // The CTC loss on the GPU (cuda_ops/ctc.h): ai.onnxtrain.CTCLoss(logits, labels, logit_lengths, label_lengths) ->
 // loss and ai.onnxtrain.CTCLossGrad(dLoss, logits, labels, logit_lengths, label_lengths) -> dLogits, with the
-// attributes of the CPU kernels (executor/kernels/ctc.cc: blank, reduction mean | sum, zero_infinity, layout tbc |
-// btc) read the same way and the same size checks against the concrete dims. float32 and float64 logits (the
+// attributes of the CPU kernels (executor/kernels/ctc_geometry.h: blank, reduction mean | sum, zero_infinity, layout
+// tbc | btc) read the same way and the same size checks against the concrete dims. float32 and float64 logits (the
 // schema's types). A length or label the CPU throws for raises a device flag here: the run's outputs for that sample
 // are NaN and the run ends with an Error naming the node (after_run, once the device has finished).
 #include <memory>
@@ -11,6 +11,7 @@
 #include "cuda_ops/ctc.h"
 #include "executor/cuda/cuda_kernels.h"
 #include "executor/cuda/device_flag.h"
+#include "executor/kernels/ctc_geometry.h"
 #include "graph/graph.h"
 
 namespace ot {
@@ -18,34 +19,20 @@ namespace {
 
 // The desc of a CTCLoss / CTCLossGrad node whose logits are input `first` (labels and lengths follow).
 cuda::CtcDesc DescOf(const KernelContext& ctx, int first) {
-  const Node& n = ctx.node;
+  bool mean = true;
+  const cpu::CtcSpec s = CtcGeometry(ctx, first, &mean);
   cuda::CtcDesc d;
-  d.batch_major = n.attr_string("layout", "tbc") == "btc";
-  d.blank = n.attr_int("blank", 0);
-  d.zero_infinity = n.attr_int("zero_infinity", 0) != 0;
-  const std::string red = n.attr_string("reduction", "mean");
-  if (red != "mean" && red != "sum") ctx.Fail("reduction must be mean or sum, not '" + red + "'");
-  d.reduction = red == "mean" ? cuda::CtcReduction::kMean : cuda::CtcReduction::kSum;
+  d.frames = s.frames;
+  d.batch = s.batch;
+  d.classes = s.classes;
+  d.max_labels = s.max_labels;
+  d.batch_major = s.batch_major;
+  d.blank = s.blank;
+  d.zero_infinity = s.zero_infinity;
+  d.reduction = mean ? cuda::CtcReduction::kMean : cuda::CtcReduction::kSum;
   const DataType dt = ctx.in(first).dtype;
   if (dt != DataType::kFloat32 && dt != DataType::kFloat64) ctx.Unsupported("logits must be float32 or float64");
   d.f64 = dt == DataType::kFloat64;
-  const auto& lg = ctx.in(first).dims;
-  const auto& lb = ctx.in(first + 1).dims;
-  if (lg.size() != 3 || lb.size() != 2) ctx.Fail("logits must have rank 3 and labels rank 2");
-  d.frames = d.batch_major ? lg[1] : lg[0];
-  d.batch = d.batch_major ? lg[0] : lg[1];
-  d.classes = lg[2];
-  d.max_labels = lb[1];
-  if (d.blank >= d.classes)
-    ctx.Fail("blank " + std::to_string(d.blank) + " is not below the " + std::to_string(d.classes) + " classes");
-  const char* names[3] = {"labels", "logit_lengths", "label_lengths"};
-  for (int i = 0; i < 3; ++i) {
-    const auto& t = ctx.in(first + 1 + i);
-    if (t.dtype != DataType::kInt64) ctx.Fail(std::string(names[i]) + " must be int64");
-    if (t.dims.empty() || t.dims[0] != d.batch)
-      ctx.Fail(std::string(names[i]) + " " + DimsToString(t.dims) + " has not the logits' batch " +
-               std::to_string(d.batch));
-  }
   try {
     cuda::ValidateCtc(d);
   } catch (const std::invalid_argument& e) {

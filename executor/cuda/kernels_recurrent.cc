@@ -1,7 +1,7 @@
 // RNN, GRU and LSTM forward and their backward ai.onnxtrain.RecurrentGrad on the GPU through cuDNN
-// (cuda_ops/cudnn_rnn.h). The operands are read as the CPU kernels read them (executor/kernels/recurrent.cc: the same
-// dims checks, layout 1 from opset 14, RecurrentGrad's `cell` and `layout` attributes; inputs 0-7 the forward's, 8-10
-// dY, dY_h, dY_c). float32 (exact, or TF32 with --tf32), float16 and bfloat16 (fp32 math inside cuDNN).
+// (cuda_ops/cudnn_rnn.h). The operands are read as the CPU kernels read them (executor/kernels/recurrent_geometry.h:
+// the same dims checks, layout 1 from opset 14, RecurrentGrad's `cell` and `layout` attributes; inputs 0-7 the
+// forward's, 8-10 dY, dY_h, dY_c). float32 (exact, or TF32 with --tf32), float16 and bfloat16 (fp32 math inside cuDNN).
 //
 // Refused with UnsupportedError naming the option ("no GPU kernel yet"; run with --device cpu): what cuDNN's cells do
 // not compute -- LSTM peepholes (P), clip (ONNX clamps every gate's input; cuDNN can only clip the cell state),
@@ -26,64 +26,35 @@
 #include "cuda_ops/cudnn_rnn.h"
 #include "executor/cuda/cuda_kernels.h"
 #include "executor/device.h"
+#include "executor/kernels/recurrent_geometry.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
 
 namespace ot {
 namespace {
 
-std::vector<int64_t> StateDims(const cuda::CudnnRnnDesc& d) {
-  const int64_t D = d.directions;
-  return d.batch_major ? std::vector<int64_t>{d.batch, D, d.hidden} : std::vector<int64_t>{D, d.batch, d.hidden};
-}
-
-void Expect(const KernelContext& ctx, int i, const std::vector<int64_t>& want, const char* what) {
-  if (ctx.has_input(i) && ctx.in(i).dims != want)
-    ctx.Fail(std::string(what) + " has dims " + DimsToString(ctx.in(i).dims) + ", expected " + DimsToString(want));
-}
-
-// The desc of a node (`cell`: LSTM, GRU or RNN; `batch_major`: layout 1), its operands checked as the CPU does and
-// what cuDNN cannot run refused.
-cuda::CudnnRnnDesc DescOf(const KernelContext& ctx, const std::string& cell, bool batch_major) {
-  const Node& n = ctx.node;
+// The desc of a node from its geometry (recurrent_geometry.h: operands checked as the CPU does), what cuDNN cannot
+// run refused.
+cuda::CudnnRnnDesc DescOf(const KernelContext& ctx, const cpu::RnnSpec& s) {
   cuda::CudnnRnnDesc d;
-  if (cell != "LSTM" && cell != "GRU" && cell != "RNN") ctx.Fail("cell must be LSTM, GRU or RNN, not '" + cell + "'");
-  d.cell = cell == "LSTM"  ? cuda::RnnCellKind::kLstm
-           : cell == "GRU" ? cuda::RnnCellKind::kGru
-                           : cuda::RnnCellKind::kTanh;
+  d.cell = s.cell == cpu::RnnCell::kLstm  ? cuda::RnnCellKind::kLstm
+           : s.cell == cpu::RnnCell::kGru ? cuda::RnnCellKind::kGru
+                                          : cuda::RnnCellKind::kTanh;
   const bool lstm = d.cell == cuda::RnnCellKind::kLstm;
-  const std::string dir = n.attr_string("direction", "forward");
-  d.directions = dir == "bidirectional" ? 2 : 1;
-  d.reverse = dir == "reverse";
-  d.batch_major = batch_major;
-  const auto& x = ctx.in(0).dims;
-  const auto& w = ctx.in(1).dims;
-  const auto& r = ctx.in(2).dims;
-  if (x.size() != 3 || w.size() != 3 || r.size() != 3) ctx.Fail("X, W and R must have rank 3");
-  d.seq = batch_major ? x[1] : x[0];
-  d.batch = batch_major ? x[0] : x[1];
-  d.input = x[2];
-  d.hidden = r[2];
-  const int64_t gh = d.gates() * d.hidden, D = d.directions;
-  if (n.has_attr("hidden_size") && n.attr_int("hidden_size", 0) != d.hidden)
-    ctx.Fail("hidden_size " + std::to_string(n.attr_int("hidden_size", 0)) + " is not R's last dim " +
-             std::to_string(d.hidden));
-  Expect(ctx, 1, {D, gh, d.input}, "W");
-  Expect(ctx, 2, {D, gh, d.hidden}, "R");
-  Expect(ctx, 3, {D, 2 * gh}, "B");
-  Expect(ctx, 4, {d.batch}, "sequence_lens");
-  Expect(ctx, 5, StateDims(d), "initial_h");
-  if (lstm) {
-    Expect(ctx, 6, StateDims(d), "initial_c");
-    Expect(ctx, 7, {D, 3 * d.hidden}, "P");
-  }
+  const std::string cell = lstm ? "LSTM" : d.cell == cuda::RnnCellKind::kGru ? "GRU" : "RNN";
+  d.directions = s.directions;
+  d.reverse = s.reverse;
+  d.batch_major = s.batch_major;
+  d.seq = s.seq;
+  d.batch = s.batch;
+  d.input = s.input;
+  d.hidden = s.hidden;
   // What cuDNN's cells do not compute.
-  if (n.has_attr("clip"))
+  if (s.clip > 0)
     ctx.Unsupported("clip on the GPU: no GPU kernel yet (ONNX clamps every gate's input, cuDNN only the cell state)");
-  if (lstm && n.attr_int("input_forget", 0) != 0)
-    ctx.Unsupported("LSTM input_forget = 1 on the GPU: no GPU kernel yet");
+  if (s.input_forget) ctx.Unsupported("LSTM input_forget = 1 on the GPU: no GPU kernel yet");
   if (lstm && ctx.has_input(7)) ctx.Unsupported("LSTM peepholes (input P) on the GPU: no GPU kernel yet");
-  if (d.cell == cuda::RnnCellKind::kGru && n.attr_int("linear_before_reset", 0) == 0)
+  if (d.cell == cuda::RnnCellKind::kGru && !s.linear_before_reset)
     ctx.Unsupported(
         "GRU linear_before_reset = 0 on the GPU: no GPU kernel yet (cuDNN's GRU is the linear_before_reset = 1 form)");
   const DataType dt = ctx.in(0).dtype;
@@ -164,7 +135,8 @@ class HostLengths {
 
 KernelInfo RecurrentKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
-  const cuda::CudnnRnnDesc d = DescOf(ctx, n.op_type, n.opset >= 14 && n.attr_int("layout", 0) == 1);
+  const cuda::CudnnRnnDesc d =
+      DescOf(ctx, RecurrentGeometry(ctx, n.op_type, n.opset >= 14 && n.attr_int("layout", 0) == 1));
   const bool lstm = d.cell == cuda::RnnCellKind::kLstm;
   for (int i = 0; i < 3; ++i)
     if (ctx.has_output(i) && ctx.out(i).dtype != ctx.in(0).dtype) ctx.Fail("outputs must have X's dtype");
@@ -200,15 +172,8 @@ KernelInfo RecurrentKernel(const KernelContext& ctx) {
 // dX, dW, dR, dB, dInitial_h (, dInitial_c, dP for LSTM).
 KernelInfo RecurrentGradKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
-  const cuda::CudnnRnnDesc d = DescOf(ctx, n.attr_string("cell", ""), n.attr_int("layout", 0) == 1);
+  const cuda::CudnnRnnDesc d = DescOf(ctx, RecurrentGradGeometry(ctx));
   const bool lstm = d.cell == cuda::RnnCellKind::kLstm;
-  const int64_t D = d.directions;
-  Expect(ctx, 8,
-         d.batch_major ? std::vector<int64_t>{d.batch, d.seq, D, d.hidden}
-                       : std::vector<int64_t>{d.seq, D, d.batch, d.hidden},
-         "dY");
-  Expect(ctx, 9, StateDims(d), "dY_h");
-  Expect(ctx, 10, StateDims(d), "dY_c");
   for (int i = 0; i < 7; ++i)
     if (ctx.has_output(i) && ctx.out(i).dtype != ctx.in(0).dtype) ctx.Fail("outputs must have X's dtype");
   const auto rnn = MakeRnn(ctx, d);

@@ -9,19 +9,20 @@
 #include <vector>
 
 #include "executor/kernel_registry.h"
+#include "executor/kernels/ctc_geometry.h"
 #include "graph/graph.h"
 
 namespace ot {
 
-namespace {
-
-// The spec of a CTCLoss / CTCLossGrad node whose logits are input `first` (labels and lengths follow).
-cpu::CtcSpec SpecOf(const KernelContext& ctx, int first) {
+cpu::CtcSpec CtcGeometry(const KernelContext& ctx, int first, bool* mean) {
   const Node& n = ctx.node;
   cpu::CtcSpec s;
   s.batch_major = n.attr_string("layout", "tbc") == "btc";
   s.blank = n.attr_int("blank", 0);
   s.zero_infinity = n.attr_int("zero_infinity", 0) != 0;
+  const std::string reduction = n.attr_string("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum") ctx.Fail("reduction must be mean or sum, not '" + reduction + "'");
+  *mean = reduction == "mean";
   const auto& lg = ctx.in(first).dims;
   const auto& lb = ctx.in(first + 1).dims;
   if (lg.size() != 3 || lb.size() != 2) ctx.Fail("logits must have rank 3 and labels rank 2");
@@ -32,17 +33,22 @@ cpu::CtcSpec SpecOf(const KernelContext& ctx, int first) {
   if (s.blank >= s.classes)
     ctx.Fail("blank " + std::to_string(s.blank) + " is not below the " + std::to_string(s.classes) + " classes");
   const char* names[3] = {"labels", "logit_lengths", "label_lengths"};
-  for (int i = 0; i < 3; ++i)
-    if (ctx.in(first + 1 + i).dims.empty() || ctx.in(first + 1 + i).dims[0] != s.batch)
-      ctx.Fail(std::string(names[i]) + " " + DimsToString(ctx.in(first + 1 + i).dims) + " has not the logits' batch " +
+  for (int i = 0; i < 3; ++i) {
+    const TensorDesc& t = ctx.in(first + 1 + i);
+    if (t.dtype != DataType::kInt64) ctx.Fail(std::string(names[i]) + " must be int64");
+    if (t.dims.empty() || t.dims[0] != s.batch)
+      ctx.Fail(std::string(names[i]) + " " + DimsToString(t.dims) + " has not the logits' batch " +
                std::to_string(s.batch));
+  }
   return s;
 }
 
+namespace {
+
 // d loss / d nll_b of the node's reduction.
-std::vector<double> Weights(const cpu::CtcSpec& s, const std::string& reduction, const int64_t* label_lens) {
+std::vector<double> Weights(const cpu::CtcSpec& s, bool mean, const int64_t* label_lens) {
   std::vector<double> w(static_cast<size_t>(s.batch), 1.0);
-  if (reduction == "mean")
+  if (mean)
     for (int64_t b = 0; b < s.batch; ++b)
       w[static_cast<size_t>(b)] = 1.0 / static_cast<double>(std::max<int64_t>(1, label_lens[b])) /
                                   static_cast<double>(std::max<int64_t>(1, s.batch));
@@ -54,8 +60,8 @@ double Work(const cpu::CtcSpec& s) {
 }
 
 KernelInfo MakeCtcLoss(const KernelContext& ctx) {
-  const cpu::CtcSpec s = SpecOf(ctx, 0);
-  const std::string reduction = ctx.node.attr_string("reduction", "mean");
+  bool mean = true;
+  const cpu::CtcSpec s = CtcGeometry(ctx, 0, &mean);
   const DataType dt = ctx.in(0).dtype;
   if (dt != DataType::kFloat32 && dt != DataType::kFloat64) ctx.Unsupported("logits must be float32 or float64");
   const std::string where = ctx.node.Describe();
@@ -72,7 +78,7 @@ KernelInfo MakeCtcLoss(const KernelContext& ctx) {
     } catch (const std::invalid_argument& e) {
       throw Error(where + ": " + e.what());
     }
-    const std::vector<double> w = Weights(s, reduction, label_lens);
+    const std::vector<double> w = Weights(s, mean, label_lens);
     double loss = 0;
     for (int64_t b = 0; b < s.batch; ++b) loss += w[static_cast<size_t>(b)] * nll[static_cast<size_t>(b)];
     if (dt == DataType::kFloat32)
@@ -85,8 +91,8 @@ KernelInfo MakeCtcLoss(const KernelContext& ctx) {
 }
 
 KernelInfo MakeCtcLossGrad(const KernelContext& ctx) {
-  const cpu::CtcSpec s = SpecOf(ctx, 1);
-  const std::string reduction = ctx.node.attr_string("reduction", "mean");
+  bool mean = true;
+  const cpu::CtcSpec s = CtcGeometry(ctx, 1, &mean);
   const DataType dt = ctx.in(1).dtype;
   if (dt != DataType::kFloat32 && dt != DataType::kFloat64) ctx.Unsupported("logits must be float32 or float64");
   if (ctx.in(0).dtype != dt || ctx.in(0).numel() != 1) ctx.Fail("dLoss must be a scalar of the logits' dtype");
@@ -95,7 +101,7 @@ KernelInfo MakeCtcLossGrad(const KernelContext& ctx) {
     const int64_t* labels = io.In<int64_t>(2);
     const int64_t* logit_lens = io.In<int64_t>(3);
     const int64_t* label_lens = io.In<int64_t>(4);
-    std::vector<double> w = Weights(s, reduction, label_lens);
+    std::vector<double> w = Weights(s, mean, label_lens);
     const double g = dt == DataType::kFloat32 ? static_cast<double>(*io.In<float>(0)) : *io.In<double>(0);
     for (double& x : w) x *= g;
     try {

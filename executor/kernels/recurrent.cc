@@ -1,9 +1,8 @@
 // CPU kernels of RNN, GRU and LSTM, forward and backward (ai.onnxtrain.RecurrentGrad): float32, and float16/bfloat16
 // (mixed precision: operands converted, everything inside in float32), on oneDNN GEMMs (cpu_ops/rnn_gemm.h, its
 // primitives made with the plan); float64 on the loop kernels of cpu_ops/rnn.h.
-// The schema
-// (graph/ops/recurrent.cc) has checked the operands' dtypes and the activations; the sizes are checked here against the
-// concrete dims.
+// The schema (graph/ops/recurrent.cc) has checked the operands' dtypes and the activations; the sizes against the
+// concrete dims: recurrent_geometry.h.
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
@@ -14,22 +13,12 @@
 #include "cpu_ops/rnn.h"
 #include "cpu_ops/rnn_gemm.h"
 #include "executor/kernel_registry.h"
+#include "executor/kernels/recurrent_geometry.h"
 #include "graph/graph.h"
 
 namespace ot {
 
 namespace {
-
-std::vector<int64_t> StateDims(const cpu::RnnSpec& s) {
-  const int64_t D = s.directions;
-  return s.batch_major ? std::vector<int64_t>{s.batch, D, s.hidden} : std::vector<int64_t>{D, s.batch, s.hidden};
-}
-
-// Input i, when present, has the dims `want` (else fails naming it as `what`).
-void Expect(const KernelContext& ctx, int i, const std::vector<int64_t>& want, const char* what) {
-  if (ctx.has_input(i) && ctx.in(i).dims != want)
-    ctx.Fail(std::string(what) + " has dims " + DimsToString(ctx.in(i).dims) + ", expected " + DimsToString(want));
-}
 
 // The float32 operands of a call: the buffers themselves for float32; for float16 and bfloat16 (mixed precision)
 // float copies of the inputs, and float outputs that Finish() rounds into the call's buffers -- the GEMMs, gates and
@@ -122,49 +111,9 @@ double Flops(const cpu::RnnSpec& s) {
   return 2.0 * static_cast<double>(s.directions * s.seq * s.batch * s.gates() * s.hidden * (s.input + s.hidden));
 }
 
-// The spec of a node: `cell` is LSTM, GRU or RNN; `batch_major`: layout 1. Checks every operand's dims (inputs 0-7
-// as the forward op numbers them).
-cpu::RnnSpec SpecOf(const KernelContext& ctx, const std::string& cell, bool batch_major) {
-  const Node& n = ctx.node;
-  cpu::RnnSpec s;
-  s.cell = cell == "LSTM" ? cpu::RnnCell::kLstm : cell == "GRU" ? cpu::RnnCell::kGru : cpu::RnnCell::kRnn;
-  const bool lstm = s.cell == cpu::RnnCell::kLstm;
-  const std::string dir = n.attr_string("direction", "forward");
-  s.directions = dir == "bidirectional" ? 2 : 1;
-  s.reverse = dir == "reverse";
-  s.batch_major = batch_major;
-  s.clip = n.has_attr("clip") ? n.attr_float("clip", 0.f) : 0.f;
-  if (n.has_attr("clip") && !(s.clip > 0)) ctx.Fail("clip must be > 0");
-  s.input_forget = lstm && n.attr_int("input_forget", 0) != 0;
-  s.linear_before_reset = s.cell == cpu::RnnCell::kGru && n.attr_int("linear_before_reset", 0) != 0;
-  const auto& x = ctx.in(0).dims;
-  const auto& w = ctx.in(1).dims;
-  const auto& r = ctx.in(2).dims;
-  if (x.size() != 3 || w.size() != 3 || r.size() != 3) ctx.Fail("X, W and R must have rank 3");
-  s.seq = s.batch_major ? x[1] : x[0];
-  s.batch = s.batch_major ? x[0] : x[1];
-  s.input = x[2];
-  s.hidden = r[2];
-  const int64_t gh = s.gates() * s.hidden;
-  if (n.has_attr("hidden_size") && n.attr_int("hidden_size", 0) != s.hidden)
-    ctx.Fail("hidden_size " + std::to_string(n.attr_int("hidden_size", 0)) + " is not R's last dim " +
-             std::to_string(s.hidden));
-  const int64_t D = s.directions;
-  Expect(ctx, 1, {D, gh, s.input}, "W");
-  Expect(ctx, 2, {D, gh, s.hidden}, "R");
-  Expect(ctx, 3, {D, 2 * gh}, "B");
-  Expect(ctx, 4, {s.batch}, "sequence_lens");
-  Expect(ctx, 5, StateDims(s), "initial_h");
-  if (lstm) {
-    Expect(ctx, 6, StateDims(s), "initial_c");
-    Expect(ctx, 7, {D, 3 * s.hidden}, "P");
-  }
-  return s;
-}
-
 KernelInfo MakeRecurrent(const KernelContext& ctx) {
   const Node& n = ctx.node;
-  const cpu::RnnSpec s = SpecOf(ctx, n.op_type, n.opset >= 14 && n.attr_int("layout", 0) == 1);
+  const cpu::RnnSpec s = RecurrentGeometry(ctx, n.op_type, n.opset >= 14 && n.attr_int("layout", 0) == 1);
   const bool lstm = s.cell == cpu::RnnCell::kLstm;
   const DataType dt = ctx.in(0).dtype;
   const bool has_b = ctx.has_input(3), has_lens = ctx.has_input(4), has_h0 = ctx.has_input(5);
@@ -206,15 +155,8 @@ KernelInfo MakeRecurrent(const KernelContext& ctx) {
 // ai.onnxtrain.RecurrentGrad (graph/grad/recurrent_grad.cc): inputs 0-7 the forward's, 8-10 dY, dY_h, dY_c.
 KernelInfo MakeRecurrentGrad(const KernelContext& ctx) {
   const Node& n = ctx.node;
-  const cpu::RnnSpec s = SpecOf(ctx, n.attr_string("cell", ""), n.attr_int("layout", 0) == 1);
+  const cpu::RnnSpec s = RecurrentGradGeometry(ctx);
   const bool lstm = s.cell == cpu::RnnCell::kLstm;
-  const int64_t D = s.directions;
-  Expect(ctx, 8,
-         s.batch_major ? std::vector<int64_t>{s.batch, s.seq, D, s.hidden}
-                       : std::vector<int64_t>{s.seq, D, s.batch, s.hidden},
-         "dY");
-  Expect(ctx, 9, StateDims(s), "dY_h");
-  Expect(ctx, 10, StateDims(s), "dY_c");
   const DataType dt = ctx.in(0).dtype;
   std::vector<bool> in(11), out(7);
   for (int i = 0; i < 11; ++i) in[i] = ctx.has_input(i) && (lstm || (i != 6 && i != 7 && i != 10));
