@@ -16,28 +16,33 @@
 
 #include "cpu_ops/dnnl_util.h"
 #include "cpu_ops/rnn.h"
+#include "cpu_ops/rnn_kernel.h"
 
 namespace ot::cpu {
 
-class RnnGemm {
+class RnnGemm final : public RnnKernel {
  public:
   // Creates the GEMM primitives for the spec's sizes (once per plan). `io`: the element type of X, Y, dY and dX --
   // float32, or float16/bfloat16 under mixed precision (converted a chunk of rows, or a step's rows, at a time; every
   // other operand is float32, the caller converting those small ones).
   explicit RnnGemm(const RnnSpec& s, DnnType io = DnnType::kF32);
-  ~RnnGemm();
+  ~RnnGemm() override;
   // RnnForward's contract for float32. `workspace`: forward_workspace_bytes() of scratch, 64-byte aligned (null: the
   // call allocates its own).
   void Forward(const void* x, const float* w, const float* r, const float* b, const int32_t* lens, const float* h0,
-               const float* c0, const float* p, void* y, float* y_h, float* y_c, void* workspace = nullptr) const;
+               const float* c0, const float* p, void* y, float* y_h, float* y_c,
+               void* workspace = nullptr) const override;
   // RnnBackward's contract for float32; `workspace`: backward_workspace_bytes().
   void Backward(const void* x, const float* w, const float* r, const float* b, const int32_t* lens, const float* h0,
                 const float* c0, const float* p, const void* dy, const float* dy_h, const float* dy_c, void* dx,
-                float* dw, float* dr, float* db, float* dh0, float* dc0, float* dp, void* workspace = nullptr) const;
+                float* dw, float* dr, float* db, float* dh0, float* dc0, float* dp,
+                void* workspace = nullptr) const override;
   // The scratch memory of one call: X W^T of a direction and the batch's states (forward); the tape -- activations,
   // states, cell states -- and the step buffers (backward). The kernels declare it to the memory plan.
-  size_t forward_workspace_bytes() const;
-  size_t backward_workspace_bytes() const;
+  size_t forward_workspace_bytes() const override;
+  size_t backward_workspace_bytes() const override;
+  bool exclusive() const override { return false; }
+  const char* name() const override { return "gemm"; }
 
  private:
   struct Impl;

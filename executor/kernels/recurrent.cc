@@ -1,6 +1,7 @@
 // CPU kernels of RNN, GRU and LSTM, forward and backward (ai.onnxtrain.RecurrentGrad): float32, and float16/bfloat16
-// (mixed precision: operands converted, everything inside in float32), on oneDNN GEMMs (cpu_ops/rnn_gemm.h, its
-// primitives made with the plan); float64 on the loop kernels of cpu_ops/rnn.h.
+// (mixed precision: operands converted, everything inside in float32), on oneDNN's RNN primitives where a node matches
+// them and on oneDNN GEMMs otherwise (cpu_ops/rnn_kernel.h chooses; made with the plan); float64 on the loop kernels
+// of cpu_ops/rnn.h.
 // The schema (graph/ops/recurrent.cc) has checked the operands' dtypes and the activations; the sizes against the
 // concrete dims: recurrent_geometry.h.
 #include <algorithm>
@@ -11,7 +12,7 @@
 
 #include "cpu_ops/dnnl_util.h"
 #include "cpu_ops/rnn.h"
-#include "cpu_ops/rnn_gemm.h"
+#include "cpu_ops/rnn_kernel.h"
 #include "executor/kernel_registry.h"
 #include "executor/kernels/recurrent_geometry.h"
 #include "graph/graph.h"
@@ -107,6 +108,14 @@ std::vector<int64_t> OutputCounts(const KernelContext& ctx, int count) {
   return r;
 }
 
+// The kernel's workspace, and what oneDNN's primitives need beside it: one OpenMP team (run alone) and the heap of
+// their calls (the training forward, the backward and the weights' reorders).
+void Declare(KernelInfo& k, const cpu::RnnKernel& kernel, size_t workspace) {
+  k.workspace_bytes = workspace;
+  k.exclusive = kernel.exclusive();
+  if (kernel.exclusive()) k.heap_bytes = 2 * cpu::DnnlCallHeapBytes(24);
+}
+
 double Flops(const cpu::RnnSpec& s) {
   return 2.0 * static_cast<double>(s.directions * s.seq * s.batch * s.gates() * s.hidden * (s.input + s.hidden));
 }
@@ -120,8 +129,8 @@ KernelInfo MakeRecurrent(const KernelContext& ctx) {
   const bool has_c0 = lstm && ctx.has_input(6), has_p = lstm && ctx.has_input(7);
   const bool y = ctx.has_output(0), y_h = ctx.has_output(1), y_c = lstm && ctx.has_output(2);
   const std::string where = n.Describe();
-  std::shared_ptr<const cpu::RnnGemm> gemm;
-  if (dt != DataType::kFloat64) gemm = std::make_shared<const cpu::RnnGemm>(s, IoType(dt));
+  std::shared_ptr<const cpu::RnnKernel> gemm;
+  if (dt != DataType::kFloat64) gemm = cpu::MakeRnnKernel(s, IoType(dt), has_lens, has_p);
   // X and Y go to the kernel in their own type (it converts them a chunk at a time); the small operands as float.
   std::vector<int64_t> ins = InputCounts(ctx, 8, {0, 4}), outs = OutputCounts(ctx, 3);
   outs[0] = -1;
@@ -148,7 +157,7 @@ KernelInfo MakeRecurrent(const KernelContext& ctx) {
     }
   }};
   k.flops = Flops(s);
-  if (gemm) k.workspace_bytes = scratch + FloatView::CopyBytes(dt, ins, outs);
+  if (gemm) Declare(k, *gemm, scratch + FloatView::CopyBytes(dt, ins, outs));
   return k;
 }
 
@@ -162,8 +171,8 @@ KernelInfo MakeRecurrentGrad(const KernelContext& ctx) {
   for (int i = 0; i < 11; ++i) in[i] = ctx.has_input(i) && (lstm || (i != 6 && i != 7 && i != 10));
   for (int i = 0; i < 7; ++i) out[i] = ctx.has_output(i);
   const std::string where = n.Describe();
-  std::shared_ptr<const cpu::RnnGemm> gemm;
-  if (dt != DataType::kFloat64) gemm = std::make_shared<const cpu::RnnGemm>(s, IoType(dt));
+  std::shared_ptr<const cpu::RnnKernel> gemm;
+  if (dt != DataType::kFloat64) gemm = cpu::MakeRnnKernel(s, IoType(dt), in[4], in[7]);
   // X, dY and dX in their own type (converted a chunk at a time by the kernel); the small operands as float.
   std::vector<int64_t> ins = InputCounts(ctx, 11, {0, 4, 8}), outs = OutputCounts(ctx, 7);
   outs[0] = -1;
@@ -191,7 +200,7 @@ KernelInfo MakeRecurrentGrad(const KernelContext& ctx) {
     }
   }};
   k.flops = 2 * Flops(s);  // the recomputed forward and the backward's GEMM-like work
-  if (gemm) k.workspace_bytes = scratch + FloatView::CopyBytes(dt, ins, outs);
+  if (gemm) Declare(k, *gemm, scratch + FloatView::CopyBytes(dt, ins, outs));
   return k;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The speech example (examples/speech_ctc: a Conv1d front end, a 2-layer bidirectional LSTM or a 2-layer GRU, CTC on
 # characters) against PyTorch's committed trajectories on its committed utterances: fp32 Adam within 1e-3 relative of
-# F.ctc_loss at every step, the loss falling by at least 20%; --amp=bf16 and --amp=fp16 (dynamic loss scaling, at
+# F.ctc_loss at every step (on both CPU paths of the recurrent layers), the loss falling by at least 20%; --amp=bf16 and --amp=fp16 (dynamic loss scaling, at
 # most 3 skipped steps) ending within 3% of PyTorch's final fp32 loss; and checkpoints crossing precisions: an fp32
 # checkpoint resumed by an --amp=fp16 run, and an fp16 one by an fp32 run, continue PyTorch's trajectory.
 # Usage: speech.sh ONNX_TRAIN_BINARY EXAMPLES_DIR
@@ -34,11 +34,16 @@ else:
     assert rel(ours[0], want[step - 1]) <= 1e-2, f"step {step}: {ours[0]} vs {want[step - 1]}"
 PY
 }
-for cell in lstm gru; do
-  model=$ex/model.onnx ref=$ex/trajectory_adam.json
-  [ $cell = gru ] && model=$ex/model_gru.onnx ref=$ex/trajectory_gru_adam.json
-  if "$tool" train "$model" "${ctc[@]}" --steps 30 --log-json "$tmp/$cell.jsonl" 2>"$tmp/err" &&
-     compare "$tmp/$cell.jsonl" "$ref" fp32 2>>"$tmp/err"; then ok; else bad "$cell fp32: $(tail -1 "$tmp/err")"; fi
+# Both CPU paths of the recurrent layers (cpu_ops/rnn_kernel.h): the GEMM path (the default) and oneDNN's RNN
+# primitives, which both models' layers match.
+for path in gemm primitive; do
+  for cell in lstm gru; do
+    model=$ex/model.onnx ref=$ex/trajectory_adam.json
+    [ $cell = gru ] && model=$ex/model_gru.onnx ref=$ex/trajectory_gru_adam.json
+    if ONNXTRAIN_CPU_RNN=$path "$tool" train "$model" "${ctc[@]}" --steps 30 --log-json "$tmp/$cell.jsonl" \
+         2>"$tmp/err" && compare "$tmp/$cell.jsonl" "$ref" fp32 2>>"$tmp/err"; then ok
+    else bad "$cell fp32 ($path): $(tail -1 "$tmp/err")"; fi
+  done
 done
 for amp in bf16 fp16; do
   if "$tool" train "$ex/model.onnx" "${ctc[@]}" --steps 30 --amp=$amp --log-json "$tmp/$amp.jsonl" 2>"$tmp/err" &&
