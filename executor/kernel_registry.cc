@@ -10,6 +10,7 @@ void RegisterMatMulEpilogueKernels(KernelRegistry& r);    // executor/kernels/ma
 void RegisterConvEpilogueKernels(KernelRegistry& r);      // executor/kernels/conv_epilogue.cc
 void RegisterRecurrentKernels(KernelRegistry& r);         // executor/kernels/recurrent.cc
 void RegisterCtcKernels(KernelRegistry& r);               // executor/kernels/ctc.cc
+void RegisterCollectiveKernels(KernelRegistry& r);        // executor/kernels/allreduce.cc
 
 const TensorDesc& KernelContext::in(int i) const {
   if (!has_input(i)) Fail("input " + std::to_string(i) + " is missing");
@@ -48,6 +49,7 @@ const KernelRegistry& KernelRegistry::Cpu() {
     RegisterConvEpilogueKernels(*r);
     RegisterRecurrentKernels(*r);
     RegisterCtcKernels(*r);
+    RegisterCollectiveKernels(*r);
     return r;
   }();
   return *reg;

@@ -32,6 +32,7 @@ struct StepBuild {
   const StepOptions& o;
   StepGraphInfo info;
   std::unique_ptr<AutodiffPass> autodiff;
+  std::vector<Value*> grads;  // what the optimizer reads: autodiff's gradients, or their means over the ranks
   LossScaleMode loss_scaling = LossScaleMode::kNone;
 };
 
@@ -63,13 +64,17 @@ PassManager StepPipeline(StepBuild& b) {
         if (b.autodiff->params().empty()) throw Error("no trainable parameter reaches the loss '" + b.info.loss + "'");
         b.info.params = b.autodiff->params();
         b.info.seed = b.autodiff->seed();
+        b.grads = b.autodiff->grads();
         return changed;
       },
       step);
   pm.Add(
+      "data_parallel", [&b](Graph& g) { return DataParallelPass(b.o.data_parallel, b.grads).Run(g); },
+      "it averages the ranks' gradients", o.data_parallel.world > 1);
+  pm.Add(
       "optimizer",
       [&b](Graph& g) {
-        OptimizerPass optimizer(b.o.optimizer, b.autodiff->params(), b.autodiff->grads());
+        OptimizerPass optimizer(b.o.optimizer, b.autodiff->params(), b.grads);
         const bool changed = optimizer.Run(g);
         b.info.lr = optimizer.lr();
         b.info.step = optimizer.step();
@@ -138,7 +143,7 @@ namespace {
 // The pipeline built once to read its names, never run (its passes refer to a StepBuild that lives as long).
 const PassManager& NamesOnly() {
   static const StepOptions o;
-  static StepBuild b{o, {}, nullptr, LossScaleMode::kNone};
+  static StepBuild b{o, {}, nullptr, {}, LossScaleMode::kNone};
   static const PassManager pm = StepPipeline(b);
   return pm;
 }
@@ -162,7 +167,7 @@ void CheckDisabledPasses(const std::vector<std::string>& names) {
 }
 
 StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
-  StepBuild b{o, {}, nullptr, LossScaleMode::kNone};
+  StepBuild b{o, {}, nullptr, {}, LossScaleMode::kNone};
   PassManager pm = StepPipeline(b);
   pm.Apply(o.control, LaterStages());
   pm.Run(g);

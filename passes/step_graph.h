@@ -1,8 +1,9 @@
 // The training pipeline that turns a model into its step graph, in order:
 //   training_mode (BN/Dropout in training mode, BN running statistics become state) -> pattern_fusion (fuse_gelu,
-//   fuse_layer_norm, fuse_softmax_ce, fuse_matmul_bias) -> loss -> autodiff ->
-//   optimizer -> amp -> fp16_range (fp16 only) -> master_weights -> loss_scaling -> fold_transpose (GEMMs read
-//   transposed operands through their flags) -> fuse_bias_grad (a Linear's weight and bias gradients in one kernel).
+//   fuse_layer_norm, fuse_softmax_ce, fuse_matmul_bias) -> loss -> autodiff -> data_parallel (more than one rank:
+//   the gradients' mean over the ranks) -> optimizer -> amp -> fp16_range (fp16 only) -> master_weights -> loss_scaling
+//   -> fold_transpose (GEMMs read transposed operands through their flags) -> fuse_bias_grad (a Linear's weight and
+//   bias gradients in one kernel).
 // The result is one Graph holding forward, loss, backward and the update, with update bindings for every state
 // (what ONNX's TrainingInfoProto holds); its outputs include the loss, "grad_norm" and "skipped".
 #pragma once
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "passes/amp.h"
+#include "passes/data_parallel.h"
 #include "passes/fp16_range.h"
 #include "passes/loss.h"
 #include "passes/loss_scaling.h"
@@ -23,6 +25,8 @@ struct StepOptions {
   LossOptions loss;
   std::string freeze;  // --freeze REGEX
   OptimizerOptions optimizer;
+  // mpirun -np N: the gradient all-reduce (world > 1), --bucket-mb.
+  DataParallelOptions data_parallel;
   AmpOptions amp;               // --amp[=fp16|bf16], --keep-fp32, --keep-fp32-node
   Fp16RangeOptions fp16_range;  // --fp16-infinity, --fp16-epsilon
   // --loss-scale...; mode kAuto: dynamic for fp16, none otherwise.

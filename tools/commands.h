@@ -77,6 +77,7 @@ struct TrainOptions {
   double weight_decay = -1;  // < 0: the optimizer's default
   double clip_grad_norm = 0;
   int64_t grad_accum = 1, warmup = 0;
+  double bucket_mb = 25;  // --bucket-mb: data-parallel gradient buckets (mpirun -np N)
   std::string lr_schedule = "constant";
   int64_t batch = 32, epochs = 1, steps = 0;
   bool no_shuffle = false, quiet = false, check_numerics = false, profile = false;

@@ -9,19 +9,31 @@
 #include <new>
 #include <string>
 
+#include "dist/comm.h"
 #include "executor/executor.h"
 #include "graph/error.h"
 #include "tools/command_line.h"
 #include "tools/commands.h"
 
-int main(int argc, char** argv) {
-  // oneDNN's OpenMP threads must sleep, not spin, between parallel regions: spinning OpenMP workers would
-  // take the cores from the TBB threads that run the other kernels (measured: a 0.2 ms step became 120 ms on
-  // 2 cores). libgomp reads its wait policy only when it loads, so set it and re-execute once.
-  if (!std::getenv("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    execv("/proc/self/exe", argv);  // on failure, carry on with the default policy
+namespace {
+
+// Prints an error, one line per line of the message (an unsupported model names each node on its own line), and
+// returns the exit status 1. With more than one rank each line names the rank, and the job ends on every rank
+// (MPI_Abort): no rank waits on the failed one.
+int Fail(const std::string& msg) {
+  ot::dist::Comm& w = ot::dist::World();
+  const std::string who = w.size() > 1 ? "rank " + std::to_string(w.rank()) + ": " : "";
+  for (size_t start = 0;;) {
+    const size_t end = msg.find('\n', start);
+    std::fprintf(stderr, "onnx-train: error: %s%s\n", who.c_str(), msg.substr(start, end - start).c_str());
+    if (end == std::string::npos) break;
+    start = end + 1;
   }
+  if (w.size() > 1) w.Abort(1);
+  return 1;
+}
+
+int RunCommand(int argc, char** argv) {
   std::unique_ptr<ot::tools::CommandLine> cl = ot::tools::MakeCommandLine();
   ot::tools::CommandLine& c = *cl;
   try {
@@ -29,8 +41,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return c.app.exit(e);  // --help
     // A bad option is a user error like any other: one line, exit status 1.
-    std::fprintf(stderr, "onnx-train: error: %s\n", e.what());
-    return 1;
+    return Fail(e.what());
   }
   try {
     if (*c.check_cmd) {
@@ -46,21 +57,33 @@ int main(int argc, char** argv) {
     if (*c.info_cmd) return ot::tools::Info(c.info_model);
     if (*c.ops_cmd) return c.gpu ? ot::tools::OpsWithoutGpuKernel() : ot::tools::Ops(c.markdown);
   } catch (const ot::Error& e) {
-    // One line per line of the message (an unsupported model names each node on its own line).
-    std::string msg = e.what();
-    for (size_t start = 0;;) {
-      const size_t end = msg.find('\n', start);
-      std::fprintf(stderr, "onnx-train: error: %s\n", msg.substr(start, end - start).c_str());
-      if (end == std::string::npos) break;
-      start = end + 1;
-    }
-    return 1;
+    return Fail(e.what());
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "onnx-train: error: out of memory\n");
-    return 1;
+    return Fail("out of memory");
   } catch (const std::exception& e) {
+    return Fail(e.what());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // oneDNN's OpenMP threads must sleep, not spin, between parallel regions: spinning OpenMP workers would
+  // take the cores from the TBB threads that run the other kernels (measured: a 0.2 ms step became 120 ms on
+  // 2 cores). libgomp reads its wait policy only when it loads, so set it and re-execute once.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);  // on failure, carry on with the default policy
+  }
+  // Under mpirun/srun: MPI's world (data-parallel training), set up before any thread starts; otherwise one process.
+  try {
+    ot::dist::InitWorld(&argc, &argv);
+  } catch (const ot::Error& e) {
     std::fprintf(stderr, "onnx-train: error: %s\n", e.what());
     return 1;
   }
-  return 0;
+  const int code = RunCommand(argc, argv);
+  ot::dist::World().Finalize();
+  return code;
 }

@@ -6,9 +6,42 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "dist/comm.h"
 #include "graph/error.h"
 
 namespace ot::tools {
+
+namespace {
+struct Fnv {
+  uint64_t h = 1469598103934665603ull;
+  void Add(const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  void Add(const std::string& s) { Add(s.data(), s.size() + 1); }
+};
+}  // namespace
+
+std::string StepGraphFingerprint(const Graph& g) {
+  Fnv f;
+  for (const auto& n : g.nodes()) {
+    f.Add(n->domain + "." + n->op_type + " " + n->name);
+    for (const Value* v : n->inputs) f.Add(v ? v->name : "");
+    for (const Value* v : n->outputs) f.Add(v ? v->name : "");
+    for (const auto& [name, a] : n->attrs) f.Add(name);
+  }
+  size_t values = 0;
+  for (const auto& v : g.values())
+    if (v->initializer) {
+      const Tensor& t = *v->initializer;
+      f.Add(v->name + ":" + DataTypeName(t.dtype()) + DimsToString(t.dims()));
+      f.Add(t.raw(), t.nbytes());
+      ++values;
+    }
+  char hex[64];
+  std::snprintf(hex, sizeof hex, "%zu nodes, %zu initializers #%016" PRIx64, g.nodes().size(), values, f.h);
+  return hex;
+}
 
 std::string DataFingerprint(const Arrays& arrays) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a, 8 bytes at a time (then the tail byte by byte)
@@ -31,9 +64,10 @@ std::string DataFingerprint(const Arrays& arrays) {
 
 std::map<std::string, std::string> CheckpointMeta(const TrainOptions& o, int64_t steps_done, int64_t accum,
                                                   const std::string& data_fingerprint) {
-  return {{"step", std::to_string(steps_done)},  {"batch", std::to_string(o.batch)},
-          {"grad_accum", std::to_string(accum)}, {"seed", std::to_string(o.seed)},
-          {"shuffle", o.no_shuffle ? "0" : "1"}, {"data", data_fingerprint}};
+  return {{"step", std::to_string(steps_done)},           {"batch", std::to_string(o.batch)},
+          {"grad_accum", std::to_string(accum)},          {"seed", std::to_string(o.seed)},
+          {"shuffle", o.no_shuffle ? "0" : "1"},          {"data", data_fingerprint},
+          {"ranks", std::to_string(dist::World().size())}};
 }
 
 int64_t Resume(Trainer& trainer, const TrainOptions& o, int64_t accum, const std::string& data_fingerprint) {
@@ -56,6 +90,8 @@ int64_t Resume(Trainer& trainer, const TrainOptions& o, int64_t accum, const std
   expect("grad_accum", std::to_string(accum), "the batches would differ");
   expect("seed", std::to_string(o.seed), "the batches would differ");
   expect("shuffle", o.no_shuffle ? "0" : "1", "the batches would differ");
+  if (!meta.count("ranks")) meta["ranks"] = "1";  // written by one process before data-parallel training
+  expect("ranks", std::to_string(dist::World().size()), "mpirun -np: the batches would differ");
   const std::string& data = value("data");
   if (data != data_fingerprint && !o.allow_other_data) {
     const bool same_shape = data.substr(0, data.find('#')) == data_fingerprint.substr(0, data_fingerprint.find('#'));

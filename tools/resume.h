@@ -12,6 +12,9 @@ namespace ot::tools {
 
 // Names, dtypes and shapes of the arrays, and a 64-bit FNV-1a hash of their bytes: "x:float32[1500,64],...#hash".
 std::string DataFingerprint(const Arrays& arrays);
+// The step graph's nodes (op, name, operand names, attribute names) and initializers (names, shapes, bytes) hashed:
+// data-parallel ranks compare theirs at start.
+std::string StepGraphFingerprint(const Graph& g);
 
 // The metadata of a checkpoint taken after `steps_done` optimizer steps of `accum` micro-batches each.
 std::map<std::string, std::string> CheckpointMeta(const TrainOptions& o, int64_t steps_done, int64_t accum,

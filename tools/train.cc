@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 
+#include "dist/comm.h"
 #include "executor/cpu_features.h"
 #include "graph/error.h"
 #include "onnx_import/model_io.h"
@@ -120,6 +121,8 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   if (o.weight_decay >= 0) to.optimizer.weight_decay = o.weight_decay;
   to.optimizer.clip_grad_norm = o.clip_grad_norm;
   to.optimizer.accumulate = o.grad_accum;
+  to.data_parallel.world = dist::World().size();
+  to.data_parallel.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
   to.optimizer.lr_schedule = ParseLrSchedule(o.lr_schedule);
   to.optimizer.warmup = o.warmup;
   to.optimizer.total_steps = total_steps;
@@ -265,7 +268,8 @@ class Progress {
   void Step(int64_t s, int64_t epoch, const StepResult& r, double eval_s) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start_).count() - eval_s;
     const double done = static_cast<double>(s + 1 - start_);
-    const double rate = done * static_cast<double>(k_ * o_.batch) / std::max(elapsed, 1e-9);
+    // Samples of the global batch (data-parallel: every rank's).
+    const double rate = done * static_cast<double>(k_ * o_.batch * dist::World().size()) / std::max(elapsed, 1e-9);
     const double eta = elapsed / done * static_cast<double>(total_ - s - 1);
     const bool epoch_last = ((s + 1) * k_) / per_epoch_ > (s * k_) / per_epoch_ || s + 1 == total_;
     if (bar_ && (elapsed - last_draw_ >= 0.1 || epoch_last || r.skipped)) {
@@ -390,7 +394,59 @@ void Finish(Trainer& trainer, const TrainOptions& o, int64_t start, int64_t tota
 
 }  // namespace
 
-int Train(const TrainOptions& o) {
+namespace {
+
+// Data-parallel: rank 0 alone prints, logs, evaluates and writes files; the other ranks train silently.
+TrainOptions ForThisRank(const TrainOptions& given) {
+  TrainOptions o = given;
+  const dist::Comm& w = dist::World();
+  if (w.size() > 1 && o.grad_accum > 1)
+    throw Error("--grad-accum with more than one rank (mpirun -np " + std::to_string(w.size()) +
+                ") is not supported yet");
+  if (w.size() > 1 && o.device != "cpu")
+    throw Error("--device " + o.device +
+                " with more than one rank: data-parallel training runs on the CPU only (NCCL "
+                "on GPUs is not built yet)");
+  if (w.rank() == 0) return o;
+  o.quiet = true;
+  o.log_json.clear();
+  o.save.clear();
+  o.checkpoint.clear();
+  o.eval_data.clear();
+  o.profile = false;
+  o.profile_trace.clear();
+  return o;
+}
+
+// Data-parallel: every rank must build the same step and read the same data; the first rank that differs from rank
+// 0 is named (the same message on every rank).
+void CheckRanksAgree(const Trainer& trainer, const Arrays& data, const TrainOptions& o) {
+  dist::Comm& w = dist::World();
+  if (w.size() <= 1) return;
+  const std::string step = StepGraphFingerprint(trainer.step_graph());
+  const std::string mine = step + "\n" + DataFingerprint(data) + "\n" + std::to_string(o.batch) + "\n" + o.data;
+  const std::vector<std::string> all = w.AllGather(mine);
+  for (int r = 1; r < w.size(); ++r) {
+    if (all[static_cast<size_t>(r)] == all[0]) continue;
+    auto part = [&](int rank, int i) {
+      std::string s = all[static_cast<size_t>(rank)];
+      for (int k = 0; k < i; ++k) s = s.substr(s.find('\n') + 1);
+      return s.substr(0, s.find('\n'));
+    };
+    if (part(r, 0) != part(0, 0))
+      throw Error("rank " + std::to_string(r) + " built another step than rank 0 (another model or other options)");
+    if (part(r, 2) != part(0, 2))
+      throw Error("rank " + std::to_string(r) + " has --batch " + part(r, 2) + ", rank 0 " + part(0, 2));
+    throw Error("rank " + std::to_string(r) + " reads other data than rank 0 (" + part(r, 3) + ": " +
+                part(r, 1).substr(0, part(r, 1).find('#')) + "; rank 0's " + part(0, 3) + ": " +
+                part(0, 1).substr(0, part(0, 1).find('#')) + ")");
+  }
+}
+
+}  // namespace
+
+int Train(const TrainOptions& given) {
+  const TrainOptions o = ForThisRank(given);
   CheckOutputs(o);
 
   // The step's inputs decide which arrays to read; the schedule's length needs the sample count first.
@@ -403,7 +459,13 @@ int Train(const TrainOptions& o) {
   CheckDataFitsStep(trainer->step_graph(), train_arrays, o.data, o);
   // Recorded in checkpoints, checked on --resume (hashing is cheap next to reading the file).
   const std::string fingerprint = o.checkpoint.empty() && o.resume.empty() ? "" : DataFingerprint(train_arrays);
-  DataLoader data(std::move(train_arrays), o.batch, !o.no_shuffle, o.seed, o.data);
+  CheckRanksAgree(*trainer, train_arrays, o);
+  const dist::Comm& world = dist::World();
+  DataLoader data(std::move(train_arrays), o.batch, !o.no_shuffle, o.seed, o.data, world.size(), world.rank());
+  if (world.size() > 1 && !o.quiet)
+    std::printf("data-parallel: %d ranks (%s), devices: cpu, global batch %d x %lld = %lld\n", world.size(),
+                world.description().c_str(), world.size(), static_cast<long long>(o.batch),
+                static_cast<long long>(o.batch * world.size()));
   const int64_t k = trainer->options().optimizer.accumulate;  // o.grad_accum, or the stored step's
   const int64_t per_epoch = data.batches_per_epoch();         // micro-batches
   if (per_epoch < k)

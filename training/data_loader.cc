@@ -41,9 +41,11 @@ int64_t CheckSampleArrays(const std::map<std::string, Tensor>& arrays, const std
 }
 
 DataLoader::DataLoader(std::map<std::string, Tensor> arrays, int64_t batch, bool shuffle, uint64_t seed,
-                       const std::string& what)
+                       const std::string& what, int ranks, int rank)
     : arrays_(std::move(arrays)),
       batch_(batch),
+      ranks_(ranks),
+      rank_(rank),
       shuffle_(shuffle),
       seed_(seed),
       what_(what),
@@ -51,9 +53,10 @@ DataLoader::DataLoader(std::map<std::string, Tensor> arrays, int64_t batch, bool
   if (batch_ <= 0) throw Error("--batch must be positive");
   if (arrays_.empty()) throw Error(what_ + ": no arrays");
   samples_ = CheckSampleArrays(arrays_, what_);
-  if (samples_ < batch_)
+  if (ranks_ < 1 || rank_ < 0 || rank_ >= ranks_) throw Error("data loader: rank out of range");
+  if (samples_ < batch_ * ranks_)
     throw Error(what_ + ": " + std::to_string(samples_) + " samples, fewer than one batch of " +
-                std::to_string(batch_));
+                (ranks_ > 1 ? std::to_string(ranks_) + " ranks x " : std::string()) + std::to_string(batch_));
 }
 
 std::vector<int64_t> DataLoader::Order(int64_t epoch) const {
@@ -73,6 +76,7 @@ std::vector<int64_t> DataLoader::Order(int64_t epoch) const {
 Batch DataLoader::Get(int64_t epoch, int64_t index) const {
   if (index < 0 || index >= batches_per_epoch()) throw Error("batch index out of range");
   std::vector<int64_t> order = Order(epoch);
+  const int64_t first = (index * ranks_ + rank_) * batch_;  // this rank's slice of the global batch `index`
   Batch b;
   b.epoch = epoch;
   b.index = index;
@@ -83,7 +87,7 @@ Batch DataLoader::Get(int64_t epoch, int64_t index) const {
     const size_t row = t.nbytes() / static_cast<size_t>(samples_);
     for (int64_t i = 0; i < batch_; ++i)
       std::memcpy(static_cast<uint8_t*>(out.raw()) + static_cast<size_t>(i) * row,
-                  static_cast<const uint8_t*>(t.raw()) + static_cast<size_t>(order[index * batch_ + i]) * row, row);
+                  static_cast<const uint8_t*>(t.raw()) + static_cast<size_t>(order[first + i]) * row, row);
     b.arrays[name] = std::move(out);
   }
   return b;

@@ -2,6 +2,9 @@
 // Batches follow DESIGN.md's rule: with shuffling off, step k of an epoch takes samples k*B ... k*B+B-1 in file
 // order; with shuffling on, a permutation drawn from the seed and the epoch number. The remainder of an epoch
 // that does not fill a batch is dropped. The next batch is gathered on a TBB task while the step runs.
+// Data-parallel (N ranks, DDP's rule): the global batch `index` is N x B samples taken as above, and rank r's batch
+// is its r-th slice of B: samples (index * N + r) * B ... + B - 1 of the epoch's order, which every rank draws alike
+// from the seed. An epoch then has samples / (N x B) batches.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,10 +31,11 @@ class DataLoader {
  public:
   // `arrays`: name -> tensor with the samples on axis 0 (all the same count). Float arrays are checked for
   // NaN/inf once here: a non-finite value is an error naming the file, array and sample.
-  DataLoader(std::map<std::string, Tensor> arrays, int64_t batch, bool shuffle, uint64_t seed, const std::string& what);
+  DataLoader(std::map<std::string, Tensor> arrays, int64_t batch, bool shuffle, uint64_t seed, const std::string& what,
+             int ranks = 1, int rank = 0);
   ~DataLoader();  // waits for a prefetch in flight
   int64_t samples() const { return samples_; }
-  int64_t batches_per_epoch() const { return samples_ / batch_; }
+  int64_t batches_per_epoch() const { return samples_ / (batch_ * ranks_); }
   // The batch `index` of `epoch` (deterministic for a given seed).
   Batch Get(int64_t epoch, int64_t index) const;
   // Starts gathering (epoch, index) on a TBB task; Take() returns it.
@@ -44,7 +48,9 @@ class DataLoader {
  private:
   std::vector<int64_t> Order(int64_t epoch) const;
   std::map<std::string, Tensor> arrays_;
-  int64_t batch_, samples_ = 0;
+  int64_t batch_;
+  int ranks_, rank_;
+  int64_t samples_ = 0;
   bool shuffle_;
   uint64_t seed_;
   std::string what_;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <set>
 
+#include "dist/comm.h"
 #include "executor/batch_stager.h"
 #include "executor/host_memory.h"
 #include "executor/plan.h"
@@ -224,6 +225,14 @@ StepResult Trainer::Step(const std::vector<Arrays>& micro_batches) {
     r.skipped = out[skipped_out_].GetDouble(0) != 0;
     if (param_norm_out_ >= 0) r.param_norm = out[param_norm_out_].GetDouble(0);
     if (zero_frac_out_ >= 0) r.zero_grad_fraction = out[zero_frac_out_].GetDouble(0);
+  }
+  // Data-parallel: the logged loss is the mean over the ranks (the update already read the ranks' mean gradient,
+  // so grad_norm, skipped and the parameters are the same on every rank).
+  if (opts_.data_parallel.world > 1) {
+    dist::Comm& c = dist::World();
+    double loss = r.loss;
+    c.AllReduceSum(&loss, 1);
+    r.loss = loss / c.size();
   }
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;

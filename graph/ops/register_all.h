@@ -10,6 +10,7 @@ void RegisterNormOps(OpRegistry& r);             // BatchNorm, LayerNorm, Instan
 void RegisterLinalgOps(OpRegistry& r);           // MatMul, Gemm, Conv, ConvTranspose, pooling, Einsum
 void RegisterRecurrentOps(OpRegistry& r);        // RNN, GRU, LSTM (graph/ops/recurrent.cc)
 void RegisterCtcOps(OpRegistry& r);              // ai.onnxtrain.CTCLoss (graph/ops/ctc.cc)
+void RegisterCollectiveOps(OpRegistry& r);       // ai.onnxtrain.AllReduce (graph/ops/collective.cc)
 void RegisterShapeOps(OpRegistry& r);            // Reshape ... OneHot: shape and data movement
 void RegisterInternalOps(OpRegistry& r);         // ai.onnxtrain: ReduceToShape, ReluGrad, ... (backward helpers)
 void RegisterFusedLinalgOps(OpRegistry& r);      // ai.onnxtrain.MatMulBias: schema, gradient, AMP (internal_fused.cc)
@@ -27,6 +28,7 @@ inline void RegisterAllOps(OpRegistry& r) {
   RegisterLinalgOps(r);
   RegisterRecurrentOps(r);
   RegisterCtcOps(r);
+  RegisterCollectiveOps(r);
   RegisterShapeOps(r);
   RegisterInternalOps(r);
   RegisterFusedLinalgOps(r);

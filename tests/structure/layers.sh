@@ -11,10 +11,11 @@ declare -A allowed=(
   [passes]="graph kernel_common"
   [cpu_ops]="kernel_common"
   [cuda_ops]="kernel_common"
-  [executor]="cpu_ops cuda_ops graph kernel_common passes"
-  [training]="executor graph kernel_common onnx_import passes"
+  [dist]="graph"
+  [executor]="cpu_ops cuda_ops dist graph kernel_common passes"
+  [training]="dist executor graph kernel_common onnx_import passes"
   # tools/ reaches the pass pipeline only through training/ (training/pipeline.h).
-  [tools]="executor graph onnx_import training"
+  [tools]="dist executor graph onnx_import training"
   [api]="executor graph onnx_import training"
 )
 bad=0

@@ -56,6 +56,28 @@ TEST(DataLoader, ShuffleIsASeededPermutationPerEpoch) {
   EXPECT_NE(e0, epoch(c, 0)) << "another seed, another order";
 }
 
+// Data-parallel (DDP's rule): rank r of N takes the r-th slice of B of the global batch N x B, so the ranks' batches
+// of step k together are what one process takes at step k with batch N x B -- in file order and shuffled alike.
+TEST(DataLoader, RanksSplitTheGlobalBatchInRankOrder) {
+  for (bool shuffle : {false, true}) {
+    DataLoader one(Arrays(29), 6, shuffle, 5, "t.npz");
+    DataLoader r0(Arrays(29), 2, shuffle, 5, "t.npz", 3, 0), r1(Arrays(29), 2, shuffle, 5, "t.npz", 3, 1),
+        r2(Arrays(29), 2, shuffle, 5, "t.npz", 3, 2);
+    EXPECT_EQ(r1.batches_per_epoch(), 4);  // 29 samples / (3 ranks x 2)
+    for (int64_t e = 0; e < 2; ++e)
+      for (int64_t k = 0; k < 4; ++k) {
+        const Batch all = one.Get(e, k);
+        const Batch parts[3] = {r0.Get(e, k), r1.Get(e, k), r2.Get(e, k)};
+        for (int r = 0; r < 3; ++r)
+          for (int i = 0; i < 2; ++i)
+            EXPECT_EQ(parts[r].arrays.at("y").data<int64_t>()[i], all.arrays.at("y").data<int64_t>()[2 * r + i])
+                << "shuffle " << shuffle << " epoch " << e << " step " << k << " rank " << r;
+      }
+  }
+  EXPECT_THROW(DataLoader(Arrays(5), 2, false, 0, "t.npz", 3, 0), Error);  // not one global batch of 6
+  EXPECT_THROW(DataLoader(Arrays(9), 2, false, 0, "t.npz", 3, 3), Error);  // no rank 3 of 3
+}
+
 TEST(DataLoader, PrefetchEqualsGet) {
   DataLoader d(Arrays(12), 3, true, 1, "t.npz");
   d.Prefetch(2, 1);

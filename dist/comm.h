@@ -1,0 +1,45 @@
+// The process group of data-parallel training (issue: data-parallel training): which rank this process is among how
+// many, and the collectives the step needs. One process is a world of one whose collectives do nothing. Under
+// `mpirun` (Open MPI) or `srun` (Slurm, through Open MPI's PMIx) -- their environment variables say so -- the world
+// is MPI's COMM_WORLD, reached through a plugin (libonnxtrain_mpi.so, dist/mpi/) that is loaded only then, so that
+// a binary without Open MPI installed still runs as one process. MPI is never initialized as a singleton.
+//
+// Thread safety: any thread may call the collectives; the MPI world serializes its calls (it asks MPI for
+// MPI_THREAD_SERIALIZED and says which level it got in description()).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ot::dist {
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "one process", or e.g. "MPI (Open MPI v4.1.4), thread level MPI_THREAD_SERIALIZED".
+  virtual std::string description() const = 0;
+  // Sums `n` values over the ranks, in place, on every rank.
+  virtual void AllReduceSum(float* data, int64_t n) = 0;
+  virtual void AllReduceSum(double* data, int64_t n) = 0;
+  // Every rank's `s`, indexed by rank.
+  virtual std::vector<std::string> AllGather(const std::string& s) = 0;
+  // Ends every rank of the job with `code` (MPI_Abort); the world of one exits.
+  [[noreturn]] virtual void Abort(int code) = 0;
+  // MPI_Finalize (once, at a normal exit; nothing after it).
+  virtual void Finalize() = 0;
+};
+
+// True when this process was started by a launcher that sets up an MPI world: Open MPI's mpirun (OMPI_COMM_WORLD_SIZE)
+// or Slurm's srun (SLURM_NTASKS with PMIX_RANK or PMI_RANK).
+bool LaunchedByMpi();
+// Sets the process's world up: an MPI world when LaunchedByMpi(), else a world of one. Call it first thing in main,
+// before any thread starts. Throws Error when the launcher asked for MPI and the plugin or MPI cannot start.
+void InitWorld(int* argc, char*** argv);
+// The world (a world of one before InitWorld).
+Comm& World();
+// Replaces the world (tests: a fake group of ranks inside one process). Not thread-safe; the caller keeps `c` alive.
+void SetWorldForTesting(Comm* c);
+
+}  // namespace ot::dist

@@ -1,0 +1,42 @@
+// data_parallel: the gradient all-reduce of data-parallel training (DDP's semantics), for a world of more than one
+// rank (dist/comm.h).
+//
+// Rewrite: the gradients autodiff made are packed, in the order the backward produces them (their producers' order
+// in the graph, which the passes keep topological), into buckets of at most `bucket_bytes` (a gradient larger than
+// that is a bucket of its own); each bucket becomes one node ai.onnxtrain.AllReduce(g1, ..., gk) -> (m1, ..., mk),
+// mi the mean of gi over the ranks (graph/ops/collective.cc), which the executor may start as soon as the bucket's
+// last gradient is written, while the rest of the backward runs. Each bucket's node also reads the previous one's
+// first output (not as data): every rank issues the collectives in bucket order, whatever order its threads finish
+// the backward in (MPI requires the same order of collectives on a communicator). The optimizer then reads the means:
+// every rank takes the same update, its loss-scale check included (a non-finite gradient on one rank is non-finite in
+// the mean on all). Runs after autodiff and before the optimizer, so the amp pass sees the all-reduce (a deny op: the
+// buckets hold float32 gradients, the ones the update reads).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace ot {
+
+struct DataParallelOptions {
+  int world = 1;                      // ranks (mpirun -np N); 1: the pass changes nothing
+  int64_t bucket_bytes = 25ll << 20;  // --bucket-mb
+};
+
+class DataParallelPass : public Pass {
+ public:
+  // `grads`: the gradients the optimizer will read (AutodiffPass::grads()); Run replaces each by its mean.
+  DataParallelPass(DataParallelOptions o, std::vector<Value*>& grads) : opts_(o), grads_(grads) {}
+  std::string name() const override { return "data_parallel"; }
+  bool Run(Graph& g) override;
+  // The buckets made, each as its gradients' indices in `grads` (for tests and the memory report).
+  const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
+
+ private:
+  DataParallelOptions opts_;
+  std::vector<Value*>& grads_;
+  std::vector<std::vector<size_t>> buckets_;
+};
+
+}  // namespace ot

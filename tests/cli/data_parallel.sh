@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Data-parallel training under mpirun (2 ranks, 1 thread each, on one machine): DDP's semantics against one process.
+#   - an MLP and the tiny transformer: 2 ranks x B follow 1 process x 2B within 1e-5 relative per step (SGD and Adam,
+#     in file order and shuffled), with a bucket size that splits the gradients into several all-reduces;
+#   - rank 0 alone writes the log (one line per step) and the saved model; a checkpoint taken by 2 ranks resumes on
+#     2 ranks and continues the trajectory; resuming it on 1 process is refused;
+#   - a rank given other data, or failing, ends the job with a one-line error per rank naming the rank.
+# Usage: data_parallel.sh ONNX_TRAIN_BINARY EXAMPLES_DIR PYTHON
+set -u
+tool=$(realpath "$1")
+ex=$(realpath "$2")
+py=$3
+. "$(dirname "$0")/lib.sh"
+# CI runs as root; Open MPI refuses that unless told. One slot per rank on a machine with fewer cores is fine.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+mpi() { timeout 120 mpirun --oversubscribe -np 2 "$@"; }
+ce=(--loss cross_entropy --logits logits --labels y --threads 1 --quiet)
+
+# same LOG_A LOG_B TOL: the two logs' losses agree within TOL relative at every step (and have the same length).
+same() {
+  "$py" - "$1" "$2" "$3" <<'PY'
+import json, sys
+a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+la = [json.loads(l)["loss"] for l in open(a) if not json.loads(l).get("eval")]
+lb = [json.loads(l)["loss"] for l in open(b) if not json.loads(l).get("eval")]
+assert len(la) == len(lb) and la, f"{len(la)} vs {len(lb)} steps"
+worst = max(abs(x - y) / abs(y) for x, y in zip(la, lb))
+assert worst <= tol, f"max rel diff {worst:.2e} > {tol}"
+PY
+}
+
+for model in digits_mlp tiny_lm; do
+  data=$ex/$model/train.npz
+  [ $model = tiny_lm ] && data=$ex/$model/data.npz
+  for opt in sgd adam; do
+    for order in --no-shuffle "--seed 7"; do
+      # --bucket-mb 0.01: the gradients go in several buckets (ordered all-reduces).
+      if mpi "$tool" train "$ex/$model/model.onnx" --data "$data" "${ce[@]}" --batch 8 --steps 6 $order \
+           --optimizer $opt --bucket-mb 0.01 --log-json "$tmp/dp.jsonl" 2>"$tmp/err" &&
+         "$tool" train "$ex/$model/model.onnx" --data "$data" "${ce[@]}" --batch 16 --steps 6 $order \
+           --optimizer $opt --log-json "$tmp/one.jsonl" 2>>"$tmp/err" &&
+         same "$tmp/dp.jsonl" "$tmp/one.jsonl" 1e-5 2>>"$tmp/err"; then ok
+      else bad "$model $opt $order: 2 ranks x 8 vs 1 x 16: $(tail -1 "$tmp/err")"; fi
+    done
+  done
+done
+
+# Files: rank 0 writes the log and the model; a checkpoint of 2 ranks resumes on 2 and continues the trajectory.
+m=$ex/digits_mlp
+args=("$m/model.onnx" --data "$m/train.npz" "${ce[@]}" --batch 8 --no-shuffle --optimizer adam)
+rm -rf "$tmp/ck"
+if mpi "$tool" train "${args[@]}" --steps 8 --log-json "$tmp/full.jsonl" --save "$tmp/saved.onnx" 2>"$tmp/err" &&
+   [ "$(wc -l <"$tmp/full.jsonl")" -eq 8 ] && [ -s "$tmp/saved.onnx" ]; then ok
+else bad "rank 0's log ($(wc -l <"$tmp/full.jsonl" 2>/dev/null) lines, want 8) and model: $(tail -1 "$tmp/err")"; fi
+if mpi "$tool" train "${args[@]}" --steps 4 --checkpoint "$tmp/ck" 2>"$tmp/err" &&
+   mpi "$tool" train "${args[@]}" --steps 8 --resume "$tmp/ck" --log-json "$tmp/resumed.jsonl" 2>>"$tmp/err" &&
+   "$py" - "$tmp/resumed.jsonl" "$tmp/full.jsonl" 2>>"$tmp/err" <<'PY'; then ok
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+f = {x["step"]: x["loss"] for x in map(json.loads, open(sys.argv[2]))}
+assert [x["step"] for x in r] == [5, 6, 7, 8], [x["step"] for x in r]
+worst = max(abs(x["loss"] - f[x["step"]]) / abs(f[x["step"]]) for x in r)
+assert worst <= 1e-6, f"resumed steps differ by {worst:.2e}"
+PY
+else bad "checkpoint of 2 ranks resumed on 2: $(tail -1 "$tmp/err")"; fi
+expect_error "the checkpoint was made with ranks 2, this run has 1" train "${args[@]}" --steps 8 --resume "$tmp/ck"
+
+# A rank that differs or fails ends the job: every rank says which, exit status non-zero, no rank left waiting.
+"$py" - "$m/train.npz" "$tmp/other.npz" <<'PY'
+import numpy as np, sys
+d = dict(np.load(sys.argv[1]))
+d["x"] = d["x"][::-1].copy()
+np.savez(sys.argv[2], **d)
+PY
+timeout 120 mpirun --oversubscribe -np 1 "$tool" train "${args[@]}" --steps 2 : \
+  -np 1 "$tool" train "$m/model.onnx" --data "$tmp/other.npz" "${ce[@]}" --batch 8 --no-shuffle --optimizer adam \
+  --steps 2 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "rank 1 reads other data than rank 0" "$tmp/err"; then ok
+else bad "a rank with other data (exit $rc): $(grep error "$tmp/err" | head -2)"; fi
+timeout 120 mpirun --oversubscribe -np 1 "$tool" train "${args[@]}" --steps 2 : \
+  -np 1 "$tool" train "${args[@]}" --steps 2 --lr-schedule nonsense >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "onnx-train: error: rank 1: " "$tmp/err"; then ok
+else bad "a failing rank (exit $rc): $(grep error "$tmp/err" | head -2)"; fi
+finish
