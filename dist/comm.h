@@ -4,14 +4,32 @@
 // is MPI's COMM_WORLD, reached through a plugin (libonnxtrain_mpi.so, dist/mpi/) that is loaded only then, so that
 // a binary without Open MPI installed still runs as one process. MPI is never initialized as a singleton.
 //
-// Thread safety: any thread may call the collectives; the MPI world serializes its calls (it asks MPI for
-// MPI_THREAD_SERIALIZED and says which level it got in description()).
+// Thread safety: any thread may call the collectives. The MPI world makes every MPI call on a communication thread
+// of its own (outside --threads), which issues the collectives in the order they were asked for and progresses a
+// started one while the caller goes on (Open MPI 4.1 has no progress thread of its own): MPI_THREAD_SERIALIZED,
+// which it asks for and names in description().
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace ot::dist {
+
+// A collective started and not yet waited for.
+class Request {
+ public:
+  virtual ~Request() = default;
+  // Blocks until the collective is complete (its buffer then holds the result).
+  virtual void Wait() = 0;
+};
+
+// What the collectives cost since the last ResetStats: how many, the time from their start to their completion, and
+// the part of that time a caller spent blocked in Request::Wait (the rest was hidden behind other work).
+struct CommStats {
+  int64_t collectives = 0;
+  double busy_ms = 0, waited_ms = 0;
+};
 
 class Comm {
  public:
@@ -23,6 +41,11 @@ class Comm {
   // Sums `n` values over the ranks, in place, on every rank.
   virtual void AllReduceSum(float* data, int64_t n) = 0;
   virtual void AllReduceSum(double* data, int64_t n) = 0;
+  // Starts the same sum and returns at once; `data` must stay untouched until the request's Wait returns. The
+  // collectives of a process are issued in the order they were started (blocking ones included), one at a time.
+  virtual std::shared_ptr<Request> StartAllReduceSum(float* data, int64_t n) = 0;
+  virtual CommStats stats() const { return {}; }
+  virtual void ResetStats() {}
   // Every rank's `s`, indexed by rank.
   virtual std::vector<std::string> AllGather(const std::string& s) = 0;
   // Ends every rank of the job with `code` (MPI_Abort); the world of one exits.

@@ -9,40 +9,40 @@
 
 namespace ot {
 
-namespace {
-// Bytes of a gradient: its shape must be static (a parameter's).
-int64_t GradBytes(const Value* v) {
-  int64_t n = static_cast<int64_t>(SizeOf(v->dtype == DataType::kUndefined ? DataType::kFloat32 : v->dtype));
-  if (!v->shape.known_rank()) return n;
-  for (const Dim& d : v->shape.dims()) n *= d.is_static() ? d.value : 1;
-  return n;
-}
-}  // namespace
-
 bool DataParallelPass::Run(Graph& g) {
   buckets_.clear();
   if (opts_.world <= 1 || grads_.empty()) return false;
   if (opts_.bucket_bytes <= 0) throw Error("--bucket-mb must be > 0");
-  // The backward's order: each gradient's producer's place in the topological order (none: first).
+  if (params_.size() != grads_.size())
+    throw Error("data_parallel: " + std::to_string(params_.size()) + " parameters but " +
+                std::to_string(grads_.size()) + " gradients");
+  for (const Value* p : params_)
+    if (!p || !p->initializer) throw Error("data_parallel: a parameter is not an initializer");
+  // A gradient has its parameter's dtype and dims.
+  auto bytes_of = [&](size_t i) { return static_cast<int64_t>(params_[i]->initializer->nbytes()); };
+  // The backward's order: each gradient's producer's place in the topological order (none: first), through the
+  // Identity nodes that name autodiff's results (appended last, in parameter order): the node that computes the
+  // gradient says when the backward has it.
   std::map<const Node*, size_t> pos;
   const std::vector<Node*> order = g.TopologicalOrder();
   for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = i + 1;
-  std::vector<size_t> idx(grads_.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  // Through the Identity nodes that name autodiff's results (appended last, in parameter order): the node that
-  // computes the gradient says when the backward has it.
-  auto at = [&](size_t i) -> size_t {
-    const Value* v = grads_[i];
+  auto computed = [](Value* v) {
     while (v->producer && v->producer->op_type == "Identity" && v->producer->domain.empty() &&
            !v->producer->inputs.empty() && v->producer->inputs[0])
       v = v->producer->inputs[0];
+    return v;
+  };
+  auto at = [&](size_t i) -> size_t {
+    const Value* v = computed(grads_[i]);
     return v->producer ? pos[v->producer] : 0;
   };
+  std::vector<size_t> idx(grads_.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return at(a) < at(b); });
   // Buckets in that order, each at most bucket_bytes (a larger gradient alone).
   int64_t bytes = 0;
   for (size_t i : idx) {
-    const int64_t b = GradBytes(grads_[i]);
+    const int64_t b = bytes_of(i);
     if (buckets_.empty() || bytes + b > opts_.bucket_bytes) {
       buckets_.emplace_back();
       bytes = 0;
@@ -50,25 +50,51 @@ bool DataParallelPass::Run(Graph& g) {
     buckets_.back().push_back(i);
     bytes += b;
   }
-  Value* previous = nullptr;  // the previous bucket's first mean: orders the collectives alike on every rank
+  // One AllReduceStart per bucket, each after the previous, reading the gradients as computed (before autodiff's
+  // naming Identity nodes) and placed in the node list just after the last of them: the executor's order (the
+  // topological order with ties in list order, which one thread follows) starts each bucket as soon as the backward
+  // has it. Then one AllReduceWait per bucket, each after the last start (so the waits never hold the backward up),
+  // at the end of the list.
+  std::vector<Value*> started;
   for (size_t k = 0; k < buckets_.size(); ++k) {
-    std::vector<Value*> ins, outs;
+    std::vector<Value*> ins;
+    size_t last = 0;
     for (size_t i : buckets_[k]) {
-      Value* gr = grads_[i];
-      Value* m = g.AddValue(g.UniqueName(gr->name + ".mean"));
-      m->dtype = gr->dtype;
-      m->shape = gr->shape;
-      ins.push_back(gr);
-      outs.push_back(m);
+      ins.push_back(computed(grads_[i]));
+      last = std::max(last, at(i));
     }
-    const int64_t count = static_cast<int64_t>(ins.size());
-    if (previous) ins.push_back(previous);
-    previous = outs[0];
-    Node* n = g.AddNode("AllReduce", ins, outs, g.UniqueName("data_parallel/AllReduce_" + std::to_string(k)));
+    if (k > 0) ins.push_back(started.back());
+    Value* bucket = g.AddValue(g.UniqueName("data_parallel/bucket_" + std::to_string(k)));
+    Node* n =
+        g.AddNode("AllReduceStart", ins, {bucket}, g.UniqueName("data_parallel/AllReduceStart_" + std::to_string(k)));
     n->domain = kInternalDomain;
     n->opset = 1;
     n->attrs["world"] = Attribute::Int(opts_.world);
-    n->attrs["count"] = Attribute::Int(count);
+    n->attrs["count"] = Attribute::Int(static_cast<int64_t>(buckets_[k].size()));
+    if (last < order.size()) g.MoveNodeBefore(n, order[last]);  // order[last]: the node after the last producer
+    started.push_back(bucket);
+  }
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    std::vector<Value*> ins = {started[k]}, outs;
+    if (k + 1 < buckets_.size()) ins.push_back(started.back());
+    std::vector<int64_t> ranks, dims;
+    for (size_t i : buckets_[k]) {
+      Value* gr = grads_[i];
+      const Tensor& p = *params_[i]->initializer;
+      Value* m = g.AddValue(g.UniqueName(gr->name + ".mean"));
+      m->dtype = p.dtype();
+      m->shape = Shape::Static(p.dims());
+      outs.push_back(m);
+      const std::vector<int64_t>& d = p.dims();
+      ranks.push_back(static_cast<int64_t>(d.size()));
+      dims.insert(dims.end(), d.begin(), d.end());
+    }
+    Node* n = g.AddNode("AllReduceWait", ins, outs, g.UniqueName("data_parallel/AllReduceWait_" + std::to_string(k)));
+    n->domain = kInternalDomain;
+    n->opset = 1;
+    n->attrs["world"] = Attribute::Int(opts_.world);
+    n->attrs["ranks"] = Attribute::Ints(ranks);
+    n->attrs["dims"] = Attribute::Ints(dims);
     for (size_t j = 0; j < buckets_[k].size(); ++j) {
       Value* gr = grads_[buckets_[k][j]];
       std::replace(g.outputs.begin(), g.outputs.end(), gr, outs[j]);  // autodiff made the gradients outputs

@@ -3,14 +3,15 @@
 //
 // Rewrite: the gradients autodiff made are packed, in the order the backward produces them (their producers' order
 // in the graph, which the passes keep topological), into buckets of at most `bucket_bytes` (a gradient larger than
-// that is a bucket of its own); each bucket becomes one node ai.onnxtrain.AllReduce(g1, ..., gk) -> (m1, ..., mk),
-// mi the mean of gi over the ranks (graph/ops/collective.cc), which the executor may start as soon as the bucket's
-// last gradient is written, while the rest of the backward runs. Each bucket's node also reads the previous one's
-// first output (not as data): every rank issues the collectives in bucket order, whatever order its threads finish
-// the backward in (MPI requires the same order of collectives on a communicator). The optimizer then reads the means:
-// every rank takes the same update, its loss-scale check included (a non-finite gradient on one rank is non-finite in
-// the mean on all). Runs after autodiff and before the optimizer, so the amp pass sees the all-reduce (a deny op: the
-// buckets hold float32 gradients, the ones the update reads).
+// that is a bucket of its own). Each bucket becomes two nodes (graph/ops/collective.cc): ai.onnxtrain.AllReduceStart
+// (g1, ..., gk) -> bucket packs the gradients and starts their sum over the ranks, which a communication thread
+// carries on (dist/comm.h) while the executor runs the rest of the backward; AllReduceWait(bucket) -> (m1, ..., mk)
+// waits for it and writes each mean. Each start also reads the previous bucket (not as data), so every rank issues
+// its collectives in bucket order whatever order its threads finish the backward in (MPI matches collectives by
+// order); each wait also reads the last bucket, so no wait holds the backward up. The optimizer then reads the
+// means: every rank takes the same update, its loss-scale check included (a non-finite gradient on one rank is
+// non-finite in the mean on all). Runs after autodiff and before the optimizer, so the amp pass sees the
+// all-reduce (deny ops: the buckets hold float32 gradients, the ones the update reads).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,8 +27,10 @@ struct DataParallelOptions {
 
 class DataParallelPass : public Pass {
  public:
-  // `grads`: the gradients the optimizer will read (AutodiffPass::grads()); Run replaces each by its mean.
-  DataParallelPass(DataParallelOptions o, std::vector<Value*>& grads) : opts_(o), grads_(grads) {}
+  // `grads`: the gradients the optimizer will read (AutodiffPass::grads()), grads[i] that of params[i] (an
+  // initializer: its dims are the gradient's); Run replaces each by its mean.
+  DataParallelPass(DataParallelOptions o, std::vector<Value*> params, std::vector<Value*>& grads)
+      : opts_(o), params_(std::move(params)), grads_(grads) {}
   std::string name() const override { return "data_parallel"; }
   bool Run(Graph& g) override;
   // The buckets made, each as its gradients' indices in `grads` (for tests and the memory report).
@@ -35,6 +38,7 @@ class DataParallelPass : public Pass {
 
  private:
   DataParallelOptions opts_;
+  std::vector<Value*> params_;
   std::vector<Value*>& grads_;
   std::vector<std::vector<size_t>> buckets_;
 };

@@ -69,7 +69,8 @@ PassManager StepPipeline(StepBuild& b) {
       },
       step);
   pm.Add(
-      "data_parallel", [&b](Graph& g) { return DataParallelPass(b.o.data_parallel, b.grads).Run(g); },
+      "data_parallel",
+      [&b](Graph& g) { return DataParallelPass(b.o.data_parallel, b.autodiff->params(), b.grads).Run(g); },
       "it averages the ranks' gradients", o.data_parallel.world > 1);
   pm.Add(
       "optimizer",

@@ -378,8 +378,17 @@ void Finish(Trainer& trainer, const TrainOptions& o, int64_t start, int64_t tota
     trainer.Save(o.save);
     if (!o.quiet) std::printf("saved the trained model to %s\n", o.save.c_str());
   }
-  if (o.profile && total > start)
-    PrintOpProfile(trainer.executor(), static_cast<double>((total - start > 1 ? total - start - 1 : 1) * k));
+  if (o.profile && total > start) {
+    const double steps = static_cast<double>(total - start > 1 ? total - start - 1 : 1);
+    PrintOpProfile(trainer.executor(), steps * k);
+    const dist::CommStats c = dist::World().stats();
+    if (dist::World().size() > 1 && c.collectives > 0)
+      std::printf(
+          "gradient all-reduce (rank 0): %.1f buckets per step, %.2f ms per step from start to completion, %.2f ms "
+          "of it waited for: %.0f%% hidden behind the backward\n",
+          static_cast<double>(c.collectives) / steps, c.busy_ms / steps, c.waited_ms / steps,
+          c.busy_ms > 0 ? 100 * std::max(0.0, 1 - c.waited_ms / c.busy_ms) : 0.0);
+  }
   if (const auto& dev = trainer.options().device)
     std::printf("peak device memory: %lld bytes (%.1f MiB) on %s\n",
                 static_cast<long long>(dev->peak_allocated_bytes()),
@@ -544,7 +553,10 @@ int Train(const TrainOptions& given) {
     StepResult r = trainer->Step(micro);
     // --profile-ops: times from the second step on (the first makes plans, JITs and sets libraries up), unless
     // there is only one.
-    if (o.profile && s == start && total - start > 1) trainer->ResetProfile();
+    if (o.profile && s == start && total - start > 1) {
+      trainer->ResetProfile();
+      dist::World().ResetStats();
+    }
     ReportFirstSteps(*trainer, o, s, start, total, bar);
     skipped += r.skipped;
     skipped_in_row = r.skipped ? skipped_in_row + 1 : 0;

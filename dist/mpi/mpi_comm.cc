@@ -3,11 +3,18 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist/comm.h"
@@ -42,9 +49,45 @@ void Check(int code, const char* what) {
 // MPI counts are int: longer buffers go in pieces.
 constexpr int64_t kMaxCount = 1 << 30;
 
+using Clock = std::chrono::steady_clock;
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// A started all-reduce: done once the communication thread saw it complete.
+class MpiRequest final : public Request {
+ public:
+  explicit MpiRequest(std::atomic<double>* waited) : waited_(waited) {}
+  void Wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!done_) {
+      const auto t0 = Clock::now();
+      cv_.wait(lock, [&] { return done_; });
+      double w = waited_->load();
+      while (!waited_->compare_exchange_weak(w, w + Ms(Clock::now() - t0))) {
+      }
+    }
+    if (!error_.empty()) throw std::runtime_error(error_);
+  }
+  void Finish(const std::string& error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    error_ = error;
+    cv_.notify_all();
+  }
+
+ private:
+  std::atomic<double>* waited_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::string error_;
+};
+
+// MPI's world. Every MPI call after MPI_Init_thread is made on `thread_`, from a queue served in order: a blocking
+// collective runs there while its caller waits; a started all-reduce is issued (MPI_Iallreduce) and tested every
+// 20 us until it completes -- one at a time, so every rank issues its collectives in the order they were asked for.
 class MpiComm final : public Comm {
  public:
-  explicit MpiComm(int level) : level_(level) {
+  explicit MpiComm(int level) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     // Errors come back as codes (and become exceptions naming the call), not as MPI's own abort.
@@ -55,45 +98,134 @@ class MpiComm final : public Comm {
     std::string lib(v, static_cast<size_t>(n));
     lib = lib.substr(0, lib.find(','));  // "Open MPI v4.1.4"
     while (!lib.empty() && (lib.back() == '\n' || lib.back() == ' ')) lib.pop_back();
-    desc_ = "MPI (" + lib + "), thread level " + LevelName(level);
+    desc_ = "MPI (" + lib + "), thread level " + LevelName(level) + ", a communication thread";
+    thread_ = std::thread([this] { Serve(); });
   }
+  ~MpiComm() override { Stop(); }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string description() const override { return desc_; }
-  void AllReduceSum(float* data, int64_t n) override { Sum(data, n, MPI_FLOAT); }
-  void AllReduceSum(double* data, int64_t n) override { Sum(data, n, MPI_DOUBLE); }
+  void AllReduceSum(float* data, int64_t n) override {
+    Blocking([this, data, n] { Sum(data, n, MPI_FLOAT); });
+  }
+  void AllReduceSum(double* data, int64_t n) override {
+    Blocking([this, data, n] { Sum(data, n, MPI_DOUBLE); });
+  }
+  std::shared_ptr<Request> StartAllReduceSum(float* data, int64_t n) override {
+    auto r = std::make_shared<MpiRequest>(&waited_ms_);
+    Task t;
+    t.data = data;
+    t.count = n;
+    t.request = r;
+    Enqueue(std::move(t));
+    return r;
+  }
+  CommStats stats() const override {
+    CommStats s;
+    s.collectives = collectives_.load();
+    s.busy_ms = busy_ms_.load();
+    s.waited_ms = waited_ms_.load();
+    return s;
+  }
+  void ResetStats() override {
+    collectives_ = 0;
+    busy_ms_ = 0;
+    waited_ms_ = 0;
+  }
   std::vector<std::string> AllGather(const std::string& s) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    const int len = static_cast<int>(s.size());
-    std::vector<int> lens(static_cast<size_t>(size_)), offs(static_cast<size_t>(size_));
-    Check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
-    int total = 0;
-    for (int r = 0; r < size_; ++r) offs[static_cast<size_t>(r)] = total, total += lens[static_cast<size_t>(r)];
-    std::string all(static_cast<size_t>(total), '\0');
-    Check(MPI_Allgatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, MPI_COMM_WORLD),
-          "MPI_Allgatherv");
     std::vector<std::string> out;
-    for (int r = 0; r < size_; ++r)
-      out.push_back(all.substr(static_cast<size_t>(offs[static_cast<size_t>(r)]),
-                               static_cast<size_t>(lens[static_cast<size_t>(r)])));
+    Blocking([&] {
+      const int len = static_cast<int>(s.size());
+      std::vector<int> lens(static_cast<size_t>(size_)), offs(static_cast<size_t>(size_));
+      Check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
+      int total = 0;
+      for (int r = 0; r < size_; ++r) offs[static_cast<size_t>(r)] = total, total += lens[static_cast<size_t>(r)];
+      std::string all(static_cast<size_t>(total), '\0');
+      Check(MPI_Allgatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, MPI_COMM_WORLD),
+            "MPI_Allgatherv");
+      for (int r = 0; r < size_; ++r)
+        out.push_back(all.substr(static_cast<size_t>(offs[static_cast<size_t>(r)]),
+                                 static_cast<size_t>(lens[static_cast<size_t>(r)])));
+    });
     return out;
   }
   [[noreturn]] void Abort(int code) override {
     std::fflush(stdout);
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, code);
+    MPI_Abort(MPI_COMM_WORLD, code);  // ends every process; the communication thread with it
     std::_Exit(code);
   }
   void Finalize() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    Stop();
     int done = 0;
     MPI_Finalized(&done);
     if (!done) MPI_Finalize();
   }
 
  private:
-  void Sum(void* data, int64_t n, MPI_Datatype t) {
+  struct Task {
+    std::function<void()> run;  // a blocking collective, or (run empty) a started all-reduce of data[0, count)
+    float* data = nullptr;
+    int64_t count = 0;
+    std::shared_ptr<MpiRequest> request;
+    std::promise<void> done;  // blocking: set when run returned (or threw)
+  };
+  void Enqueue(Task t) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) throw std::runtime_error("MPI: a collective after the communication thread stopped");
+    queue_.push_back(std::move(t));
+    cv_.notify_one();
+  }
+  void Blocking(std::function<void()> f) {
+    Task t;
+    t.run = std::move(f);
+    std::future<void> done = t.done.get_future();
+    Enqueue(std::move(t));
+    done.get();  // rethrows the collective's error
+  }
+  void Serve() {
+    for (;;) {
+      Task t;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        t = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (t.run) {
+        try {
+          t.run();
+          t.done.set_value();
+        } catch (...) {
+          t.done.set_exception(std::current_exception());
+        }
+        continue;
+      }
+      t.request->Finish(RunStarted(t.data, t.count));
+    }
+  }
+  // Issues one started all-reduce and tests it until it completes; returns "" or the error.
+  std::string RunStarted(float* data, int64_t n) {
+    const auto t0 = Clock::now();
+    std::string error;
+    for (int64_t off = 0; off < n && error.empty(); off += kMaxCount) {
+      const int count = static_cast<int>(std::min(kMaxCount, n - off));
+      MPI_Request req;
+      int rc = MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+      for (int flag = 0; rc == MPI_SUCCESS && !flag;) {
+        rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && !flag) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+      if (rc != MPI_SUCCESS) error = "MPI_Iallreduce: " + ErrorText(rc);
+    }
+    ++collectives_;
+    double b = busy_ms_.load();
+    while (!busy_ms_.compare_exchange_weak(b, b + Ms(Clock::now() - t0))) {
+    }
+    return error;
+  }
+  void Sum(void* data, int64_t n, MPI_Datatype t) {
     int bytes = 0;
     MPI_Type_size(t, &bytes);
     for (int64_t off = 0; off < n; off += kMaxCount) {
@@ -102,9 +234,24 @@ class MpiComm final : public Comm {
             "MPI_Allreduce");
     }
   }
-  int rank_ = 0, size_ = 1, level_;
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      cv_.notify_one();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int rank_ = 0, size_ = 1;
   std::string desc_;
-  std::mutex mu_;  // MPI_THREAD_SERIALIZED: one call at a time
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+  std::atomic<int64_t> collectives_{0};
+  std::atomic<double> busy_ms_{0}, waited_ms_{0};
 };
 
 }  // namespace

@@ -1,8 +1,15 @@
-// CPU kernel of ai.onnxtrain.AllReduce (graph/ops/collective.cc): the bucket's gradients packed into the workspace,
-// summed over the ranks in place (dist/comm.h: MPI_Allreduce), divided by the ranks, unpacked into the outputs.
-// float32 and float64 (the amp pass keeps the buckets float32).
+// CPU kernels of the data-parallel all-reduce (graph/ops/collective.cc):
+//   AllReduceStart packs the bucket's gradients into its output and starts their sum over the ranks in place
+//     (dist/comm.h: a communication thread issues MPI_Iallreduce and progresses it); the request is kept under the
+//     bucket's address;
+//   AllReduceWait takes that request, waits for it, and writes sum / world into each gradient's mean.
+// The bucket stays in the arena from the start to the wait (the plan sees it live), so nothing else is placed in
+// memory the communication thread still writes. float32 runs asynchronously; float64 (tests) sums when it starts.
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dist/comm.h"
@@ -14,60 +21,114 @@ namespace ot {
 
 namespace {
 
-template <typename T>
-void Reduce(const KernelIO& io, const std::vector<int64_t>& counts, int64_t total, T* buf, int world) {
-  int64_t off = 0;
-  for (size_t i = 0; i < counts.size(); ++i) {
-    std::memcpy(buf + off, io.in[i], sizeof(T) * static_cast<size_t>(counts[i]));
-    off += counts[i];
+// Started collectives by bucket address, from AllReduceStart to its AllReduceWait.
+class Pending {
+ public:
+  void Put(const void* bucket, std::shared_ptr<dist::Request> r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_[bucket] = std::move(r);
   }
-  dist::World().AllReduceSum(buf, total);
-  const T inv = T(1) / static_cast<T>(world);
-  off = 0;
-  for (size_t i = 0; i < counts.size(); ++i) {
-    T* o = static_cast<T*>(io.out[i]);
-    for (int64_t j = 0; j < counts[i]; ++j) o[j] = buf[off + j] * inv;
-    off += counts[i];
+  std::shared_ptr<dist::Request> Take(const void* bucket) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(bucket);
+    if (it == map_.end()) return nullptr;
+    auto r = std::move(it->second);
+    map_.erase(it);
+    return r;
   }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<const void*, std::shared_ptr<dist::Request>> map_;
+};
+
+Pending& Started() {
+  static Pending p;
+  return p;
 }
 
-KernelInfo MakeAllReduce(const KernelContext& ctx) {
+void CheckWorld(int world, const std::string& where) {
+  const int n = dist::World().size();
+  if (n != world)
+    throw Error(where + ": the step was built for " + std::to_string(world) + " ranks, this job has " +
+                std::to_string(n));
+}
+
+KernelInfo MakeStart(const KernelContext& ctx) {
   const Node& n = ctx.node;
   const int count = static_cast<int>(n.attr_int("count", static_cast<int64_t>(n.inputs.size())));
   const int world = static_cast<int>(n.attr_int("world", 1));
   const DataType dt = ctx.in(0).dtype;
   if (dt != DataType::kFloat32 && dt != DataType::kFloat64)
     ctx.Fail("reduces float32 or float64 gradients, got " + DataTypeName(dt));
-  std::vector<int64_t> counts;
+  std::vector<size_t> bytes;
   int64_t total = 0;
   for (int i = 0; i < count; ++i) {
-    if (ctx.in(i).dtype != dt) ctx.Fail("every input must be " + DataTypeName(dt));
-    counts.push_back(ctx.in(i).numel());
-    total += counts.back();
+    bytes.push_back(ctx.in(i).nbytes());
+    total += ctx.in(i).numel();
   }
   const std::string where = n.Describe();
-  KernelInfo k{[=](const KernelIO& io) {
-    dist::Comm& c = dist::World();
-    if (c.size() != world)
-      throw Error(where + ": the step was built for " + std::to_string(world) + " ranks, this job has " +
-                  std::to_string(c.size()));
-    std::vector<uint8_t> own;
-    void* ws = io.workspace;
-    if (!ws) {
-      own.resize(static_cast<size_t>(total) * SizeOf(dt));
-      ws = own.data();
+  return KernelInfo{[=](const KernelIO& io) {
+    CheckWorld(world, where);
+    uint8_t* out = static_cast<uint8_t*>(io.out[0]);
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      std::memcpy(out, io.in[i], bytes[i]);
+      out += bytes[i];
     }
     if (dt == DataType::kFloat32)
-      Reduce(io, counts, total, static_cast<float*>(ws), world);
+      Started().Put(io.out[0], dist::World().StartAllReduceSum(io.Out<float>(0), total));
     else
-      Reduce(io, counts, total, static_cast<double*>(ws), world);
+      dist::World().AllReduceSum(io.Out<double>(0), total);
   }};
-  k.workspace_bytes = static_cast<size_t>(total) * SizeOf(dt);
-  return k;
+}
+
+template <typename T>
+void Unpack(const KernelIO& io, const std::vector<int64_t>& counts, int world) {
+  const T* b = io.In<T>(0);
+  const T inv = T(1) / static_cast<T>(world);
+  for (size_t i = 0; i < counts.size(); ++i) {
+    T* o = static_cast<T*>(io.out[i]);
+    for (int64_t j = 0; j < counts[i]; ++j) o[j] = b[j] * inv;
+    b += counts[i];
+  }
+}
+
+KernelInfo MakeWait(const KernelContext& ctx) {
+  const Node& n = ctx.node;
+  const int world = static_cast<int>(n.attr_int("world", 1));
+  const DataType dt = ctx.in(0).dtype;
+  if (dt != DataType::kFloat32 && dt != DataType::kFloat64)
+    ctx.Fail("reduces float32 or float64 gradients, got " + DataTypeName(dt));
+  std::vector<int64_t> counts;
+  int64_t total = 0;
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    counts.push_back(ctx.out(static_cast<int>(i)).numel());
+    total += counts.back();
+  }
+  if (total != ctx.in(0).numel())
+    ctx.Fail("the bucket holds " + std::to_string(ctx.in(0).numel()) + " values, the outputs " + std::to_string(total));
+  const std::string where = n.Describe();
+  return KernelInfo{[=](const KernelIO& io) {
+    if (dt == DataType::kFloat32) {
+      std::shared_ptr<dist::Request> r = Started().Take(io.in[0]);
+      if (!r) throw Error(where + ": its bucket's all-reduce was never started");
+      try {
+        r->Wait();
+      } catch (const std::exception& e) {
+        throw Error(where + ": " + e.what());
+      }
+      Unpack<float>(io, counts, world);
+    } else {
+      Unpack<double>(io, counts, world);
+    }
+  }};
 }
 
 }  // namespace
 
-void RegisterCollectiveKernels(KernelRegistry& r) { r.Register("AllReduce", MakeAllReduce, kInternalDomain); }
+void RegisterCollectiveKernels(KernelRegistry& r) {
+  r.Register("AllReduceStart", MakeStart, kInternalDomain);
+  r.Register("AllReduceWait", MakeWait, kInternalDomain);
+}
 
 }  // namespace ot

@@ -120,7 +120,8 @@ void RegisterAmpClasses(OpRegistry& r) {
   r.SetAmp(kInternalDomain, "CTCLoss", AmpClass::kDeny, {}, {}, true);
   r.SetAmp(kInternalDomain, "CTCLossGrad", AmpClass::kDeny);
   // The data-parallel gradient mean: float32 buckets, the gradients the update reads (passes/data_parallel.h).
-  r.SetAmp(kInternalDomain, "AllReduce", AmpClass::kDeny);
+  r.SetAmp(kInternalDomain, "AllReduceStart", AmpClass::kDeny);
+  r.SetAmp(kInternalDomain, "AllReduceWait", AmpClass::kDeny);
   set({"GatherGrad", "OptimizerUpdate"}, AmpClass::kDeny, kInternalDomain);
   set({"Adagrad", "Adam", "Momentum"}, AmpClass::kDeny, "ai.onnx.preview.training");
 

@@ -2,6 +2,8 @@
 # Data-parallel training under mpirun (2 ranks, 1 thread each, on one machine): DDP's semantics against one process.
 #   - an MLP and the tiny transformer: 2 ranks x B follow 1 process x 2B within 1e-5 relative per step (SGD and Adam,
 #     in file order and shuffled), with a bucket size that splits the gradients into several all-reduces;
+#   - the CNN with BatchNorm (statistics per rank) follows PyTorch DDP's trajectory (gloo, 2 processes:
+#     examples/fashion_cnn/ddp_trajectory.py, committed) within 1e-4 relative per step;
 #   - rank 0 alone writes the log (one line per step) and the saved model; a checkpoint taken by 2 ranks resumes on
 #     2 ranks and continues the trajectory; resuming it on 1 process is refused;
 #   - a rank given other data, or failing, ends the job with a one-line error per rank naming the rank.
@@ -44,6 +46,23 @@ for model in digits_mlp tiny_lm; do
     done
   done
 done
+
+# The CNN against PyTorch DDP: its first 960 training images, as the reference read them.
+f=$ex/fashion_cnn
+if "$py" "$f/convert.py" --out "$tmp/fashion" --limit 960 >/dev/null 2>"$tmp/err" &&
+   mpi "$tool" train "$f/model.onnx" --data "$tmp/fashion/train.npz" "${ce[@]}" --batch 16 --steps 30 --no-shuffle \
+     --optimizer adam --lr 0.001 --bucket-mb 0.02 --log-json "$tmp/cnn.jsonl" 2>>"$tmp/err" &&
+   "$py" - "$tmp/cnn.jsonl" "$f/trajectory_ddp2.json" 2>>"$tmp/err" <<'PY'; then ok
+import json, sys
+ours = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+ref = json.load(open(sys.argv[2]))
+want = ref["losses"]
+assert ref["ranks"] == 2 and ref["batch"] == 16 and len(ours) == len(want) == 30, (len(ours), len(want))
+worst = max(abs(a - b) / abs(b) for a, b in zip(ours, want))
+assert worst <= 1e-4, f"max rel diff from PyTorch DDP {worst:.2e}"
+assert ours[-1] < 0.8 * ours[0], f"loss {ours[0]} -> {ours[-1]}"
+PY
+else bad "fashion_cnn, 2 ranks x 16 against PyTorch DDP: $(tail -1 "$tmp/err")"; fi
 
 # Files: rank 0 writes the log and the model; a checkpoint of 2 ranks resumes on 2 and continues the trajectory.
 m=$ex/digits_mlp

@@ -1,7 +1,8 @@
 // data_parallel pass: buckets in the backward's order, at most the bucket size (a larger gradient alone), each
-// bucket ordered after the previous one, every gradient the optimizer would read replaced by its mean; and the CPU
-// kernel of AllReduce over a fake world of 2 (the other rank's gradients known): every output element is the mean,
-// in the bucket's own packing order. One rank: nothing changes.
+// bucket's start ordered after the previous one and its wait after the last start, every gradient the optimizer
+// would read replaced by its mean; and the CPU kernels of AllReduceStart/Wait over a fake world of 2 (the other
+// rank's gradients known): every output element is the mean, in the bucket's own packing order. One rank: nothing
+// changes.
 #include "passes/data_parallel.h"
 
 #include <gtest/gtest.h>
@@ -64,10 +65,10 @@ Model Build(uint32_t seed) {
   return m;
 }
 
-std::vector<Node*> AllReduces(const Graph& g) {
+std::vector<Node*> Nodes(const Graph& g, const std::string& op) {
   std::vector<Node*> r;
   for (Node* n : g.TopologicalOrder())
-    if (n->op_type == "AllReduce") r.push_back(n);
+    if (n->op_type == op) r.push_back(n);
   return r;
 }
 
@@ -77,12 +78,13 @@ TEST(DataParallelPass, BucketsInBackwardOrderEachAfterThePrevious) {
   const std::vector<Value*> original = m.grads;
   std::vector<Value*> grads = m.grads;
   // 100 bytes: W2's gradient (72) and b2's (12) share a bucket, W1's (96) is alone, b1's (24) alone.
-  DataParallelPass pass({2, 100}, grads);
+  DataParallelPass pass({2, 100}, m.params, grads);
   ASSERT_TRUE(pass.Run(g));
   VerifyGraph(g);
-  const std::vector<Node*> ar = AllReduces(g);
-  ASSERT_EQ(ar.size(), pass.buckets().size());
-  ASSERT_EQ(ar.size(), 3u);
+  const std::vector<Node*> start = Nodes(g, "AllReduceStart"), wait = Nodes(g, "AllReduceWait");
+  ASSERT_EQ(start.size(), pass.buckets().size());
+  ASSERT_EQ(wait.size(), pass.buckets().size());
+  ASSERT_EQ(start.size(), 3u);
   std::map<std::string, size_t> bucket_of;  // parameter -> bucket
   for (size_t k = 0; k < pass.buckets().size(); ++k)
     for (size_t i : pass.buckets()[k]) bucket_of[m.params[i]->name] = k;
@@ -90,20 +92,25 @@ TEST(DataParallelPass, BucketsInBackwardOrderEachAfterThePrevious) {
   EXPECT_EQ(bucket_of["W2"], bucket_of["b2"]);
   EXPECT_LT(bucket_of["W2"], bucket_of["W1"]);
   EXPECT_NE(bucket_of["W1"], bucket_of["b1"]);
-  for (size_t k = 0; k < ar.size(); ++k) {
-    const Node* n = ar[k];
-    const int64_t count = n->attr_int("count", 0);
-    EXPECT_EQ(n->attr_int("world", 0), 2);
+  const size_t last = start.size() - 1;
+  for (size_t k = 0; k < start.size(); ++k) {
+    const int64_t count = start[k]->attr_int("count", 0);
+    EXPECT_EQ(start[k]->attr_int("world", 0), 2);
     EXPECT_EQ(static_cast<size_t>(count), pass.buckets()[k].size());
-    // Bucket k > 0 also reads bucket k - 1's first mean (the order of the collectives).
-    ASSERT_EQ(n->inputs.size(), static_cast<size_t>(count) + (k > 0 ? 1 : 0));
-    if (k > 0) EXPECT_EQ(n->inputs.back(), ar[k - 1]->outputs[0]);
+    EXPECT_EQ(wait[k]->outputs.size(), pass.buckets()[k].size());
+    EXPECT_EQ(wait[k]->inputs[0], start[k]->outputs[0]);
+    // Start k > 0 also reads bucket k - 1 (the order of the collectives); every wait but the last reads the last
+    // bucket (no wait before every start).
+    ASSERT_EQ(start[k]->inputs.size(), static_cast<size_t>(count) + (k > 0 ? 1 : 0));
+    if (k > 0) EXPECT_EQ(start[k]->inputs.back(), start[k - 1]->outputs[0]);
+    ASSERT_EQ(wait[k]->inputs.size(), k < last ? 2u : 1u);
+    if (k < last) EXPECT_EQ(wait[k]->inputs[1], start[last]->outputs[0]);
   }
   // Every gradient replaced by a mean, and no longer an output of the graph.
   for (size_t i = 0; i < grads.size(); ++i) {
     ASSERT_NE(grads[i], original[i]);
     ASSERT_NE(grads[i]->producer, nullptr);
-    EXPECT_EQ(grads[i]->producer->op_type, "AllReduce");
+    EXPECT_EQ(grads[i]->producer->op_type, "AllReduceWait");
     EXPECT_EQ(std::count(g.outputs.begin(), g.outputs.end(), original[i]), 0) << original[i]->name;
   }
 }
@@ -112,7 +119,7 @@ TEST(DataParallelPass, OneRankChangesNothing) {
   Model m = Build(2);
   std::vector<Value*> grads = m.grads;
   const size_t nodes = m.g->nodes().size();
-  EXPECT_FALSE(DataParallelPass({1, 100}, grads).Run(*m.g));
+  EXPECT_FALSE(DataParallelPass({1, 100}, m.params, grads).Run(*m.g));
   EXPECT_EQ(m.g->nodes().size(), nodes);
   EXPECT_EQ(grads, m.grads);
 }
@@ -131,6 +138,13 @@ class FakeWorld final : public dist::Comm {
   }
   void AllReduceSum(double* data, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) data[i] += 1;
+  }
+  struct Done final : dist::Request {
+    void Wait() override {}
+  };
+  std::shared_ptr<dist::Request> StartAllReduceSum(float* data, int64_t n) override {
+    AllReduceSum(data, n);
+    return std::make_shared<Done>();
   }
   std::vector<std::string> AllGather(const std::string& s) override { return {s, s}; }
   [[noreturn]] void Abort(int) override { std::abort(); }
@@ -151,7 +165,7 @@ TEST(DataParallelPass, TheKernelWritesEachGradientsMeanOverTheRanks) {
   }
   Model m = Build(3);
   std::vector<Value*> grads = m.grads;
-  DataParallelPass pass({2, 100}, grads);
+  DataParallelPass pass({2, 100}, m.params, grads);
   ASSERT_TRUE(pass.Run(*m.g));
   for (Value* v : grads) m.g->outputs.push_back(v);
   FakeWorld world;
@@ -182,7 +196,7 @@ TEST(DataParallelPass, TheKernelWritesEachGradientsMeanOverTheRanks) {
 TEST(DataParallelPass, TheKernelRefusesAnotherWorldSize) {
   Model m = Build(4);
   std::vector<Value*> grads = m.grads;
-  ASSERT_TRUE(DataParallelPass({3, 1 << 20}, grads).Run(*m.g));
+  ASSERT_TRUE(DataParallelPass({3, 1 << 20}, m.params, grads).Run(*m.g));
   for (Value* v : grads) m.g->outputs.push_back(v);
   FakeWorld world;  // 2 ranks
   dist::SetWorldForTesting(&world);
@@ -192,7 +206,7 @@ TEST(DataParallelPass, TheKernelRefusesAnotherWorldSize) {
     ADD_FAILURE() << "ran a step built for 3 ranks in a world of 2";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("built for 3 ranks, this job has 2"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("AllReduce"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("AllReduceStart"), std::string::npos) << e.what();
   }
   dist::SetWorldForTesting(nullptr);
 }
