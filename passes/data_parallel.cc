@@ -9,6 +9,43 @@
 
 namespace ot {
 
+namespace {
+
+// Data movement that autodiff appends to a gradient after the node that computes it (a weight used through a
+// Transpose gets its gradient transposed back; Identity names it): emitted when autodiff reaches the forward's
+// Transpose -- at the graph's start, so at the backward's end -- they would run last, holding every bucket back.
+bool Movement(const Node* n) {
+  static const char* kOps[] = {"Identity", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast"};
+  if (!n->domain.empty()) return false;
+  for (const char* op : kOps)
+    if (n->op_type == op) return true;
+  return false;
+}
+
+// Moves each gradient's trailing data-movement nodes to just after the last producer of their inputs in the node
+// list (the tie-break of the executor's order, which one thread follows), so a gradient is ready when the node that
+// computes it has run.
+void PullGradientsForward(Graph& g, const std::vector<Value*>& grads) {
+  for (Value* gr : grads) {
+    std::vector<Node*> chain;  // from the gradient back towards its computation
+    for (Value* v = gr; v->producer && Movement(v->producer) && !v->producer->inputs.empty() && v->producer->inputs[0];
+         v = v->producer->inputs[0])
+      chain.push_back(v->producer);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      Node* n = *it;
+      const auto& nodes = g.nodes();
+      std::map<const Node*, size_t> at;
+      for (size_t i = 0; i < nodes.size(); ++i) at[nodes[i].get()] = i;
+      size_t after = 0;  // one past the last input's producer
+      for (const Value* in : n->inputs)
+        if (in && in->producer) after = std::max(after, at[in->producer] + 1);
+      if (after < at[n] && after < nodes.size()) g.MoveNodeBefore(n, nodes[after].get());
+    }
+  }
+}
+
+}  // namespace
+
 bool DataParallelPass::Run(Graph& g) {
   buckets_.clear();
   if (opts_.world <= 1 || grads_.empty()) return false;
@@ -20,6 +57,7 @@ bool DataParallelPass::Run(Graph& g) {
     if (!p || !p->initializer) throw Error("data_parallel: a parameter is not an initializer");
   // A gradient has its parameter's dtype and dims.
   auto bytes_of = [&](size_t i) { return static_cast<int64_t>(params_[i]->initializer->nbytes()); };
+  PullGradientsForward(g, grads_);
   // The backward's order: each gradient's producer's place in the topological order (none: first), through the
   // Identity nodes that name autodiff's results (appended last, in parameter order): the node that computes the
   // gradient says when the backward has it.
