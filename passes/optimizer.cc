@@ -132,6 +132,7 @@ bool OptimizerPass::Run(Graph& g) {
   node_->attrs["kind"] = Attribute::String(OptimizerKindName(opts_.kind));
   node_->attrs["num_params"] = Attribute::Int(n);
   if (opts_.accumulate > 1) node_->attrs["accumulate"] = Attribute::Int(opts_.accumulate);
+  if (opts_.accumulate > 1 && opts_.world > 1) node_->attrs["world"] = Attribute::Int(opts_.world);
   if (opts_.lr_schedule != 0 || opts_.warmup > 0) {
     node_->attrs["lr_schedule"] = Attribute::Int(opts_.lr_schedule);
     node_->attrs["warmup"] = Attribute::Int(opts_.warmup);

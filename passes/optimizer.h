@@ -39,6 +39,10 @@ struct OptimizerOptions {
   double momentum = 0.9;      // momentum and nesterov
   double clip_grad_norm = 0;  // > 0: clip the global gradient norm to this (torch.nn.utils.clip_grad_norm_)
   int64_t accumulate = 1;     // --grad-accum K: the update applies the mean gradient of K micro-steps
+  // Data-parallel ranks (mpirun -np N). With accumulate > 1 and N > 1 the update itself averages the accumulated
+  // sums over the ranks, once per optimizer step, at the K-th micro-step (node attribute world = N); with
+  // accumulate 1 the data_parallel pass averages the gradients before the update instead.
+  int world = 1;
   // --lr-schedule constant|linear|cosine (0|1|2, kernel_common/optim_math.h LrScheduleFactor) over total_steps
   // optimizer steps with `warmup` warm-up steps; applied by the update kernel to lr from the step counter.
   int lr_schedule = 0;

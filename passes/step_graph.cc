@@ -71,11 +71,13 @@ PassManager StepPipeline(StepBuild& b) {
   pm.Add(
       "data_parallel",
       [&b](Graph& g) { return DataParallelPass(b.o.data_parallel, b.autodiff->params(), b.grads).Run(g); },
-      "it averages the ranks' gradients", o.data_parallel.world > 1);
+      "it averages the ranks' gradients", o.data_parallel.world > 1 && o.optimizer.accumulate == 1);
   pm.Add(
       "optimizer",
       [&b](Graph& g) {
-        OptimizerPass optimizer(b.o.optimizer, b.autodiff->params(), b.grads);
+        OptimizerOptions oo = b.o.optimizer;
+        oo.world = b.o.data_parallel.world;  // with accumulation the update averages the sums over the ranks
+        OptimizerPass optimizer(oo, b.autodiff->params(), b.grads);
         const bool changed = optimizer.Run(g);
         b.info.lr = optimizer.lr();
         b.info.step = optimizer.step();

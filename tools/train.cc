@@ -378,6 +378,7 @@ void Finish(Trainer& trainer, const TrainOptions& o, int64_t start, int64_t tota
     trainer.Save(o.save);
     if (!o.quiet) std::printf("saved the trained model to %s\n", o.save.c_str());
   }
+  if (dist::World().rank() != 0) return;  // data-parallel: rank 0 reports
   if (o.profile && total > start) {
     const double steps = static_cast<double>(total - start > 1 ? total - start - 1 : 1);
     PrintOpProfile(trainer.executor(), steps * k);
@@ -409,9 +410,6 @@ namespace {
 TrainOptions ForThisRank(const TrainOptions& given) {
   TrainOptions o = given;
   const dist::Comm& w = dist::World();
-  if (w.size() > 1 && o.grad_accum > 1)
-    throw Error("--grad-accum with more than one rank (mpirun -np " + std::to_string(w.size()) +
-                ") is not supported yet");
   if (w.size() > 1 && o.device != "cpu")
     throw Error("--device " + o.device +
                 " with more than one rank: data-parallel training runs on the CPU only (NCCL "
@@ -483,7 +481,7 @@ int Train(const TrainOptions& given) {
   const int64_t total = o.steps > 0 ? o.steps : o.epochs * per_epoch / k;
   if (!stored) trainer->set_total_steps(total);  // the schedule needs the run's length
 
-  if (trainer->options().amp.half != DataType::kUndefined) {
+  if (trainer->options().amp.half != DataType::kUndefined && world.rank() == 0) {
     const std::string w = AmpHardwareWarning(trainer->options().amp.half);
     if (!w.empty()) std::fprintf(stderr, "warning: %s\n", w.c_str());
     for (const std::string& c : trainer->step_info().fp16_range_changes)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu_ops/optimizer.h"
+#include "dist/comm.h"
 #include "executor/kernel_registry.h"
 #include "graph/graph.h"
 #include "graph/ops/optimizer_layout.h"
@@ -16,6 +17,45 @@
 namespace ot {
 
 namespace {
+
+// Data-parallel accumulation, at the K-th micro-step: each tensor's sum acc + g * scale (what the update would take
+// the mean of) into s32 / s64, summed over the ranks (dist/comm.h), divided by ranks x K: the mean gradient of the
+// global batch. Each tensor then reads it as its gradient, without an accumulator (its sum is zeroed, as the K-th
+// micro-step leaves it).
+void ReduceSums(std::vector<cpu::OptimTensor>& ts, double scale, float* s32, double* s64, int world, int64_t k) {
+  int64_t o32 = 0, o64 = 0;
+  for (const cpu::OptimTensor& t : ts) {
+    if (t.f64) {
+      const double* a = static_cast<const double*>(t.acc);
+      const double* g = static_cast<const double*>(t.g);
+      for (int64_t e = 0; e < t.n; ++e) s64[o64 + e] = a[e] + g[e] * scale;
+      o64 += t.n;
+    } else {
+      const float* a = static_cast<const float*>(t.acc);
+      const float* g = static_cast<const float*>(t.g);
+      for (int64_t e = 0; e < t.n; ++e) s32[o32 + e] = static_cast<float>(a[e] + static_cast<double>(g[e]) * scale);
+      o32 += t.n;
+    }
+  }
+  dist::Comm& c = dist::World();
+  if (o32 > 0) c.AllReduceSum(s32, o32);
+  if (o64 > 0) c.AllReduceSum(s64, o64);
+  const double inv = 1.0 / (static_cast<double>(world) * static_cast<double>(k));
+  o32 = o64 = 0;
+  for (cpu::OptimTensor& t : ts) {
+    if (t.f64) {
+      for (int64_t e = 0; e < t.n; ++e) s64[o64 + e] *= inv;
+      t.g = s64 + o64;
+      o64 += t.n;
+    } else {
+      for (int64_t e = 0; e < t.n; ++e) s32[o32 + e] = static_cast<float>(static_cast<double>(s32[o32 + e]) * inv);
+      t.g = s32 + o32;
+      o32 += t.n;
+    }
+    if (t.acc_out) std::memset(t.acc_out, 0, static_cast<size_t>(t.n) * (t.f64 ? 8 : 4));
+    t.acc = t.acc_out = nullptr;
+  }
+}
 
 KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   OptimizerHyperparams a;
@@ -76,7 +116,15 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   const int schedule = a.lr_schedule;
   const int64_t warmup = a.warmup, total = a.total_steps;
   const int acc_in = l.micro_in(), acc_out = l.micro_out();  // micro-step counter, then the n sums
+  // Data-parallel with accumulation: the K-th micro-step averages each sum (acc + g / S) over the ranks, in a
+  // workspace buffer (float32 sums, then float64 ones), and updates with those means.
+  const int world = static_cast<int>(ctx.node.attr_int("world", 1));
+  int64_t f32_total = 0, f64_total = 0;
+  for (int i = 0; i < n; ++i) (f64[i] ? f64_total : f32_total) += numel[i];
+  const bool reduce = world > 1 && accumulate > 1;
   KernelInfo info;
+  const size_t info_bytes = static_cast<size_t>(f32_total) * 4 + static_cast<size_t>(f64_total) * 8 + 64;
+  if (reduce) info.workspace_bytes = info_bytes;
   // In place (the plan writes the next state into the state's own storage): every operand's element i is read
   // before element i of its next value is written, in the same chunk -- the update loops (UpdateChunk) and the
   // skipped/accumulating copy (CopyChunk) alike; the scalars (step, micro-step, loss-scale state) are read into
@@ -129,7 +177,21 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
       scale = *io.In<float>(scale_in);
       x.grad_scale = 1.0 / static_cast<double>(scale);
     }
-    const cpu::OptimResult r = cpu::MultiTensorUpdate(h, lr, step, ts, accumulate, micro, x);
+    const bool last = reduce && micro == accumulate - 1;
+    std::vector<uint8_t> own;
+    if (last) {
+      uint8_t* ws = static_cast<uint8_t*>(io.workspace);
+      if (!ws) {
+        own.resize(info_bytes);
+        ws = own.data();
+      }
+      float* s32 = reinterpret_cast<float*>(ws);
+      double* s64 = reinterpret_cast<double*>(ws + (f32_total * 4 + 7) / 8 * 8);
+      ReduceSums(ts, x.grad_scale, s32, s64, world, accumulate);
+      x.grad_scale = 1.0;
+    }
+    const cpu::OptimResult r = last ? cpu::MultiTensorUpdate(h, lr, step, ts, 1, 0, x)
+                                    : cpu::MultiTensorUpdate(h, lr, step, ts, accumulate, micro, x);
     if (accumulate > 1 && io.out[acc_out]) *io.Out<int64_t>(acc_out) = r.micro;
     if (io.out[base]) *io.Out<int64_t>(base) = r.step;
     // A micro-step that only accumulated reports no norm (NaN), and is not a skipped step.

@@ -2,6 +2,8 @@
 # Data-parallel training under mpirun (2 ranks, 1 thread each, on one machine): DDP's semantics against one process.
 #   - an MLP and the tiny transformer: 2 ranks x B follow 1 process x 2B within 1e-5 relative per step (SGD and Adam,
 #     in file order and shuffled), with a bucket size that splits the gradients into several all-reduces;
+#   - --grad-accum 2 (one all-reduce per optimizer step, of the sums) likewise within 1e-5; under --amp=fp16 a step
+#     whose gradient overflows on rank 1 only is skipped by rank 0 too (the skip is decided on the mean);
 #   - the CNN with BatchNorm (statistics per rank) follows PyTorch DDP's trajectory (gloo, 2 processes:
 #     examples/fashion_cnn/ddp_trajectory.py, committed) within 1e-4 relative per step;
 #   - rank 0 alone writes the log (one line per step) and the saved model; a checkpoint taken by 2 ranks resumes on
@@ -46,6 +48,39 @@ for model in digits_mlp tiny_lm; do
     done
   done
 done
+
+# Accumulation, and fp16's skipped steps decided alike on every rank.
+m=$ex/digits_mlp
+for model in digits_mlp tiny_lm; do
+  data=$ex/$model/train.npz
+  [ $model = tiny_lm ] && data=$ex/$model/data.npz
+  if mpi "$tool" train "$ex/$model/model.onnx" --data "$data" "${ce[@]}" --batch 8 --grad-accum 2 --steps 5 \
+       --no-shuffle --optimizer adam --log-json "$tmp/dp.jsonl" 2>"$tmp/err" &&
+     "$tool" train "$ex/$model/model.onnx" --data "$data" "${ce[@]}" --batch 16 --grad-accum 2 --steps 5 \
+       --no-shuffle --optimizer adam --log-json "$tmp/one.jsonl" 2>>"$tmp/err" &&
+     same "$tmp/dp.jsonl" "$tmp/one.jsonl" 1e-5 2>>"$tmp/err"; then ok
+  else bad "$model --grad-accum 2: 2 ranks x 8 vs 1 x 16: $(tail -1 "$tmp/err")"; fi
+done
+# fp16: rank 1's first batch (samples 16..31) scaled so that its activations overflow fp16; rank 0's is as usual.
+"$py" - "$m/train.npz" "$tmp/loud.npz" <<'PY'
+import numpy as np, sys
+d = dict(np.load(sys.argv[1]))
+d["x"] = d["x"].copy()
+d["x"][16:32] *= 1e5
+np.savez(sys.argv[2], **d)
+PY
+fp16=(--amp=fp16 --loss-scale-init 1 --steps 3 --no-shuffle --optimizer adam --batch 16)
+if mpi "$tool" train "$m/model.onnx" --data "$tmp/loud.npz" "${ce[@]}" "${fp16[@]}" --log-json "$tmp/dp.jsonl" \
+     2>"$tmp/err" &&
+   "$tool" train "$m/model.onnx" --data "$tmp/loud.npz" "${ce[@]}" "${fp16[@]}" --log-json "$tmp/one.jsonl" \
+     2>>"$tmp/err" &&
+   "$py" - "$tmp/dp.jsonl" "$tmp/one.jsonl" 2>>"$tmp/err" <<'PY'; then ok
+import json, sys
+dp, one = ([json.loads(l)["skipped"] for l in open(f)] for f in sys.argv[1:3])
+assert not one[0], "rank 0's batch alone overflows: the test data is wrong"
+assert dp[0] and not any(dp[1:]), f"2 ranks skipped {dp}: rank 0 must skip the step rank 1 overflowed, only that one"
+PY
+else bad "--amp=fp16: a step that overflows on rank 1 only: $(tail -1 "$tmp/err")"; fi
 
 # The CNN against PyTorch DDP: its first 960 training images, as the reference read them.
 f=$ex/fashion_cnn
