@@ -6,7 +6,8 @@
 Models: the tiny transformer (examples/tiny_lm, 16 sequences per rank) and the fashion CNN (examples/fashion_cnn,
 BatchNorm, 32 images per rank; its data converted to /tmp by the example's convert.py). Per round and model: one run
 of each configuration, each run's median step time after its first two steps; samples/s = global batch / step.
-Prints per model the medians over the rounds, the ratios, and -- from a separate --profile-ops run of the 2 ranks
+A fourth configuration runs two independent processes at once (1 thread, batch B each, no communication): the most
+2 ranks could reach on this machine. Prints per model the medians over the rounds, the ratios, and -- from a separate --profile-ops run of the 2 ranks
 with --bucket-mb (default 0.02: at least 4 buckets on the CNN) -- the all-reduce time per step and the share of it
 hidden behind the backward.
 """
@@ -39,6 +40,25 @@ def run(tool, model, data, batch, steps, threads, ranks, extra=()):
         return statistics.median(ms), p.stdout
 
 
+def run_pair(tool, model, data, batch, steps):
+    """Two independent processes at once, 1 thread each, batch `batch` each (no communication): what 2 ranks could
+    reach on this machine if the all-reduce cost nothing. Returns the slower one's median step."""
+    with tempfile.TemporaryDirectory() as tmp:
+        procs, logs = [], []
+        for i in range(2):
+            log = os.path.join(tmp, "log%d.jsonl" % i)
+            logs.append(log)
+            args = [tool, "train", model, "--data", data, "--loss", "cross_entropy", "--logits", "logits", "--labels",
+                    "y", "--batch", str(batch), "--steps", str(steps), "--no-shuffle", "--threads", "1", "--optimizer",
+                    "adam", "--log-json", log, "--quiet"]
+            procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV))
+        for p in procs:
+            if p.wait() != 0:
+                sys.exit("failed: %s" % p.stderr.read().decode()[-2000:])
+        return max(statistics.median([json.loads(line)["step_ms"] for line in open(log) if line.strip()][2:])
+                   for log in logs)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("tool")
@@ -55,21 +75,23 @@ def main():
               ("CNN with BatchNorm (fashion_cnn)", os.path.join(ex, "fashion_cnn", "model.onnx"),
                os.path.join(fashion, "train.npz"), 32)]
     print("| model | global batch | 1 process x 1 thread | 1 process x 2 threads | 2 ranks x 1 thread | "
-          "2 ranks / 1x1 | 2 ranks / 1x2 | all-reduce per step (hidden) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "2 independent processes x 1 thread | 2 ranks / 1x1 | 2 ranks / 1x2 | 2 independent / 1x1 | "
+          "all-reduce per step (hidden) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, model, data, b in models:
-        t = {"1x1": [], "1x2": [], "2x1": []}
+        t = {"1x1": [], "1x2": [], "2x1": [], "pair": []}
         for _ in range(a.rounds):
             t["1x1"].append(run(a.tool, model, data, 2 * b, a.steps, 1, 1)[0])
             t["1x2"].append(run(a.tool, model, data, 2 * b, a.steps, 2, 1)[0])
             t["2x1"].append(run(a.tool, model, data, b, a.steps, 1, 2)[0])
+            t["pair"].append(run_pair(a.tool, model, data, b, a.steps))
         sps = {k: 2 * b / (statistics.median(v) / 1e3) for k, v in t.items()}
         _, out = run(a.tool, model, data, b, a.steps, 1, 2, ("--profile-ops", "--bucket-mb", a.bucket_mb))
         m = re.search(r"all-reduce \(rank 0\): ([\d.]+) buckets per step, ([\d.]+) ms .*?: (\d+)% hidden", out)
         comm = "%s buckets, %s ms (%s%%)" % m.groups() if m else "?"
-        print("| %s | %d | %.0f samples/s | %.0f | %.0f | %.2fx | %.2fx | %s |" %
-              (name, 2 * b, sps["1x1"], sps["1x2"], sps["2x1"], sps["2x1"] / sps["1x1"], sps["2x1"] / sps["1x2"],
-               comm), flush=True)
+        print("| %s | %d | %.0f samples/s | %.0f | %.0f | %.0f | %.2fx | %.2fx | %.2fx | %s |" %
+              (name, 2 * b, sps["1x1"], sps["1x2"], sps["2x1"], sps["pair"], sps["2x1"] / sps["1x1"],
+               sps["2x1"] / sps["1x2"], sps["pair"] / sps["1x1"], comm), flush=True)
 
 
 if __name__ == "__main__":
