@@ -90,8 +90,6 @@ int64_t Resume(Trainer& trainer, const TrainOptions& o, int64_t accum, const std
   expect("grad_accum", std::to_string(accum), "the batches would differ");
   expect("seed", std::to_string(o.seed), "the batches would differ");
   expect("shuffle", o.no_shuffle ? "0" : "1", "the batches would differ");
-  if (!meta.count("ranks")) meta["ranks"] = "1";  // written by one process before data-parallel training
-  expect("ranks", std::to_string(dist::World().size()), "mpirun -np: the batches would differ");
   const std::string& data = value("data");
   if (data != data_fingerprint && !o.allow_other_data) {
     const bool same_shape = data.substr(0, data.find('#')) == data_fingerprint.substr(0, data_fingerprint.find('#'));
@@ -106,6 +104,23 @@ int64_t Resume(Trainer& trainer, const TrainOptions& o, int64_t accum, const std
   if (step.empty() || *end || errno == ERANGE || start < 0)
     throw Error(where + ": its metadata step='" + step + "' is not a step count");
   std::string note;
+  // Another number of ranks (the optimizer state is whole on every rank, so any number can take it over): the
+  // position in the data is kept, counted in samples, and must be a whole number of this run's global batches.
+  const std::string ranks_s = meta.count("ranks") ? meta["ranks"] : "1";  // one process, before data-parallel
+  const long long ranks = std::strtoll(ranks_s.c_str(), nullptr, 10), now = dist::World().size();
+  if (ranks < 1) throw Error(where + ": its metadata ranks='" + ranks_s + "' is not a rank count");
+  long long steps = start;
+  if (ranks != now) {
+    const long long samples = start * accum * o.batch * ranks, global = accum * o.batch * now;
+    if (samples % global != 0)
+      throw Error(o.resume + ": the checkpoint's position, " + std::to_string(samples) + " samples (" +
+                  std::to_string(start) + " steps of " + std::to_string(ranks) + " ranks x " + std::to_string(accum) +
+                  " x " + std::to_string(o.batch) + "), is not a whole number of steps of " + std::to_string(now) +
+                  " ranks x " + std::to_string(accum) + " x " + std::to_string(o.batch));
+    steps = samples / global;
+    note += "; " + std::to_string(ranks) + " ranks then, " + std::to_string(now) + " now: the position, " +
+            std::to_string(samples) + " samples, is step " + std::to_string(steps);
+  }
   if (o.lr > 0 && o.lr != trainer.options().optimizer.lr) {
     char b[96];
     std::snprintf(b, sizeof b, "; --lr %g replaces the checkpoint's %g", o.lr, trainer.options().optimizer.lr);
@@ -114,8 +129,8 @@ int64_t Resume(Trainer& trainer, const TrainOptions& o, int64_t accum, const std
   }
   if (o.reset_optimizer) note += "; --reset-optimizer: " + trainer.optimizer_name() + "'s state starts afresh";
   if (o.allow_other_data && data != data_fingerprint) note += "; --allow-other-data: on " + o.data;
-  if (!o.quiet) std::printf("resumed from %s at step %lld%s\n", o.resume.c_str(), start, note.c_str());
-  return start;
+  if (!o.quiet) std::printf("resumed from %s at step %lld%s\n", o.resume.c_str(), steps, note.c_str());
+  return steps;
 }
 
 }  // namespace ot::tools

@@ -23,7 +23,9 @@ std::map<std::string, std::string> CheckpointMeta(const TrainOptions& o, int64_t
 // Loads o.resume into the trainer and returns the optimizer steps already done. Refused, with nothing changed:
 // another batch size, accumulation, seed or shuffling (the batches would differ), another data set (unless
 // --allow-other-data), another optimizer (unless --reset-optimizer), metadata that is missing or not a number.
-// An --lr given with --resume replaces the checkpoint's learning rate, and the "resumed" line says so.
+// An --lr given with --resume replaces the checkpoint's learning rate, and the "resumed" line says so. A checkpoint
+// of another number of data-parallel ranks resumes at the same position in the data, counted in samples (refused
+// when that is not a whole number of this run's global batches); the returned steps are this run's.
 int64_t Resume(Trainer& trainer, const TrainOptions& o, int64_t accum, const std::string& data_fingerprint);
 
 }  // namespace ot::tools

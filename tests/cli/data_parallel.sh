@@ -7,7 +7,8 @@
 #   - the CNN with BatchNorm (statistics per rank) follows PyTorch DDP's trajectory (gloo, 2 processes:
 #     examples/fashion_cnn/ddp_trajectory.py, committed) within 1e-4 relative per step;
 #   - rank 0 alone writes the log (one line per step) and the saved model; a checkpoint taken by 2 ranks resumes on
-#     2 ranks and continues the trajectory; resuming it on 1 process is refused;
+#     2 ranks and continues the trajectory, and on 1 process at the same position in samples (refused where that is
+#     not a whole number of steps);
 #   - a rank given other data, or failing, ends the job with a one-line error per rank naming the rank.
 # Usage: data_parallel.sh ONNX_TRAIN_BINARY EXAMPLES_DIR PYTHON
 set -u
@@ -117,7 +118,17 @@ worst = max(abs(x["loss"] - f[x["step"]]) / abs(f[x["step"]]) for x in r)
 assert worst <= 1e-6, f"resumed steps differ by {worst:.2e}"
 PY
 else bad "checkpoint of 2 ranks resumed on 2: $(tail -1 "$tmp/err")"; fi
-expect_error "the checkpoint was made with ranks 2, this run has 1" train "${args[@]}" --steps 8 --resume "$tmp/ck"
+# On another number of ranks: the position in samples (4 steps x 2 ranks x 8 = 64 samples = step 8 of 1 process x 8:
+# its log starts at step 9).
+if "$tool" train "${args[@]}" --steps 10 --resume "$tmp/ck" --log-json "$tmp/on1.jsonl" >"$tmp/out" 2>"$tmp/err" &&
+   [ "$(head -c 12 "$tmp/on1.jsonl")" = '{"step": 9, ' ]; then ok
+else bad "a 2-rank checkpoint resumed by 1 process: $(cat "$tmp/out" "$tmp/err" | tail -2) / $(head -c 40 "$tmp/on1.jsonl")"; fi
+rm -rf "$tmp/ck1"
+"$tool" train "${args[@]}" --steps 3 --checkpoint "$tmp/ck1" >/dev/null 2>&1
+if mpi "$tool" train "${args[@]}" --steps 6 --resume "$tmp/ck1" >"$tmp/out" 2>"$tmp/err"; then
+  bad "resumed 3 steps of 1 x 8 (24 samples) on 2 ranks x 8"
+elif grep -q "is not a whole number of steps of 2 ranks x 1 x 8" "$tmp/err"; then ok
+else bad "24 samples on 2 ranks x 8: $(grep error "$tmp/err" | head -1)"; fi
 
 # A rank that differs or fails ends the job: every rank says which, exit status non-zero, no rank left waiting.
 "$py" - "$m/train.npz" "$tmp/other.npz" <<'PY'
