@@ -31,6 +31,12 @@ struct CommStats {
   double busy_ms = 0, waited_ms = 0;
 };
 
+// When a started collective ran, in ns after StartAllReduceSum returned it: issued (the communication thread took
+// it up) and completed. For --profile's communication lane.
+struct CollectiveTiming {
+  int64_t issued_ns = 0, done_ns = 0;
+};
+
 class Comm {
  public:
   virtual ~Comm() = default;
@@ -46,6 +52,10 @@ class Comm {
   virtual std::shared_ptr<Request> StartAllReduceSum(float* data, int64_t n) = 0;
   virtual CommStats stats() const { return {}; }
   virtual void ResetStats() {}
+  // Recording the started collectives' timings (off by default), and taking those recorded since the last call,
+  // in the order they were started.
+  virtual void RecordTimings(bool) {}
+  virtual std::vector<CollectiveTiming> TakeTimings() { return {}; }
   // Every rank's `s`, indexed by rank.
   virtual std::vector<std::string> AllGather(const std::string& s) = 0;
   // Ends every rank of the job with `code` (MPI_Abort); the world of one exits.

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/comm.h"
 #include "graph/graph.h"
 
 namespace ot::tools {
@@ -46,8 +47,11 @@ namespace ot::tools {
 // Time per op type and the slowest kernels of the executor's last plan, divided by `runs`.
 void PrintOpProfile(const Executor& ex, double runs);
 // Writes `events` (one step's kernels) as a Chrome trace to `path`; returns a one-line summary for stderr.
+// `comm` (data-parallel): the step's all-reduces in bucket order, drawn on a lane of their own from the end of each
+// bucket's AllReduceStart kernel.
 std::string WriteProfileTrace(const std::string& path, const std::vector<KernelEvent>& events, int64_t step,
-                              const std::string& precision, const std::string& fuse);
+                              const std::string& precision, const std::string& fuse,
+                              const std::vector<dist::CollectiveTiming>& comm = {});
 
 }  // namespace ot::tools
 

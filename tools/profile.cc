@@ -3,6 +3,7 @@
 // precision, operand shapes, bytes read and written, and for a fused cluster the ops it replaced. The trace's
 // otherData sums the step by category -- Casts, fused clusters, GEMM/conv, the rest -- so a user sees what AMP's
 // casts cost and what fusion took over.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -51,7 +52,8 @@ std::string Kind(const Node& n) {
 }  // namespace
 
 std::string WriteProfileTrace(const std::string& path, const std::vector<KernelEvent>& events, int64_t step,
-                              const std::string& precision, const std::string& fuse) {
+                              const std::string& precision, const std::string& fuse,
+                              const std::vector<dist::CollectiveTiming>& comm) {
   nlohmann::json trace = nlohmann::json::array();
   std::set<int> threads;
   std::map<std::string, double> by_kind;
@@ -87,6 +89,32 @@ std::string WriteProfileTrace(const std::string& path, const std::vector<KernelE
     ++count_kind[Kind(n)];
     end_ns = std::max(end_ns, e.end_ns);
   }
+  // The communication lane: bucket k's all-reduce from its issue to its completion, placed after the k-th
+  // AllReduceStart kernel (the buckets start in order).
+  constexpr int kCommLane = 1000;
+  std::vector<const KernelEvent*> starts;
+  for (const KernelEvent& e : events)
+    if (e.node && e.node->op_type == "AllReduceStart") starts.push_back(&e);
+  std::sort(starts.begin(), starts.end(),
+            [](const KernelEvent* a, const KernelEvent* b) { return a->start_ns < b->start_ns; });
+  for (size_t k = 0; k < starts.size() && k < comm.size(); ++k) {
+    const int64_t t0 = starts[k]->end_ns + comm[k].issued_ns, t1 = starts[k]->end_ns + comm[k].done_ns;
+    trace.push_back({{"name", "all-reduce"},
+                     {"cat", "communication"},
+                     {"ph", "X"},
+                     {"ts", static_cast<double>(t0) * 1e-3},
+                     {"dur", static_cast<double>(t1 - t0) * 1e-3},
+                     {"pid", 1},
+                     {"tid", kCommLane},
+                     {"args", {{"bucket", k}, {"node", starts[k]->node->name}}}});
+    end_ns = std::max(end_ns, t1);
+  }
+  if (!starts.empty() && !comm.empty())
+    trace.push_back({{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", 1},
+                     {"tid", kCommLane},
+                     {"args", {{"name", "communication (MPI, its own thread)"}}}});
   trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "onnx-train step"}}}});
   for (int t : threads)
     trace.push_back({{"name", "thread_name"},

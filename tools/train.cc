@@ -345,9 +345,10 @@ void ReportFirstSteps(Trainer& trainer, const TrainOptions& o, int64_t s, int64_
     const DataType half = trainer.options().amp.half;
     const std::string line = WriteProfileTrace(o.profile_trace, trainer.executor().last_trace(), s + 1,
                                                half == DataType::kUndefined ? "fp32" : DataTypeName(half),
-                                               FuseModeName(trainer.options().fuse.mode));
+                                               FuseModeName(trainer.options().fuse.mode), dist::World().TakeTimings());
     if (s - start == 1 || s + 1 == total) {
       trainer.set_trace(false);
+      dist::World().RecordTimings(false);
       if (!o.quiet) std::fprintf(stderr, "%s%s\n", bar ? "\r" : "", line.c_str());
     }
   }
@@ -469,6 +470,7 @@ int Train(const TrainOptions& given) {
   CheckRanksAgree(*trainer, train_arrays, o);
   const dist::Comm& world = dist::World();
   DataLoader data(std::move(train_arrays), o.batch, !o.no_shuffle, o.seed, o.data, world.size(), world.rank());
+  if (!o.profile_trace.empty()) dist::World().RecordTimings(true);  // the trace's communication lane
   if (world.size() > 1 && !o.quiet)
     std::printf("data-parallel: %d ranks (%s), devices: cpu, global batch %d x %lld = %lld\n", world.size(),
                 world.description().c_str(), world.size(), static_cast<long long>(o.batch),

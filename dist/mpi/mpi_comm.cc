@@ -117,6 +117,7 @@ class MpiComm final : public Comm {
     t.data = data;
     t.count = n;
     t.request = r;
+    t.created = Clock::now();
     Enqueue(std::move(t));
     return r;
   }
@@ -126,6 +127,13 @@ class MpiComm final : public Comm {
     s.busy_ms = busy_ms_.load();
     s.waited_ms = waited_ms_.load();
     return s;
+  }
+  void RecordTimings(bool on) override { record_ = on; }
+  std::vector<CollectiveTiming> TakeTimings() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<CollectiveTiming> r;
+    r.swap(timings_);
+    return r;
   }
   void ResetStats() override {
     collectives_ = 0;
@@ -168,6 +176,7 @@ class MpiComm final : public Comm {
     float* data = nullptr;
     int64_t count = 0;
     std::shared_ptr<MpiRequest> request;
+    Clock::time_point created;
     std::promise<void> done;  // blocking: set when run returned (or threw)
   };
   void Enqueue(Task t) {
@@ -202,7 +211,14 @@ class MpiComm final : public Comm {
         }
         continue;
       }
-      t.request->Finish(RunStarted(t.data, t.count));
+      const auto issued = Clock::now();
+      const std::string error = RunStarted(t.data, t.count);
+      if (record_.load()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        timings_.push_back({std::chrono::duration_cast<std::chrono::nanoseconds>(issued - t.created).count(),
+                            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t.created).count()});
+      }
+      t.request->Finish(error);
     }
   }
   // Issues one started all-reduce and tests it until it completes; returns "" or the error.
@@ -254,6 +270,8 @@ class MpiComm final : public Comm {
   bool stopping_ = false;
   std::thread thread_;
   std::atomic<int64_t> collectives_{0};
+  std::atomic<bool> record_{false};
+  std::vector<CollectiveTiming> timings_;  // under mu_
   std::atomic<double> busy_ms_{0}, waited_ms_{0};
 };
 

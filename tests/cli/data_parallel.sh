@@ -9,6 +9,7 @@
 #   - rank 0 alone writes the log (one line per step) and the saved model; a checkpoint taken by 2 ranks resumes on
 #     2 ranks and continues the trajectory, and on 1 process at the same position in samples (refused where that is
 #     not a whole number of steps);
+#   - --profile's trace has the communication on a lane of its own;
 #   - a rank given other data, or failing, ends the job with a one-line error per rank naming the rank.
 # Usage: data_parallel.sh ONNX_TRAIN_BINARY EXAMPLES_DIR PYTHON
 set -u
@@ -99,6 +100,22 @@ assert worst <= 1e-4, f"max rel diff from PyTorch DDP {worst:.2e}"
 assert ours[-1] < 0.8 * ours[0], f"loss {ours[0]} -> {ours[-1]}"
 PY
 else bad "fashion_cnn, 2 ranks x 16 against PyTorch DDP: $(tail -1 "$tmp/err")"; fi
+
+# --profile: the communication has a lane of its own in rank 0's trace, one all-reduce per bucket, each after its
+# bucket's AllReduceStart kernel.
+if mpi "$tool" train "$ex/tiny_lm/model.onnx" --data "$ex/tiny_lm/data.npz" "${ce[@]}" --batch 8 --steps 3 \
+     --no-shuffle --bucket-mb 0.02 --profile "$tmp/trace.json" 2>"$tmp/err" &&
+   "$py" - "$tmp/trace.json" 2>>"$tmp/err" <<'PY'; then ok
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+starts = sorted((e for e in ev if e["name"] == "AllReduceStart"), key=lambda e: e["ts"])
+comm = sorted((e for e in ev if e.get("cat") == "communication"), key=lambda e: e["ts"])
+assert len(starts) > 3 and len(comm) == len(starts), f"{len(starts)} starts, {len(comm)} all-reduces"
+assert len({e["tid"] for e in comm}) == 1 and comm[0]["tid"] not in {e["tid"] for e in starts}
+for s, c in zip(starts, comm):
+    assert c["ts"] >= s["ts"] + s["dur"] - 1e-3 and c["dur"] >= 0, (s, c)
+PY
+else bad "the communication lane of --profile: $(tail -1 "$tmp/err")"; fi
 
 # Files: rank 0 writes the log and the model; a checkpoint of 2 ranks resumes on 2 and continues the trajectory.
 m=$ex/digits_mlp
