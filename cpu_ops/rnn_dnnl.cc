@@ -472,6 +472,16 @@ template <typename T>
 T* Off(T* p, int64_t n) {
   return p ? p + n : nullptr;
 }
+
+// Direction d's slices of the forward's operands (W, R, B, P, the states); X and Y are whole.
+RnnPrimitive::Impl::Args LaneInputs(const RnnPrimitive::Impl& l, int64_t d, const void* x, const float* w,
+                                    const float* r, const float* b, const float* h0, const float* c0, const float* p) {
+  const int64_t G = l.G, H = l.H, NH = l.N * l.H;
+  RnnPrimitive::Impl::Args a;
+  a.x = x, a.w = w + d * G * H * l.I, a.r = r + d * G * H * H, a.b = Off(b, d * 2 * G * H);
+  a.h0 = Off(h0, d * NH), a.c0 = Off(c0, d * NH), a.p = Off(p, d * 3 * H);
+  return a;
+}
 }  // namespace
 
 void RnnPrimitive::Forward(const void* x, const float* w, const float* r, const float* b, const int32_t* lens,
@@ -484,10 +494,8 @@ void RnnPrimitive::Forward(const void* x, const float* w, const float* r, const 
   for (const auto& l : lanes_) at.push_back(base), base += Align(l->fwd_bytes);
   ForLanes(lanes_.size(), [&](size_t d) {
     const Impl& l = *lanes_[d];
-    const int64_t G = l.G, H = l.H, I = l.I, NH = l.N * H, k = static_cast<int64_t>(d);
-    Impl::Args a;
-    a.x = x, a.w = w + k * G * H * I, a.r = r + k * G * H * H, a.b = Off(b, k * 2 * G * H);
-    a.h0 = Off(h0, k * NH), a.c0 = Off(c0, k * NH), a.p = Off(p, k * 3 * H);
+    const int64_t NH = l.N * l.H, k = static_cast<int64_t>(d);
+    Impl::Args a = LaneInputs(l, k, x, w, r, b, h0, c0, p);
     a.y = y, a.y_h = Off(y_h, k * NH), a.y_c = Off(y_c, k * NH);
     l.Forward(a, at[d], l.fwd_bytes);
   });
@@ -507,9 +515,7 @@ void RnnPrimitive::Backward(const void* x, const float* w, const float* r, const
   ForLanes(lanes_.size(), [&](size_t d) {
     const Impl& l = *lanes_[d];
     const int64_t G = l.G, H = l.H, I = l.I, NH = l.N * H, k = static_cast<int64_t>(d);
-    Impl::Args a;
-    a.x = x, a.w = w + k * G * H * I, a.r = r + k * G * H * H, a.b = Off(b, k * 2 * G * H);
-    a.h0 = Off(h0, k * NH), a.c0 = Off(c0, k * NH), a.p = Off(p, k * 3 * H);
+    Impl::Args a = LaneInputs(l, k, x, w, r, b, h0, c0, p);
     a.dy = dy, a.dy_h = Off(dy_h, k * NH), a.dy_c = Off(dy_c, k * NH);
     a.dx = dx && d == 1 ? dx_tmp : dx;
     a.dw = Off(dw, k * G * H * I), a.dr = Off(dr, k * G * H * H), a.db = Off(db, k * 2 * G * H);

@@ -15,6 +15,7 @@
 
 #include "cpu_ops/rnn.h"
 #include "cpu_ops/rnn_kernel.h"
+#include "tests/cpu_ops/rnn_test_util.h"
 
 namespace ot::cpu {
 namespace {
@@ -52,25 +53,10 @@ std::vector<Case> Cases() {
   return cs;
 }
 
-std::vector<double> Random(std::mt19937& rng, size_t n, double scale = 1.0) {
-  std::uniform_real_distribution<double> u(-scale, scale);
-  std::vector<double> v(n);
-  for (double& e : v) e = static_cast<double>(static_cast<float>(u(rng)));  // representable in float
-  return v;
-}
-std::vector<float> F(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
-template <typename T>
-const T* P(const std::vector<T>& v) {
-  return v.empty() ? nullptr : v.data();
-}
-
-void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_FALSE(std::isnan(got[i])) << what << "[" << i << "] not written";
-    ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << what << "[" << i << "]";
-  }
-}
+using test::ExpectClose;
+using test::F;
+using test::P;
+using test::Random;
 
 TEST(RnnPrimitive, MatchesTheFloat64LoopKernel) {
   std::mt19937 rng(std::random_device{}());

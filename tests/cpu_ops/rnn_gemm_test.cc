@@ -14,6 +14,7 @@
 
 #include "cpu_ops/dnnl_util.h"
 #include "cpu_ops/rnn.h"
+#include "tests/cpu_ops/rnn_test_util.h"
 
 namespace ot::cpu {
 namespace {
@@ -66,31 +67,10 @@ std::vector<Case> Cases() {
   return cs;
 }
 
-std::vector<double> Random(std::mt19937& rng, size_t n, double scale = 1.0) {
-  std::uniform_real_distribution<double> u(-scale, scale);
-  std::vector<double> v(n);
-  for (double& e : v) e = static_cast<double>(static_cast<float>(u(rng)));  // representable in float
-  return v;
-}
-
-std::vector<float> F(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
-template <typename T>
-const T* P(const std::vector<T>& v) {
-  return v.empty() ? nullptr : v.data();
-}
-template <typename T>
-T* P(std::vector<T>& v) {
-  return v.empty() ? nullptr : v.data();
-}
-
-void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_FALSE(std::isnan(got[i])) << what << "[" << i << "] not written";
-    // float32 sums over up to 444 rows of gradients that 12 tanh steps amplify: a few 1e-5 apart from float64.
-    ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << what << "[" << i << "]";
-  }
-}
+using test::ExpectClose;
+using test::F;
+using test::P;
+using test::Random;
 
 TEST(RnnGemm, MatchesTheFloat64LoopKernel) {
   std::mt19937 rng(std::random_device{}());
