@@ -1,6 +1,6 @@
 // `onnx-train train MODEL --data TRAIN.npz [options]`: trains on the CPU. On a terminal a progress bar (epoch,
 // step, loss, samples/s, ETA); otherwise plain lines; --log-json writes one JSON object per step and per
-// evaluation. Checkpoints: --checkpoint DIR every --checkpoint-every N steps, at the end and on SIGINT;
+// evaluation. Checkpoints: --checkpoint DIR every --checkpoint-every N steps, at the end and on SIGINT/SIGTERM;
 // --resume DIR continues where the checkpoint left off, drawing the same batches and random numbers.
 #include <unistd.h>
 
@@ -43,8 +43,8 @@ std::string JsonNumber(double v) {
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-extern "C" void OnSigint(int) { g_interrupted = true; }
+std::atomic<int> g_interrupted{0};  // the signal that asked the run to stop (SIGINT, SIGTERM), 0 while none did
+extern "C" void OnSigint(int sig) { g_interrupted = sig; }
 
 // The arrays of an .npz that `names` asks for; a missing one is an error naming the file and the array. The others
 // are said once, on stderr (a misspelt name shows up there).
@@ -322,20 +322,26 @@ void CheckOutputs(const TrainOptions& o) {
   ParseLrSchedule(o.lr_schedule);  // a bad choice fails before the data is read
 }
 
-// Ctrl-C sets g_interrupted (the loop checkpoints and stops after the step) while the guard lives.
+// Ctrl-C (SIGINT) and SIGTERM -- what mpirun sends every rank on Ctrl-C, and Slurm before it ends a job -- set
+// g_interrupted (the loop checkpoints and stops after the step) while the guard lives.
 class SigintGuard {
  public:
   SigintGuard() {
-    g_interrupted = false;
+    g_interrupted = 0;
     struct sigaction sa {};
     sa.sa_handler = OnSigint;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
   }
-  ~SigintGuard() { sigaction(SIGINT, &old_, nullptr); }
+  ~SigintGuard() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
 
  private:
-  struct sigaction old_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 // What the first steps print: --profile's timeline (the first step's at once, then the second's, which has no
@@ -583,13 +589,23 @@ int Train(const TrainOptions& given) {
       eval_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     if (o.checkpoint_every > 0 && (s + 1) % o.checkpoint_every == 0 && s + 1 < total) checkpoint(s + 1);
-    if (g_interrupted) {
+    // Data-parallel: Ctrl-C reaches the ranks at different moments, so they stop after the same step -- the first
+    // after any rank saw it -- or one would wait forever in the next step's all-reduce.
+    int interrupted = g_interrupted;
+    if (world.size() > 1) {
+      double any = interrupted;
+      dist::World().AllReduceSum(&any, 1);
+      if (any > 0 && !interrupted) interrupted = SIGTERM;
+    }
+    if (interrupted) {
       if (bar) std::printf("\n");
       checkpoint(s + 1);
-      std::fprintf(stderr, "onnx-train: interrupted after step %lld%s\n", static_cast<long long>(s + 1),
-                   o.checkpoint.empty() ? " (no --checkpoint DIR: the training state was not saved)"
-                                        : ("; the training state is in " + o.checkpoint + " (--resume it)").c_str());
-      return 130;
+      if (world.rank() == 0)
+        std::fprintf(stderr, "onnx-train: interrupted (%s) after step %lld%s\n",
+                     interrupted == SIGINT ? "SIGINT" : "SIGTERM", static_cast<long long>(s + 1),
+                     o.checkpoint.empty() ? " (no --checkpoint DIR: the training state was not saved)"
+                                          : ("; the training state is in " + o.checkpoint + " (--resume it)").c_str());
+      return 128 + interrupted;
     }
   }
   checkpoint(std::max(start, total));

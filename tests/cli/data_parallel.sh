@@ -9,7 +9,8 @@
 #   - rank 0 alone writes the log (one line per step) and the saved model; a checkpoint taken by 2 ranks resumes on
 #     2 ranks and continues the trajectory, and on 1 process at the same position in samples (refused where that is
 #     not a whole number of steps);
-#   - --profile's trace has the communication on a lane of its own;
+#   - --profile's trace has the communication on a lane of its own; Ctrl-C on mpirun checkpoints the step all ranks
+#     stopped after;
 #   - a rank given other data, or failing, ends the job with a one-line error per rank naming the rank.
 # Usage: data_parallel.sh ONNX_TRAIN_BINARY EXAMPLES_DIR PYTHON
 set -u
@@ -146,6 +147,20 @@ if mpi "$tool" train "${args[@]}" --steps 6 --resume "$tmp/ck1" >"$tmp/out" 2>"$
   bad "resumed 3 steps of 1 x 8 (24 samples) on 2 ranks x 8"
 elif grep -q "is not a whole number of steps of 2 ranks x 1 x 8" "$tmp/err"; then ok
 else bad "24 samples on 2 ranks x 8: $(grep error "$tmp/err" | head -1)"; fi
+
+# Ctrl-C on mpirun (which sends every rank SIGTERM): the ranks stop after the same step and rank 0 checkpoints it.
+rm -rf "$tmp/ckint"
+mpirun --oversubscribe -np 2 "$tool" train "${args[@]}" --steps 1000000 --checkpoint "$tmp/ckint" \
+  --log-json "$tmp/int.jsonl" >/dev/null 2>"$tmp/int.err" &
+pid=$!
+for _ in $(seq 200); do [ -s "$tmp/int.jsonl" ] && [ "$(wc -l <"$tmp/int.jsonl")" -gt 20 ] && break; sleep 0.1; done
+kill -INT $pid
+for _ in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -KILL $pid 2>/dev/null && bad "mpirun still ran 30 s after Ctrl-C"
+wait $pid 2>/dev/null
+k=$(wc -l <"$tmp/int.jsonl")
+if [ -f "$tmp/ckint/checkpoint.npz" ] && grep -q "interrupted (SIGTERM) after step $k;" "$tmp/int.err"; then ok
+else bad "Ctrl-C on mpirun: no checkpoint or message after step $k: $(head -3 "$tmp/int.err")"; fi
 
 # A rank that differs or fails ends the job: every rank says which, exit status non-zero, no rank left waiting.
 "$py" - "$m/train.npz" "$tmp/other.npz" <<'PY'

@@ -58,7 +58,7 @@ wait $pid
 rc=$?
 [ $rc -eq 130 ] && ok || bad "SIGINT exit code $rc, want 130"
 [ -f "$tmp/ck/checkpoint.npz" ] && ok || bad "no checkpoint after SIGINT"
-grep -q "interrupted after step" "$tmp/int.err" && ok || bad "no interruption message: $(cat "$tmp/int.err")"
+grep -q "interrupted (SIGINT) after step" "$tmp/int.err" && ok || bad "no interruption message: $(cat "$tmp/int.err")"
 k=$(tail -1 "$tmp/int.jsonl" | python3 -c "import json,sys;print(json.load(sys.stdin)['step'])")
 n=$((k + 25))
 "$tool" train "$ex/model.onnx" "${shuf[@]}" --steps $n --resume "$tmp/ck" --log-json "$tmp/int.jsonl" >/dev/null 2>&1 ||
