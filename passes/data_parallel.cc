@@ -88,7 +88,7 @@ bool DataParallelPass::Run(Graph& g) {
     buckets_.back().push_back(i);
     bytes += b;
   }
-  // One AllReduceStart per bucket, each after the previous, reading the gradients as computed (before autodiff's
+  // One AllReduceStart per bucket, reading the gradients as computed (before autodiff's
   // naming Identity nodes) and placed in the node list just after the last of them: the executor's order (the
   // topological order with ties in list order, which one thread follows) starts each bucket as soon as the backward
   // has it. Then one AllReduceWait per bucket, each after the last start (so the waits never hold the backward up),
@@ -101,7 +101,6 @@ bool DataParallelPass::Run(Graph& g) {
       ins.push_back(computed(grads_[i]));
       last = std::max(last, at(i));
     }
-    if (k > 0) ins.push_back(started.back());
     Value* bucket = g.AddValue(g.UniqueName("data_parallel/bucket_" + std::to_string(k)));
     Node* n =
         g.AddNode("AllReduceStart", ins, {bucket}, g.UniqueName("data_parallel/AllReduceStart_" + std::to_string(k)));
@@ -112,6 +111,14 @@ bool DataParallelPass::Run(Graph& g) {
     if (last < order.size()) g.MoveNodeBefore(n, order[last]);  // order[last]: the node after the last producer
     started.push_back(bucket);
   }
+  // Every collective of the step -- the buckets' starts, --sync-batchnorm's sums -- reads the one before it in the
+  // topological order (not as data): every rank issues them in that order.
+  std::vector<Node*> collectives;
+  for (Node* n : g.TopologicalOrder())
+    if (n->domain == kInternalDomain && (n->op_type == "AllReduceStart" || n->op_type == "AllReduceSum"))
+      collectives.push_back(n);
+  for (size_t i = 1; i < collectives.size(); ++i)
+    g.SetInput(collectives[i], static_cast<int>(collectives[i]->inputs.size()), collectives[i - 1]->outputs[0]);
   for (size_t k = 0; k < buckets_.size(); ++k) {
     std::vector<Value*> ins = {started[k]}, outs;
     if (k + 1 < buckets_.size()) ins.push_back(started.back());

@@ -6,9 +6,10 @@
 // that is a bucket of its own). Each bucket becomes two nodes (graph/ops/collective.cc): ai.onnxtrain.AllReduceStart
 // (g1, ..., gk) -> bucket packs the gradients and starts their sum over the ranks, which a communication thread
 // carries on (dist/comm.h) while the executor runs the rest of the backward; AllReduceWait(bucket) -> (m1, ..., mk)
-// waits for it and writes each mean. Each start also reads the previous bucket (not as data), so every rank issues
-// its collectives in bucket order whatever order its threads finish the backward in (MPI matches collectives by
-// order); each wait also reads the last bucket, so no wait holds the backward up. The optimizer then reads the
+// waits for it and writes each mean. Every collective of the step (the starts, and --sync-batchnorm's
+// AllReduceSum nodes) also reads the one before it in the topological order (not as data), so every rank issues
+// them in one order whatever order its threads finish the backward in (MPI matches collectives by order); each
+// wait also reads the last bucket, so no wait holds the backward up. The optimizer then reads the
 // means: every rank takes the same update, its loss-scale check included (a non-finite gradient on one rank is
 // non-finite in the mean on all). Runs after autodiff and before the optimizer, so the amp pass sees the
 // all-reduce (deny ops: the buckets hold float32 gradients, the ones the update reads).
@@ -23,6 +24,7 @@ namespace ot {
 struct DataParallelOptions {
   int world = 1;                      // ranks (mpirun -np N); 1: the pass changes nothing
   int64_t bucket_bytes = 25ll << 20;  // --bucket-mb
+  bool sync_batchnorm = false;        // --sync-batchnorm (passes/sync_batchnorm.h)
 };
 
 class DataParallelPass : public Pass {

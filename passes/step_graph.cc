@@ -15,6 +15,7 @@
 #include "passes/fusion_stage.h"
 #include "passes/master_weights.h"
 #include "passes/pass_manager.h"
+#include "passes/sync_batchnorm.h"
 #include "passes/training_mode.h"
 
 namespace ot {
@@ -45,6 +46,9 @@ PassManager StepPipeline(StepBuild& b) {
   PassManager pm;
   pm.Add(
       "training_mode", [](Graph& g) { return TrainingModePass(true).Run(g); }, step);
+  pm.Add(
+      "sync_batchnorm", [&b](Graph& g) { return SyncBatchNormPass(b.o.data_parallel.world).Run(g); },
+      "it makes --sync-batchnorm", o.data_parallel.world > 1 && o.data_parallel.sync_batchnorm);
   // Before autodiff, so the fused ops' gradient rules apply.
   pm.Add("pattern_fusion", [](Graph& g) { return RunPatternFusion(g, true); });
   pm.Add(

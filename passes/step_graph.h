@@ -1,5 +1,6 @@
 // The training pipeline that turns a model into its step graph, in order:
-//   training_mode (BN/Dropout in training mode, BN running statistics become state) -> pattern_fusion (fuse_gelu,
+//   training_mode (BN/Dropout in training mode, BN running statistics become state) -> sync_batchnorm (more than
+//   one rank with --sync-batchnorm: BN on the global batch's statistics) -> pattern_fusion (fuse_gelu,
 //   fuse_layer_norm, fuse_softmax_ce, fuse_matmul_bias) -> loss -> autodiff -> data_parallel (more than one rank:
 //   the gradients' mean over the ranks) -> optimizer -> amp -> fp16_range (fp16 only) -> master_weights -> loss_scaling
 //   -> fold_transpose (GEMMs read transposed operands through their flags) -> fuse_bias_grad (a Linear's weight and
@@ -25,7 +26,7 @@ struct StepOptions {
   LossOptions loss;
   std::string freeze;  // --freeze REGEX
   OptimizerOptions optimizer;
-  // mpirun -np N: the gradient all-reduce (world > 1), --bucket-mb.
+  // mpirun -np N: the gradient all-reduce (world > 1), --bucket-mb, --sync-batchnorm.
   DataParallelOptions data_parallel;
   AmpOptions amp;               // --amp[=fp16|bf16], --keep-fp32, --keep-fp32-node
   Fp16RangeOptions fp16_range;  // --fp16-infinity, --fp16-epsilon

@@ -81,7 +81,8 @@ struct TrainOptions {
   double weight_decay = -1;  // < 0: the optimizer's default
   double clip_grad_norm = 0;
   int64_t grad_accum = 1, warmup = 0;
-  double bucket_mb = 25;  // --bucket-mb: data-parallel gradient buckets (mpirun -np N)
+  double bucket_mb = 25;        // --bucket-mb: data-parallel gradient buckets (mpirun -np N)
+  bool sync_batchnorm = false;  // --sync-batchnorm: BatchNorm on the statistics of every rank's batch
   std::string lr_schedule = "constant";
   int64_t batch = 32, epochs = 1, steps = 0;
   bool no_shuffle = false, quiet = false, check_numerics = false, profile = false;

@@ -123,6 +123,7 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.optimizer.accumulate = o.grad_accum;
   to.data_parallel.world = dist::World().size();
   to.data_parallel.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
+  to.data_parallel.sync_batchnorm = o.sync_batchnorm;
   to.optimizer.lr_schedule = ParseLrSchedule(o.lr_schedule);
   to.optimizer.warmup = o.warmup;
   to.optimizer.total_steps = total_steps;

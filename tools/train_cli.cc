@@ -41,6 +41,9 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--bucket-mb", o.bucket_mb,
                   "Data-parallel (mpirun -np N): MiB of gradients all-reduced together, in backward order (default 25)")
       ->check(FiniteNumber(true));
+  cmd->add_flag(
+      "--sync-batchnorm", o.sync_batchnorm,
+      "Data-parallel: BatchNormalization normalizes with the statistics of every rank's batch (SyncBatchNorm)");
   cmd->add_option("--lr-schedule", o.lr_schedule, "constant|linear|cosine over the optimizer steps");
   cmd->add_option("--warmup", o.warmup, "Warm-up optimizer steps (linear from 0)")->check(AtLeast(0));
   cmd->add_option("--batch", o.batch, "Batch size (the micro-batch with --grad-accum)")->check(AtLeast(1));

@@ -124,9 +124,32 @@ KernelInfo MakeWait(const KernelContext& ctx) {
   }};
 }
 
+// AllReduceSum: the sum over the ranks, in the output (blocking; the communication thread issues it after every
+// collective asked for before it).
+KernelInfo MakeSum(const KernelContext& ctx) {
+  const Node& n = ctx.node;
+  const int world = static_cast<int>(n.attr_int("world", 1));
+  const DataType dt = ctx.in(0).dtype;
+  if (dt != DataType::kFloat32 && dt != DataType::kFloat64)
+    ctx.Fail("sums float32 or float64, got " + DataTypeName(dt));
+  const int64_t count = ctx.in(0).numel();
+  const std::string where = n.Describe();
+  KernelInfo k{[=](const KernelIO& io) {
+    CheckWorld(world, where);
+    if (io.out[0] != io.in[0]) std::memcpy(io.out[0], io.in[0], static_cast<size_t>(count) * SizeOf(dt));
+    if (dt == DataType::kFloat32)
+      dist::World().AllReduceSum(io.Out<float>(0), count);
+    else
+      dist::World().AllReduceSum(io.Out<double>(0), count);
+  }};
+  k.inplace = {{0, 0}};
+  return k;
+}
+
 }  // namespace
 
 void RegisterCollectiveKernels(KernelRegistry& r) {
+  r.Register("AllReduceSum", MakeSum, kInternalDomain);
   r.Register("AllReduceStart", MakeStart, kInternalDomain);
   r.Register("AllReduceWait", MakeWait, kInternalDomain);
 }

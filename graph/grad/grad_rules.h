@@ -18,5 +18,6 @@ void RegisterEinsumGrad(OpRegistry& r);          // graph/grad/einsum_grad.cc
 void RegisterInstanceNormGrad(OpRegistry& r);    // Instance-, MeanVariance-, LpNormalization (instance_norm_grad.cc)
 void RegisterRecurrentGrads(OpRegistry& r);      // RNN, GRU, LSTM (recurrent_grad.cc)
 void RegisterCtcGrads(OpRegistry& r);            // ai.onnxtrain.CTCLoss (ctc_grad.cc)
+void RegisterCollectiveGrads(OpRegistry& r);     // ai.onnxtrain.AllReduceSum (collective_grad.cc)
 void RegisterOptimizerOps(OpRegistry& r);        // internal optimizer update ops (graph/ops/internal_optim.cc)
 }  // namespace ot

@@ -18,6 +18,7 @@ void RegisterGradients(OpRegistry& r) {
   RegisterInstanceNormGrad(r);
   RegisterRecurrentGrads(r);
   RegisterCtcGrads(r);
+  RegisterCollectiveGrads(r);
   RegisterOptimizerOps(r);
 }
 }  // namespace ot

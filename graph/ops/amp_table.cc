@@ -122,6 +122,7 @@ void RegisterAmpClasses(OpRegistry& r) {
   // The data-parallel gradient mean: float32 buckets, the gradients the update reads (passes/data_parallel.h).
   r.SetAmp(kInternalDomain, "AllReduceStart", AmpClass::kDeny);
   r.SetAmp(kInternalDomain, "AllReduceWait", AmpClass::kDeny);
+  r.SetAmp(kInternalDomain, "AllReduceSum", AmpClass::kDeny);
   set({"GatherGrad", "OptimizerUpdate"}, AmpClass::kDeny, kInternalDomain);
   set({"Adagrad", "Adam", "Momentum"}, AmpClass::kDeny, "ai.onnx.preview.training");
 

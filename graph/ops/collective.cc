@@ -6,6 +6,8 @@
 //   AllReduceWait(bucket, [last]) {world, dims, ranks} -> (m1, ..., mk): waits for the sum and writes each mean
 //     (sum / world) in its gradient's shape -- `ranks` the rank of each, `dims` their dims one after another; `last`,
 //     when present, is the last bucket (not read: the waits come after every bucket has started).
+//   AllReduceSum(x, [after]) {world} -> y: the sum of x over the ranks, blocking (--sync-batchnorm's statistics,
+//     passes/sync_batchnorm.h); its gradient is the sum of the output's gradients (graph/grad/collective_grad.cc).
 // Float tensors; the bucket has the gradients' dtype.
 #include <optional>
 #include <string>
@@ -67,9 +69,22 @@ void InferWait(InferContext& ctx) {
   }
 }
 
+void InferSum(InferContext& ctx) {
+  ctx.RequireArity(1, 2, 1);
+  const Shape& s = ctx.Require(0);
+  if (!IsFloatType(ctx.input_type(0))) ctx.Fail("x must be a float tensor, got " + DataTypeName(ctx.input_type(0)));
+  if (ctx.node.attr_int("world", 0) < 1) ctx.Fail("world must be >= 1");
+  ctx.set_output(0, ctx.input_type(0), s);
+}
+
 }  // namespace
 
 void RegisterCollectiveOps(OpRegistry& r) {
+  OpSchema sum;
+  sum.op_type = "AllReduceSum";
+  sum.domain = kInternalDomain;
+  sum.infer = InferSum;
+  r.Register(std::move(sum));
   OpSchema s;
   s.op_type = "AllReduceStart";
   s.domain = kInternalDomain;

@@ -5,7 +5,8 @@
 #   - --grad-accum 2 (one all-reduce per optimizer step, of the sums) likewise within 1e-5; under --amp=fp16 a step
 #     whose gradient overflows on rank 1 only is skipped by rank 0 too (the skip is decided on the mean);
 #   - the CNN with BatchNorm (statistics per rank) follows PyTorch DDP's trajectory (gloo, 2 processes:
-#     examples/fashion_cnn/ddp_trajectory.py, committed) within 1e-4 relative per step;
+#     examples/fashion_cnn/ddp_trajectory.py, committed) within 1e-4 relative per step; with --sync-batchnorm it
+#     follows 1 process x 2B within 1e-5 per step (30 steps);
 #   - rank 0 alone writes the log (one line per step) and the saved model; a checkpoint taken by 2 ranks resumes on
 #     2 ranks and continues the trajectory, and on 1 process at the same position in samples (refused where that is
 #     not a whole number of steps);
@@ -117,6 +118,14 @@ for s, c in zip(starts, comm):
     assert c["ts"] >= s["ts"] + s["dur"] - 1e-3 and c["dur"] >= 0, (s, c)
 PY
 else bad "the communication lane of --profile: $(tail -1 "$tmp/err")"; fi
+
+# --sync-batchnorm: BatchNorm on the global batch's statistics, so 2 ranks x 16 follow 1 process x 32.
+if mpi "$tool" train "$f/model.onnx" --data "$tmp/fashion/train.npz" "${ce[@]}" --batch 16 --steps 30 --no-shuffle \
+     --optimizer adam --sync-batchnorm --log-json "$tmp/sbn.jsonl" 2>"$tmp/err" &&
+   "$tool" train "$f/model.onnx" --data "$tmp/fashion/train.npz" "${ce[@]}" --batch 32 --steps 30 --no-shuffle \
+     --optimizer adam --log-json "$tmp/one.jsonl" 2>>"$tmp/err" &&
+   same "$tmp/sbn.jsonl" "$tmp/one.jsonl" 1e-5 2>>"$tmp/err"; then ok
+else bad "fashion_cnn --sync-batchnorm, 2 ranks x 16 vs 1 x 32: $(tail -1 "$tmp/err")"; fi
 
 # Files: rank 0 writes the log and the model; a checkpoint of 2 ranks resumes on 2 and continues the trajectory.
 m=$ex/digits_mlp

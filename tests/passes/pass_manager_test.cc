@@ -113,9 +113,9 @@ TEST(PassManager, TestsVerifyByDefault) { EXPECT_TRUE(VerifyPassesByDefault()); 
 
 TEST(StepPipeline, NamesComeFromTheOneList) {
   EXPECT_EQ(StepPassNames(),
-            (std::vector<std::string>{"training_mode", "pattern_fusion", "loss", "autodiff", "data_parallel",
-                                      "optimizer", "amp", "fp16_range", "master_weights", "loss_scaling",
-                                      "fold_transpose", "fuse_bias_grad"}));
+            (std::vector<std::string>{"training_mode", "sync_batchnorm", "pattern_fusion", "loss", "autodiff",
+                                      "data_parallel", "optimizer", "amp", "fp16_range", "master_weights",
+                                      "loss_scaling", "fold_transpose", "fuse_bias_grad"}));
   EXPECT_EQ(OptionalPasses(),
             (std::vector<std::string>{"pattern_fusion", "fp16_range", "fold_transpose", "fuse_bias_grad",
                                       "fuse_pool_relu", "fuse_batch_norm", "fuse_residual_norm", "cluster_fusion",
