@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -111,15 +113,31 @@ TEST(PassManager, TheVerifierNamesThePassThatBrokeTheGraph) {
 // Every test runs with ONNXTRAIN_VERIFY_PASSES=1 (tests/test_util.cc), so pipelines verify by default here.
 TEST(PassManager, TestsVerifyByDefault) { EXPECT_TRUE(VerifyPassesByDefault()); }
 
+// The one list's names and the order the design relies on -- a new pass needs no edit here (docs/ARCHITECTURE.md:
+// adding a pass touches its file, its test and the list).
 TEST(StepPipeline, NamesComeFromTheOneList) {
-  EXPECT_EQ(StepPassNames(),
-            (std::vector<std::string>{"training_mode", "sync_batchnorm", "pattern_fusion", "loss", "autodiff",
-                                      "data_parallel", "optimizer", "amp", "fp16_range", "master_weights",
-                                      "loss_scaling", "fold_transpose", "fuse_bias_grad"}));
-  EXPECT_EQ(OptionalPasses(),
-            (std::vector<std::string>{"pattern_fusion", "fp16_range", "fold_transpose", "fuse_bias_grad",
-                                      "fuse_pool_relu", "fuse_batch_norm", "fuse_residual_norm", "cluster_fusion",
-                                      "rematerialize", "fuse_epilogue", "fusion"}));
+  const std::vector<std::string> names = StepPassNames();
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_TRUE(at.emplace(names[i], i).second) << names[i] << " twice";
+  const std::vector<std::string> order = {"training_mode",  "loss",         "autodiff",       "optimizer",     "amp",
+                                          "master_weights", "loss_scaling", "fold_transpose", "fuse_bias_grad"};
+  for (size_t i = 0; i < order.size(); ++i) {
+    ASSERT_TRUE(at.count(order[i])) << order[i];
+    if (i > 0) EXPECT_LT(at[order[i - 1]], at[order[i]]) << order[i - 1] << " before " << order[i];
+  }
+  EXPECT_EQ(names.front(), "training_mode");
+  EXPECT_EQ(names.back(), "fuse_bias_grad");       // last: after the fold, the weight gradients are the Gemms they stay
+  EXPECT_LT(at["autodiff"], at["data_parallel"]);  // the gradients exist
+  EXPECT_LT(at["data_parallel"], at["optimizer"]);  // the update reads the means
+  EXPECT_LT(at["sync_batchnorm"], at["autodiff"]);  // differentiated through
+  // Optional: the rewrites the step is correct without, then stage 2's names and the stage itself.
+  const std::vector<std::string>& optional = OptionalPasses();
+  for (const char* n : {"pattern_fusion", "fp16_range", "fold_transpose", "fuse_bias_grad", "cluster_fusion",
+                        "fuse_epilogue", "fusion"})
+    EXPECT_NE(std::find(optional.begin(), optional.end(), n), optional.end()) << n;
+  for (const char* n : {"training_mode", "loss", "autodiff", "data_parallel", "sync_batchnorm", "optimizer"})
+    EXPECT_EQ(std::find(optional.begin(), optional.end(), n), optional.end()) << n << " cannot be left out";
+  EXPECT_EQ(optional.back(), "fusion");
   EXPECT_THROW(CheckDisabledPasses({"autodiff"}), Error);
   EXPECT_THROW(CheckDisabledPasses({"epilogue"}), Error);
   EXPECT_NO_THROW(CheckDisabledPasses({"fusion", "fp16_range", "fuse_epilogue"}));
