@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "graph/graph.h"
 #include "graph/infer_util.h"
@@ -51,8 +52,11 @@ bool BatchNormFoldPass::Run(Graph& g) {
   bool changed = false;
   std::vector<Node*> nodes;
   for (const auto& n : g.nodes()) nodes.push_back(n.get());
+  // Nodes this pass removed (freed): `nodes` still lists them, so the loops skip them.
+  std::unordered_set<const Node*> removed;
   for (Node* bn : nodes) {
     // relu: BatchNormalization -> Relu.
+    if (removed.count(bn)) continue;
     if (!fuse::IsOp(bn, "BatchNormalization") || !rep.kernel(bn) || bn->opset < 9 || bn->has_output(3) ||
         bn->has_output(4))
       continue;
@@ -63,6 +67,7 @@ bool BatchNormFoldPass::Run(Graph& g) {
     Value* r = relu->outputs[0];
     const bool training = Training(bn);
     const std::string relu_label = FoldReport::Label(relu);
+    removed.insert(relu);
     g.RemoveNode(relu);
     bn->op_type = "BatchNormRelu";
     bn->domain = kInternalDomain;
@@ -79,6 +84,7 @@ bool BatchNormFoldPass::Run(Graph& g) {
   }
 
   for (Node* bg : nodes) {
+    if (removed.count(bg)) continue;
     if (!fuse::IsInternalOp(bg, "BatchNormGrad") || !rep.kernel(bg) || bg->attr_int("relu", 0) != 0) continue;
     const bool training = bg->attr_int("training", 1) != 0;
     // relu grad: ReluGrad -> BatchNormGrad's dY.
@@ -104,6 +110,7 @@ bool BatchNormFoldPass::Run(Graph& g) {
         } else {
           peak_ += extended;
           const std::string rg_label = FoldReport::Label(rg);
+          removed.insert(rg);
           g.RemoveNode(rg);
           g.SetInput(bg, 0, dr);
           if (training) {  // inputs 3, 4 (the given statistics of inference) stay absent
@@ -152,6 +159,7 @@ bool BatchNormFoldPass::Run(Graph& g) {
     Value* out = sum->outputs[0];
     const bool keepdims = sum->attr_int("keepdims", 1) != 0;
     const std::string sum_label = FoldReport::Label(sum);
+    removed.insert(sum);
     g.RemoveNode(sum);
     if (bg->outputs.size() < 4) bg->outputs.resize(4, nullptr);
     bg->outputs[3] = out;

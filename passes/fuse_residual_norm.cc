@@ -1,6 +1,7 @@
 #include "passes/fuse_residual_norm.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "graph/graph.h"
 #include "passes/fold_report.h"
@@ -44,8 +45,11 @@ bool ResidualNormFoldPass::Run(Graph& g) {
   bool changed = false;
   std::vector<Node*> nodes;
   for (const auto& n : g.nodes()) nodes.push_back(n.get());
+  // Nodes this pass removed (freed): `nodes` still lists them, so both loops skip them.
+  std::unordered_set<const Node*> removed;
   for (Node* ln : nodes) {
     // add: Add -> LayerNormalization.
+    if (removed.count(ln)) continue;
     if (!IsLayerNorm(ln) || !rep.kernel(ln) || ln->inputs.empty() || ln->attr_int("stash_type", 1) != 1) continue;
     Value* s = ln->inputs[0];
     Node* add = s ? s->producer : nullptr;
@@ -71,6 +75,7 @@ bool ResidualNormFoldPass::Run(Graph& g) {
     }
     peak_ += more;
     const std::string add_label = FoldReport::Label(add), ln_label = FoldReport::Label(ln);
+    removed.insert(add);
     g.RemoveNode(add);
     g.SetInput(ln, 0, x);
     g.SetInput(ln, 3, r);
@@ -88,8 +93,8 @@ bool ResidualNormFoldPass::Run(Graph& g) {
 
   for (Node* lg : nodes) {
     // grad: LayerNormGrad -> Sum.
-    if (!lg || lg->domain != kInternalDomain || lg->op_type != "LayerNormGrad" || !rep.kernel(lg) || lg->has_input(5) ||
-        lg->outputs.empty())
+    if (!lg || removed.count(lg) || lg->domain != kInternalDomain || lg->op_type != "LayerNormGrad" ||
+        !rep.kernel(lg) || lg->has_input(5) || lg->outputs.empty())
       continue;
     Value* dx = lg->outputs[0];
     if (!fuse::Private(g, dx)) continue;
@@ -113,6 +118,7 @@ bool ResidualNormFoldPass::Run(Graph& g) {
       continue;
     }
     const std::string sum_label = FoldReport::Label(sum);
+    removed.insert(sum);
     g.RemoveNode(sum);
     g.SetInput(lg, 5, addend);
     lg->outputs[0] = out;
