@@ -28,7 +28,8 @@ $(ASAN_BUILD)/build.ninja:
 	  -DONNXTRAIN_CUDA=OFF -DONNXTRAIN_SANITIZE=ON -DONNXTRAIN_FUZZ=ON -DONNXTRAIN_TESTS=OFF
 
 build-asan: bootstrap $(ASAN_BUILD)/build.ninja
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target onnx-train fuzz_model_import fuzz_tensor_import fuzz_checkpoint fuzz_cli
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target onnx-train onnxtrain_mpi fuzz_model_import fuzz_tensor_import \
+	  fuzz_checkpoint fuzz_cli
 
 # Fashion-MNIST (Debian's dataset-fashion-mnist) as .npz, converted with the Python standard library only.
 $(BUILD)/fashion/train.npz:
@@ -74,6 +75,7 @@ test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1 $(ASAN_BUILD)/onnx-train check --quiet --roundtrip \
 	  $(TESTDATA)/node $(TESTDATA)/simple $(TESTDATA)/pytorch-operator $(TESTDATA)/pytorch-converted \
 	  | tail -n 30
+	tests/asan/train.sh $(ASAN_BUILD) examples
 	tests/fuzz/run.sh $(ASAN_BUILD) $(FUZZ_SECONDS)
 
 fuzz: build-asan
