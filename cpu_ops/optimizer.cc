@@ -244,7 +244,7 @@ void CopyStep(const std::vector<OptimTensor>& ts, const std::vector<Chunk>& cs, 
 // counted, the caller has). psq: per-chunk sums of squares of p_out (filled when stats).
 OptimResult Apply(const OptimHyper& h, double lr, int64_t step, const std::vector<OptimTensor>& ts,
                   const std::vector<Chunk>& cs, double gs, bool stats, std::vector<int64_t>* zeros,
-                  std::vector<double>& psq) {
+                  std::vector<double>& psq, const std::function<void(double*, int)>& reduce) {
   std::vector<double> part(cs.size(), 0.0);
   std::vector<char> ok(cs.size(), 1);
   ForChunks(cs, [&](size_t c, const Chunk& k) {
@@ -260,7 +260,14 @@ OptimResult Apply(const OptimHyper& h, double lr, int64_t step, const std::vecto
   OptimResult res;
   bool finite = true;
   for (char c : ok) finite &= c != 0;
-  res.grad_norm = std::sqrt(SumInOrder(part));  // inf or NaN when some element is not finite
+  double sum = SumInOrder(part);
+  if (reduce) {
+    double v[2] = {sum, finite ? 0.0 : 1.0};
+    reduce(v, 2);
+    sum = v[0];
+    finite = v[1] == 0.0;
+  }
+  res.grad_norm = std::sqrt(sum);  // inf or NaN when some element is not finite
   if (!finite) {
     // Nothing changes: outputs are the inputs, bit for bit.
     CopyStep(ts, cs, stats, psq);
@@ -348,20 +355,22 @@ OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, cons
       res.micro = micro + 1;
     } else {
       for (OptimTensor& t : ts) t.g = t.acc_out;  // the mean gradient, unscaled already; zeroed below once used
-      res = Apply(h, lr, step, ts, cs, 1.0, x.stats, nullptr, psq);
+      res = Apply(h, lr, step, ts, cs, 1.0, x.stats, nullptr, psq, x.reduce);
       for (const OptimTensor& t : ts)
         if (t.acc_out && t.n) std::memset(t.acc_out, 0, static_cast<size_t>(t.n) * (t.f64 ? 8 : 4));
       res.micro = 0;
     }
   } else {
-    res = Apply(h, lr, step, ts, cs, gs, x.stats, x.stats ? &zeros : nullptr, psq);
+    res = Apply(h, lr, step, ts, cs, gs, x.stats, x.stats ? &zeros : nullptr, psq, x.reduce);
   }
   if (x.stats) {
-    res.param_norm = std::sqrt(SumInOrder(psq));
     int64_t z = 0, total = 0;
     for (int64_t c : zeros) z += c;
     for (const OptimTensor& t : ts_in) total += t.n;
-    res.zero_fraction = total ? static_cast<double>(z) / static_cast<double>(total) : 0.0;
+    double v[3] = {SumInOrder(psq), static_cast<double>(z), static_cast<double>(total)};
+    if (x.reduce) x.reduce(v, 3);
+    res.param_norm = std::sqrt(v[0]);
+    res.zero_fraction = v[2] > 0 ? v[1] / v[2] : 0.0;
   }
   return res;
 }

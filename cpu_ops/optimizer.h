@@ -14,6 +14,7 @@
 //     param_norm. Skipped steps and micro-steps run the same epilogue on their copy of p.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernel_common/optim_math.h"
@@ -59,6 +60,11 @@ struct OptimTensor {
 struct OptimStepOptions {
   double grad_scale = 1.0;  // every incoming gradient is multiplied by this first (1/S with loss scaling)
   bool stats = false;       // fill OptimResult::param_norm and zero_fraction
+  // A sharded update (--shard-optimizer: the tensors are this rank's slices of the parameters): sums `n` values
+  // over the ranks in place. Called with {sum of squared gradients, 1 when some gradient is not finite else 0}
+  // before the update -- so the norm, clipping and the skip decision are the whole model's on every rank -- and,
+  // with stats, with {sum of squared parameters, zero gradient elements, gradient elements} at the end.
+  std::function<void(double* values, int n)> reduce;
 };
 
 struct OptimResult {

@@ -10,6 +10,7 @@
 // which it asks for and names in description().
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,11 @@ class Request {
   virtual ~Request() = default;
   // Blocks until the collective is complete (its buffer then holds the result).
   virtual void Wait() = 0;
+};
+
+// A collective that completed when it was started.
+struct Completed final : Request {
+  void Wait() override {}
 };
 
 // What the collectives cost since the last ResetStats: how many, the time from their start to their completion, and
@@ -50,6 +56,22 @@ class Comm {
   // Starts the same sum and returns at once; `data` must stay untouched until the request's Wait returns. The
   // collectives of a process are issued in the order they were started (blocking ones included), one at a time.
   virtual std::shared_ptr<Request> StartAllReduceSum(float* data, int64_t n) = 0;
+  // --shard-optimizer's halves of an all-reduce. StartReduceScatterSum: `n` a multiple of size(); once the request
+  // is waited for, data[0, n / size()) holds block rank() of the sum over the ranks (elements
+  // [rank() * n / size(), (rank() + 1) * n / size())), the rest of `data` unspecified. AllGatherBlocks: data holds
+  // size() blocks of `block` values; rank r's own block r is sent to every rank (blocking), in place. The defaults
+  // build both from AllReduceSum; the MPI world issues MPI's own collectives.
+  virtual std::shared_ptr<Request> StartReduceScatterSum(float* data, int64_t n) {
+    const int64_t block = n / size();
+    AllReduceSum(data, n);
+    if (rank() > 0) std::memmove(data, data + rank() * block, static_cast<size_t>(block) * sizeof(float));
+    return std::make_shared<Completed>();
+  }
+  virtual void AllGatherBlocks(float* data, int64_t block) {
+    for (int r = 0; r < size(); ++r)  // every block but this rank's zeroed, then summed: each block its owner's
+      if (r != rank()) std::memset(data + r * block, 0, static_cast<size_t>(block) * sizeof(float));
+    AllReduceSum(data, block * size());
+  }
   virtual CommStats stats() const { return {}; }
   virtual void ResetStats() {}
   // Recording the started collectives' timings (off by default), and taking those recorded since the last call,

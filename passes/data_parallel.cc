@@ -108,6 +108,7 @@ bool DataParallelPass::Run(Graph& g) {
     n->opset = 1;
     n->attrs["world"] = Attribute::Int(opts_.world);
     n->attrs["count"] = Attribute::Int(static_cast<int64_t>(buckets_[k].size()));
+    if (opts_.shard_optimizer) n->attrs["scatter"] = Attribute::Int(1);
     if (last < order.size()) g.MoveNodeBefore(n, order[last]);  // order[last]: the node after the last producer
     started.push_back(bucket);
   }
@@ -140,6 +141,7 @@ bool DataParallelPass::Run(Graph& g) {
     n->attrs["world"] = Attribute::Int(opts_.world);
     n->attrs["ranks"] = Attribute::Ints(ranks);
     n->attrs["dims"] = Attribute::Ints(dims);
+    if (opts_.shard_optimizer) n->attrs["scatter"] = Attribute::Int(1);
     for (size_t j = 0; j < buckets_[k].size(); ++j) {
       Value* gr = grads_[buckets_[k][j]];
       std::replace(g.outputs.begin(), g.outputs.end(), gr, outs[j]);  // autodiff made the gradients outputs

@@ -25,6 +25,10 @@ struct DataParallelOptions {
   int world = 1;                      // ranks (mpirun -np N); 1: the pass changes nothing
   int64_t bucket_bytes = 25ll << 20;  // --bucket-mb
   bool sync_batchnorm = false;        // --sync-batchnorm (passes/sync_batchnorm.h)
+  // --shard-optimizer: each bucket is reduce-scattered instead (attribute scatter = 1 on its two nodes): rank r
+  // receives block r of the bucket's mean (graph/ops/optimizer_shard.h, the buckets being its groups), the part of
+  // the gradients its shard of the optimizer reads.
+  bool shard_optimizer = false;
 };
 
 class DataParallelPass : public Pass {

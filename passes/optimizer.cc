@@ -7,6 +7,7 @@
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/ops/optimizer_layout.h"
+#include "graph/ops/optimizer_shard.h"
 #include "kernel_common/optim_math.h"
 
 namespace ot {
@@ -99,7 +100,34 @@ bool OptimizerPass::Run(Graph& g) {
     inputs.push_back(p);
   }
   for (Value* gr : grads_) inputs.push_back(gr);
-  for (int j = 0; j < k; ++j)
+  const bool shard = opts_.shard && opts_.world > 1;
+  std::vector<int64_t> shard_groups;
+  if (shard) {
+    if (opts_.kind == OptimizerKind::kLamb)
+      throw Error(
+          "--shard-optimizer: LAMB's trust ratio needs each parameter's whole update; choose another optimizer");
+    std::vector<int64_t> numel;
+    for (Value* p : params_) {
+      if (p->initializer->dtype() != DataType::kFloat32)
+        throw Error("--shard-optimizer: parameter '" + p->name + "' is " + DataTypeName(p->initializer->dtype()) +
+                    "; a sharded optimizer updates float32 parameters");
+      numel.push_back(p->initializer->numel());
+    }
+    std::vector<std::vector<size_t>> groups = opts_.shard_groups;
+    if (groups.empty()) {
+      groups.emplace_back();
+      for (size_t i = 0; i < params_.size(); ++i) groups.back().push_back(i);
+    }
+    shard_groups = OptimizerShards::Encode(groups);
+    const OptimizerShards shards(opts_.world, shard_groups, numel);  // validates the groups
+    for (int j = 0; j < k; ++j) {
+      Value* s = g.AddInitializer(fresh(std::string("optimizer.shard.") + kStateNames[k - 1][j]),
+                                  Tensor(DataType::kFloat32, {shards.size()}));
+      inputs.push_back(s);
+      states.push_back(s);
+    }
+  }
+  for (int j = 0; j < k && !shard; ++j)
     for (Value* p : params_) {
       Tensor z(p->initializer->dtype(), p->initializer->dims());
       Value* s = g.AddInitializer(fresh(p->name + "." + kStateNames[k - 1][j]), std::move(z));
@@ -133,6 +161,10 @@ bool OptimizerPass::Run(Graph& g) {
   node_->attrs["num_params"] = Attribute::Int(n);
   if (opts_.accumulate > 1) node_->attrs["accumulate"] = Attribute::Int(opts_.accumulate);
   if (opts_.accumulate > 1 && opts_.world > 1) node_->attrs["world"] = Attribute::Int(opts_.world);
+  if (shard) {
+    node_->attrs["shard_world"] = Attribute::Int(opts_.world);
+    node_->attrs["shard_groups"] = Attribute::Ints(shard_groups);
+  }
   if (opts_.lr_schedule != 0 || opts_.warmup > 0) {
     node_->attrs["lr_schedule"] = Attribute::Int(opts_.lr_schedule);
     node_->attrs["warmup"] = Attribute::Int(opts_.warmup);
@@ -149,7 +181,7 @@ bool OptimizerPass::Run(Graph& g) {
   for (size_t j = 0; j < states.size(); ++j) g.update_bindings.push_back({states[j], outputs[n + j]});
   g.update_bindings.push_back({step_, step_next});
   for (size_t j = 0; j < accum_states.size(); ++j)
-    g.update_bindings.push_back({accum_states[j], outputs[(1 + k) * n + 3 + j]});
+    g.update_bindings.push_back({accum_states[j], outputs[n + static_cast<int>(states.size()) + 3 + j]});
 
   // The gradients are consumed here; they stop being outputs.
   g.outputs.erase(std::remove_if(g.outputs.begin(), g.outputs.end(),

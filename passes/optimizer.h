@@ -43,6 +43,12 @@ struct OptimizerOptions {
   // sums over the ranks, once per optimizer step, at the K-th micro-step (node attribute world = N); with
   // accumulate 1 the data_parallel pass averages the gradients before the update instead.
   int world = 1;
+  // --shard-optimizer (ZeRO stage 1, graph/ops/optimizer_shard.h) over `world` ranks: each rank keeps and updates
+  // its shard of the optimizer state, one 1-D float32 tensor per state ("optimizer.shard.exp_avg", ...), and
+  // gathers the parameters after its update. shard_groups: data-parallel's buckets (parameter indices in packing
+  // order); empty: one group of every parameter in order.
+  bool shard = false;
+  std::vector<std::vector<size_t>> shard_groups;
   // --lr-schedule constant|linear|cosine (0|1|2, kernel_common/optim_math.h LrScheduleFactor) over total_steps
   // optimizer steps with `warmup` warm-up steps; applied by the update kernel to lr from the step counter.
   int lr_schedule = 0;

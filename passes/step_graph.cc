@@ -34,6 +34,7 @@ struct StepBuild {
   StepGraphInfo info;
   std::unique_ptr<AutodiffPass> autodiff;
   std::vector<Value*> grads;  // what the optimizer reads: autodiff's gradients, or their means over the ranks
+  std::vector<std::vector<size_t>> buckets;  // data_parallel's, for --shard-optimizer's groups
   LossScaleMode loss_scaling = LossScaleMode::kNone;
 };
 
@@ -74,13 +75,20 @@ PassManager StepPipeline(StepBuild& b) {
       step);
   pm.Add(
       "data_parallel",
-      [&b](Graph& g) { return DataParallelPass(b.o.data_parallel, b.autodiff->params(), b.grads).Run(g); },
+      [&b](Graph& g) {
+        DataParallelPass pass(b.o.data_parallel, b.autodiff->params(), b.grads);
+        const bool changed = pass.Run(g);
+        b.buckets = pass.buckets();
+        return changed;
+      },
       "it averages the ranks' gradients", o.data_parallel.world > 1 && o.optimizer.accumulate == 1);
   pm.Add(
       "optimizer",
       [&b](Graph& g) {
         OptimizerOptions oo = b.o.optimizer;
         oo.world = b.o.data_parallel.world;  // with accumulation the update averages the sums over the ranks
+        oo.shard = b.o.data_parallel.shard_optimizer;
+        oo.shard_groups = b.buckets;
         OptimizerPass optimizer(oo, b.autodiff->params(), b.grads);
         const bool changed = optimizer.Run(g);
         b.info.lr = optimizer.lr();
@@ -150,7 +158,7 @@ namespace {
 // The pipeline built once to read its names, never run (its passes refer to a StepBuild that lives as long).
 const PassManager& NamesOnly() {
   static const StepOptions o;
-  static StepBuild b{o, {}, nullptr, {}, LossScaleMode::kNone};
+  static StepBuild b{o, {}, nullptr, {}, {}, LossScaleMode::kNone};
   static const PassManager pm = StepPipeline(b);
   return pm;
 }
@@ -174,7 +182,7 @@ void CheckDisabledPasses(const std::vector<std::string>& names) {
 }
 
 StepGraphInfo BuildStepGraph(Graph& g, const StepOptions& o) {
-  StepBuild b{o, {}, nullptr, {}, LossScaleMode::kNone};
+  StepBuild b{o, {}, nullptr, {}, {}, LossScaleMode::kNone};
   PassManager pm = StepPipeline(b);
   pm.Apply(o.control, LaterStages());
   pm.Run(g);

@@ -41,6 +41,11 @@ std::unique_ptr<CommandLine> MakeCommandLine() {
   c.plan_cmd = c.app.add_subcommand("plan", "The training step's planned peak memory and its split (nothing runs)");
   AddTrainOptions(c.plan_cmd, c.plan.train);
   c.plan_cmd->add_flag("--json", c.plan.json, "Print one JSON object (peak_bytes and each part)");
+  c.plan_cmd
+      ->add_option("--world-size", c.plan.train.world_size,
+                   "Plan one rank's step of a data-parallel job of N ranks (mpirun -np N; with --shard-optimizer its "
+                   "optimizer state is 1/N)")
+      ->check(CLI::Range(1, 1 << 20));
   c.plan_cmd->add_option("--threads", c.threads, "Threads for everything; 0 = all cores")->check(AtLeast(0));
 
   c.ops_cmd = c.app.add_subcommand("ops", "List the supported ops (schema and CPU kernel)");

@@ -81,8 +81,10 @@ struct TrainOptions {
   double weight_decay = -1;  // < 0: the optimizer's default
   double clip_grad_norm = 0;
   int64_t grad_accum = 1, warmup = 0;
-  double bucket_mb = 25;        // --bucket-mb: data-parallel gradient buckets (mpirun -np N)
-  bool sync_batchnorm = false;  // --sync-batchnorm: BatchNorm on the statistics of every rank's batch
+  double bucket_mb = 25;         // --bucket-mb: data-parallel gradient buckets (mpirun -np N)
+  bool sync_batchnorm = false;   // --sync-batchnorm: BatchNorm on the statistics of every rank's batch
+  bool shard_optimizer = false;  // --shard-optimizer: ZeRO stage 1 (passes/optimizer.h)
+  int world_size = 0;            // plan --world-size N: the step of one of N ranks (0: this job's ranks)
   std::string lr_schedule = "constant";
   int64_t batch = 32, epochs = 1, steps = 0;
   bool no_shuffle = false, quiet = false, check_numerics = false, profile = false;

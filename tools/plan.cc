@@ -31,13 +31,18 @@ struct Setting {
 
 // From the options (bare --amp is bf16 on the CPU, DESIGN.md).
 Setting FromOptions(const TrainOptions& o) {
+  // plan --world-size N: one rank's step.
+  const std::string opt =
+      o.optimizer + (o.world_size > 1 ? (o.shard_optimizer ? ", sharded" : "") + std::string(", one rank of ") +
+                                            std::to_string(o.world_size)
+                                      : "");
   switch (MakeTrainerOptions(o, o.steps).amp.half) {
     case DataType::kFloat16:
-      return {"fp16", o.optimizer};
+      return {"fp16", opt};
     case DataType::kBFloat16:
-      return {"bf16", o.optimizer};
+      return {"bf16", opt};
     default:
-      return {"fp32", o.optimizer};
+      return {"fp32", opt};
   }
 }
 

@@ -28,6 +28,7 @@
 #include "tools/resume.h"
 #include "training/data_loader.h"
 #include "training/fusion.h"
+#include "training/sharded_state.h"
 #include "training/trainer.h"
 
 namespace ot::tools {
@@ -121,9 +122,10 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   if (o.weight_decay >= 0) to.optimizer.weight_decay = o.weight_decay;
   to.optimizer.clip_grad_norm = o.clip_grad_norm;
   to.optimizer.accumulate = o.grad_accum;
-  to.data_parallel.world = dist::World().size();
+  to.data_parallel.world = o.world_size > 0 ? o.world_size : dist::World().size();
   to.data_parallel.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
   to.data_parallel.sync_batchnorm = o.sync_batchnorm;
+  to.data_parallel.shard_optimizer = o.shard_optimizer;
   to.optimizer.lr_schedule = ParseLrSchedule(o.lr_schedule);
   to.optimizer.warmup = o.warmup;
   to.optimizer.total_steps = total_steps;
@@ -507,7 +509,9 @@ int Train(const TrainOptions& given) {
 
   const int64_t start = o.resume.empty() ? 0 : Resume(*trainer, o, k, fingerprint);  // optimizer steps done
   auto checkpoint = [&](int64_t steps_done) {
-    if (!o.checkpoint.empty()) trainer->SaveCheckpoint(o.checkpoint, CheckpointMeta(o, steps_done, k, fingerprint));
+    // A sharded optimizer's state is gathered from every rank; rank 0 alone writes (the others' o.checkpoint is "").
+    if (!o.checkpoint.empty() || (!given.checkpoint.empty() && !ShardedState(trainer->step_graph()).empty()))
+      trainer->SaveCheckpoint(o.checkpoint, CheckpointMeta(o, steps_done, k, fingerprint));
   };
 
   std::ofstream log;

@@ -44,6 +44,9 @@ void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_flag(
       "--sync-batchnorm", o.sync_batchnorm,
       "Data-parallel: BatchNormalization normalizes with the statistics of every rank's batch (SyncBatchNorm)");
+  cmd->add_flag("--shard-optimizer", o.shard_optimizer,
+                "Data-parallel: each rank keeps and updates 1/N of the optimizer state (ZeRO stage 1); gradients "
+                "reduce-scattered, parameters all-gathered");
   cmd->add_option("--lr-schedule", o.lr_schedule, "constant|linear|cosine over the optimizer steps");
   cmd->add_option("--warmup", o.warmup, "Warm-up optimizer steps (linear from 0)")->check(AtLeast(0));
   cmd->add_option("--batch", o.batch, "Batch size (the micro-batch with --grad-accum)")->check(AtLeast(1));

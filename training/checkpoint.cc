@@ -16,6 +16,7 @@
 #include "graph/graph.h"
 #include "onnx_import/tensor_io.h"
 #include "passes/master_weights.h"
+#include "training/sharded_state.h"
 #include "training/trainer.h"
 
 namespace ot {
@@ -100,12 +101,21 @@ void Trainer::set_lr(double lr) {
 }
 
 void Trainer::SaveCheckpoint(const std::string& dir, const std::map<std::string, std::string>& meta) const {
+  exec_->SyncStateToHost();
+  // --shard-optimizer: every rank's shard gathered into per-parameter arrays (every rank takes part).
+  const ShardedState sharded(*graph_);
+  std::vector<NamedTensor> arrays;
+  for (const auto& [state, idx] : state_outs_) {
+    if (!sharded.Has(state)) {
+      arrays.push_back({state->name, *state->initializer});
+      continue;
+    }
+    for (auto& [name, t] : sharded.Gather(state)) arrays.push_back({name, std::move(t)});
+  }
+  if (dir.empty()) return;  // another rank's part of a sharded checkpoint
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(dir + ": cannot create the checkpoint directory: " + ec.message());
-  exec_->SyncStateToHost();
-  std::vector<NamedTensor> arrays;
-  for (const auto& [state, idx] : state_outs_) arrays.push_back({state->name, *state->initializer});
   if (info_.lr && info_.lr->initializer) arrays.push_back({info_.lr->name, *info_.lr->initializer});
   std::map<std::string, std::string> all = meta;
   all[kRunCounter] = std::to_string(exec_->run_counter());
@@ -181,9 +191,17 @@ std::map<std::string, std::string> Trainer::LoadCheckpoint(const std::string& di
   std::vector<const Value*> recompute;
   std::vector<Value*> load;
   std::set<std::string> used;
+  const ShardedState sharded(*graph_);
+  std::map<Value*, Tensor> shards;  // --shard-optimizer: this rank's shard, cut from the per-parameter arrays
   // Check everything before changing anything.
   for (Value* s : states) {
     if (reset_optimizer && optimizer_state.count(s)) continue;  // keeps its fresh value
+    if (sharded.Has(s)) {
+      if (const std::string why = sharded.Scatter(s, arrays, &shards[s]); !why.empty())
+        throw Error(path + ": " + why + " (a checkpoint of another model, optimizer or option set?)");
+      for (const std::string& name : sharded.Names(s)) used.insert(name);
+      continue;
+    }
     auto it = arrays.find(s->name);
     if (it == arrays.end() && optional.count(s)) {
       if (half_of.count(s)) recompute.push_back(s);
@@ -221,6 +239,7 @@ std::map<std::string, std::string> Trainer::LoadCheckpoint(const std::string& di
   }
   exec_->SyncStateToHost();
   for (Value* s : load) std::memcpy(s->initializer->raw(), arrays[s->name].raw(), s->initializer->nbytes());
+  for (auto& [s, t] : shards) std::memcpy(s->initializer->raw(), t.raw(), s->initializer->nbytes());
   for (const Value* h : recompute) {
     const Tensor rounded = half_of[h]->initializer->CastTo(h->initializer->dtype());
     std::memcpy(h->initializer->raw(), rounded.raw(), rounded.nbytes());

@@ -51,6 +51,7 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   const cuda::OptimKind okind = a.kind;
   const OptimizerLayout l = OptimizerLayout::Of(node);
   const int k = cuda::OptimStateCount(okind);
+  if (l.sharded()) ctx.Unsupported("a sharded optimizer update (--shard-optimizer) on CUDA");
   if (l.k != k || static_cast<int>(ctx.inputs.size()) != l.num_inputs() ||
       static_cast<int>(ctx.outputs.size()) != l.num_outputs())
     ctx.Fail("operand counts do not match the attributes");

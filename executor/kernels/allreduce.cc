@@ -5,6 +5,7 @@
 //   AllReduceWait takes that request, waits for it, and writes sum / world into each gradient's mean.
 // The bucket stays in the arena from the start to the wait (the plan sees it live), so nothing else is placed in
 // memory the communication thread still writes. float32 runs asynchronously; float64 (tests) sums when it starts.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -58,9 +59,11 @@ KernelInfo MakeStart(const KernelContext& ctx) {
   const Node& n = ctx.node;
   const int count = static_cast<int>(n.attr_int("count", static_cast<int64_t>(n.inputs.size())));
   const int world = static_cast<int>(n.attr_int("world", 1));
+  const bool scatter = n.attr_int("scatter", 0) != 0;
   const DataType dt = ctx.in(0).dtype;
   if (dt != DataType::kFloat32 && dt != DataType::kFloat64)
     ctx.Fail("reduces float32 or float64 gradients, got " + DataTypeName(dt));
+  if (scatter && dt != DataType::kFloat32) ctx.Fail("reduce-scatters float32 gradients, got " + DataTypeName(dt));
   std::vector<size_t> bytes;
   int64_t total = 0;
   for (int i = 0; i < count; ++i) {
@@ -75,7 +78,11 @@ KernelInfo MakeStart(const KernelContext& ctx) {
       std::memcpy(out, io.in[i], bytes[i]);
       out += bytes[i];
     }
-    if (dt == DataType::kFloat32)
+    if (scatter) {
+      const int64_t padded = (total + world - 1) / world * world;
+      std::fill(io.Out<float>(0) + total, io.Out<float>(0) + padded, 0.f);
+      Started().Put(io.out[0], dist::World().StartReduceScatterSum(io.Out<float>(0), padded));
+    } else if (dt == DataType::kFloat32)
       Started().Put(io.out[0], dist::World().StartAllReduceSum(io.Out<float>(0), total));
     else
       dist::World().AllReduceSum(io.Out<double>(0), total);
@@ -93,9 +100,28 @@ void Unpack(const KernelIO& io, const std::vector<int64_t>& counts, int world) {
   }
 }
 
+// Reduce-scattered: this rank's block of the sum is at the bucket's start; it lies at [rank * block, ...) of the
+// gradients packed one after another. The mean goes there, zeros everywhere else.
+void UnpackBlock(const KernelIO& io, const std::vector<int64_t>& counts, int world, int64_t block) {
+  const float* b = io.In<float>(0);
+  const float inv = 1.f / static_cast<float>(world);
+  const int64_t lo = dist::World().rank() * block, hi = lo + block;
+  int64_t start = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    float* o = static_cast<float*>(io.out[i]);
+    const int64_t n = counts[i];
+    const int64_t s = std::clamp(lo - start, int64_t{0}, n), e = std::clamp(hi - start, int64_t{0}, n);
+    std::fill(o, o + s, 0.f);
+    for (int64_t j = s; j < e; ++j) o[j] = b[start + j - lo] * inv;
+    std::fill(o + e, o + n, 0.f);
+    start += n;
+  }
+}
+
 KernelInfo MakeWait(const KernelContext& ctx) {
   const Node& n = ctx.node;
   const int world = static_cast<int>(n.attr_int("world", 1));
+  const bool scatter = n.attr_int("scatter", 0) != 0;
   const DataType dt = ctx.in(0).dtype;
   if (dt != DataType::kFloat32 && dt != DataType::kFloat64)
     ctx.Fail("reduces float32 or float64 gradients, got " + DataTypeName(dt));
@@ -105,8 +131,10 @@ KernelInfo MakeWait(const KernelContext& ctx) {
     counts.push_back(ctx.out(static_cast<int>(i)).numel());
     total += counts.back();
   }
-  if (total != ctx.in(0).numel())
+  const int64_t padded = scatter ? (total + world - 1) / world * world : total;
+  if (padded != ctx.in(0).numel())
     ctx.Fail("the bucket holds " + std::to_string(ctx.in(0).numel()) + " values, the outputs " + std::to_string(total));
+  if (scatter && dt != DataType::kFloat32) ctx.Fail("reduce-scatters float32 gradients, got " + DataTypeName(dt));
   const std::string where = n.Describe();
   return KernelInfo{[=](const KernelIO& io) {
     if (dt == DataType::kFloat32) {
@@ -117,7 +145,10 @@ KernelInfo MakeWait(const KernelContext& ctx) {
       } catch (const std::exception& e) {
         throw Error(where + ": " + e.what());
       }
-      Unpack<float>(io, counts, world);
+      if (scatter)
+        UnpackBlock(io, counts, world, padded / world);
+      else
+        Unpack<float>(io, counts, world);
     } else {
       Unpack<double>(io, counts, world);
     }

@@ -4,11 +4,13 @@
 // micro-step that only accumulated, and every "static" step, copies S, good and bad unchanged.
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "cpu_ops/optimizer.h"
 #include "dist/comm.h"
 #include "executor/kernel_registry.h"
+#include "executor/kernels/sharded_optim.h"
 #include "graph/graph.h"
 #include "graph/ops/optimizer_layout.h"
 #include "graph/tensor.h"
@@ -80,6 +82,23 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   if (lr_t != DataType::kFloat32 && lr_t != DataType::kFloat64)
     ctx.Unsupported("learning rate of " + DataTypeName(lr_t));
   if (ctx.in(0).numel() != 1 || ctx.in(1).numel() != 1) ctx.Fail("lr and step must be scalars");
+  if (l.sharded()) {
+    // --shard-optimizer: this rank's slices, then the all-gather (executor/kernels/sharded_optim.h).
+    auto u = std::make_shared<const ShardedUpdate>(ShardedUpdate::Make(ctx, a, h));
+    KernelInfo info;
+    info.workspace_bytes = u->workspace_bytes();
+    for (int i = 0; i < n; ++i) {
+      AllowInPlace(info, ctx, l.param_out(i), l.param_in(i));
+      if (l.accumulating()) AllowInPlace(info, ctx, l.acc_out(i), l.acc_in(i));
+    }
+    for (int j = 0; j < k; ++j) AllowInPlace(info, ctx, l.state_out(j, 0), l.state_in(j, 0));
+    AllowInPlace(info, ctx, l.step_out(), 1);
+    if (l.accumulating()) AllowInPlace(info, ctx, l.micro_out(), l.micro_in());
+    if (l.scaling())
+      for (int j = 0; j < 3; ++j) AllowInPlace(info, ctx, l.scale_out() + j, l.scale_in() + j);
+    info.fn = [u](const KernelIO& io) { u->Run(io); };
+    return info;
+  }
   std::vector<int64_t> numel(n);
   std::vector<bool> f64(n);
   for (int i = 0; i < n; ++i) {

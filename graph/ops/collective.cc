@@ -6,6 +6,9 @@
 //   AllReduceWait(bucket, [last]) {world, dims, ranks} -> (m1, ..., mk): waits for the sum and writes each mean
 //     (sum / world) in its gradient's shape -- `ranks` the rank of each, `dims` their dims one after another; `last`,
 //     when present, is the last bucket (not read: the waits come after every bucket has started).
+//   With scatter = 1 (--shard-optimizer) the pair reduce-scatters: the bucket is padded with zeros to a multiple of
+//     `world` values and each rank receives its block of the sum (graph/ops/optimizer_shard.h: the buckets are the
+//     shard's groups); the wait writes the mean where the block lies in the gradients and zeros elsewhere.
 //   AllReduceSum(x, [after]) {world} -> y: the sum of x over the ranks, blocking (--sync-batchnorm's statistics,
 //     passes/sync_batchnorm.h); its gradient is the sum of the output's gradients (graph/grad/collective_grad.cc).
 // Float tensors; the bucket has the gradients' dtype.
@@ -47,6 +50,9 @@ void InferStart(InferContext& ctx) {
     else
       known = false;
   }
+  // Reduce-scattered, the bucket is padded to a whole number of blocks, one per rank.
+  const int64_t world = ctx.node.attr_int("world", 1);
+  if (ctx.node.attr_int("scatter", 0)) total = (total + world - 1) / world * world;
   ctx.set_output(0, t, known ? Shape::Static({total}) : Shape(std::vector<Dim>{Dim()}));
 }
 

@@ -106,14 +106,29 @@ void InferOptimizerUpdate(InferContext& ctx) {
   ctx.Require(1);
   if (ctx.input_type(1) != DataType::kInt64) ctx.Fail("the step counter must be int64");
   for (int i = 0; i < ni; ++i) {
-    const DataType t = ctx.input_type(2 + i);
+    const DataType t = ctx.input_type(l.param_in(i));
     if (!IsFloat(t)) ctx.Fail("parameter " + std::to_string(i) + " is not a float tensor");
-    for (int j = 1; j < 2 + k; ++j)
-      if (ctx.input_type(2 + j * ni + i) != t)
-        ctx.Fail("gradient/state of parameter " + std::to_string(i) + " has another dtype than the parameter");
-    for (int j = 0; j < 1 + k; ++j) {
-      const int in = j == 0 ? 2 + i : 2 + (1 + j) * ni + i;
-      if (ctx.has_output(j * ni + i)) ctx.set_output(j * ni + i, t, ctx.input_shape(in));
+    if (ctx.input_type(l.grad_in(i)) != t)
+      ctx.Fail("gradient of parameter " + std::to_string(i) + " has another dtype than the parameter");
+    if (l.sharded() && t != DataType::kFloat32)
+      ctx.Fail("parameter " + std::to_string(i) + " is " + DataTypeName(t) + "; a sharded optimizer updates float32");
+    if (ctx.has_output(l.param_out(i))) ctx.set_output(l.param_out(i), t, ctx.input_shape(l.param_in(i)));
+    for (int j = 0; j < k && !l.sharded(); ++j) {
+      if (ctx.input_type(l.state_in(j, i)) != t)
+        ctx.Fail("state " + std::to_string(j) + " of parameter " + std::to_string(i) +
+                 " has another dtype than the parameter");
+      if (ctx.has_output(l.state_out(j, i))) ctx.set_output(l.state_out(j, i), t, ctx.input_shape(l.state_in(j, i)));
+    }
+  }
+  if (l.sharded()) {
+    if (kind == "lamb")
+      ctx.Fail("LAMB cannot be sharded (its trust ratio needs each parameter's whole update); drop --shard-optimizer");
+    for (int j = 0; j < k; ++j) {
+      const Shape& s = ctx.Require(l.state_in(j, 0));
+      if (ctx.input_type(l.state_in(j, 0)) != DataType::kFloat32 || s.rank() != 1)
+        ctx.Fail("the sharded state " + std::to_string(j) + " must be a 1-D float32 tensor, got " +
+                 DataTypeName(ctx.input_type(l.state_in(j, 0))) + s.ToString());
+      if (ctx.has_output(l.state_out(j, 0))) ctx.set_output(l.state_out(j, 0), DataType::kFloat32, s);
     }
   }
   for (int j = 0; j < l.m(); ++j) {

@@ -2,10 +2,12 @@
 // One definition of where each operand sits, shared by the schema, the CPU kernel and the passes that append
 // operands (optimizer, master_weights, loss_scaling), so none of them spells out index arithmetic of its own.
 //
-//   inputs:  lr, step, p[n], g[n], states[k*n] (state j of parameter i at 2 + (2+j)n + i),
+//   inputs:  lr, step, p[n], g[n], states[k*n] (state j of parameter i at 2 + (2+j)n + i; sharded
+//            (--shard-optimizer, graph/ops/optimizer_shard.h): states[k], state j at 2 + 2n + j, each the rank's
+//            shard, a 1-D float32 tensor),
 //            [micro, acc[n]]            when accumulate > 1
 //            [scale, good, bad]         when loss_scaling is "static" or "dynamic"
-//   outputs: p'[n], states'[k*n], step', grad_norm, skipped,
+//   outputs: p'[n], states'[k*n] (sharded: states'[k]), step', grad_norm, skipped,
 //            [micro', acc'[n]]          when accumulate > 1
 //            [h'[m]]                    half copies, m = |half_params|
 //            [scale', good', bad']      when loss_scaling is set
@@ -87,6 +89,8 @@ struct OptimizerLayout {
   int64_t half_dtype = 0;             // DataType code of the half copies (10 float16, 16 bfloat16); 0 when none
   std::string loss_scaling = "none";  // "none" | "static" | "dynamic"
   bool stats = false;                 // param_norm and zero_grad_fraction outputs
+  int64_t shard_world = 1;            // > 1: --shard-optimizer over that many ranks
+  std::vector<int64_t> shard_groups;  // graph/ops/optimizer_shard.h
 
   // Reads the attributes; does not validate them (the schema's inference does). k is -1 for an unknown kind.
   static OptimizerLayout Of(const Node& node) {
@@ -98,10 +102,14 @@ struct OptimizerLayout {
     l.half_dtype = l.half_params.empty() ? 0 : node.attr_int("half_dtype", 0);
     l.loss_scaling = node.attr_string("loss_scaling", "none");
     l.stats = node.attr_int("stats", 0) != 0;
+    l.shard_world = node.attr_int("shard_world", 1);
+    l.shard_groups = node.attr_ints("shard_groups");
     return l;
   }
 
   bool accumulating() const { return accumulate > 1; }
+  bool sharded() const { return shard_world > 1; }
+  int per_state() const { return sharded() ? 1 : n; }  // tensors per state: one per parameter, or the shard
   bool scaling() const { return loss_scaling == "static" || loss_scaling == "dynamic"; }
   int m() const { return static_cast<int>(half_params.size()); }
   int accum_count() const { return accumulating() ? 1 + n : 0; }  // micro + n sums
@@ -109,16 +117,16 @@ struct OptimizerLayout {
   // Inputs.
   int param_in(int i) const { return 2 + i; }
   int grad_in(int i) const { return 2 + n + i; }
-  int state_in(int j, int i) const { return 2 + (2 + j) * n + i; }
-  int micro_in() const { return 2 + (2 + k) * n; }
+  int state_in(int j, int i) const { return 2 + 2 * n + j * per_state() + (sharded() ? 0 : i); }
+  int micro_in() const { return 2 + 2 * n + k * per_state(); }
   int acc_in(int i) const { return micro_in() + 1 + i; }
   int scale_in() const { return micro_in() + accum_count(); }  // then good_in = +1, bad_in = +2
   int num_inputs() const { return scale_in() + (scaling() ? 3 : 0); }
 
   // Outputs.
   int param_out(int i) const { return i; }
-  int state_out(int j, int i) const { return (1 + j) * n + i; }
-  int step_out() const { return (1 + k) * n; }
+  int state_out(int j, int i) const { return n + j * per_state() + (sharded() ? 0 : i); }
+  int step_out() const { return n + k * per_state(); }
   int grad_norm_out() const { return step_out() + 1; }
   int skipped_out() const { return step_out() + 2; }
   int micro_out() const { return step_out() + 3; }

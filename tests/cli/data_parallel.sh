@@ -12,6 +12,8 @@
 #     not a whole number of steps);
 #   - --profile's trace has the communication on a lane of its own; Ctrl-C on mpirun checkpoints the step all ranks
 #     stopped after;
+#   - --shard-optimizer equals the unsharded run within 1e-6 (plain, accumulating, fp16), its checkpoints equal the
+#     unsharded run's and resume either way, and `plan --world-size N` shows its state at 1/N;
 #   - a rank given other data, or failing, ends the job with a one-line error per rank naming the rank.
 # Usage: data_parallel.sh ONNX_TRAIN_BINARY EXAMPLES_DIR PYTHON
 set -u
@@ -156,6 +158,68 @@ if mpi "$tool" train "${args[@]}" --steps 6 --resume "$tmp/ck1" >"$tmp/out" 2>"$
   bad "resumed 3 steps of 1 x 8 (24 samples) on 2 ranks x 8"
 elif grep -q "is not a whole number of steps of 2 ranks x 1 x 8" "$tmp/err"; then ok
 else bad "24 samples on 2 ranks x 8: $(grep error "$tmp/err" | head -1)"; fi
+
+# --shard-optimizer (ZeRO stage 1): gradients reduce-scattered, each rank's shard of Adam's moments updated, the
+# parameters all-gathered -- the unsharded run's trajectory within 1e-6 (several buckets; accumulation, which
+# all-reduces the sums, and fp16 with loss scaling, whose skip decision and norm are summed over the ranks).
+for model in digits_mlp tiny_lm; do
+  data=$ex/$model/train.npz
+  [ $model = tiny_lm ] && data=$ex/$model/data.npz
+  for extra in "" "--grad-accum 2" "--amp=fp16 --clip-grad-norm 0.5"; do
+    a=("$ex/$model/model.onnx" --data "$data" "${ce[@]}" --batch 8 --steps 5 --seed 3 --optimizer adamw \
+      --bucket-mb 0.02 $extra)
+    if mpi "$tool" train "${a[@]}" --shard-optimizer --log-json "$tmp/zero.jsonl" 2>"$tmp/err" &&
+       mpi "$tool" train "${a[@]}" --log-json "$tmp/ddp.jsonl" 2>>"$tmp/err" &&
+       same "$tmp/zero.jsonl" "$tmp/ddp.jsonl" 1e-6 2>>"$tmp/err"; then ok
+    else bad "$model --shard-optimizer $extra against unsharded: $(tail -1 "$tmp/err")"; fi
+  done
+done
+# Checkpoints hold the state per parameter, whether sharded or not: the two runs' files hold the same arrays, and
+# each resumes the other way, continuing the unsharded trajectory.
+rm -rf "$tmp/ckz" "$tmp/ckd"
+zargs=("$ex/tiny_lm/model.onnx" --data "$ex/tiny_lm/data.npz" "${ce[@]}" --batch 8 --no-shuffle --optimizer adam \
+  --bucket-mb 0.02)
+if mpi "$tool" train "${zargs[@]}" --steps 6 --log-json "$tmp/zfull.jsonl" 2>"$tmp/err" &&
+   mpi "$tool" train "${zargs[@]}" --steps 3 --shard-optimizer --checkpoint "$tmp/ckz" 2>>"$tmp/err" &&
+   mpi "$tool" train "${zargs[@]}" --steps 3 --checkpoint "$tmp/ckd" 2>>"$tmp/err" &&
+   mpi "$tool" train "${zargs[@]}" --steps 6 --resume "$tmp/ckz" --log-json "$tmp/z2d.jsonl" 2>>"$tmp/err" &&
+   mpi "$tool" train "${zargs[@]}" --steps 6 --shard-optimizer --resume "$tmp/ckd" --log-json "$tmp/d2z.jsonl" \
+     2>>"$tmp/err" &&
+   "$py" - "$tmp" 2>>"$tmp/err" <<'PY'; then ok
+import json, sys
+import numpy as np
+t = sys.argv[1]
+z, d = np.load(f"{t}/ckz/checkpoint.npz"), np.load(f"{t}/ckd/checkpoint.npz")
+assert sorted(z.keys()) == sorted(d.keys()), set(z.keys()) ^ set(d.keys())
+moments = [k for k in z.keys() if k.endswith(".exp_avg_sq")]
+assert len(moments) > 10 and all(np.abs(d[k]).max() > 0 for k in moments), "no per-parameter moments"
+for k in z.keys():
+    if k != "__trainer_meta__":
+        assert np.allclose(z[k], d[k], rtol=1e-6, atol=1e-9), k
+full = {x["step"]: x["loss"] for x in map(json.loads, open(f"{t}/zfull.jsonl"))}
+for f in ("z2d", "d2z"):
+    r = [json.loads(l) for l in open(f"{t}/{f}.jsonl")]
+    assert [x["step"] for x in r] == [4, 5, 6], (f, [x["step"] for x in r])
+    worst = max(abs(x["loss"] - full[x["step"]]) / abs(full[x["step"]]) for x in r)
+    assert worst <= 1e-6, f"{f}: resumed steps differ by {worst:.2e}"
+PY
+else bad "--shard-optimizer checkpoints, resumed unsharded and back: $(tail -1 "$tmp/err")"; fi
+# plan --world-size: one rank's optimizer state is 1/N of it (the step counter and lr aside).
+for n in 1 2 4; do
+  "$tool" plan "${zargs[@]}" --world-size $n --shard-optimizer --json >"$tmp/plan$n.json" 2>"$tmp/err" || bad "plan --world-size $n: $(tail -1 "$tmp/err")"
+done
+if "$py" - "$tmp" 2>>"$tmp/err" <<'PY'; then ok
+import json, sys
+s = [json.load(open(f"{sys.argv[1]}/plan{n}.json"))["optimizer_state"] for n in (1, 2, 4)]
+p = json.load(open(f"{sys.argv[1]}/plan1.json"))["parameters"]
+assert all(abs(s[i] - 2 * p / n) < 1e-3 * p for i, n in enumerate((1, 2, 4))), (s, p)
+PY
+else bad "plan --world-size 1/2/4 --shard-optimizer: optimizer state $(tail -1 "$tmp/err")"; fi
+if mpi "$tool" train "$ex/tiny_lm/model.onnx" --data "$ex/tiny_lm/data.npz" "${ce[@]}" --batch 8 --steps 1 \
+     --shard-optimizer --optimizer lamb >"$tmp/out" 2>"$tmp/err"; then
+  bad "--shard-optimizer with LAMB ran"
+elif grep -q "shard-optimizer: LAMB" "$tmp/err"; then ok
+else bad "--shard-optimizer with LAMB: $(grep error "$tmp/err" | head -1)"; fi
 
 # Ctrl-C on mpirun (which sends every rank SIGTERM): the ranks stop after the same step and rank 0 checkpoints it.
 rm -rf "$tmp/ckint"
