@@ -2,7 +2,7 @@
 # Training under ASan/UBSan (make test-asan): a few steps of each example family that the node tests do not reach --
 # a transformer (residual LayerNorm folds), a CNN with BatchNorm -> Relu (batch-norm folds), the speech model on both
 # CPU recurrent paths, --fuse=full, and two data-parallel ranks under mpirun (the bucketed all-reduce, its
-# communication thread, --sync-batchnorm). Any sanitizer report fails the run.
+# communication thread, --sync-batchnorm, --shard-optimizer). Any sanitizer report fails the run.
 # Usage: train.sh ASAN_BUILD_DIR EXAMPLES_DIR
 set -u
 tool=$(realpath "$1/onnx-train")
@@ -41,4 +41,7 @@ run "2 ranks: tiny_lm, 3 buckets" timeout 300 mpirun -np 2 -x ASAN_OPTIONS=detec
 run "2 ranks: fashion_cnn --sync-batchnorm" timeout 300 mpirun -np 2 -x ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 \
   "$tool" train "$ex/fashion_cnn/model.onnx" --data "$tmp/fashion/train.npz" "${ce[@]}" --batch 8 --sync-batchnorm \
   --bucket-mb 0.01
+run "2 ranks: tiny_lm --shard-optimizer, accumulating, checkpointed" timeout 300 mpirun -np 2 \
+  -x ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 "$tool" train "$ex/tiny_lm/model.onnx" --data "$ex/tiny_lm/data.npz" \
+  "${ce[@]}" --batch 8 --bucket-mb 0.1 --shard-optimizer --grad-accum 2 --checkpoint "$tmp/ckz"
 exit $fail
