@@ -6,7 +6,8 @@
 Models: the tiny transformer (examples/tiny_lm, 16 sequences per rank) and the fashion CNN (examples/fashion_cnn,
 BatchNorm, 32 images per rank; its data converted to /tmp by the example's convert.py). Per round and model: one run
 of each configuration, each run's median step time after its first two steps; samples/s = global batch / step.
-A fourth configuration runs two independent processes at once (1 thread, batch B each, no communication): the most
+A fifth runs the 2 ranks with --shard-optimizer (ZeRO stage 1: reduce-scatter, sharded Adam, all-gather), against
+the plain 2 ranks. A fourth configuration runs two independent processes at once (1 thread, batch B each, no communication): the most
 2 ranks could reach on this machine. Prints per model the medians over the rounds, the ratios, and -- from a separate --profile-ops run of the 2 ranks
 with --bucket-mb (default 0.02: at least 4 buckets on the CNN) -- the all-reduce time per step and the share of it
 hidden behind the backward.
@@ -76,22 +77,24 @@ def main():
                os.path.join(fashion, "train.npz"), 32)]
     print("| model | global batch | 1 process x 1 thread | 1 process x 2 threads | 2 ranks x 1 thread | "
           "2 independent processes x 1 thread | 2 ranks / 1x1 | 2 ranks / 1x2 | 2 independent / 1x1 | "
-          "all-reduce per step (hidden) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "all-reduce per step (hidden) | 2 ranks --shard-optimizer | sharded / 2 ranks |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, model, data, b in models:
-        t = {"1x1": [], "1x2": [], "2x1": [], "pair": []}
+        t = {"1x1": [], "1x2": [], "2x1": [], "pair": [], "zero": []}
         for _ in range(a.rounds):
             t["1x1"].append(run(a.tool, model, data, 2 * b, a.steps, 1, 1)[0])
             t["1x2"].append(run(a.tool, model, data, 2 * b, a.steps, 2, 1)[0])
             t["2x1"].append(run(a.tool, model, data, b, a.steps, 1, 2)[0])
             t["pair"].append(run_pair(a.tool, model, data, b, a.steps))
+            t["zero"].append(run(a.tool, model, data, b, a.steps, 1, 2, ("--shard-optimizer",))[0])
         sps = {k: 2 * b / (statistics.median(v) / 1e3) for k, v in t.items()}
         _, out = run(a.tool, model, data, b, a.steps, 1, 2, ("--profile-ops", "--bucket-mb", a.bucket_mb))
         m = re.search(r"all-reduce \(rank 0\): ([\d.]+) buckets per step, ([\d.]+) ms .*?: (\d+)% hidden", out)
         comm = "%s buckets, %s ms (%s%%)" % m.groups() if m else "?"
-        print("| %s | %d | %.0f samples/s | %.0f | %.0f | %.0f | %.2fx | %.2fx | %.2fx | %s |" %
+        print("| %s | %d | %.0f samples/s | %.0f | %.0f | %.0f | %.2fx | %.2fx | %.2fx | %s | %.0f | %.2fx |" %
               (name, 2 * b, sps["1x1"], sps["1x2"], sps["2x1"], sps["pair"], sps["2x1"] / sps["1x1"],
-               sps["2x1"] / sps["1x2"], sps["pair"] / sps["1x1"], comm), flush=True)
+               sps["2x1"] / sps["1x2"], sps["pair"] / sps["1x1"], comm, sps["zero"], sps["zero"] / sps["2x1"]),
+              flush=True)
 
 
 if __name__ == "__main__":

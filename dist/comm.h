@@ -89,6 +89,9 @@ class Comm {
 // True when this process was started by a launcher that sets up an MPI world: Open MPI's mpirun (OMPI_COMM_WORLD_SIZE)
 // or Slurm's srun (SLURM_NTASKS with PMIX_RANK or PMI_RANK).
 bool LaunchedByMpi();
+// This process's rank among the ranks on its machine, from the launcher's environment (Open MPI's
+// OMPI_COMM_WORLD_LOCAL_RANK, Slurm's SLURM_LOCALID); 0 when none says. Each rank takes GPU local_rank % GPUs.
+int LocalRank();
 // Sets the process's world up: an MPI world when LaunchedByMpi(), else a world of one. Call it first thing in main,
 // before any thread starts. Throws Error when the launcher asked for MPI and the plugin or MPI cannot start.
 void InitWorld(int* argc, char*** argv);

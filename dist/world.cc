@@ -64,6 +64,12 @@ bool LaunchedByMpi() {
   return Env("OMPI_COMM_WORLD_SIZE") || (Env("SLURM_NTASKS") && (Env("PMIX_RANK") || Env("PMI_RANK")));
 }
 
+int LocalRank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
+    if (Env(name)) return std::atoi(std::getenv(name));
+  return 0;
+}
+
 void InitWorld(int* argc, char*** argv) {
   if (g_mpi || !LaunchedByMpi()) return;
   std::string tried;

@@ -48,7 +48,7 @@ void PullGradientsForward(Graph& g, const std::vector<Value*>& grads) {
 
 bool DataParallelPass::Run(Graph& g) {
   buckets_.clear();
-  if (opts_.world <= 1 || grads_.empty()) return false;
+  if ((opts_.world <= 1 && !opts_.even_alone) || grads_.empty()) return false;
   if (opts_.bucket_bytes <= 0) throw Error("--bucket-mb must be > 0");
   if (params_.size() != grads_.size())
     throw Error("data_parallel: " + std::to_string(params_.size()) + " parameters but " +

@@ -29,6 +29,8 @@ struct DataParallelOptions {
   // receives block r of the bucket's mean (graph/ops/optimizer_shard.h, the buckets being its groups), the part of
   // the gradients its shard of the optimizer reads.
   bool shard_optimizer = false;
+  // Builds the collectives for a world of one too (tests: NCCL's path against the plain run on one GPU).
+  bool even_alone = false;
 };
 
 class DataParallelPass : public Pass {

@@ -81,7 +81,8 @@ PassManager StepPipeline(StepBuild& b) {
         b.buckets = pass.buckets();
         return changed;
       },
-      "it averages the ranks' gradients", o.data_parallel.world > 1 && o.optimizer.accumulate == 1);
+      "it averages the ranks' gradients",
+      (o.data_parallel.world > 1 || o.data_parallel.even_alone) && o.optimizer.accumulate == 1);
   pm.Add(
       "optimizer",
       [&b](Graph& g) {

@@ -420,10 +420,12 @@ namespace {
 TrainOptions ForThisRank(const TrainOptions& given) {
   TrainOptions o = given;
   const dist::Comm& w = dist::World();
-  if (w.size() > 1 && o.device != "cpu")
-    throw Error("--device " + o.device +
-                " with more than one rank: data-parallel training runs on the CPU only (NCCL "
-                "on GPUs is not built yet)");
+  // On GPUs, a bare --device cuda (or auto) is each rank's own GPU: its local rank modulo the machine's GPUs.
+  if (w.size() > 1 && (o.device == "cuda" || (o.device == "auto" && CudaDeviceCount() > 0))) {
+    const int gpus = CudaDeviceCount();
+    if (gpus == 0) throw Error("--device cuda: this machine has no CUDA device");
+    o.device = "cuda:" + std::to_string(dist::LocalRank() % gpus);
+  }
   if (w.rank() == 0) return o;
   o.quiet = true;
   o.log_json.clear();

@@ -58,6 +58,7 @@ const KernelRegistry& CudaRegistry() {
     RegisterCudaBatchNormKernels(*reg);
     RegisterCudaCtcKernels(*reg);
     RegisterCudaRecurrentKernels(*reg);
+    RegisterCudaCollectiveKernels(*reg);
     return reg;
   }();
   return *r;

@@ -72,8 +72,9 @@ void RegisterCudaOptimizerKernels(KernelRegistry& r);  // executor/cuda/kernels_
 void RegisterCudaDataKernels(KernelRegistry& r);       // executor/cuda/kernels_data.cc (also Expand, Tile)
 void RegisterCudaConvKernels(KernelRegistry& r);  // kernels_conv.cc (Conv, its gradients, ConvTranspose, ReduceSum)
 void RegisterCudaPoolKernels(KernelRegistry& r);  // executor/cuda/kernels_conv_pool.cc (cuDNN pooling, LpPool)
-void RegisterCudaBatchNormKernels(KernelRegistry& r);  // executor/cuda/kernels_conv_norm.cc
-void RegisterCudaCtcKernels(KernelRegistry& r);        // executor/cuda/kernels_ctc.cc (CTCLoss, CTCLossGrad)
-void RegisterCudaRecurrentKernels(KernelRegistry& r);  // kernels_recurrent.cc (RNN, GRU, LSTM, RecurrentGrad)
+void RegisterCudaBatchNormKernels(KernelRegistry& r);   // executor/cuda/kernels_conv_norm.cc
+void RegisterCudaCtcKernels(KernelRegistry& r);         // executor/cuda/kernels_ctc.cc (CTCLoss, CTCLossGrad)
+void RegisterCudaRecurrentKernels(KernelRegistry& r);   // kernels_recurrent.cc (RNN, GRU, LSTM, RecurrentGrad)
+void RegisterCudaCollectiveKernels(KernelRegistry& r);  // kernels_collective.cc (data-parallel's, on NCCL)
 
 }  // namespace ot

@@ -52,6 +52,8 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
   const OptimizerLayout l = OptimizerLayout::Of(node);
   const int k = cuda::OptimStateCount(okind);
   if (l.sharded()) ctx.Unsupported("a sharded optimizer update (--shard-optimizer) on CUDA");
+  if (node.attr_int("world", 1) > 1)
+    ctx.Unsupported("gradient accumulation (--grad-accum) with more than one rank on CUDA");
   if (l.k != k || static_cast<int>(ctx.inputs.size()) != l.num_inputs() ||
       static_cast<int>(ctx.outputs.size()) != l.num_outputs())
     ctx.Fail("operand counts do not match the attributes");
