@@ -202,6 +202,91 @@ void MaxPoolGrad2DTiled(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_
   });
 }
 
+// 2-D windows (1-D pools: H = 1) that overlap or are padded, without dilation -- ResNet's 3x3 stride-2 stem pool
+// with pads 1. Per output row, the argmax of every window whose columns lie inside the input is found for the whole
+// row at once, a branchless select over offsets (vectorizes: strided loads; windows overlap, so each keeps the
+// offset of its maximum rather than a tap code), scanning the taps in window order (rows, then columns: the first
+// maximum wins); windows clipped by the pads or the input's edge take the scalar scan. dY is then added at each
+// window's argmax in window order -- the left edge's windows, the inside ones, the right edge's -- so elements
+// shared by overlapping windows sum their dY in the order the gathered-window path adds them. kRelu: a window's dY
+// goes to its argmax only where the maximum is > 0.
+// One tap of a row of windows: window ow's tap sits at offset base + ow * s2 of the plane; it becomes the window's
+// maximum (value and offset) where it beats the one so far (pool_vec::TakesMax: the first maximum wins, a NaN
+// stays). Stride 2 and 1 at compile time (they vectorize as shuffles of contiguous loads; other strides as gathers).
+template <typename T, typename Off>
+OT_VEC_CLONES void ArgmaxTap(const T* __restrict xp, Off base, int64_t s2, int64_t lo, int64_t hi, T* __restrict bv,
+                             Off* __restrict bo) {
+  auto run = [&](auto stride) {
+    for (int64_t ow = lo; ow < hi; ++ow) {
+      const Off o = base + static_cast<Off>(ow * stride);
+      const T v = xp[o], b = bv[ow];
+      const bool take = pool_vec::TakesMax(v, b);
+      bv[ow] = take ? v : b;
+      bo[ow] = take ? o : bo[ow];
+    }
+  };
+  if (s2 == 2)
+    run(std::integral_constant<int64_t, 2>());
+  else if (s2 == 1)
+    run(std::integral_constant<int64_t, 1>());
+  else
+    run(s2);
+}
+
+template <typename T, bool kRelu>
+void MaxPoolGrad2DWindows(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t k1, int64_t k2,
+                          int64_t s1, int64_t s2, int64_t p1, int64_t p2, const T* dy, const T* x, T* dx) {
+  using Off = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;  // as wide as T: a plain vector select
+  const int64_t in_sz = H * W, out_sz = OH * OW;
+  // The windows [ow * s2 - p2, ow * s2 - p2 + k2) that lie inside [0, W): ow in [ow_lo, ow_hi).
+  const int64_t ow_lo = std::min(OW, (p2 + s2 - 1) / s2);
+  const int64_t ow_hi = std::max(ow_lo, W - k2 + p2 >= 0 ? std::min(OW, (W - k2 + p2) / s2 + 1) : int64_t{0});
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, planes, 1), [&](const tbb::blocked_range<int64_t>& r) {
+    std::vector<T> best_v(static_cast<size_t>(std::max<int64_t>(OW, 1)));
+    std::vector<Off> best_o(best_v.size());
+    for (int64_t plane = r.begin(); plane < r.end(); ++plane) {
+      const T* __restrict xp = x + plane * in_sz;
+      const T* __restrict yp = dy + plane * out_sz;
+      T* __restrict dp = dx + plane * in_sz;
+      T* __restrict bv = best_v.data();
+      Off* __restrict bo = best_o.data();
+      for (int64_t i = 0; i < in_sz; ++i) dp[i] = T(0);
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t r0 = oh * s1 - p1, ih_lo = std::max<int64_t>(r0, 0), ih_hi = std::min(r0 + k1, H);
+        if (ih_lo >= ih_hi) continue;  // a window of pads only: no element, no gradient
+        const T* __restrict yr = yp + oh * OW;
+        auto clipped = [&](int64_t ow) {
+          const int64_t c0 = ow * s2 - p2, c_lo = std::max<int64_t>(c0, 0), c_hi = std::min(c0 + k2, W);
+          int64_t best = -1;
+          for (int64_t ih = ih_lo; ih < ih_hi; ++ih)
+            for (int64_t iw = c_lo; iw < c_hi; ++iw) {
+              const int64_t off = ih * W + iw;
+              if (best < 0 || pool_vec::TakesMax(xp[off], xp[best])) best = off;
+            }
+          if (best >= 0 && (!kRelu || xp[best] > T(0))) dp[best] += yr[ow];
+        };
+        for (int64_t ow = 0; ow < ow_lo; ++ow) clipped(ow);
+        if (ow_lo < ow_hi) {
+          {
+            const Off base = static_cast<Off>(ih_lo * W - p2);
+            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+              const Off o = base + static_cast<Off>(ow * s2);
+              bv[ow] = xp[o];
+              bo[ow] = o;
+            }
+          }
+          for (int64_t ih = ih_lo; ih < ih_hi; ++ih)
+            for (int64_t kw = ih == ih_lo ? 1 : 0; kw < k2; ++kw)
+              ArgmaxTap<T, Off>(xp, static_cast<Off>(ih * W - p2 + kw), s2, ow_lo, ow_hi, bv, bo);
+          for (int64_t ow = ow_lo; ow < ow_hi; ++ow)
+            if (!kRelu || bv[ow] > T(0)) dp[bo[ow]] += yr[ow];
+        }
+        for (int64_t ow = ow_hi; ow < OW; ++ow) clipped(ow);
+      }
+    }
+  });
+}
+
 // MaxPoolGrad without pads or dilations, windows that may overlap or 3-D: the same windows in the same order as
 // ForEachWindow (clipped at the input's end, as with ceil_mode), scanned in place instead of gathered into a
 // vector per window (which took ~50 ns a window). Overlapping windows accumulate in window order.
@@ -249,6 +334,25 @@ void MaxPoolGrad(const PoolSpec& spec, const T* dy, const T* x, T* dx, bool relu
   for (size_t i = 0; i < spec.kernel.size(); ++i)
     dense =
         dense && spec.pad_begin[i] == 0 && spec.pad_end[i] == 0 && (spec.dilations.empty() || spec.dilations[i] == 1);
+  const size_t rank = spec.kernel.size();
+  bool undilated = true;
+  for (size_t i = 0; i < rank; ++i) undilated = undilated && (spec.dilations.empty() || spec.dilations[i] == 1);
+  // 2-D (or 1-D) windows that overlap or are padded: the row-wise argmax. Disjoint unpadded ones: the tiled path.
+  const bool disjoint = dense && spec.strides.back() >= spec.kernel.back() && spec.strides[0] >= spec.kernel[0];
+  if (undilated && rank <= 2 && !disjoint) {
+    const bool two = rank == 2;
+    const int64_t H = two ? spec.in_spatial[0] : 1, W = spec.in_spatial.back();
+    const int64_t OH = two ? spec.out_spatial[0] : 1, OW = spec.out_spatial.back();
+    const int64_t k1 = two ? spec.kernel[0] : 1, s1 = two ? spec.strides[0] : 1, p1 = two ? spec.pad_begin[0] : 0;
+    const int64_t k2 = spec.kernel.back(), s2 = spec.strides.back(), p2 = spec.pad_begin.back();
+    if (H * W < (int64_t{1} << 31)) {
+      if (relu)
+        MaxPoolGrad2DWindows<T, true>(spec.n * spec.c, H, W, OH, OW, k1, k2, s1, s2, p1, p2, dy, x, dx);
+      else
+        MaxPoolGrad2DWindows<T, false>(spec.n * spec.c, H, W, OH, OW, k1, k2, s1, s2, p1, p2, dy, x, dx);
+      return;
+    }
+  }
   if (dense) return relu ? MaxPoolGradDense<T, true>(spec, dy, x, dx) : MaxPoolGradDense<T, false>(spec, dy, x, dx);
   ForEachWindow(spec, dx, [&](int64_t, int64_t yo, int64_t xbase, const std::vector<int64_t>& win, int64_t, T* dp) {
     const T* xp = x + xbase;

@@ -298,6 +298,15 @@ TEST(PoolGradKernel, MaxPoolGradTilesOverlapsGapsPadsAndTies) {
   CheckMaxPoolGrad(Make(PoolKind::kMax, {7, 6}, {3, 2}, {2, 2}, {1, 1}, {1, 0}, {1, 1}, true), seed++);
   CheckMaxPoolGrad(Make(PoolKind::kMax, {9, 9}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, true), seed++);
   CheckMaxPoolGrad(Make(PoolKind::kMax, {9, 10}, {2, 2}, {1, 2}, {2, 1}, {0, 0}, {0, 0}, false), seed++);
+  // Padded overlapping windows (the row-wise argmax; edge windows clipped): ResNet's 3x3 stride-2 stem pool with
+  // pads 1 on even and odd sizes and wide rows, asymmetric pads, pads with ceil mode, stride 1, 1-D.
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {16, 16}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {15, 77}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {9, 40}, {3, 2}, {2, 3}, {1, 1}, {2, 0}, {0, 1}, false), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {10, 21}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, true), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {8, 33}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {50}, {3}, {2}, {1}, {1}, {1}, false), seed++);
+  CheckMaxPoolGrad(Make(PoolKind::kMax, {4, 5}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}, false), seed++);
 }
 
 }  // namespace
