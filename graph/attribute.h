@@ -47,6 +47,12 @@ struct Attribute {
     a.ints = std::move(v);
     return a;
   }
+  static Attribute Strings(std::vector<std::string> v) {
+    Attribute a;
+    a.kind = Kind::kStrings;
+    a.strings = std::move(v);
+    return a;
+  }
   static Attribute Floats(std::vector<float> v) {
     Attribute a;
     a.kind = Kind::kFloats;

@@ -82,6 +82,14 @@ std::vector<int64_t> Node::attr_ints(const std::string& k, const std::vector<int
   return a->ints;
 }
 
+std::vector<std::string> Node::attr_strings(const std::string& k, const std::vector<std::string>& def) const {
+  const Attribute* a = attr(k);
+  if (!a) return def;
+  if (a->kind != Attribute::Kind::kStrings)
+    throw Error(Describe() + ": attribute '" + k + "' must be a list of strings");
+  return a->strings;
+}
+
 std::vector<float> Node::attr_floats(const std::string& k, const std::vector<float>& def) const {
   const Attribute* a = attr(k);
   if (!a) return def;

@@ -57,6 +57,7 @@ class Node {
   std::string attr_string(const std::string& k, const std::string& def) const;
   std::vector<int64_t> attr_ints(const std::string& k, const std::vector<int64_t>& def = {}) const;
   std::vector<float> attr_floats(const std::string& k, const std::vector<float>& def = {}) const;
+  std::vector<std::string> attr_strings(const std::string& k, const std::vector<std::string>& def = {}) const;
   bool has_input(int i) const { return i < static_cast<int>(inputs.size()) && inputs[i] != nullptr; }
   bool has_output(int i) const { return i < static_cast<int>(outputs.size()) && outputs[i] != nullptr; }
   // "node 'conv1' (Conv, opset 13)" for messages.

@@ -31,6 +31,7 @@ struct DataParallelOptions {
   bool shard_optimizer = false;
   // Builds the collectives for a world of one too (tests: NCCL's path against the plain run on one GPU).
   bool even_alone = false;
+  int rank = 0;  // this process's rank (which blocks of the sharded master weights it holds)
 };
 
 class DataParallelPass : public Pass {

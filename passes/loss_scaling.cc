@@ -107,7 +107,7 @@ bool EnableOptimizerStats(Graph& g) {
   if (l.stats) return false;
   Value* norm = g.AddValue(FreshName(g, "param_norm"));
   Value* zeros = g.AddValue(FreshName(g, "zero_grad_fraction"));
-  InsertOutputs(opt, l.num_outputs(), {norm, zeros});
+  InsertOutputs(opt, l.param_norm_out(), {norm, zeros});  // before the master shard, if any
   opt->attrs["stats"] = Attribute::Int(1);
   InferNode(*opt);
   g.outputs.push_back(norm);

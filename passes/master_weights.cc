@@ -97,7 +97,12 @@ std::vector<std::pair<Value*, Value*>> HalfCopies(const Graph& g) {
     const int i = static_cast<int>(l.half_params[j]);
     if (!opt->has_output(l.half_out(j)) || i < 0 || i >= l.n) continue;
     Value* half = BoundState(g, opt->outputs[l.half_out(j)]);
-    if (half) r.push_back({opt->inputs[l.param_in(i)], half});
+    Value* master = opt->inputs[l.param_in(i)];
+    // Sharded masters (passes/shard_masters.h): the parameter's value, by name, without an initializer.
+    const std::vector<std::string> names =
+        l.shard_master ? opt->attr_strings("master_names") : std::vector<std::string>{};
+    if (!master && i < static_cast<int>(names.size())) master = g.FindValue(names[static_cast<size_t>(i)]);
+    if (half && master) r.push_back({master, half});
   }
   return r;
 }

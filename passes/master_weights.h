@@ -29,7 +29,8 @@ class MasterWeightsPass : public Pass {
 
 // (master, half copy) state pairs of the graph's OptimizerUpdate node, in parameter order; empty without one.
 // The Trainer uses it for checkpoints: a half copy missing from a checkpoint (an fp32 run resumed with --amp) is
-// recomputed from its master, and --save writes only the masters.
+// recomputed from its master, and --save writes only the masters. A master sharded by passes/shard_masters.h is
+// the parameter's value without an initializer (its float32 value is only in the master shard).
 std::vector<std::pair<Value*, Value*>> HalfCopies(const Graph& g);
 
 }  // namespace ot

@@ -15,6 +15,7 @@
 #include "passes/fusion_stage.h"
 #include "passes/master_weights.h"
 #include "passes/pass_manager.h"
+#include "passes/shard_masters.h"
 #include "passes/sync_batchnorm.h"
 #include "passes/training_mode.h"
 
@@ -131,6 +132,9 @@ PassManager StepPipeline(StepBuild& b) {
         return changed;
       },
       "use --loss-scale none", b.loss_scaling != LossScaleMode::kNone);
+  pm.Add(
+      "shard_masters", [&b](Graph& g) { return ShardMastersPass(b.o.data_parallel.rank).Run(g); }, "",
+      amp && o.data_parallel.shard_optimizer && o.data_parallel.world > 1);
   // Last: every Transpose a GEMM reads is written by now (autodiff's, AMP's Casts placed, master copies bound).
   pm.Add("fold_transpose", [](Graph& g) { return FoldTransposePass().Run(g); });
   // After the fold: the weight gradients are the Gemms they will stay.

@@ -8,6 +8,7 @@
 
 #include "dist/comm.h"
 #include "graph/error.h"
+#include "training/sharded_state.h"
 
 namespace ot::tools {
 
@@ -31,11 +32,12 @@ std::string StepGraphFingerprint(const Graph& g) {
     for (const auto& [name, a] : n->attrs) f.Add(name);
   }
   size_t values = 0;
+  const Value* per_rank = ShardedState(g).master();  // each rank's own blocks of the master weights
   for (const auto& v : g.values())
     if (v->initializer) {
       const Tensor& t = *v->initializer;
       f.Add(v->name + ":" + DataTypeName(t.dtype()) + DimsToString(t.dims()));
-      f.Add(t.raw(), t.nbytes());
+      if (v.get() != per_rank) f.Add(t.raw(), t.nbytes());
       ++values;
     }
   char hex[64];

@@ -123,6 +123,7 @@ TrainerOptions MakeTrainerOptions(const TrainOptions& o, int64_t total_steps) {
   to.optimizer.clip_grad_norm = o.clip_grad_norm;
   to.optimizer.accumulate = o.grad_accum;
   to.data_parallel.world = o.world_size > 0 ? o.world_size : dist::World().size();
+  to.data_parallel.rank = o.world_size > 0 ? 0 : dist::World().rank();  // plan --world-size: rank 0's view
   to.data_parallel.bucket_bytes = static_cast<int64_t>(o.bucket_mb * (1 << 20));
   to.data_parallel.sync_batchnorm = o.sync_batchnorm;
   to.data_parallel.shard_optimizer = o.shard_optimizer;
@@ -382,12 +383,32 @@ void CheckSkips(Trainer& trainer, int64_t s, int64_t skipped_in_row, bool dynami
               (node.empty() ? std::string("no node of the step (the non-finite value did not reproduce)") : node));
 }
 
-// After the last step: the saved model, --profile-ops' table, the device's peak memory, the skipped steps.
-void Finish(Trainer& trainer, const TrainOptions& o, int64_t start, int64_t total, int64_t k, int64_t skipped) {
-  if (!o.save.empty()) {
-    trainer.Save(o.save);
-    if (!o.quiet) std::printf("saved the trained model to %s\n", o.save.c_str());
+// Rank 0's evaluation (the others have no evaluation data): logged and printed.
+void EvaluateAndReport(const Trainer& trainer, const Arrays& eval_arrays, const TrainOptions& o, std::ofstream& log,
+                       int64_t epoch, int64_t step) {
+  if (eval_arrays.empty()) return;
+  const EvalResult e = trainer.Evaluate(eval_arrays, o.batch);
+  if (log) LogEval(log, epoch, step, e);
+  if (!o.quiet) {
+    std::printf("eval epoch %lld: loss %.6f", static_cast<long long>(epoch), e.loss);
+    if (e.accuracy >= 0) std::printf(" accuracy %.2f%%", 100 * e.accuracy);
+    if (e.token_error_rate >= 0) std::printf(" token errors %.2f%%", 100 * e.token_error_rate);
+    if (e.word_error_rate >= 0) std::printf(" word errors %.2f%%", 100 * e.word_error_rate);
+    std::printf(" (%lld samples)\n", static_cast<long long>(e.samples));
+    std::fflush(stdout);
   }
+}
+
+// After the last step: the saved model, --profile-ops' table, the device's peak memory, the skipped steps.
+// `any_save`: some rank saves (rank 0; sharded master weights are gathered from every rank for it).
+void Finish(Trainer& trainer, const TrainOptions& o, bool any_save, int64_t start, int64_t total, int64_t k,
+            int64_t skipped) {
+  if (any_save)
+    trainer.WithWholeParameters([&] {
+      if (o.save.empty()) return;
+      trainer.Save(o.save);
+      if (!o.quiet) std::printf("saved the trained model to %s\n", o.save.c_str());
+    });
   if (dist::World().rank() != 0) return;  // data-parallel: rank 0 reports
   if (o.profile && total > start) {
     const double steps = static_cast<double>(total - start > 1 ? total - start - 1 : 1);
@@ -519,18 +540,10 @@ int Train(const TrainOptions& given) {
   std::ofstream log;
   if (!o.log_json.empty()) log = OpenLog(o.log_json, start);
   const bool bar = !o.quiet && isatty(fileno(stdout));
+  // Sharded master weights are gathered from every rank for rank 0's evaluation (WithWholeParameters).
   auto evaluate = [&](int64_t epoch, int64_t step) {
-    if (eval_arrays.empty()) return;
-    const EvalResult e = trainer->Evaluate(eval_arrays, o.batch);
-    if (log) LogEval(log, epoch, step, e);
-    if (!o.quiet) {
-      std::printf("eval epoch %lld: loss %.6f", static_cast<long long>(epoch), e.loss);
-      if (e.accuracy >= 0) std::printf(" accuracy %.2f%%", 100 * e.accuracy);
-      if (e.token_error_rate >= 0) std::printf(" token errors %.2f%%", 100 * e.token_error_rate);
-      if (e.word_error_rate >= 0) std::printf(" word errors %.2f%%", 100 * e.word_error_rate);
-      std::printf(" (%lld samples)\n", static_cast<long long>(e.samples));
-      std::fflush(stdout);
-    }
+    if (given.eval_data.empty()) return;
+    trainer->WithWholeParameters([&] { EvaluateAndReport(*trainer, eval_arrays, o, log, epoch, step); });
   };
 
   SigintGuard sigint;
@@ -616,7 +629,7 @@ int Train(const TrainOptions& given) {
     }
   }
   checkpoint(std::max(start, total));
-  Finish(*trainer, o, start, total, k, skipped);
+  Finish(*trainer, o, !given.save.empty(), start, total, k, skipped);
   return 0;
 }
 

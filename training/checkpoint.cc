@@ -104,8 +104,13 @@ void Trainer::SaveCheckpoint(const std::string& dir, const std::map<std::string,
   exec_->SyncStateToHost();
   // --shard-optimizer: every rank's shard gathered into per-parameter arrays (every rank takes part).
   const ShardedState sharded(*graph_);
+  // Half copies are round(master) by construction (the update writes them so, skipped steps too): a checkpoint
+  // leaves them out and LoadCheckpoint rounds them again (.npy has no bfloat16; the files are smaller).
+  std::set<const Value*> halves;
+  for (const auto& [master, half] : HalfCopies(*graph_)) halves.insert(half);
   std::vector<NamedTensor> arrays;
   for (const auto& [state, idx] : state_outs_) {
+    if (halves.count(state)) continue;
     if (!sharded.Has(state)) {
       arrays.push_back({state->name, *state->initializer});
       continue;
@@ -171,11 +176,13 @@ std::map<std::string, std::string> Trainer::LoadCheckpoint(const std::string& di
   }
 
   // The optimizer's own state: the update's inputs that are states but not parameters (moments, step, lr, sums).
+  // The sharded master weights are the parameters, not optimizer state.
+  const ShardedState sharded(*graph_);
   std::set<const Value*> optimizer_state;
   if (const Node* n = OptimizerNode(*graph_)) {
     const std::set<const Value*> params(info_.params.begin(), info_.params.end());
     for (const Value* in : n->inputs)
-      if (in && in->initializer && !params.count(in)) optimizer_state.insert(in);
+      if (in && in->initializer && !params.count(in) && in != sharded.master()) optimizer_state.insert(in);
   }
   std::vector<Value*> states;
   for (const auto& [state, idx] : state_outs_) states.push_back(state);
@@ -191,7 +198,6 @@ std::map<std::string, std::string> Trainer::LoadCheckpoint(const std::string& di
   std::vector<const Value*> recompute;
   std::vector<Value*> load;
   std::set<std::string> used;
-  const ShardedState sharded(*graph_);
   std::map<Value*, Tensor> shards;  // --shard-optimizer: this rank's shard, cut from the per-parameter arrays
   // Check everything before changing anything.
   for (Value* s : states) {
@@ -241,7 +247,8 @@ std::map<std::string, std::string> Trainer::LoadCheckpoint(const std::string& di
   for (Value* s : load) std::memcpy(s->initializer->raw(), arrays[s->name].raw(), s->initializer->nbytes());
   for (auto& [s, t] : shards) std::memcpy(s->initializer->raw(), t.raw(), s->initializer->nbytes());
   for (const Value* h : recompute) {
-    const Tensor rounded = half_of[h]->initializer->CastTo(h->initializer->dtype());
+    const Value* m = half_of[h];  // a sharded master has no whole value here: the checkpoint's array has it
+    const Tensor rounded = (m->initializer ? *m->initializer : arrays.at(m->name)).CastTo(h->initializer->dtype());
     std::memcpy(h->initializer->raw(), rounded.raw(), rounded.nbytes());
   }
   if (info_.lr && info_.lr->initializer) opts_.optimizer.lr = info_.lr->initializer->GetDouble(0);

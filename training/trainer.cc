@@ -26,6 +26,7 @@
 #include "passes/training_mode.h"
 #include "training/ctc_decode.h"
 #include "training/fusion.h"
+#include "training/sharded_state.h"
 
 namespace ot {
 
@@ -79,6 +80,45 @@ Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std:
   LossPass(opts_.loss).Run(*eval_);
   ShareInitializers(*inference_, g);
   ShareInitializers(*eval_, g);
+  DropShardOnlyParameters();
+}
+
+// Sharded master weights: the model's copies of those parameters are dropped until WithWholeParameters.
+void Trainer::DropShardOnlyParameters() {
+  for (const auto& [name, dims] : ShardedState(*graph_).ShardOnlyParams()) {
+    shard_only_.push_back(name);
+    for (Graph* m : {inference_.get(), eval_.get()})
+      if (Value* v = m ? m->FindValue(name) : nullptr) v->initializer = nullptr;
+  }
+  whole_ = shard_only_.empty();
+}
+
+void Trainer::RequireWholeParameters(const char* what) const {
+  if (!whole_)
+    throw Error(std::string(what) + ": the master weights are sharded over the ranks; call it inside " +
+                "WithWholeParameters (on every rank)");
+}
+
+void Trainer::WithWholeParameters(const std::function<void()>& f) {
+  if (shard_only_.empty() || whole_) return f();
+  exec_->SyncStateToHost();
+  const ShardedState sharded(*graph_);
+  for (auto& [name, t] : sharded.Gather(sharded.master())) {
+    auto whole = std::make_shared<Tensor>(std::move(t));
+    for (Graph* m : {inference_.get(), eval_.get()})
+      if (Value* v = m ? m->FindValue(name) : nullptr) v->initializer = whole;
+  }
+  whole_ = true;
+  struct Drop {
+    Trainer* t;
+    ~Drop() {
+      for (const std::string& name : t->shard_only_)
+        for (Graph* m : {t->inference_.get(), t->eval_.get()})
+          if (Value* v = m ? m->FindValue(name) : nullptr) v->initializer = nullptr;
+      t->whole_ = false;
+    }
+  } drop{this};
+  f();
 }
 
 Trainer::Trainer(StoredStep stored, TrainerOptions opts)
@@ -107,6 +147,7 @@ Trainer::Trainer(StoredStep stored, TrainerOptions opts)
   }
   if (info_.lr && info_.lr->initializer) opts_.optimizer.lr = info_.lr->initializer->GetDouble(0);
   MakeExecutor();
+  DropShardOnlyParameters();
 }
 
 // The step's loss, grad_norm, skipped and next-state values become outputs; the executor runs the step.
@@ -240,6 +281,7 @@ StepResult Trainer::Step(const std::vector<Arrays>& micro_batches) {
 
 EvalResult Trainer::Evaluate(const Arrays& data, int64_t batch) const {
   if (!eval_) throw Error("evaluation is not available for a stored training step (train the original model)");
+  RequireWholeParameters("Evaluate");
   if (batch < 1) throw Error("evaluation batch must be >= 1");
   std::vector<std::string> names;
   for (const Value* v : eval_->RealInputs()) names.push_back(v->name);
@@ -311,6 +353,7 @@ EvalResult Trainer::Evaluate(const Arrays& data, int64_t batch) const {
 }
 
 void Trainer::Save(const std::string& path) const {
+  RequireWholeParameters("Save");
   exec_->SyncStateToHost();
   SaveModel(*inference_, path);
 }
@@ -333,7 +376,12 @@ std::string Trainer::FirstNonFiniteNode(const Arrays& micro_batch) {
 std::map<std::string, Tensor> Trainer::Parameters() const {
   exec_->SyncStateToHost();
   std::map<std::string, Tensor> r;
-  for (const Value* p : info_.params) r[p->name] = p->initializer->Clone();
+  for (const Value* p : info_.params)
+    if (p && p->initializer) r[p->name] = p->initializer->Clone();
+  if (!shard_only_.empty()) {
+    const ShardedState sharded(*graph_);
+    for (auto& [name, t] : sharded.Gather(sharded.master())) r[name] = std::move(t);
+  }
   return r;
 }
 

@@ -5,6 +5,7 @@
 // evaluation and for the saved model, and writes/reads checkpoints of the whole training state.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -103,7 +104,8 @@ class Trainer {
   void Save(const std::string& path) const;
 
   // Checkpoints (training/checkpoint.cc): every state tensor of the step graph (parameters, optimizer moments and
-  // step, learning rate, BatchNorm statistics, gradient sums), the executor's run counter (random draws), the
+  // step, learning rate, BatchNorm statistics, gradient sums; not --amp's half copies, which loading rounds again
+  // from their masters), the executor's run counter (random draws), the
   // optimizer's name and `meta` (the caller's KEY=VALUE pairs: position, seed...) in DIR/checkpoint.npz, written
   // to a temporary file, fsynced and renamed over the previous one. LoadCheckpoint checks everything before it
   // changes anything -- every state there with its dtype and shape, no array of another model or optimizer, every
@@ -129,8 +131,13 @@ class Trainer {
   void ResetProfile() { exec_->ResetProfile(); }
   // Turns the kernel timeline of the following steps on or off (TrainerOptions::trace).
   void set_trace(bool on);
-  // Current values of the trained parameters, by name.
+  // Current values of the trained parameters, by name. With sharded master weights (--shard-optimizer under
+  // mixed precision, passes/shard_masters.h) a collective: every rank calls it.
   std::map<std::string, Tensor> Parameters() const;
+  // Runs f with the whole float32 parameters in the model Evaluate and Save read. With sharded master weights a
+  // parameter's value exists only in pieces, one per rank: every rank calls this (a collective), the parameters
+  // are gathered for f's duration (rank 0 evaluates or saves inside f) and dropped after. Otherwise just f().
+  void WithWholeParameters(const std::function<void()>& f);
   const std::string& loss_name() const { return info_.loss; }
   // What the step-graph pipeline made (the amp report, fp16-range changes, parameters...).
   const StepGraphInfo& step_info() const { return info_; }
@@ -154,6 +161,11 @@ class Trainer {
   StepGraphInfo info_;
   int loss_out_ = -1, grad_norm_out_ = -1, skipped_out_ = -1, param_norm_out_ = -1, zero_frac_out_ = -1;
   std::vector<std::pair<Value*, int>> state_outs_;  // state value, index of its next value among the outputs
+  // Sharded master weights: the parameters with no whole value between WithWholeParameters calls.
+  std::vector<std::string> shard_only_;
+  bool whole_ = true;
+  void RequireWholeParameters(const char* what) const;
+  void DropShardOnlyParameters();
 };
 
 }  // namespace ot

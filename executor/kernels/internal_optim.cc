@@ -88,10 +88,11 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
     KernelInfo info;
     info.workspace_bytes = u->workspace_bytes();
     for (int i = 0; i < n; ++i) {
-      AllowInPlace(info, ctx, l.param_out(i), l.param_in(i));
+      if (ctx.node.has_input(l.param_in(i))) AllowInPlace(info, ctx, l.param_out(i), l.param_in(i));
       if (l.accumulating()) AllowInPlace(info, ctx, l.acc_out(i), l.acc_in(i));
     }
     for (int j = 0; j < k; ++j) AllowInPlace(info, ctx, l.state_out(j, 0), l.state_in(j, 0));
+    if (l.shard_master) AllowInPlace(info, ctx, l.master_out(), l.master_in());
     AllowInPlace(info, ctx, l.step_out(), 1);
     if (l.accumulating()) AllowInPlace(info, ctx, l.micro_out(), l.micro_in());
     if (l.scaling())

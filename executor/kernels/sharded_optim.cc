@@ -21,9 +21,13 @@ ShardedUpdate ShardedUpdate::Make(const KernelContext& ctx, const OptimizerHyper
   const OptimizerLayout& l = u.l;
   if (h.kind == cpu::OptimKind::kLamb) ctx.Unsupported("a sharded LAMB update");
   for (int i = 0; i < l.n; ++i) {
-    if (ctx.in(l.param_in(i)).dtype != DataType::kFloat32)
-      ctx.Unsupported("a sharded update of " + DataTypeName(ctx.in(l.param_in(i)).dtype) + " parameters");
-    u.numel.push_back(ctx.in(l.param_in(i)).numel());
+    const bool whole = ctx.node.has_input(l.param_in(i));
+    if (!whole && !l.shard_master) ctx.Fail("parameter " + std::to_string(i) + " has no input");
+    const int from = whole ? l.param_in(i) : l.grad_in(i);  // a gradient is shaped as its parameter
+    if (ctx.in(from).dtype != DataType::kFloat32)
+      ctx.Unsupported("a sharded update of " + DataTypeName(ctx.in(from).dtype) + " parameters");
+    u.numel.push_back(ctx.in(from).numel());
+    u.whole.push_back(whole);
   }
   try {
     u.shards = OptimizerShards(static_cast<int>(l.shard_world), l.shard_groups, u.numel);
@@ -34,6 +38,9 @@ ShardedUpdate ShardedUpdate::Make(const KernelContext& ctx, const OptimizerHyper
     if (ctx.in(l.state_in(j, 0)).numel() != u.shards.size())
       ctx.Fail("sharded state " + std::to_string(j) + " holds " + std::to_string(ctx.in(l.state_in(j, 0)).numel()) +
                " values, the shard " + std::to_string(u.shards.size()));
+  if (l.shard_master && ctx.in(l.master_in()).numel() != u.shards.size())
+    ctx.Fail("the master shard holds " + std::to_string(ctx.in(l.master_in()).numel()) + " values, the shard " +
+             std::to_string(u.shards.size()));
   for (int r = 0; r < u.shards.world(); ++r) u.slices.push_back(u.shards.Slices(r));
   u.half.assign(l.n, cpu::HalfKind::kNone);
   u.half_slot.assign(l.n, -1);
@@ -44,6 +51,9 @@ ShardedUpdate ShardedUpdate::Make(const KernelContext& ctx, const OptimizerHyper
         l.half_dtype == static_cast<int64_t>(DataType::kBFloat16) ? cpu::HalfKind::kBFloat16 : cpu::HalfKind::kFloat16;
     u.half_slot[i] = l.half_out(j);
   }
+  for (int i = 0; i < l.n; ++i)
+    if (!u.whole[i] && u.half_slot[i] < 0)
+      ctx.Fail("parameter " + std::to_string(i) + " is only in the master shard but has no half copy");
   u.lr_f64 = ctx.in(0).dtype == DataType::kFloat64;
   return u;
 }
@@ -69,6 +79,38 @@ void CopyIfOther(void* dst, const void* src, size_t bytes) {
 
 }  // namespace
 
+void ShardedUpdate::Gather(const KernelIO& io, int rank, float* blocks) const {
+  dist::Comm& world = dist::World();
+  const int W = shards.world();
+  const bool master = l.shard_master;
+  float* m_out = master ? static_cast<float*>(io.out[l.master_out()]) : nullptr;
+  auto p_out = [&](int i) { return static_cast<float*>(io.out[l.param_out(i)]); };
+  // Block q of `blocks` is rank q's part of the group.
+  for (size_t g = 0; g < shards.groups().size(); ++g) {
+    const int64_t C = shards.block(g), at = shards.block_at(g);
+    for (const ShardSlice& s : slices[rank])
+      if (s.group == static_cast<int>(g))
+        std::memcpy(blocks + rank * C + (s.at - at), master ? m_out + s.at : p_out(s.param) + s.offset,
+                    static_cast<size_t>(s.len) * 4);
+    world.AllGatherBlocks(blocks, C);
+    for (int q = 0; q < W; ++q)
+      for (const ShardSlice& s : slices[q]) {
+        if (s.group != static_cast<int>(g)) continue;
+        const float* src = blocks + q * C + (s.at - at);
+        if (whole[s.param]) {
+          if ((q != rank || master) && p_out(s.param))
+            std::memcpy(p_out(s.param) + s.offset, src, static_cast<size_t>(s.len) * 4);
+        } else if (void* h = io.out[half_slot[s.param]]) {  // only its half copy is whole
+          uint16_t* hp = static_cast<uint16_t*>(h) + s.offset;
+          if (half[s.param] == cpu::HalfKind::kBFloat16)
+            for (int64_t e = 0; e < s.len; ++e) hp[e] = FloatToBf16Bits(src[e]);
+          else
+            for (int64_t e = 0; e < s.len; ++e) hp[e] = FloatToHalfBits(src[e]);
+        }
+      }
+  }
+}
+
 void ShardedUpdate::Run(const KernelIO& io) const {
   dist::Comm& world = dist::World();
   const int W = shards.world();
@@ -77,6 +119,7 @@ void ShardedUpdate::Run(const KernelIO& io) const {
                 std::to_string(world.size()));
   const int rank = world.rank();
   const int n = l.n, k = l.k;
+  const bool master = l.shard_master;
   const double base_lr = lr_f64 ? *io.In<double>(0) : static_cast<double>(*io.In<float>(0));
   const int64_t step = *io.In<int64_t>(1);
   const double lr = base_lr * LrScheduleFactor(a.lr_schedule, step, a.warmup, a.total_steps);
@@ -90,8 +133,22 @@ void ShardedUpdate::Run(const KernelIO& io) const {
   const bool last = !l.accumulating() || micro == l.accumulate - 1;
   const size_t state_bytes = static_cast<size_t>(shards.size()) * 4;
   for (int j = 0; j < k; ++j) CopyIfOther(io.out[l.state_out(j, 0)], io.in[l.state_in(j, 0)], state_bytes);
-  auto p_in = [&](int i) { return io.In<float>(l.param_in(i)); };
-  auto p_out = [&](int i) { return static_cast<float*>(io.out[l.param_out(i)]); };
+  if (master) CopyIfOther(io.out[l.master_out()], io.in[l.master_in()], state_bytes);
+  // Where this rank's slice s of the parameters is read and written: the master shard, or the whole parameter.
+  auto p_in = [&](const ShardSlice& s) {
+    return master ? io.In<float>(l.master_in()) + s.at : io.In<float>(l.param_in(s.param)) + s.offset;
+  };
+  auto p_at = [&](const ShardSlice& s) {
+    return master ? static_cast<float*>(io.out[l.master_out()]) + s.at
+                  : static_cast<float*>(io.out[l.param_out(s.param)]) + s.offset;
+  };
+  uint8_t* ws = static_cast<uint8_t*>(io.workspace);
+  std::vector<uint8_t> own;
+  if (!ws) {
+    own.resize(workspace_bytes());
+    ws = own.data();
+  }
+  float* blocks = reinterpret_cast<float*>(ws);
   cpu::OptimResult r;
   double param_sq = 0, zeros = 0, elems = 0;
   if (!last) {
@@ -105,8 +162,10 @@ void ShardedUpdate::Run(const KernelIO& io) const {
         acc_out[e] = static_cast<float>(acc[e] + static_cast<double>(g[e]) * gs);
       }
       elems += static_cast<double>(numel[i]);
-      CopyIfOther(p_out(i), p_in(i), static_cast<size_t>(numel[i]) * 4);
+      if (whole[i]) CopyIfOther(io.out[l.param_out(i)], io.in[l.param_in(i)], static_cast<size_t>(numel[i]) * 4);
     }
+    // The half copies are outputs of every call: those of parameters only in the master shard need its gathering.
+    if (master) Gather(io, rank, blocks);
     r.applied = false;
     r.step = step;
     r.micro = micro + 1;
@@ -115,13 +174,6 @@ void ShardedUpdate::Run(const KernelIO& io) const {
     // accumulating, the ranks' mean of the sums (all-reduced whole, in the workspace after the gather's blocks).
     std::vector<const float*> grads(n);
     for (int i = 0; i < n; ++i) grads[i] = io.In<float>(l.grad_in(i));
-    uint8_t* ws = static_cast<uint8_t*>(io.workspace);
-    std::vector<uint8_t> own;
-    if (!ws) {
-      own.resize(workspace_bytes());
-      ws = own.data();
-    }
-    float* blocks = reinterpret_cast<float*>(ws);
     if (l.accumulating()) {
       float* sums = reinterpret_cast<float*>(ws + gather_bytes());
       int64_t o = 0;
@@ -143,9 +195,9 @@ void ShardedUpdate::Run(const KernelIO& io) const {
     for (const ShardSlice& s : slices[rank]) {
       cpu::OptimTensor t;
       t.n = s.len;
-      t.p = p_in(s.param) + s.offset;
+      t.p = p_in(s);
       t.g = grads[s.param] + s.offset;
-      t.p_out = p_out(s.param) + s.offset;
+      t.p_out = p_at(s);
       if (k >= 1) {
         t.s0 = io.In<float>(l.state_in(0, 0)) + s.at;
         t.s0_out = static_cast<float*>(io.out[l.state_out(0, 0)]) + s.at;
@@ -161,25 +213,13 @@ void ShardedUpdate::Run(const KernelIO& io) const {
     x.stats = l.stats;
     x.reduce = [&world](double* v, int count) { world.AllReduceSum(v, count); };
     r = cpu::MultiTensorUpdate(h, lr, step, ts, 1, 0, x);
-    // Every rank's slices into every rank's parameters, a group (a gradient bucket) at a time: block q of `blocks`
-    // is rank q's part of the group.
-    for (size_t g = 0; g < shards.groups().size(); ++g) {
-      const int64_t C = shards.block(g), at = shards.block_at(g);
-      for (const ShardSlice& s : slices[rank])
-        if (s.group == static_cast<int>(g))
-          std::memcpy(blocks + rank * C + (s.at - at), p_out(s.param) + s.offset, static_cast<size_t>(s.len) * 4);
-      world.AllGatherBlocks(blocks, C);
-      for (int q = 0; q < W; ++q)
-        if (q != rank)
-          for (const ShardSlice& s : slices[q])
-            if (s.group == static_cast<int>(g))
-              std::memcpy(p_out(s.param) + s.offset, blocks + q * C + (s.at - at), static_cast<size_t>(s.len) * 4);
-    }
+    Gather(io, rank, blocks);
     r.micro = 0;
   }
-  // Half copies and the parameter norm from the whole parameters, the same on every rank.
+  // Half copies of whole parameters and, on a micro-step, the parameter norm: the same on every rank.
   for (int i = 0; i < n; ++i) {
-    const float* p = p_out(i);
+    if (!whole[i]) continue;
+    const float* p = static_cast<const float*>(io.out[l.param_out(i)]);
     if (half_slot[i] >= 0 && io.out[half_slot[i]]) {
       uint16_t* hp = static_cast<uint16_t*>(io.out[half_slot[i]]);
       if (half[i] == cpu::HalfKind::kBFloat16)
@@ -187,8 +227,15 @@ void ShardedUpdate::Run(const KernelIO& io) const {
       else
         for (int64_t e = 0; e < numel[i]; ++e) hp[e] = FloatToHalfBits(p[e]);
     }
-    if (l.stats && !last)
+    if (l.stats && !last && !master)
       for (int64_t e = 0; e < numel[i]; ++e) param_sq += static_cast<double>(p[e]) * p[e];
+  }
+  if (l.stats && !last && master) {  // each rank's slices, summed over the ranks
+    for (const ShardSlice& s : slices[rank]) {
+      const float* p = p_at(s);
+      for (int64_t e = 0; e < s.len; ++e) param_sq += static_cast<double>(p[e]) * p[e];
+    }
+    world.AllReduceSum(&param_sq, 1);
   }
   if (l.accumulating() && io.out[l.micro_out()]) *io.Out<int64_t>(l.micro_out()) = r.micro;
   const int base = l.step_out();

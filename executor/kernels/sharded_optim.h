@@ -20,6 +20,7 @@ struct ShardedUpdate {
   std::vector<int64_t> numel;
   std::vector<cpu::HalfKind> half;  // by parameter
   std::vector<int> half_slot;       // output of parameter i's half copy, -1 when none
+  std::vector<char> whole;          // parameter i has its input and output (not only in the master shard)
   cpu::OptimHyper h;
   OptimizerHyperparams a;
   bool lr_f64 = false;
@@ -29,6 +30,10 @@ struct ShardedUpdate {
   size_t workspace_bytes() const;
   size_t gather_bytes() const;
   void Run(const KernelIO& io) const;
+
+ private:
+  // Every rank's updated blocks into the whole parameters and half copies, a group (a gradient bucket) at a time.
+  void Gather(const KernelIO& io, int rank, float* blocks) const;
 };
 
 }  // namespace ot

@@ -30,6 +30,10 @@
 //   stats = 1: two more float32 scalar outputs at the end, param_norm (L2 norm of all parameters after the
 //   call) and zero_grad_fraction (share of exactly-zero elements in this call's incoming gradients: fp16
 //   gradients flushed to zero by underflow show here).
+//   shard_master = 1 (with shard_world > 1; passes/shard_masters.h): one more input and output at the very end, the
+//   rank's shard of the float32 master weights of every parameter (1-D, laid out as the sharded states); a
+//   parameter without input p_i (and output p'_i) exists only there and in its half copy; master_names (strings,
+//   n) names every parameter.
 //   AMP class deny: the update runs in fp32 (gradients arrive float32; the amp pass casts them).
 // One node updates the whole model (a multi-tensor kernel), not one node per parameter.
 #include "graph/grad/grad_rules.h"
@@ -90,29 +94,45 @@ void InferOptimizerUpdate(InferContext& ctx) {
              (l.accumulating() ? ", micro, sums" : "") + (l.m() ? ", " + std::to_string(l.m()) + " half copies" : "") +
              (l.scaling() ? ", scale, good_steps, bad_steps" : "") +
              (l.stats ? ", param_norm, zero_grad_fraction" : "") + "), got " + std::to_string(ctx.num_outputs()));
+  // A parameter whose master is only in the master shard: float32, shaped as its gradient.
+  if (ctx.node.has_attr("shard_master") && !l.shard_master)
+    ctx.Fail("attribute shard_master needs a sharded optimizer (shard_world > 1)");
+  auto absent = [&](int i) { return l.shard_master && !ctx.node.has_input(l.param_in(i)); };
+  auto ptype = [&](int i) { return absent(i) ? DataType::kFloat32 : ctx.input_type(l.param_in(i)); };
+  auto pshape = [&](int i) { return absent(i) ? ctx.input_shape(l.grad_in(i)) : ctx.input_shape(l.param_in(i)); };
+  if (l.shard_master) {
+    if (static_cast<int>(ctx.node.attr_strings("master_names").size()) != ni)
+      ctx.Fail("attribute master_names must name each of the " + std::to_string(ni) + " parameters");
+    const Shape& s = ctx.Require(l.master_in());
+    if (ctx.input_type(l.master_in()) != DataType::kFloat32 || s.rank() != 1)
+      ctx.Fail("the master shard must be a 1-D float32 tensor, got " + DataTypeName(ctx.input_type(l.master_in())) +
+               s.ToString());
+    if (ctx.has_output(l.master_out())) ctx.set_output(l.master_out(), DataType::kFloat32, s);
+  }
   if (l.accumulating()) {
     const int mi = l.micro_in(), mo = l.micro_out();
     ctx.Require(mi);
     if (ctx.input_type(mi) != DataType::kInt64) ctx.Fail("the micro-step counter must be int64");
     if (ctx.has_output(mo)) ctx.set_output(mo, DataType::kInt64, Shape::Static({}));
     for (int i = 0; i < ni; ++i) {
-      if (ctx.input_type(l.acc_in(i)) != ctx.input_type(2 + i))
+      if (ctx.input_type(l.acc_in(i)) != ptype(i))
         ctx.Fail("gradient sum of parameter " + std::to_string(i) + " has another dtype than the parameter");
-      if (ctx.has_output(l.acc_out(i)))
-        ctx.set_output(l.acc_out(i), ctx.input_type(2 + i), ctx.input_shape(l.acc_in(i)));
+      if (ctx.has_output(l.acc_out(i))) ctx.set_output(l.acc_out(i), ptype(i), ctx.input_shape(l.acc_in(i)));
     }
   }
   ctx.Require(0);
   ctx.Require(1);
   if (ctx.input_type(1) != DataType::kInt64) ctx.Fail("the step counter must be int64");
   for (int i = 0; i < ni; ++i) {
-    const DataType t = ctx.input_type(l.param_in(i));
+    const DataType t = ptype(i);
     if (!IsFloat(t)) ctx.Fail("parameter " + std::to_string(i) + " is not a float tensor");
     if (ctx.input_type(l.grad_in(i)) != t)
       ctx.Fail("gradient of parameter " + std::to_string(i) + " has another dtype than the parameter");
     if (l.sharded() && t != DataType::kFloat32)
       ctx.Fail("parameter " + std::to_string(i) + " is " + DataTypeName(t) + "; a sharded optimizer updates float32");
-    if (ctx.has_output(l.param_out(i))) ctx.set_output(l.param_out(i), t, ctx.input_shape(l.param_in(i)));
+    if (absent(i) && ctx.has_output(l.param_out(i)))
+      ctx.Fail("parameter " + std::to_string(i) + " has an output but no input");
+    if (ctx.has_output(l.param_out(i))) ctx.set_output(l.param_out(i), t, pshape(i));
     for (int j = 0; j < k && !l.sharded(); ++j) {
       if (ctx.input_type(l.state_in(j, i)) != t)
         ctx.Fail("state " + std::to_string(j) + " of parameter " + std::to_string(i) +
@@ -134,11 +154,10 @@ void InferOptimizerUpdate(InferContext& ctx) {
   for (int j = 0; j < l.m(); ++j) {
     const int i = static_cast<int>(l.half_params[j]);
     // Master weights are float32: the half copy is round(float32 p'), the same value the amp pass's Cast gave.
-    if (ctx.input_type(l.param_in(i)) != DataType::kFloat32)
-      ctx.Fail("parameter " + std::to_string(i) + " has a half copy but is " +
-               DataTypeName(ctx.input_type(l.param_in(i))) + "; master weights must be float32");
-    if (ctx.has_output(l.half_out(j)))
-      ctx.set_output(l.half_out(j), static_cast<DataType>(l.half_dtype), ctx.input_shape(l.param_in(i)));
+    if (ptype(i) != DataType::kFloat32)
+      ctx.Fail("parameter " + std::to_string(i) + " has a half copy but is " + DataTypeName(ptype(i)) +
+               "; master weights must be float32");
+    if (ctx.has_output(l.half_out(j))) ctx.set_output(l.half_out(j), static_cast<DataType>(l.half_dtype), pshape(i));
   }
   if (l.scaling()) {
     const int si = l.scale_in(), so = l.scale_out();

@@ -7,11 +7,17 @@
 //            shard, a 1-D float32 tensor),
 //            [micro, acc[n]]            when accumulate > 1
 //            [scale, good, bad]         when loss_scaling is "static" or "dynamic"
+//            [master]                   when shard_master = 1: the rank's shard of every parameter's float32 master
+//                                       weights (1-D, laid out as the sharded states); a parameter that only the
+//                                       update reads (the forward reads its half copy) then has no input p[i] and
+//                                       no output p'[i] -- its whole fp32 value exists nowhere, attribute
+//                                       master_names naming every parameter for the checkpoint and the export
 //   outputs: p'[n], states'[k*n] (sharded: states'[k]), step', grad_norm, skipped,
 //            [micro', acc'[n]]          when accumulate > 1
 //            [h'[m]]                    half copies, m = |half_params|
 //            [scale', good', bad']      when loss_scaling is set
 //            [param_norm, zero_grad_fraction]  when stats = 1
+//            [master']                  when shard_master = 1
 // Each optional group is appended after the previous ones, so a node written before a group existed keeps its
 // layout (every group is off by default).
 #pragma once
@@ -91,6 +97,7 @@ struct OptimizerLayout {
   bool stats = false;                 // param_norm and zero_grad_fraction outputs
   int64_t shard_world = 1;            // > 1: --shard-optimizer over that many ranks
   std::vector<int64_t> shard_groups;  // graph/ops/optimizer_shard.h
+  bool shard_master = false;          // the master weights sharded too (passes/shard_masters.h)
 
   // Reads the attributes; does not validate them (the schema's inference does). k is -1 for an unknown kind.
   static OptimizerLayout Of(const Node& node) {
@@ -104,6 +111,7 @@ struct OptimizerLayout {
     l.stats = node.attr_int("stats", 0) != 0;
     l.shard_world = node.attr_int("shard_world", 1);
     l.shard_groups = node.attr_ints("shard_groups");
+    l.shard_master = l.sharded() && node.attr_int("shard_master", 0) != 0;
     return l;
   }
 
@@ -121,7 +129,8 @@ struct OptimizerLayout {
   int micro_in() const { return 2 + 2 * n + k * per_state(); }
   int acc_in(int i) const { return micro_in() + 1 + i; }
   int scale_in() const { return micro_in() + accum_count(); }  // then good_in = +1, bad_in = +2
-  int num_inputs() const { return scale_in() + (scaling() ? 3 : 0); }
+  int master_in() const { return scale_in() + (scaling() ? 3 : 0); }
+  int num_inputs() const { return master_in() + (shard_master ? 1 : 0); }
 
   // Outputs.
   int param_out(int i) const { return i; }
@@ -135,7 +144,8 @@ struct OptimizerLayout {
   int scale_out() const { return half_out(m()); }  // then good' = +1, bad' = +2
   int param_norm_out() const { return scale_out() + (scaling() ? 3 : 0); }
   int zero_fraction_out() const { return param_norm_out() + 1; }
-  int num_outputs() const { return param_norm_out() + (stats ? 2 : 0); }
+  int master_out() const { return param_norm_out() + (stats ? 2 : 0); }
+  int num_outputs() const { return master_out() + (shard_master ? 1 : 0); }
 };
 
 }  // namespace ot

@@ -12,8 +12,10 @@
 #     not a whole number of steps);
 #   - --profile's trace has the communication on a lane of its own; Ctrl-C on mpirun checkpoints the step all ranks
 #     stopped after;
-#   - --shard-optimizer equals the unsharded run within 1e-6 (plain, accumulating, fp16), its checkpoints equal the
-#     unsharded run's and resume either way, and `plan --world-size N` shows its state at 1/N;
+#   - --shard-optimizer equals the unsharded run within 1e-6 (plain, accumulating, fp16, bf16 accumulating: under
+#     --amp the master weights are sharded too), its checkpoints equal the unsharded run's and resume either way (fp32
+#     and bf16), rank 0's evaluation and --save see the gathered masters, and `plan --world-size N` shows its state
+#     at 1/N;
 #   - a rank given other data, or failing, ends the job with a one-line error per rank naming the rank.
 # Usage: data_parallel.sh ONNX_TRAIN_BINARY EXAMPLES_DIR PYTHON
 set -u
@@ -165,7 +167,9 @@ else bad "24 samples on 2 ranks x 8: $(grep error "$tmp/err" | head -1)"; fi
 for model in digits_mlp tiny_lm; do
   data=$ex/$model/train.npz
   [ $model = tiny_lm ] && data=$ex/$model/data.npz
-  for extra in "" "--grad-accum 2" "--amp=fp16 --clip-grad-norm 0.5"; do
+  # Under --amp the fp32 master weights are sharded too (passes/shard_masters.h): the half copies come from the
+  # all-gathered shards, also on the micro-steps of --grad-accum.
+  for extra in "" "--grad-accum 2" "--amp=fp16 --clip-grad-norm 0.5" "--amp=bf16 --grad-accum 2"; do
     a=("$ex/$model/model.onnx" --data "$data" "${ce[@]}" --batch 8 --steps 5 --seed 3 --optimizer adamw \
       --bucket-mb 0.02 $extra)
     if mpi "$tool" train "${a[@]}" --shard-optimizer --log-json "$tmp/zero.jsonl" 2>"$tmp/err" &&
@@ -175,10 +179,13 @@ for model in digits_mlp tiny_lm; do
   done
 done
 # Checkpoints hold the state per parameter, whether sharded or not: the two runs' files hold the same arrays, and
-# each resumes the other way, continuing the unsharded trajectory.
-rm -rf "$tmp/ckz" "$tmp/ckd"
-zargs=("$ex/tiny_lm/model.onnx" --data "$ex/tiny_lm/data.npz" "${ce[@]}" --batch 8 --no-shuffle --optimizer adam \
+# each resumes the other way, continuing the unsharded trajectory. Under --amp the sharded masters are gathered
+# into the parameters' arrays as an unsharded run writes them.
+zbase=("$ex/tiny_lm/model.onnx" --data "$ex/tiny_lm/data.npz" "${ce[@]}" --batch 8 --no-shuffle --optimizer adam \
   --bucket-mb 0.02)
+for amp in "" --amp=bf16; do
+rm -rf "$tmp/ckz" "$tmp/ckd"
+zargs=("${zbase[@]}" $amp)
 if mpi "$tool" train "${zargs[@]}" --steps 6 --log-json "$tmp/zfull.jsonl" 2>"$tmp/err" &&
    mpi "$tool" train "${zargs[@]}" --steps 3 --shard-optimizer --checkpoint "$tmp/ckz" 2>>"$tmp/err" &&
    mpi "$tool" train "${zargs[@]}" --steps 3 --checkpoint "$tmp/ckd" 2>>"$tmp/err" &&
@@ -193,6 +200,7 @@ z, d = np.load(f"{t}/ckz/checkpoint.npz"), np.load(f"{t}/ckd/checkpoint.npz")
 assert sorted(z.keys()) == sorted(d.keys()), set(z.keys()) ^ set(d.keys())
 moments = [k for k in z.keys() if k.endswith(".exp_avg_sq")]
 assert len(moments) > 10 and all(np.abs(d[k]).max() > 0 for k in moments), "no per-parameter moments"
+assert all(k[: -len(".exp_avg_sq")] in z.keys() for k in moments), "a parameter's array is missing"
 for k in z.keys():
     if k != "__trainer_meta__":
         assert np.allclose(z[k], d[k], rtol=1e-6, atol=1e-9), k
@@ -203,10 +211,33 @@ for f in ("z2d", "d2z"):
     worst = max(abs(x["loss"] - full[x["step"]]) / abs(full[x["step"]]) for x in r)
     assert worst <= 1e-6, f"{f}: resumed steps differ by {worst:.2e}"
 PY
-else bad "--shard-optimizer checkpoints, resumed unsharded and back: $(tail -1 "$tmp/err")"; fi
+else bad "--shard-optimizer $amp checkpoints, resumed unsharded and back: $(tail -1 "$tmp/err")"; fi
+done
+# With sharded masters the parameters are gathered for rank 0's evaluation and --save: the same evaluation losses
+# and the same saved weights as the unsharded run.
+sargs=("$ex/tiny_lm/model.onnx" --data "$ex/tiny_lm/data.npz" --eval-data "$ex/tiny_lm/data.npz" "${ce[@]}" \
+  --batch 8 --steps 4 --no-shuffle --optimizer adamw --bucket-mb 0.02 --amp=bf16)
+rm -f "$tmp/sz.onnx" "$tmp/sd.onnx"
+if mpi "$tool" train "${sargs[@]}" --shard-optimizer --save "$tmp/sz.onnx" --log-json "$tmp/sz.jsonl" 2>"$tmp/err" &&
+   mpi "$tool" train "${sargs[@]}" --save "$tmp/sd.onnx" --log-json "$tmp/sd.jsonl" 2>>"$tmp/err" &&
+   "$py" - "$tmp" 2>>"$tmp/err" <<'PY'; then ok
+import json, sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+t = sys.argv[1]
+ev = [[x["loss"] for x in map(json.loads, open(f"{t}/{f}.jsonl")) if x.get("eval")] for f in ("sz", "sd")]
+assert len(ev[0]) == 1 and len(ev[1]) == 1, ev
+assert all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(*ev)), ev
+z, d = [{i.name: numpy_helper.to_array(i) for i in onnx.load(f"{t}/{f}.onnx").graph.initializer} for f in ("sz", "sd")]
+assert sorted(z) == sorted(d) and len(z) > 10, set(z) ^ set(d)
+for k in z:
+    assert z[k].dtype == d[k].dtype and np.allclose(z[k], d[k], rtol=1e-6, atol=1e-9), k
+PY
+else bad "--shard-optimizer --amp=bf16 --eval-data --save against unsharded: $(tail -1 "$tmp/err")"; fi
 # plan --world-size: one rank's optimizer state is 1/N of it (the step counter and lr aside).
 for n in 1 2 4; do
-  "$tool" plan "${zargs[@]}" --world-size $n --shard-optimizer --json >"$tmp/plan$n.json" 2>"$tmp/err" || bad "plan --world-size $n: $(tail -1 "$tmp/err")"
+  "$tool" plan "${zbase[@]}" --world-size $n --shard-optimizer --json >"$tmp/plan$n.json" 2>"$tmp/err" || bad "plan --world-size $n: $(tail -1 "$tmp/err")"
 done
 if "$py" - "$tmp" 2>>"$tmp/err" <<'PY'; then ok
 import json, sys
@@ -215,6 +246,22 @@ p = json.load(open(f"{sys.argv[1]}/plan1.json"))["parameters"]
 assert all(abs(s[i] - 2 * p / n) < 1e-3 * p for i, n in enumerate((1, 2, 4))), (s, p)
 PY
 else bad "plan --world-size 1/2/4 --shard-optimizer: optimizer state $(tail -1 "$tmp/err")"; fi
+# Under --amp the fp32 masters join the moments in the shard: 3 parameter sizes over N, and what stays whole is
+# only the parameters a float32 op reads (LayerNorm's).
+for n in 1 2 4; do
+  "$tool" plan "${zbase[@]}" --amp=bf16 --world-size $n --shard-optimizer --json >"$tmp/aplan$n.json" 2>"$tmp/err" ||
+    bad "plan --amp=bf16 --world-size $n: $(tail -1 "$tmp/err")"
+done
+if "$py" - "$tmp" 2>>"$tmp/err" <<'PY'; then ok
+import json, sys
+j = [json.load(open(f"{sys.argv[1]}/aplan{n}.json")) for n in (1, 2, 4)]
+p = j[0]["parameters"]
+assert abs(j[0]["optimizer_state"] - 2 * p) < 1e-3 * p, (j[0]["optimizer_state"], p)
+for i, n in ((1, 2), (2, 4)):
+    assert abs(j[i]["optimizer_state"] - 3 * p / n) < 1e-3 * p, (n, j[i]["optimizer_state"], p)
+    assert 0 < j[i]["parameters"] < p / 4, (n, j[i]["parameters"], p)
+PY
+else bad "plan --amp=bf16 --world-size 1/2/4 --shard-optimizer: $(tail -1 "$tmp/err")"; fi
 if mpi "$tool" train "$ex/tiny_lm/model.onnx" --data "$ex/tiny_lm/data.npz" "${ce[@]}" --batch 8 --steps 1 \
      --shard-optimizer --optimizer lamb >"$tmp/out" 2>"$tmp/err"; then
   bad "--shard-optimizer with LAMB ran"

@@ -40,7 +40,9 @@ struct Step {
 };
 
 // x [6,8] -> Gemm(W1, b1) -> Relu -> Gemm(W2, b2) -> logits; cross-entropy with labels y; the step graph.
-inline Step MakeStep(const Weights& w, const std::string& optimizer = "adam", int64_t accumulate = 1) {
+// `shard_world` > 1: the optimizer sharded over that many ranks (one group: every parameter).
+inline Step MakeStep(const Weights& w, const std::string& optimizer = "adam", int64_t accumulate = 1,
+                     int shard_world = 1) {
   Step s;
   s.graph = std::make_unique<Graph>();
   Graph& g = *s.graph;
@@ -72,6 +74,8 @@ inline Step MakeStep(const Weights& w, const std::string& optimizer = "adam", in
   o.kind = ParseOptimizerKind(optimizer);
   o.lr = 0.01;
   o.accumulate = accumulate;
+  o.world = shard_world;
+  o.shard = shard_world > 1;
   OptimizerPass opt(o, autodiff.params(), autodiff.grads());
   opt.Run(g);
   g.outputs.push_back(g.FindValue(s.loss));

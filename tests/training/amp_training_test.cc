@@ -223,6 +223,29 @@ TEST(AmpCheckpoint, ResumesAcrossPrecisions) {
     }
     EXPECT_FALSE(fp32.Step(data.Get(0, 3).arrays).skipped);
   }
+  {
+    // --amp=bf16 -> --amp=bf16: the file holds no half copy (.npy has no bfloat16; they are round(master)), and the
+    // resumed run continues the uninterrupted one bit for bit, half copies included.
+    TrainerOptions a = o;
+    a.amp.half = DataType::kBFloat16;
+    Trainer full(LoadModel(kExamples + "digits_mlp/model.onnx"), a);
+    std::vector<double> want;
+    for (int k = 0; k < 5; ++k) want.push_back(full.Step(data.Get(0, k).arrays).loss);
+    Trainer first(LoadModel(kExamples + "digits_mlp/model.onnx"), a);
+    for (int k = 0; k < 3; ++k) first.Step(data.Get(0, k).arrays);
+    first.SaveCheckpoint(dir, {});
+    for (const NamedTensor& t : ReadNpz(dir + "/checkpoint.npz"))
+      EXPECT_EQ(t.name.find(".half"), std::string::npos) << t.name << " is in the checkpoint";
+    Trainer second(LoadModel(kExamples + "digits_mlp/model.onnx"), a);
+    second.LoadCheckpoint(dir);
+    for (int k = 3; k < 5; ++k) EXPECT_EQ(second.Step(data.Get(0, k).arrays).loss, want[k]) << "step " << k + 1;
+    const auto copies = HalfCopies(second.step_graph());
+    ASSERT_FALSE(copies.empty());
+    for (const auto& [m, h] : copies) {
+      const Tensor& w = *full.step_graph().FindValue(h->name)->initializer;
+      EXPECT_EQ(std::memcmp(h->initializer->raw(), w.raw(), w.nbytes()), 0) << h->name;
+    }
+  }
   std::filesystem::remove_all(dir);
 }
 
