@@ -6,6 +6,7 @@
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct DnnlConvBackward::Impl {
   std::shared_ptr<std::vector<uint8_t>> scratch;
   bool empty = false;
   bool native = false;  // a primitive of spec.type was made (always for f32)
+  std::string impl;     // oneDNN's implementation name
   int64_t out_elems = 0;
   // A large batch with relayouts runs in blocks of `block_n` images (and the rest), as the forward
   // (cpu_ops/conv.cc), so the reorders work in cache. Data: each image's dX depends on its own dY only. Weights: each
@@ -141,6 +143,7 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     if (!opd || !native(opd->impl_info_str())) return;
     const auto& pd = *opd;
     im.native = true;
+    im.impl = pd.impl_info_str();
     im.scratch_md = pd.scratchpad_desc();
     im.prim = dnnl::convolution_backward_data(pd);
     im.px_md = pd.diff_src_desc();
@@ -156,6 +159,7 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     if (!opd || !native(opd->impl_info_str())) return;
     const auto& pd = *opd;
     im.native = true;
+    im.impl = pd.impl_info_str();
     im.scratch_md = pd.scratchpad_desc();
     im.prim = dnnl::convolution_backward_weights(pd);
     im.px_md = pd.src_desc();
@@ -177,6 +181,8 @@ bool DnnlConvBackward::native() const { return impl_->native || impl_->empty; }
 DnnlConvBackward::~DnnlConvBackward() = default;
 
 int64_t DnnlConvBackward::block_images() const { return impl_->block_n; }
+
+std::string DnnlConvBackward::impl_name() const { return impl_->impl; }
 
 void DnnlConvBackward::Run(const void* dy, const void* a, void* out) const {
   const Impl& im = *impl_;

@@ -7,6 +7,7 @@
 // The spec is the forward convolution's (transpose = false).
 #pragma once
 #include <memory>
+#include <string>
 
 #include "cpu_ops/conv.h"
 
@@ -27,6 +28,8 @@ class DnnlConvBackward {
   // per thread), so the reorders work in cache (as DnnlConv); kWeights adds the blocks' dW in order. 0: the batch in
   // one call.
   int64_t block_images() const;
+  // oneDNN's implementation name ("jit_dw:avx2", "x64:gemm:jit", ...); "" where no primitive was made.
+  std::string impl_name() const;
 
  private:
   struct Impl;

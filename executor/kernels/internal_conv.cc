@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu_ops/conv_grad.h"
+#include "cpu_ops/depthwise_grad.h"
 #include "cpu_ops/dnnl_util.h"
 #include "cpu_ops/pool_grad.h"
 #include "cpu_ops/scatter_add.h"
@@ -186,6 +187,25 @@ KernelInfo ConvBackwardKernel(const KernelContext& ctx, cpu::DnnlConvBackward::K
     }
   }
   auto bw = std::make_shared<cpu::DnnlConvBackward>(spec, kind);
+  // A depthwise weight gradient that oneDNN would run with its gemm-based (or a reference) implementation -- it has
+  // jit ones up to 3 wide only -- runs cpu_ops/depthwise_grad.h's kernel instead.
+  if (!data && cpu::DepthwiseGradWeightApplies(spec) &&
+      (bw->impl_name().find("gemm") != std::string::npos || bw->impl_name().find("ref") != std::string::npos)) {
+    if (IsHalf(ctx.in(0).dtype)) {
+      const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
+      const int64_t ny = ctx.in(0).numel(), n1 = ctx.in(1).numel(), nout = ctx.out(0).numel();
+      info.heap_bytes += static_cast<size_t>(ny + n1 + nout) * sizeof(float);
+      info.fn = [=](const KernelIO& io) {
+        RunWidened(t, io.in[0], ny, io.in[1], n1, io.out[0], nout,
+                   [&](const float* dy, const float* x, float* dw) { cpu::DepthwiseConvGradWeight(spec, dy, x, dw); });
+      };
+    } else {
+      info.fn = [spec](const KernelIO& io) {
+        cpu::DepthwiseConvGradWeight(spec, io.In<float>(0), io.In<float>(1), io.Out<float>(0));
+      };
+    }
+    return info;
+  }
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
     const int64_t ny = ctx.in(0).numel(), n1 = ctx.in(1).numel(), nout = ctx.out(0).numel();
