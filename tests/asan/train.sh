@@ -2,7 +2,7 @@
 # Training under ASan/UBSan (make test-asan): a few steps of each example family that the node tests do not reach --
 # a transformer (residual LayerNorm folds), a CNN with BatchNorm -> Relu (batch-norm folds), the speech model on both
 # CPU recurrent paths, --fuse=full, and two data-parallel ranks under mpirun (the bucketed all-reduce, its
-# communication thread, --sync-batchnorm, --shard-optimizer). Any sanitizer report fails the run.
+# communication thread, --sync-batchnorm, --shard-optimizer with and without --amp). Any sanitizer report fails the run.
 # Usage: train.sh ASAN_BUILD_DIR EXAMPLES_DIR
 set -u
 tool=$(realpath "$1/onnx-train")
@@ -44,4 +44,14 @@ run "2 ranks: fashion_cnn --sync-batchnorm" timeout 300 mpirun -np 2 -x ASAN_OPT
 run "2 ranks: tiny_lm --shard-optimizer, accumulating, checkpointed" timeout 300 mpirun -np 2 \
   -x ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 "$tool" train "$ex/tiny_lm/model.onnx" --data "$ex/tiny_lm/data.npz" \
   "${ce[@]}" --batch 8 --bucket-mb 0.1 --shard-optimizer --grad-accum 2 --checkpoint "$tmp/ckz"
+# The fp32 master weights sharded too (--amp): the half copies from the gathered shards, gathered for evaluation and
+# --save, checkpointed and resumed.
+run "2 ranks: tiny_lm --shard-optimizer --amp=bf16, accumulating, evaluated, saved, resumed" timeout 300 mpirun -np 2 \
+  -x ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 "$tool" train "$ex/tiny_lm/model.onnx" --data "$ex/tiny_lm/data.npz" \
+  "${ce[@]}" --batch 8 --bucket-mb 0.1 --shard-optimizer --amp=bf16 --grad-accum 2 --checkpoint "$tmp/ckm" \
+  --eval-data "$ex/tiny_lm/data.npz" --save "$tmp/sharded.onnx"
+run "2 ranks: resumed sharded --amp=bf16" timeout 300 mpirun -np 2 -x ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 \
+  "$tool" train "$ex/tiny_lm/model.onnx" --data "$ex/tiny_lm/data.npz" --loss cross_entropy --logits logits \
+  --labels y --quiet --steps 5 --threads 2 --batch 8 --bucket-mb 0.1 --shard-optimizer --amp=bf16 --grad-accum 2 \
+  --resume "$tmp/ckm"
 exit $fail
