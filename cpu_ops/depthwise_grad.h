@@ -1,7 +1,7 @@
 // The weight gradient of a 2-D depthwise convolution (group = C_in = C_out, one filter per channel), for the shapes
-// oneDNN 2.6 has no jit kernel for: its depthwise backward-weights kernel takes kernels up to 3 wide, and a 5x5
-// depthwise convolution (EfficientNet, MobileNetV3) falls to its gemm-based implementation, one tiny GEMM per
-// channel (123 ms for EfficientNet-B0's 240-channel 28x28 layer at batch 4, where the arithmetic is 19M MACs).
+// oneDNN 2.6 (Debian's) has no jit kernel for: it runs a 3x3 depthwise backward-weights call in jit_dw but a 5x5
+// one (EfficientNet, MobileNetV3) in its gemm-based implementation, one tiny GEMM per channel (123 ms for
+// EfficientNet-B0's 240-channel 28x28 layer at batch 4, where the arithmetic is 19M MACs).
 //
 //   dW[c, 0, kh, kw] = sum over n, oh, ow of dY[n, c, oh, ow] * X[n, c, oh*sh + kh - ph, ow*sw + kw - pw]
 //
