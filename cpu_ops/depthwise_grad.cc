@@ -75,7 +75,7 @@ OT_VEC_CLONES void Channel(const ConvSpec& s, const float* dy, const float* x, i
   const int64_t len = (oh * we + kLanes - 1) / kLanes * kLanes;      // the flattened dY, padded to whole vectors
   const int64_t plane = hr * we + (kh / sh + 1) * we + kw + kLanes;  // a phase plus what the last taps overread
   std::vector<float> phases(static_cast<size_t>(sh * sw * plane)), dyp(static_cast<size_t>(len));
-  std::vector<double> total(static_cast<size_t>(kh * kw), 0.0);
+  std::vector<double> total(static_cast<size_t>(kh * kw), 0.0), got(static_cast<size_t>(kw));
   for (int64_t n = 0; n < s.n; ++n) {
     const float* xp = x + (n * C + c) * ih * iw;
     const float* dyn = dy + (n * C + c) * oh * ow;
@@ -100,7 +100,7 @@ OT_VEC_CLONES void Channel(const ConvSpec& s, const float* dy, const float* x, i
         // Taps (a, b), (a, b + sw), ...: phase (a mod sh, b), offsets (a / sh) rows and 0, 1, ... columns.
         const float* p = phases.data() + ((a % sh) * sw + b) * plane + (a / sh) * we;
         const int64_t m = (kw - b + sw - 1) / sw;
-        std::vector<double> got(static_cast<size_t>(m), 0.0);
+        std::fill(got.begin(), got.begin() + m, 0.0);
         DotsAny(dyp.data(), p, len, m, got.data());
         for (int64_t t = 0; t < m; ++t) total[static_cast<size_t>(a * kw + b + t * sw)] += got[static_cast<size_t>(t)];
       }

@@ -93,14 +93,14 @@ std::vector<std::pair<Value*, Value*>> HalfCopies(const Graph& g) {
   const Node* opt = FindOptimizerNode(g);
   if (!opt) return r;
   const OptimizerLayout l = OptimizerLayout::Of(*opt);
+  const std::vector<std::string> names =
+      l.shard_master ? opt->attr_strings("master_names") : std::vector<std::string>{};
   for (int j = 0; j < l.m(); ++j) {
     const int i = static_cast<int>(l.half_params[j]);
     if (!opt->has_output(l.half_out(j)) || i < 0 || i >= l.n) continue;
     Value* half = BoundState(g, opt->outputs[l.half_out(j)]);
     Value* master = opt->inputs[l.param_in(i)];
     // Sharded masters (passes/shard_masters.h): the parameter's value, by name, without an initializer.
-    const std::vector<std::string> names =
-        l.shard_master ? opt->attr_strings("master_names") : std::vector<std::string>{};
     if (!master && i < static_cast<int>(names.size())) master = g.FindValue(names[static_cast<size_t>(i)]);
     if (half && master) r.push_back({master, half});
   }
