@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "cpu_ops/scalar_io.h"
 #include "cpu_ops/softmax.h"
@@ -39,6 +40,44 @@ void NllLoss(LossReduction red, int64_t n, int64_t c, int64_t d, const T* input,
 template <typename T, typename I>
 void SoftmaxCrossEntropyLoss(LossReduction red, int64_t n, int64_t c, int64_t d, const T* scores, const I* target,
                              const T* weight, int64_t ignore_index, T* out, T* log_prob) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!log_prob && d == 1) {
+      // Only the target's log-probability of each row: the same bits as the whole row's, in one read of the scores
+      // instead of a read and a write of n x c log-probabilities; then NllLoss over rows of one "class".
+      std::vector<int64_t> col(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t t = static_cast<int64_t>(target[i]);
+        col[i] = t == ignore_index ? -1 : t;
+        if (t != ignore_index && (t < 0 || t >= c))
+          throw std::out_of_range("target " + std::to_string(t) + " at element " + std::to_string(i) +
+                                  " is outside [0, " + std::to_string(c) + ")");
+      }
+      std::vector<float> picked(static_cast<size_t>(n));
+      LogSoftmaxPickF32(n, c, scores, col.data(), picked.data());
+      // NllLoss's sums, in its order.
+      double sum = 0, wsum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        double l = 0;
+        if (col[i] >= 0) {
+          const double w = weight ? static_cast<double>(weight[col[i]]) : 1.0;
+          l = -static_cast<double>(picked[i]) * w;
+          wsum += w;
+        }
+        if (red == LossReduction::kNone)
+          out[i] = static_cast<float>(l);
+        else
+          sum += l;
+      }
+      if (red == LossReduction::kSum) out[0] = static_cast<float>(sum);
+      if (red == LossReduction::kMean) out[0] = static_cast<float>(sum / wsum);
+      return;
+    }
+  }
+  std::vector<T> own;
+  if (!log_prob) {
+    own.resize(static_cast<size_t>(n * c * d));
+    log_prob = own.data();
+  }
   Softmax<T>(SoftmaxKind::kLogSoftmax, n, c, d, scores, log_prob);
   NllLoss<T, I>(red, n, c, d, log_prob, target, weight, ignore_index, out);
 }

@@ -16,7 +16,8 @@ template <typename T, typename I>
 void NllLoss(LossReduction red, int64_t n, int64_t c, int64_t d, const T* input, const I* target, const T* weight,
              int64_t ignore_index, T* out);
 
-// log_prob (n*c*d elements, written) = LogSoftmax over c of scores; then NllLoss(log_prob).
+// log_prob (n*c*d elements, written) = LogSoftmax over c of scores; then NllLoss(log_prob). log_prob may be null
+// (not wanted): float rows (d = 1) then compute only the targets' log-probabilities, with the same bits.
 template <typename T, typename I>
 void SoftmaxCrossEntropyLoss(LossReduction red, int64_t n, int64_t c, int64_t d, const T* scores, const I* target,
                              const T* weight, int64_t ignore_index, T* out, T* log_prob);

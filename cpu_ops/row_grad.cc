@@ -176,16 +176,21 @@ OT_VEC_CLONES void SceGradRow(int64_t c, const float* x, I t, double f, float* d
   float m = lanes[0];
   for (int l = 1; l < 8; ++l) m = lanes[l] > m ? lanes[l] : m;
   if (m == -std::numeric_limits<float>::infinity()) m = 0.f;
-  for (int64_t k = 0; k < c; ++k) dx[k] = math::VecExp(x[k] - m);
-  double s[4] = {0, 0, 0, 0};
-  int64_t k = 0;
-  for (; k + 4 <= c; k += 4)
-    for (int l = 0; l < 4; ++l) s[l] += static_cast<double>(dx[k + l]);
-  for (; k < c; ++k) s[0] += static_cast<double>(dx[k]);
-  const double inv = 1.0 / ((s[0] + s[1]) + (s[2] + s[3]));
-  // (p - onehot) f as p f everywhere, then the target's element from its saved e (see SceGradColumns).
+  // e^(x - m) into dx a chunk at a time, each chunk summed while it is in L1 (chunks of a multiple of 4: RowSum4's
+  // order over the whole row).
+  constexpr int64_t kChunk = 256;
+  RowSum4 acc;
+  for (int64_t b = 0; b < c; b += kChunk) {
+    const int64_t len = std::min(kChunk, c - b);
+    for (int64_t k = 0; k < len; ++k) dx[b + k] = math::VecExp(x[b + k] - m);
+    acc.Add(dx + b, len);
+  }
+  const double inv = 1.0 / acc.Total();
+  // (p - onehot) f as p f everywhere, one float multiply by f / sum (within an ulp of the double product), then the
+  // target's element from its saved e in double (see SceGradColumns).
   const double et = static_cast<double>(dx[t]);
-  for (int64_t j = 0; j < c; ++j) dx[j] = static_cast<float>((static_cast<double>(dx[j]) * inv) * f);
+  const float scale = static_cast<float>(inv * f);
+  for (int64_t j = 0; j < c; ++j) dx[j] = dx[j] * scale;
   dx[t] = static_cast<float>((et * inv - 1.0) * f);
 }
 

@@ -305,6 +305,36 @@ void Softmax(SoftmaxKind kind, int64_t outer, int64_t n, int64_t inner, const T*
       tbb::simple_partitioner());
 }
 
+namespace {
+
+// FloatRows' LogSoftmax steps for one element of each row: its max and exp-sum passes over the row, then only
+// (x[col] - m) - log(sum), not the row's other n - 1 log-probabilities.
+OT_VEC_CLONES void PickRows(int64_t rows, int64_t n, const float* x, const int64_t* col, float* out) {
+  for (int64_t i = 0; i < rows; ++i) {
+    if (col[i] < 0 || col[i] >= n) {
+      out[i] = 0.f;
+      continue;
+    }
+    const float* p = x + i * n;
+    float m = RowMax(p, n);
+    if (std::isinf(m) && m < 0) m = 0;
+    const float sum = static_cast<float>(RowExpSum(p, n, m));
+    out[i] = (p[col[i]] - m) - std::log(sum);
+  }
+}
+
+}  // namespace
+
+void LogSoftmaxPickF32(int64_t rows, int64_t n, const float* x, const int64_t* col, float* out) {
+  if (rows <= 0 || n <= 0) return;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, rows, std::max<int64_t>(1, 16384 / n)),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        PickRows(r.end() - r.begin(), n, x + r.begin() * n, col + r.begin(), out + r.begin());
+      },
+      tbb::simple_partitioner());
+}
+
 void SoftmaxRowsF32(int64_t rows, int64_t n, const float* x, float* y) {
   if (rows > 0 && n > 0) FloatRows(SoftmaxKind::kSoftmax, rows, n, x, y);
 }

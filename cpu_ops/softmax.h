@@ -17,4 +17,8 @@ void Softmax(SoftmaxKind kind, int64_t outer, int64_t n, int64_t inner, const T*
 // fused cluster's softmax rows, cpu_ops/fused_elementwise.cc). y may equal x.
 void SoftmaxRowsF32(int64_t rows, int64_t n, const float* x, float* y);
 
+// out[i] = LogSoftmax(row i of x)[col[i]] for `rows` contiguous float rows of n, the bits Softmax(kLogSoftmax) writes
+// there, without the row's other log-probabilities (the loss reads one a row); 0 where col[i] is outside [0, n).
+void LogSoftmaxPickF32(int64_t rows, int64_t n, const float* x, const int64_t* col, float* out);
+
 }  // namespace ot::cpu

@@ -307,7 +307,9 @@ KernelInfo MakeLoss(const KernelContext& ctx) {
   const bool has_w = ctx.has_input(2), has_lp = sce && ctx.has_output(1);
   const std::string what = n.Describe();
   KernelInfo info;
-  if (sce && !has_lp) info.workspace_bytes = static_cast<size_t>(N * C * D) * SizeOf(dt);
+  // The log-probabilities nobody reads: float rows compute only the targets' (no buffer); others need all of them.
+  const bool picks = dt == DataType::kFloat32 && D == 1;
+  if (sce && !has_lp && !picks) info.workspace_bytes = static_cast<size_t>(N * C * D) * SizeOf(dt);
   info.fn = [=](const KernelIO& io) {
     DispatchFloat(dt, [&](auto tag) {
       using T = decltype(tag);
@@ -321,13 +323,8 @@ KernelInfo MakeLoss(const KernelContext& ctx) {
             cpu::SoftmaxCrossEntropyLoss<T, I>(red, N, C, D, io.In<T>(0), io.In<I>(1), w, ii, io.Out<T>(0),
                                                io.Out<T>(1));
           } else {
-            // The log-probabilities nobody reads: the declared workspace (a vector of our own outside a plan).
-            std::vector<T> own;
-            T* lp = static_cast<T*>(io.workspace);
-            if (!lp) {
-              own.resize(static_cast<size_t>(N * C * D));
-              lp = own.data();
-            }
+            // The declared workspace, or null: the loss then picks (float rows) or allocates its own.
+            T* lp = picks ? nullptr : static_cast<T*>(io.workspace);
             cpu::SoftmaxCrossEntropyLoss<T, I>(red, N, C, D, io.In<T>(0), io.In<I>(1), w, ii, io.Out<T>(0), lp);
           }
         } catch (const std::out_of_range& e) {

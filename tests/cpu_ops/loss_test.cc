@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <stdexcept>
@@ -67,6 +68,55 @@ TEST(CpuLoss, SoftmaxCrossEntropyMatchesReference) {
       sum += std::log(se) - x[(n * C + t[n * D + d]) * D + d];
     }
   EXPECT_NEAR(out[0], sum / (N * D), 1e-12);
+}
+
+// Float rows without a log-probability output compute only each target's: the same bits as the whole LogSoftmax,
+// for every reduction, with and without weights, ignored targets among them, rows of several lengths; the double
+// reference within float rounding; an out-of-range target still throws.
+TEST(CpuLoss, SoftmaxCrossEntropyPicksTheTargetsBitForBit) {
+  std::mt19937_64 g(std::random_device{}());
+  for (int64_t c : {1, 7, 64, 1000, 8192}) {
+    const int64_t n = 1 + static_cast<int64_t>(g() % 40);
+    std::normal_distribution<float> z(0.f, 3.f);
+    std::vector<float> x(static_cast<size_t>(n * c)), w(static_cast<size_t>(c));
+    for (auto& v : x) v = z(g);
+    for (auto& v : w) v = 0.25f + static_cast<float>(g() % 8);
+    std::vector<int64_t> t(static_cast<size_t>(n));
+    for (auto& v : t) v = g() % 5 == 0 ? -100 : static_cast<int64_t>(g() % c);
+    t[0] = c - 1;  // at least one target counted
+    for (const LossReduction red : {LossReduction::kNone, LossReduction::kSum, LossReduction::kMean}) {
+      for (const bool weighted : {false, true}) {
+        const float* wp = weighted ? w.data() : nullptr;
+        const size_t m = red == LossReduction::kNone ? static_cast<size_t>(n) : 1;
+        std::vector<float> full(m, NAN), picked(m, NAN), lp(x.size());
+        SoftmaxCrossEntropyLoss<float, int64_t>(red, n, c, 1, x.data(), t.data(), wp, -100, full.data(), lp.data());
+        SoftmaxCrossEntropyLoss<float, int64_t>(red, n, c, 1, x.data(), t.data(), wp, -100, picked.data(), nullptr);
+        for (size_t i = 0; i < m; ++i) ASSERT_EQ(full[i], picked[i]) << "c " << c << " i " << i;
+        double sum = 0, wsum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          if (t[i] == -100) continue;
+          double mx = x[i * c], se = 0;
+          for (int64_t k = 0; k < c; ++k) mx = std::max<double>(mx, x[i * c + k]);
+          for (int64_t k = 0; k < c; ++k) se += std::exp(x[i * c + k] - mx);
+          const double wi = weighted ? w[t[i]] : 1.0, l = (mx + std::log(se) - x[i * c + t[i]]) * wi;
+          if (red == LossReduction::kNone) {
+            ASSERT_NEAR(picked[i], l, 1e-5 * (1 + std::abs(l)));
+          }
+          sum += l;
+          wsum += wi;
+        }
+        if (red != LossReduction::kNone) {
+          const double want = red == LossReduction::kSum ? sum : sum / wsum;
+          EXPECT_NEAR(picked[0], want, 1e-5 * (1 + std::abs(want)));
+        }
+      }
+    }
+    t[n - 1] = c;
+    float out;
+    EXPECT_THROW((SoftmaxCrossEntropyLoss<float, int64_t>(LossReduction::kSum, n, c, 1, x.data(), t.data(), nullptr,
+                                                          -100, &out, nullptr)),
+                 std::out_of_range);
+  }
 }
 
 }  // namespace
