@@ -108,6 +108,35 @@ bool DropoutMode(Graph& g, Node* n, bool training) {
   return true;
 }
 
+// A training-mode Dropout (opset >= 12) whose ratio is a constant 0 passes X through (Y = X, an all-true mask, a scale
+// of 1): where nobody reads its mask it becomes an Identity, so neither its copy and mask nor its gradient's mask
+// multiply run. Models exported with dropout switched off (p = 0) keep their Dropout nodes in training mode.
+bool ZeroRatioDropoutToIdentity(Graph& g, Node* n) {
+  if (n->opset < 12 || !n->has_input(1) || !n->has_input(2)) return false;
+  auto scalar = [](const Value* v) -> const Tensor* {
+    if (v->initializer && v->initializer->numel() == 1) return v->initializer.get();
+    if (v->producer && v->producer->op_type == "Constant" && v->producer->attr("value") &&
+        v->producer->attr("value")->t.numel() == 1)
+      return &v->producer->attr("value")->t;
+    return nullptr;
+  };
+  const Tensor* ratio = scalar(n->inputs[1]);
+  const Tensor* mode = scalar(n->inputs[2]);
+  if (!ratio || !mode || ratio->GetDouble(0) != 0 || mode->GetDouble(0) == 0) return false;
+  if (n->has_output(1)) {
+    Value* mask = n->outputs[1];
+    if (!mask->uses.empty() || std::find(g.outputs.begin(), g.outputs.end(), mask) != g.outputs.end()) return false;
+    mask->producer = nullptr;
+    mask->producer_output = -1;
+  }
+  n->outputs.resize(1);
+  for (int i = static_cast<int>(n->inputs.size()) - 1; i >= 1; --i) g.SetInput(n, i, nullptr);
+  n->inputs.resize(1);
+  n->op_type = "Identity";
+  n->attrs.clear();
+  return true;
+}
+
 }  // namespace
 
 bool TrainingModePass::Run(Graph& g) {
@@ -117,7 +146,7 @@ bool TrainingModePass::Run(Graph& g) {
     if (n->op_type == "BatchNormalization")
       changed |= training_ ? BatchNormTraining(g, n) : BatchNormInference(g, n);
     else if (n->op_type == "Dropout")
-      changed |= DropoutMode(g, n, training_);
+      changed |= DropoutMode(g, n, training_) | (training_ && ZeroRatioDropoutToIdentity(g, n));
   }
   // New outputs get their types; the whole graph, since an imported model may not have been inferred yet.
   if (changed) InferShapes(g);

@@ -7,7 +7,8 @@
 //   mean/var inputs are initializers they become training state: Graph::update_bindings gets {mean, mean'} and
 //   {var, var'} (ONNX semantics: running = running * momentum + batch * (1 - momentum), biased batch variance).
 //   Dropout (opset >= 12): training_mode input = true; opset <= 6: is_test = 0. (Opsets 7-11 have no training
-//   mode in ONNX: left as they are, an identity.)
+//   mode in ONNX: left as they are, an identity.) A training-mode Dropout whose ratio is a constant 0 and whose mask
+//   nobody reads becomes an Identity (it passes X through: models exported with dropout switched off).
 // Rewrite, training = false:
 //   BatchNormalization: training_mode = 0 (is_test = 1), the running-statistics and saved outputs dropped (and
 //   removed from the graph outputs; one still consumed by another node is an error naming it): BN normalizes with

@@ -239,6 +239,9 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
     RequireTensorType(ctx, 0);
     KernelInfo info{CopyKernel(ctx.in(0).nbytes())};
     AllowInPlace(info, ctx, 0, 0);  // where the input dies here, no copy
+    // Where it stays live, the output as a view of its bytes (as Reshape's; a Dropout of ratio 0 becomes an
+    // Identity whose input the residual path reads on).
+    if (ctx.in(0).dtype == ctx.out(0).dtype && ctx.in(0).dims == ctx.out(0).dims) info.views.push_back({0, 0});
     return info;
   });
   r.Register("Not", [](const KernelContext& ctx) {

@@ -118,5 +118,49 @@ TEST(TrainingModePass, DropoutTrainingModeInputFollowsTheMode) {
   EXPECT_EQ(d->inputs[2]->initializer->GetDouble(0), 0.0);
 }
 
+// Dropout exported with p = 0 in training mode: an Identity where its mask is unread; a read mask, a nonzero ratio, a
+// ratio fed at run time keep the Dropout.
+TEST(TrainingModePass, ZeroRatioDropoutBecomesAnIdentity) {
+  for (const int variant : {0, 1, 2, 3}) {
+    Graph g;
+    g.opset_imports[""] = 13;
+    Value* x = g.AddValue("x");
+    x->dtype = DataType::kFloat32;
+    x->shape = Shape::Static({8});
+    g.inputs.push_back(x);
+    Value* ratio;
+    if (variant == 3) {
+      ratio = g.AddValue("ratio");
+      ratio->dtype = DataType::kFloat32;
+      ratio->shape = Shape::Static({});
+      g.inputs.push_back(ratio);
+    } else {
+      Tensor r(DataType::kFloat32, {});
+      r.SetDouble(0, variant == 2 ? 0.1 : 0.0);
+      ratio = g.AddInitializer("ratio", r);
+    }
+    Value* y = g.AddValue("y");
+    Value* mask = g.AddValue("mask");
+    Node* d = g.AddNode("Dropout", {x, ratio}, {y, mask}, "drop");
+    g.outputs.push_back(y);
+    if (variant == 1) g.outputs.push_back(mask);
+    InferShapes(g);
+    EXPECT_TRUE(TrainingModePass(true).Run(g));
+    SCOPED_TRACE(variant);
+    if (variant == 0) {
+      EXPECT_EQ(d->op_type, "Identity");
+      ASSERT_EQ(d->inputs.size(), 1u);
+      EXPECT_EQ(d->inputs[0], x);
+      EXPECT_EQ(d->outputs.size(), 1u);
+      EXPECT_TRUE(ratio->uses.empty());
+      EXPECT_EQ(mask->producer, nullptr);
+      EXPECT_NO_THROW(VerifyGraph(g));
+    } else {
+      EXPECT_EQ(d->op_type, "Dropout");
+      EXPECT_EQ(d->inputs[2]->initializer->GetDouble(0), 1.0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ot
