@@ -16,6 +16,7 @@
 #include "passes/master_weights.h"
 #include "passes/pass_manager.h"
 #include "passes/shard_masters.h"
+#include "passes/slice_pushdown.h"
 #include "passes/sync_batchnorm.h"
 #include "passes/training_mode.h"
 
@@ -51,6 +52,9 @@ PassManager StepPipeline(StepBuild& b) {
   pm.Add(
       "sync_batchnorm", [&b](Graph& g) { return SyncBatchNormPass(b.o.data_parallel.world).Run(g); },
       "it makes --sync-batchnorm", o.data_parallel.world > 1 && o.data_parallel.sync_batchnorm);
+  // Before pattern fusion (it walks MatMul + Add, not the fused layer) and autodiff (the gradient is then of the
+  // smaller slice).
+  pm.Add("slice_pushdown", [](Graph& g) { return SlicePushdownPass().Run(g); });
   // Before autodiff, so the fused ops' gradient rules apply.
   pm.Add("pattern_fusion", [](Graph& g) { return RunPatternFusion(g, true); });
   pm.Add(
