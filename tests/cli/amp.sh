@@ -32,7 +32,7 @@ for field in '"loss_scale": 65536' '"param_norm":' '"zero_grad_fraction":' '"ski
   head -1 "$tmp/log.jsonl" | grep -qF -- "$field" && ok || bad "first log line lacks $field"
 done
 grep -q "steps skipped (non-finite gradients), final loss scale 65536" "$tmp/out" && ok || bad "no skipped summary: $(cat "$tmp/out")"
-if grep -q avx512fp16 /proc/cpuinfo; then ok; else grep -q "warning: --amp=fp16: this CPU has no fp16 arithmetic" "$tmp/err" && ok || bad "no hardware warning"; fi
+if grep -qw avx512_fp16 /proc/cpuinfo; then ok; else grep -q "warning: --amp=fp16: this CPU has no fp16 arithmetic" "$tmp/err" && ok || bad "no hardware warning"; fi
 # --save writes fp32 weights.
 python3 - "$ex/train.npz" "$tmp/x.npz" <<'PY'
 import sys, zipfile
