@@ -116,6 +116,10 @@ FULL = [
     vision("cait", "timm", lambda: timm.create_model("cait_xxs24_224")),
     vision("poolformer", "timm", lambda: timm.create_model("poolformer_s12")),
     vision("xcit", "timm", lambda: timm.create_model("xcit_nano_12_p16_224")),
+    # The CPU-speed issue's transformer LM: tests/models/zoo_torch.py's LM at d 256, 4 layers, 4 heads, T 128,
+    # batch 16 (a vocabulary of 8192).
+    Spec("lm_d256", "torch", lambda dropout: PosSliceLM(False, 8192, 256, SEQ, 4, 4), text(8192, LM, "tokens"), LM,
+         batch=16),
     # tests/models/zoo_torch.py's LM at GPT-2 small's width and depth (768, 12 layers, 12 heads).
     Spec("pos_slice_lm", "torch", lambda dropout: PosSliceLM(False, 50257, 768, 1024, 12, 12),
          text(50257, LM, "tokens"), LM, batch=4),

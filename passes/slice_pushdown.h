@@ -7,12 +7,13 @@
 //   z = Slice(MatMul(h, W))           ->  z = MatMul(Slice(h), W)
 // with W 2-D, h of rank r, and the Add's other operand (bias) of rank <= r and of size 1 at every sliced axis (as
 // broadcast from the right): each output row is then a function of the same row of h alone. Add may also be Sub,
-// Mul or Div under the same condition; element-by-element unary ops (Cast, Relu, Gelu, Tanh...) may come between. The MatMul, the Add and the Slice's input have no other consumer and are
-// neither graph outputs nor training state; z's consumers read the Add's (or MatMul's) output instead.
+// Mul or Div under the same condition; element-by-element unary ops (Cast, Relu, Tanh...) may come between. The
+// MatMul, the Add and the Slice's input have no other consumer and are neither graph outputs nor training state;
+// z's consumers read the Add's (or MatMul's) output instead.
 // Why: a causal LM's loss drops the last position's logits (`logits[:, :-1]`): sliced after the vocabulary
-// projection, that copies the [B, T, V] logits and its gradient pads them back -- two full passes over the
-// model's largest tensors (67 MB each for a d256 LM at V 8192, batch 16, T 128; 823 MB for GPT-2 at batch 4,
-// T 1024); sliced before it, the copies are of [B, T, d] and the projection does (T - 1) / T of the work.
+// projection, that copies the [B, T, V] logits and its gradient pads them back -- two full passes over the model's
+// largest tensors (67 MB each for a d256 LM at V 8192, batch 16, T 128; 823 MB for GPT-2 at batch 4, T 1024);
+// sliced before it, the copies are of [B, T, d] and the projection does (T - 1) / T of the work.
 #pragma once
 #include "passes/pass.h"
 
