@@ -20,6 +20,7 @@
 #include "graph/graph.h"
 #include "graph/tensor.h"
 #include "kernel_common/half.h"
+#include "kernel_common/vec_math.h"
 
 namespace ot {
 
@@ -50,20 +51,26 @@ cpu::MatMulSpec MatMulBiasSpec(const KernelContext& ctx) {
 namespace {
 
 // Zeroes the negative entries of y[0, n) in place. For the half types the test is on the bits: sign set and not a
-// NaN (|bits| above the infinity pattern `inf`), so no conversion to float is needed.
+// NaN (|bits| above the infinity pattern `inf`), so no conversion to float is needed. Written as selects, not
+// conditional stores: the loops vectorize (OT_VEC_CLONES) and take no branch per element (random signs made the
+// branchy loop mispredict half the time: 4 ms of a 2048 x 1024 layer's 8.5 ms).
+template <typename T>
+OT_VEC_CLONES void ReluRange(T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+    constexpr uint16_t inf = std::is_same_v<T, float16> ? 0x7C00 : 0x7F80;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t b = y[i].bits;
+      y[i].bits = ((b & 0x8000) && (b & 0x7FFF) <= inf) ? uint16_t{0} : b;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] < T(0) ? T(0) : y[i];
+  }
+}
+
 template <typename T>
 void ReluInPlace(T* y, int64_t n) {
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 15), [&](const tbb::blocked_range<int64_t>& r) {
-    for (int64_t i = r.begin(); i < r.end(); ++i) {
-      if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
-        constexpr uint16_t inf = std::is_same_v<T, float16> ? 0x7C00 : 0x7F80;
-        const uint16_t b = y[i].bits;
-        if ((b & 0x8000) && (b & 0x7FFF) <= inf) y[i].bits = 0;
-      } else {
-        if (y[i] < T(0)) y[i] = T(0);
-      }
-    }
-  });
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 15),
+                    [&](const tbb::blocked_range<int64_t>& r) { ReluRange<T>(y + r.begin(), r.end() - r.begin()); });
 }
 
 template <typename T>
