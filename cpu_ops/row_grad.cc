@@ -373,6 +373,30 @@ void SoftmaxCrossEntropyGradF32(int64_t n, int64_t c, int64_t d, const float* x,
       tbb::simple_partitioner());
 }
 
+template <typename I, typename H>
+void SoftmaxCrossEntropyGradRowsToHalf(int64_t n, int64_t c, const float* x, const I* target, const double* f, H* dx) {
+  if (n <= 0 || c <= 0) return;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, n, RowsPerBlock(c)),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        std::vector<float> row(static_cast<size_t>(c));
+        for (int64_t i = r.begin(); i < r.end(); ++i) {
+          SceGradRow<I>(c, x + i * c, target[i], f[i], row.data());
+          StoreFloats(row.data(), dx + i * c, c);
+        }
+      },
+      tbb::simple_partitioner());
+}
+
+template void SoftmaxCrossEntropyGradRowsToHalf<int32_t, float16>(int64_t, int64_t, const float*, const int32_t*,
+                                                                  const double*, float16*);
+template void SoftmaxCrossEntropyGradRowsToHalf<int64_t, float16>(int64_t, int64_t, const float*, const int64_t*,
+                                                                  const double*, float16*);
+template void SoftmaxCrossEntropyGradRowsToHalf<int32_t, bfloat16>(int64_t, int64_t, const float*, const int32_t*,
+                                                                   const double*, bfloat16*);
+template void SoftmaxCrossEntropyGradRowsToHalf<int64_t, bfloat16>(int64_t, int64_t, const float*, const int64_t*,
+                                                                   const double*, bfloat16*);
+
 template void SoftmaxCrossEntropyGradF32<int32_t>(int64_t, int64_t, int64_t, const float*, const int32_t*,
                                                   const double*, float*);
 template void SoftmaxCrossEntropyGradF32<int64_t>(int64_t, int64_t, int64_t, const float*, const int64_t*,

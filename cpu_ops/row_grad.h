@@ -47,4 +47,9 @@ template <typename I>
 void SoftmaxCrossEntropyGradF32(int64_t n, int64_t c, int64_t d, const float* x, const I* target, const double* f,
                                 float* dx);
 
+// The same for rows (d = 1) into a half dx (float16 or bfloat16): each row computed in float as above, then rounded
+// once -- the bits of SoftmaxCrossEntropyGradF32 followed by a Cast, without the float gradient in memory.
+template <typename I, typename H>
+void SoftmaxCrossEntropyGradRowsToHalf(int64_t n, int64_t c, const float* x, const I* target, const double* f, H* dx);
+
 }  // namespace ot::cpu

@@ -13,6 +13,7 @@
 #include "passes/fuse_matmul_bias.h"
 #include "passes/fuse_softmax_ce.h"
 #include "passes/fusion_stage.h"
+#include "passes/half_loss_grad.h"
 #include "passes/master_weights.h"
 #include "passes/pass_manager.h"
 #include "passes/shard_masters.h"
@@ -114,6 +115,8 @@ PassManager StepPipeline(StepBuild& b) {
         return changed;
       },
       mixed, amp);
+  pm.Add(
+      "half_loss_grad", [](Graph& g) { return HalfLossGradPass().Run(g); }, "", amp);
   pm.Add(
       "fp16_range",
       [&b](Graph& g) {

@@ -216,18 +216,28 @@ KernelInfo SceLossKernel(const KernelContext& ctx) {
 KernelInfo LossGradKernel(const KernelContext& ctx) {
   if (ctx.node.attr_int("softmax", 0) == 0) ctx.Unsupported("the NegativeLogLikelihoodLoss gradient on the GPU");
   const FloatType t = DeviceFloatType(ctx, ctx.in(1).dtype, "LossGrad");
-  if (ctx.in(0).dtype != ctx.in(1).dtype || ctx.out(0).dtype != ctx.in(1).dtype ||
-      (ctx.has_input(3) && ctx.in(3).dtype != ctx.in(1).dtype))
-    ctx.Unsupported("dLoss/weights/dScores of a dtype other than the scores'");
+  if (ctx.in(0).dtype != ctx.in(1).dtype || (ctx.has_input(3) && ctx.in(3).dtype != ctx.in(1).dtype))
+    ctx.Unsupported("dLoss/weights of a dtype other than the scores'");
+  // dScores in half from float32 scores (attribute `to`, passes/half_loss_grad.h): the float gradient in the
+  // workspace, then one Cast.
+  const bool narrow = ctx.out(0).dtype != ctx.in(1).dtype;
+  if (narrow && (ctx.in(1).dtype != DataType::kFloat32 ||
+                 (ctx.out(0).dtype != DataType::kFloat16 && ctx.out(0).dtype != DataType::kBFloat16)))
+    ctx.Unsupported("dScores of a dtype other than the scores' (only float32 scores to a half gradient)");
+  const FloatType to = narrow ? DeviceFloatType(ctx, ctx.out(0).dtype, "LossGrad") : t;
   const LossShape s = LossGeometry(ctx, 1, 2);
   const bool has_w = ctx.has_input(3);
   const size_t ws = cuda::SoftmaxCrossEntropyWorkspaceBytes(s.n * s.d), rws = s.rows_ws();
+  const int64_t elems = s.n * s.c * s.d;
+  const size_t wide = narrow ? (static_cast<size_t>(elems) * sizeof(float) + 255) / 256 * 256 : 0;
+  const size_t ws_aligned = (ws + 255) / 256 * 256;
   auto flag = std::make_shared<DeviceFlag>();
   KernelInfo info = CheckedLossInfo(ctx.node.Describe(), flag, [=](const KernelIO& io, int* bad) {
     RunLauncher("", [&] {
       uint8_t* w = static_cast<uint8_t*>(io.workspace);
+      void* out = narrow ? static_cast<void*>(w + 2 * rws + ws_aligned) : io.out[0];
       const void* rows = io.in[1];
-      void* drows = io.out[0];
+      void* drows = out;
       if (s.d > 1) {  // [N, C, D] -> [N, D, C]; the gradient made as rows, then back
         cuda::Transpose(io.in[1], w, s.esz, {s.n, s.c, s.d}, {0, 2, 1}, io.stream);
         rows = w;
@@ -235,10 +245,11 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
       }
       cuda::SoftmaxCrossEntropyBackward(s.red, s.n * s.d, s.c, t, io.in[0], rows, s.it, io.in[2],
                                         has_w ? io.in[3] : nullptr, s.ignore, drows, bad, w + 2 * rws, ws, io.stream);
-      if (s.d > 1) cuda::Transpose(drows, io.out[0], s.esz, {s.n, s.d, s.c}, {0, 2, 1}, io.stream);
+      if (s.d > 1) cuda::Transpose(drows, out, s.esz, {s.n, s.d, s.c}, {0, 2, 1}, io.stream);
+      if (narrow) cuda::Cast(t, out, to, io.out[0], elems, io.stream);
     });
   });
-  info.workspace_bytes = ws + 2 * rws;
+  info.workspace_bytes = (narrow ? ws_aligned : ws) + 2 * rws + wide;
   return info;
 }
 

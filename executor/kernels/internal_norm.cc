@@ -200,6 +200,23 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
         cpu::SoftmaxCrossEntropyGradF32(N, C, D, io.In<float>(1), io.In<int64_t>(2), f.data(), io.Out<float>(0));
       return;
     }
+    if (softmax && tx == DataType::kFloat32 && D == 1 && (to == DataType::kBFloat16 || to == DataType::kFloat16)) {
+      // A half gradient (passes/half_loss_grad.h): each row in float as above, rounded once when stored.
+      std::vector<double> f(static_cast<size_t>(N));
+      for (int64_t i = 0; i < N; ++i) f[i] = t[i] == ii ? 0.0 : w[t[i]] * g[none ? i : 0] * scale;
+      auto rows = [&](auto htag) {
+        using H = decltype(htag);
+        if (it == DataType::kInt32)
+          cpu::SoftmaxCrossEntropyGradRowsToHalf(N, C, io.In<float>(1), io.In<int32_t>(2), f.data(), io.Out<H>(0));
+        else
+          cpu::SoftmaxCrossEntropyGradRowsToHalf(N, C, io.In<float>(1), io.In<int64_t>(2), f.data(), io.Out<H>(0));
+      };
+      if (to == DataType::kBFloat16)
+        rows(bfloat16{});
+      else
+        rows(float16{});
+      return;
+    }
     const int64_t blk = C * D;
     std::vector<double> x(static_cast<size_t>(blk)), dx(static_cast<size_t>(blk));
     for (int64_t b = 0; b < N; ++b) {

@@ -9,6 +9,7 @@
 //     softmax = 1 (SoftmaxCrossEntropyLoss, X = scores): dX = (softmax(X) - onehot(t)) * w[t] * g;
 //     softmax = 0 (NegativeLogLikelihoodLoss, X = log-probabilities): dX = -onehot(t) * w[t] * g, where
 //     g = dLoss[n, d...] (none), dLoss (sum), dLoss / sum of the weights of non-ignored targets (mean).
+//     Attribute `to` (optional): dX's type when it differs from X's (float16/bfloat16 from float32 scores).
 //   LayerNormGrad(dY, X, Scale) {axis, epsilon} -> dX, dScale, dB   (statistics recomputed from X; Scale may be
 //     broadcast to the normalized shape X.shape[axis:], dScale and dB have that shape)
 //   BatchNormGrad(dY, X, scale[, mean, var][, R]) {epsilon, training, relu, sum_keepdims} -> dX, dScale, dB[, dXsum]
@@ -44,7 +45,11 @@ void RegisterSchemas(OpRegistry& r) {
   OpSchema lg;
   lg.op_type = "LossGrad";
   lg.domain = kInternalDomain;
-  lg.infer = like(1);
+  // dX like X, or of the type the attribute `to` names (a half gradient: passes/half_loss_grad.h).
+  lg.infer = [](InferContext& ctx) {
+    const DataType t = ctx.node.has_attr("to") ? static_cast<DataType>(ctx.node.attr_int("to", 0)) : ctx.input_type(1);
+    ctx.set_output(0, t, ctx.input_shape(1));
+  };
   r.Register(lg);
 
   // dX like X (input 1), dScale and dB like Scale (input 2).

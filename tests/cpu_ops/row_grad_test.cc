@@ -176,6 +176,33 @@ TEST(RowGrad, SoftmaxCrossEntropyGradMatchesFloat64RowsAndColumns) {
   }
 }
 
+// The half-output rows: each element the float kernel's, rounded once (the bits a Cast of its output gives); ignored
+// rows exactly 0; every element written (dx starts as NaN).
+TEST(RowGrad, SoftmaxCrossEntropyGradRowsToHalfRoundTheFloatRows) {
+  std::mt19937 rng(std::random_device{}());
+  for (int64_t c : {1, 9, 300, 8192}) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 37);
+    const auto x = Random(n * c, rng, 4.f);
+    std::vector<int64_t> t(n);
+    std::vector<double> f(n);
+    for (int64_t i = 0; i < n; ++i) {
+      t[i] = std::uniform_int_distribution<int64_t>(0, c - 1)(rng);
+      f[i] = i % 5 == 2 ? 0.0 : std::uniform_real_distribution<double>(-3.0, 3.0)(rng);
+      if (f[i] == 0.0) t[i] = -1;
+    }
+    std::vector<float> want(x.size(), kNaN);
+    SoftmaxCrossEntropyGradF32(n, c, 1, x.data(), t.data(), f.data(), want.data());
+    std::vector<bfloat16> bf(x.size(), bfloat16(kNaN));
+    std::vector<float16> hf(x.size(), float16(kNaN));
+    SoftmaxCrossEntropyGradRowsToHalf(n, c, x.data(), t.data(), f.data(), bf.data());
+    SoftmaxCrossEntropyGradRowsToHalf(n, c, x.data(), t.data(), f.data(), hf.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(bf[i].bits, bfloat16(want[i]).bits) << "c " << c << " element " << i;
+      ASSERT_EQ(hf[i].bits, float16(want[i]).bits) << "c " << c << " element " << i;
+    }
+  }
+}
+
 TEST(RowGrad, SoftmaxCrossEntropyGradIgnoredPositionIsZeroEvenForInfiniteScores) {
   std::vector<float> x = {1.f, 0.5f, INFINITY, 0.25f, -2.f, 3.f};  // [1, 3, 2]: column 0 holds an inf
   const std::vector<int64_t> t = {-1, 2};
