@@ -17,6 +17,7 @@
 #include "passes/master_weights.h"
 #include "passes/pass_manager.h"
 #include "passes/shard_masters.h"
+#include "passes/slice_grad_concat.h"
 #include "passes/slice_pushdown.h"
 #include "passes/sync_batchnorm.h"
 #include "passes/training_mode.h"
@@ -79,6 +80,7 @@ PassManager StepPipeline(StepBuild& b) {
         return changed;
       },
       step);
+  pm.Add("slice_grad_concat", [](Graph& g) { return SliceGradConcatPass().Run(g); });
   pm.Add(
       "data_parallel",
       [&b](Graph& g) {
