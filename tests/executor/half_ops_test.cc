@@ -277,6 +277,13 @@ TEST_P(HalfOps, ConvGradWeight) {
         {50});
   Check(h(), {"ConvGradWeight", {{"group", I(2)}}, 1, 17, kInternalDomain},
         {H({3, 6, 5, 3}), H({3, 4, 7, 5}), Ints({6, 2, 3, 3})}, {45});
+  // Depthwise 5x5 (EfficientNet's): oneDNN's half primitive for it is gemm-based, so cpu_ops/depthwise_grad.h runs on
+  // widened copies; 3x3 stays in oneDNN's jit_dw.
+  for (int64_t k : {5, 3}) {
+    const int64_t p = k / 2;
+    Check(h(), {"ConvGradWeight", {{"group", I(6)}, {"pads", Is({p, p, p, p})}}, 1, 17, kInternalDomain},
+          {H({2, 6, 9, 9}), H({2, 6, 9, 9}), Ints({6, 1, k, k})}, {2 * 81});
+  }
 }
 
 // ---- infer: element-wise ---------------------------------------------------------------------------------------
