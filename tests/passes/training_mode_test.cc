@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "graph/error.h"
 #include "graph/op_registry.h"
@@ -95,13 +97,19 @@ TEST(TrainingModePass, ConsumedStatisticsCannotBeDropped) {
   }
 }
 
+// A float32 graph input of g (opset 13).
+Value* FloatInput(Graph& g, const std::string& name, std::vector<int64_t> dims) {
+  g.opset_imports[""] = 13;
+  Value* v = g.AddValue(name);
+  v->dtype = DataType::kFloat32;
+  v->shape = Shape::Static(std::move(dims));
+  g.inputs.push_back(v);
+  return v;
+}
+
 TEST(TrainingModePass, DropoutTrainingModeInputFollowsTheMode) {
   Graph g;
-  g.opset_imports[""] = 13;
-  Value* x = g.AddValue("x");
-  x->dtype = DataType::kFloat32;
-  x->shape = Shape::Static({8});
-  g.inputs.push_back(x);
+  Value* x = FloatInput(g, "x", {8});
   Tensor r(DataType::kFloat32, {});
   r.SetDouble(0, 0.25);
   Value* ratio = g.AddInitializer("ratio", r);
@@ -123,17 +131,10 @@ TEST(TrainingModePass, DropoutTrainingModeInputFollowsTheMode) {
 TEST(TrainingModePass, ZeroRatioDropoutBecomesAnIdentity) {
   for (const int variant : {0, 1, 2, 3}) {
     Graph g;
-    g.opset_imports[""] = 13;
-    Value* x = g.AddValue("x");
-    x->dtype = DataType::kFloat32;
-    x->shape = Shape::Static({8});
-    g.inputs.push_back(x);
+    Value* x = FloatInput(g, "x", {8});
     Value* ratio;
     if (variant == 3) {
-      ratio = g.AddValue("ratio");
-      ratio->dtype = DataType::kFloat32;
-      ratio->shape = Shape::Static({});
-      g.inputs.push_back(ratio);
+      ratio = FloatInput(g, "ratio", {});
     } else {
       Tensor r(DataType::kFloat32, {});
       r.SetDouble(0, variant == 2 ? 0.1 : 0.0);
