@@ -11,30 +11,42 @@
 
 namespace ot::cpu {
 
-template <typename T, typename I>
-void NllLoss(LossReduction red, int64_t n, int64_t c, int64_t d, const T* input, const I* target, const T* weight,
-             int64_t ignore_index, T* out) {
+namespace {
+
+// The reduction both losses share, in one order: position i's term is -value(i, t) * w[t] for its target t (ignored:
+// 0, and no weight in the mean's divisor); a target outside [0, c) throws.
+template <typename T, typename I, typename Value>
+void ReduceNll(LossReduction red, int64_t count, int64_t c, const I* target, const T* weight, int64_t ignore_index,
+               Value value, T* out) {
   double sum = 0, wsum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t k = 0; k < d; ++k) {
-      const int64_t t = static_cast<int64_t>(target[i * d + k]);
-      double l = 0;
-      if (t != ignore_index) {
-        if (t < 0 || t >= c)
-          throw std::out_of_range("target " + std::to_string(t) + " at element " + std::to_string(i * d + k) +
-                                  " is outside [0, " + std::to_string(c) + ")");
-        const double w = weight ? Load(weight[t]) : 1.0;
-        l = -Load(input[(i * c + t) * d + k]) * w;
-        wsum += w;
-      }
-      if (red == LossReduction::kNone)
-        out[i * d + k] = Store<T>(l);
-      else
-        sum += l;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t t = static_cast<int64_t>(target[i]);
+    double l = 0;
+    if (t != ignore_index) {
+      if (t < 0 || t >= c)
+        throw std::out_of_range("target " + std::to_string(t) + " at element " + std::to_string(i) +
+                                " is outside [0, " + std::to_string(c) + ")");
+      const double w = weight ? Load(weight[t]) : 1.0;
+      l = -value(i, t) * w;
+      wsum += w;
     }
+    if (red == LossReduction::kNone)
+      out[i] = Store<T>(l);
+    else
+      sum += l;
   }
   if (red == LossReduction::kSum) out[0] = Store<T>(sum);
   if (red == LossReduction::kMean) out[0] = Store<T>(sum / wsum);
+}
+
+}  // namespace
+
+template <typename T, typename I>
+void NllLoss(LossReduction red, int64_t n, int64_t c, int64_t d, const T* input, const I* target, const T* weight,
+             int64_t ignore_index, T* out) {
+  ReduceNll<T, I>(
+      red, n * d, c, target, weight, ignore_index,
+      [&](int64_t q, int64_t t) { return Load(input[((q / d) * c + t) * d + q % d]); }, out);
 }
 
 template <typename T, typename I>
@@ -47,29 +59,13 @@ void SoftmaxCrossEntropyLoss(LossReduction red, int64_t n, int64_t c, int64_t d,
       std::vector<int64_t> col(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
         const int64_t t = static_cast<int64_t>(target[i]);
-        col[i] = t == ignore_index ? -1 : t;
-        if (t != ignore_index && (t < 0 || t >= c))
-          throw std::out_of_range("target " + std::to_string(t) + " at element " + std::to_string(i) +
-                                  " is outside [0, " + std::to_string(c) + ")");
+        col[i] = t == ignore_index || t < 0 || t >= c ? -1 : t;  // out of range: ReduceNll throws below
       }
       std::vector<float> picked(static_cast<size_t>(n));
       LogSoftmaxPickF32(n, c, scores, col.data(), picked.data());
-      // NllLoss's sums, in its order.
-      double sum = 0, wsum = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        double l = 0;
-        if (col[i] >= 0) {
-          const double w = weight ? static_cast<double>(weight[col[i]]) : 1.0;
-          l = -static_cast<double>(picked[i]) * w;
-          wsum += w;
-        }
-        if (red == LossReduction::kNone)
-          out[i] = static_cast<float>(l);
-        else
-          sum += l;
-      }
-      if (red == LossReduction::kSum) out[0] = static_cast<float>(sum);
-      if (red == LossReduction::kMean) out[0] = static_cast<float>(sum / wsum);
+      ReduceNll<float, I>(
+          red, n, c, target, weight, ignore_index, [&](int64_t i, int64_t) { return static_cast<double>(picked[i]); },
+          out);
       return;
     }
   }

@@ -81,7 +81,7 @@ Node* LayerBelow(const Graph& g, const Node* s, const std::vector<int64_t>& axes
       continue;
     }
     if (!IsRowwiseBinary(p)) return nullptr;
-    // The operand toward the layer is the other one's partner: the other must be constant along the axes.
+    // The chain goes on through the operand whose partner is constant along the sliced axes (the bias).
     const Value* up = nullptr;
     if (p->inputs.size() == 2 && ConstantAlongAxes(p->inputs[1], r, axes))
       up = p->inputs[0];

@@ -190,10 +190,16 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
       wsum += w[t[i]];
     }
     const double scale = mean ? (wsum != 0 ? 1.0 / wsum : 0.0) : 1.0;
-    if (softmax && tx == DataType::kFloat32 && to == DataType::kFloat32) {
-      // float32 scores: cpu_ops/row_grad's parallel, vectorized form of the loops below, given each position's f.
+    // Each position's factor f (its class weight times dLoss and the mean's 1/sum; 0 where ignored) for the row
+    // kernels of cpu_ops/row_grad.
+    auto factors = [&] {
       std::vector<double> f(static_cast<size_t>(N * D));
       for (int64_t i = 0; i < N * D; ++i) f[i] = t[i] == ii ? 0.0 : w[t[i]] * g[none ? i : 0] * scale;
+      return f;
+    };
+    if (softmax && tx == DataType::kFloat32 && to == DataType::kFloat32) {
+      // float32 scores: cpu_ops/row_grad's parallel, vectorized form of the loops below.
+      const std::vector<double> f = factors();
       if (it == DataType::kInt32)
         cpu::SoftmaxCrossEntropyGradF32(N, C, D, io.In<float>(1), io.In<int32_t>(2), f.data(), io.Out<float>(0));
       else
@@ -202,8 +208,7 @@ KernelInfo LossGradKernel(const KernelContext& ctx) {
     }
     if (softmax && tx == DataType::kFloat32 && D == 1 && (to == DataType::kBFloat16 || to == DataType::kFloat16)) {
       // A half gradient (passes/half_loss_grad.h): each row in float as above, rounded once when stored.
-      std::vector<double> f(static_cast<size_t>(N));
-      for (int64_t i = 0; i < N; ++i) f[i] = t[i] == ii ? 0.0 : w[t[i]] * g[none ? i : 0] * scale;
+      const std::vector<double> f = factors();
       auto rows = [&](auto htag) {
         using H = decltype(htag);
         if (it == DataType::kInt32)
