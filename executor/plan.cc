@@ -17,6 +17,7 @@
 #include "executor/threads.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
+#include "passes/pass_manager.h"
 
 namespace ot {
 
@@ -364,6 +365,11 @@ std::unique_ptr<Plan> Plan::Compile(const Graph& g, const std::map<std::string, 
   p->PlanArena();
   for (const Step& st : p->steps_)
     if (st.kernel.after_run) p->after_run_.push_back(&st.kernel.after_run);
+  // Where passes are verified (debug builds, the test suites): the arena's ordering too, on plans of up to 20,000
+  // kernels (the check keeps every kernel's ancestors: quadratic; the scaling tests' 100,000-node chains skip it).
+  if (VerifyPassesByDefault() && p->steps_.size() <= 20000)
+    if (const std::string why = p->CheckMemoryOrder(); !why.empty())
+      throw Error("internal error: the plan's memory order: " + why);
   if (p->device_)
     p->SetUpDevice(g);
   else
@@ -420,10 +426,31 @@ void Plan::WriteStateInPlace(const Graph& g) {
   std::sort(outputs_in_state_.begin(), outputs_in_state_.end());
 }
 
+namespace {
+// Per buffer, the first buffer of its chain of MemoryPlan::shares (itself when it shares nothing), each chain walked
+// once (a long chain of in-place elementwise ops is one group).
+std::vector<int> GroupRoots(const std::vector<int>& shares) {
+  std::vector<int> root(shares.size(), -1), path;
+  for (size_t b = 0; b < shares.size(); ++b) {
+    int c = static_cast<int>(b);
+    while (root[c] < 0 && shares[c] >= 0) {
+      path.push_back(c);
+      c = shares[c];
+    }
+    const int r = root[c] >= 0 ? root[c] : c;
+    root[c] = r;
+    for (int p : path) root[p] = r;
+    path.clear();
+  }
+  return root;
+}
+}  // namespace
+
 // The arena from passes/memory_plan, then memory dependencies: a step that writes a region waits for every step
 // that used an earlier occupant of the region (its writer and readers), so concurrent execution never overwrites
-// a value still being read. An in-place output's occupant ends at the very step that writes it (the input's last
-// reader): that step waits for the input's other readers. A workspace occupies its region during its step.
+// a value still being read. An occupant is a group of buffers sharing memory (a value, its views, its in-place
+// successors), alive from its first writer to its last reader of any member; an output written in place waits for
+// every earlier reader of its group. A workspace occupies its region during its step. CheckMemoryOrder verifies it.
 void Plan::PlanArena() {
   std::vector<PlanBuffer> pb(bufs_.size());
   output_bytes_ = 0;
@@ -495,7 +522,10 @@ void Plan::PlanArena() {
           bufs_[b].def_step != static_cast<int>(s))
         deps.push_back(bufs_[b].def_step);
   }
-  // Regions of the arena with their lifetimes and the steps that touch them.
+  // Regions of the arena with their lifetimes and the steps that touch them: one per group of buffers sharing memory
+  // (a value, its in-place successors and its views: MemoryPlan::shares), whose lifetime is the union of its
+  // members' -- a view read after its base's last reader keeps the base's bytes, and every reader of any member must
+  // finish before the next occupant writes them -- and one per workspace.
   struct Region {
     size_t lo, hi;
     int def, last;
@@ -503,18 +533,50 @@ void Plan::PlanArena() {
   };
   std::vector<Region> regions;
   std::vector<int> region_of(bufs_.size(), -1);
+  const std::vector<int> roots = GroupRoots(mplan_.shares);
   for (size_t b = 0; b < bufs_.size(); ++b) {
     const Buffer& B = bufs_[b];
     if (B.kind != BufKind::kArena || B.desc.nbytes() == 0) continue;
-    region_of[b] = static_cast<int>(regions.size());
-    regions.push_back(
-        {B.offset, B.offset + AlignUp(B.desc.nbytes()), B.def_step, std::max(B.def_step, B.last_step), {}});
+    const int r = roots[b];
+    if (region_of[r] < 0) {
+      region_of[r] = static_cast<int>(regions.size());
+      regions.push_back({B.offset, B.offset, B.def_step, B.def_step, {}});
+    }
+    region_of[b] = region_of[r];
+    Region& g = regions[region_of[r]];
+    g.hi = std::max(g.hi, B.offset + AlignUp(B.desc.nbytes()));
+    g.def = std::min(g.def, B.def_step);
+    g.last = std::max({g.last, B.def_step, B.last_step});
   }
+  // In plan order, each group's users since its memory was last written (its first writer, or an output written in
+  // place -- not a view, which writes nothing): an output written in place waits for those (every earlier reader of
+  // the memory it takes over; the readers before the previous write were waited for by that write, which this step
+  // follows through its input). What is left at the end -- the last write and its readers -- is what the next
+  // occupant of the bytes must wait for.
   for (size_t s = 0; s < steps_.size(); ++s) {
-    for (int b : steps_[s].in_bufs)
-      if (b >= 0 && region_of[b] >= 0) regions[region_of[b]].users.push_back(static_cast<int>(s));
-    for (int b : steps_[s].out_bufs)
-      if (b >= 0 && region_of[b] >= 0) regions[region_of[b]].users.push_back(static_cast<int>(s));
+    const Step& st = steps_[s];
+    for (size_t o = 0; o < st.out_bufs.size(); ++o) {
+      const int b = st.out_bufs[o];
+      if (b < 0 || region_of[b] < 0 || mplan_.shares[static_cast<size_t>(b)] < 0) continue;
+      bool view = false;
+      for (auto [vo, vi] : st.kernel.views)
+        if (vo == static_cast<int>(o) && vi >= 0 && vi < static_cast<int>(st.in_bufs.size()) &&
+            st.in_bufs[vi] == mplan_.shares[static_cast<size_t>(b)])
+          view = true;
+      if (view) continue;
+      std::vector<int>& users = regions[region_of[b]].users;
+      for (int u : users)
+        if (u != static_cast<int>(s)) steps_[s].deps.push_back(u);
+      users.clear();
+    }
+    for (const std::vector<int>* list : {&st.in_bufs, &st.out_bufs})
+      for (int b : *list)
+        if (b >= 0 && region_of[b] >= 0) {
+          std::vector<int>& users = regions[region_of[b]].users;
+          if (users.empty() || users.back() != static_cast<int>(s)) users.push_back(static_cast<int>(s));
+        }
+  }
+  for (size_t s = 0; s < steps_.size(); ++s)
     if (steps_[s].workspace_offset >= 0 && steps_[s].kernel.workspace_bytes) {
       const size_t lo = static_cast<size_t>(steps_[s].workspace_offset);
       regions.push_back({lo,
@@ -523,7 +585,6 @@ void Plan::PlanArena() {
                          static_cast<int>(s),
                          {static_cast<int>(s)}});
     }
-  }
   // In the order their occupancy begins, each region waits for the users of the latest earlier occupant of each of
   // its bytes: the occupants before that one are ordered before it in turn (it waited for them). An interval map of
   // the arena (segment start -> latest occupant, -1 for none) keeps this linear in the regions, not quadratic.
@@ -543,7 +604,7 @@ void Plan::PlanArena() {
     for (auto it = first; it != last; ++it) {
       if (it->second < 0) continue;
       const Region& A = regions[it->second];
-      // A's occupancy ends before B's begins (or at B's first step, for an in-place output taking A's memory).
+      // A's occupancy ends before B's begins (the memory plan gives overlapping bytes to disjoint lifetimes).
       if (!(A.def < B.def && A.last <= B.def)) continue;
       for (int u : A.users)
         if (u != B.def) steps_[B.def].deps.push_back(u);
@@ -750,6 +811,64 @@ std::vector<Plan::StepView> Plan::step_views() const {
     r.push_back({st.node, st.in_bufs, st.out_bufs, static_cast<int64_t>(st.kernel.workspace_bytes), st.kernel.inplace,
                  st.kernel.views});
   return r;
+}
+
+std::string Plan::CheckMemoryOrder() const {
+  const size_t ns = steps_.size(), words = (ns + 63) / 64;
+  // Ancestors of every step through its dependencies (plan order is topological: dependencies come first).
+  std::vector<std::vector<uint64_t>> anc(ns, std::vector<uint64_t>(words, 0));
+  for (size_t s = 0; s < ns; ++s)
+    for (int d : steps_[s].deps) {
+      if (d < 0 || static_cast<size_t>(d) >= s) return "step " + std::to_string(s) + " depends on a later step";
+      for (size_t w = 0; w < words; ++w) anc[s][w] |= anc[d][w];
+      anc[s][static_cast<size_t>(d) / 64] |= uint64_t{1} << (d % 64);
+    }
+  const auto before = [&](size_t u, size_t s) { return (anc[s][u / 64] >> (u % 64)) & 1; };
+  // Which value's memory a buffer is: the first buffer of its group (in-place takers and views share it).
+  const std::vector<int> roots = GroupRoots(mplan_.shares);
+  const auto root = [&](int b) { return roots[static_cast<size_t>(b)]; };
+  struct Touch {
+    size_t lo, hi;
+    int group;  // a buffer group's root, or -2 - step for a workspace
+    size_t step;
+    bool writes;
+  };
+  std::vector<Touch> touches;
+  for (size_t s = 0; s < ns; ++s) {
+    const Step& st = steps_[s];
+    const auto add = [&](int b, bool out, int index) {
+      if (b < 0 || bufs_[b].kind != BufKind::kArena || bufs_[b].desc.nbytes() == 0) return;
+      bool writes = out;
+      if (out && mplan_.shares[static_cast<size_t>(b)] >= 0)  // its input's memory: a view writes nothing
+        for (auto [o, i] : st.kernel.views)
+          if (o == index && i >= 0 && i < static_cast<int>(st.in_bufs.size()) &&
+              st.in_bufs[i] == mplan_.shares[static_cast<size_t>(b)])
+            writes = false;
+      touches.push_back({bufs_[b].offset, bufs_[b].offset + AlignUp(bufs_[b].desc.nbytes()), root(b), s, writes});
+    };
+    for (size_t i = 0; i < st.in_bufs.size(); ++i) add(st.in_bufs[i], false, static_cast<int>(i));
+    for (size_t o = 0; o < st.out_bufs.size(); ++o) add(st.out_bufs[o], true, static_cast<int>(o));
+    if (st.workspace_offset >= 0 && st.kernel.workspace_bytes) {
+      const size_t lo = static_cast<size_t>(st.workspace_offset);
+      touches.push_back({lo, lo + AlignUp(st.kernel.workspace_bytes), -2 - static_cast<int>(s), s, true});
+    }
+  }
+  std::sort(touches.begin(), touches.end(), [](const Touch& a, const Touch& b) { return a.lo < b.lo; });
+  for (size_t a = 0; a < touches.size(); ++a)
+    for (size_t b = a + 1; b < touches.size() && touches[b].lo < touches[a].hi; ++b) {
+      const Touch *u = &touches[a], *w = &touches[b];
+      if (u->step == w->step) continue;
+      if (u->step > w->step) std::swap(u, w);
+      // w writes bytes u used earlier: as another value, or (in place) as the value w takes over.
+      if (!w->writes) continue;
+      if (before(u->step, w->step)) continue;
+      const auto name = [&](size_t s) { return steps_[s].node ? steps_[s].node->Describe() : std::to_string(s); };
+      return "step " + std::to_string(w->step) + " (" + name(w->step) + ") writes bytes [" + std::to_string(w->lo) +
+             ", " + std::to_string(w->hi) + ") that step " + std::to_string(u->step) + " (" + name(u->step) +
+             ") used " + (u->group == w->group ? "(the same memory, in place)" : "for another value") +
+             " without being ordered before it";
+    }
+  return "";
 }
 
 std::string Plan::first_nonfinite_detail() const {

@@ -139,6 +139,12 @@ class Plan {
   std::vector<BufferView> buffer_views() const;
   // The kernels in plan order (the order liveness is measured in).
   std::vector<StepView> step_views() const;
+  // The ordering the arena's reuse needs, checked over the plan's dependencies (transitively): every step that writes
+  // arena bytes -- an output, or its workspace -- runs after every earlier step (plan order) that read or wrote
+  // those bytes as another value, and an output written in place runs after every earlier reader of the memory it
+  // takes over (its input and the views of it). Returns the first violation, described, or "". Quadratic in the
+  // kernels (for debug builds and the tests: Compile calls it where passes are verified).
+  std::string CheckMemoryOrder() const;
 
  private:
   enum class BufKind { kArena, kConst, kInput, kOutput };
