@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "cpu_ops/half_convert.h"
 #include "kernel_common/optim_math.h"
 #include "kernel_common/vec_math.h"
 
@@ -112,6 +113,40 @@ double ChunkEpilogue(const OptimTensor& t, int64_t b, int64_t e, bool squares) {
   if (squares)
     for (int64_t i = b; i < e; ++i) s += static_cast<double>(p[i]) * p[i];
   return s;
+}
+
+// Elements [b, e) of a half gradient (t.grad_half) widened to float32 in this thread's buffer (kChunk floats,
+// reused by the thread's next chunk): exact, so every pass reads the values a float32 copy would hold.
+const float* WidenGrad(const OptimTensor& t, int64_t b, int64_t e) {
+  thread_local std::vector<float> buf(kChunk);
+  const uint16_t* g = static_cast<const uint16_t*>(t.g) + b;
+  if (t.grad_half == HalfKind::kFloat16)
+    LoadFloats(reinterpret_cast<const float16*>(g), buf.data(), e - b);
+  else
+    LoadFloats(reinterpret_cast<const bfloat16*>(g), buf.data(), e - b);
+  return buf.data();
+}
+
+// Elements [b, e) of t as a tensor of their own (every operand advanced by b elements), reading the float32
+// gradient g: how the update loops see a chunk of a half gradient widened by WidenGrad.
+OptimTensor ChunkView(const OptimTensor& t, int64_t b, int64_t e, const float* g) {
+  const int64_t off = b * (t.f64 ? 8 : 4);
+  auto in = [&](const void* p) { return p ? static_cast<const void*>(static_cast<const char*>(p) + off) : p; };
+  auto out = [&](void* p) { return p ? static_cast<void*>(static_cast<char*>(p) + off) : p; };
+  OptimTensor v = t;
+  v.n = e - b;
+  v.p = in(t.p);
+  v.g = g;
+  v.grad_half = HalfKind::kNone;
+  v.s0 = in(t.s0);
+  v.s1 = in(t.s1);
+  v.p_out = out(t.p_out);
+  v.s0_out = out(t.s0_out);
+  v.s1_out = out(t.s1_out);
+  v.acc = in(t.acc);
+  v.acc_out = out(t.acc_out);
+  v.half_out = t.half_out ? static_cast<void*>(static_cast<uint16_t*>(t.half_out) + b) : nullptr;
+  return v;
 }
 
 // A step that changes nothing (skipped, or a micro-step): outputs are the inputs bit for bit, then the epilogue.
@@ -279,7 +314,9 @@ OptimResult Apply(const OptimHyper& h, double lr, int64_t step, const std::vecto
     const OptimTensor& t = ts[k.tensor];
     bool f = true;
     int64_t* z = zeros ? &(*zeros)[c] : nullptr;
-    if (t.f64)
+    if (t.grad_half != HalfKind::kNone)
+      SumSquares(WidenGrad(t, k.begin, k.end), 0, k.end - k.begin, gs, part[c], f, z);
+    else if (t.f64)
       SumSquares(static_cast<const double*>(t.g), k.begin, k.end, gs, part[c], f, z);
     else
       SumSquares(static_cast<const float*>(t.g), k.begin, k.end, gs, part[c], f, z);
@@ -311,7 +348,10 @@ OptimResult Apply(const OptimHyper& h, double lr, int64_t step, const std::vecto
   const bool lamb = h.kind == OptimKind::kLamb;
   ForChunks(cs, [&](size_t c, const Chunk& k) {
     const OptimTensor& t = ts[k.tensor];
-    if (t.f64)
+    if (t.grad_half != HalfKind::kNone)
+      UpdateChunk<float>(h, ChunkView(t, k.begin, k.end, WidenGrad(t, k.begin, k.end)), 0, k.end - k.begin, lr, gmul,
+                         first, bc1, bc2);
+    else if (t.f64)
       UpdateChunk<double>(h, t, k.begin, k.end, lr, gmul, first, bc1, bc2);
     else
       UpdateChunk<float>(h, t, k.begin, k.end, lr, gmul, first, bc1, bc2);
@@ -368,9 +408,10 @@ OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, cons
     // micro-step poisons its sum and the K-th step skips.
     ForChunks(cs, [&](size_t c, const Chunk& k) {
       const OptimTensor& t = ts[k.tensor];
+      const float* wide = t.grad_half != HalfKind::kNone ? WidenGrad(t, k.begin, k.end) : nullptr;
       int64_t z = 0;
       for (int64_t i = k.begin; i < k.end; ++i) {
-        const double g = Load(t.g, t.f64, i);
+        const double g = wide ? static_cast<double>(wide[i - k.begin]) : Load(t.g, t.f64, i);
         z += g == 0.0;
         Store(t.acc_out, t.f64, i, (Load(t.acc, t.f64, i) + g * gs) * scale);
       }
@@ -382,7 +423,10 @@ OptimResult MultiTensorUpdate(const OptimHyper& h, double lr, int64_t step, cons
       res.step = step;
       res.micro = micro + 1;
     } else {
-      for (OptimTensor& t : ts) t.g = t.acc_out;  // the mean gradient, unscaled already; zeroed below once used
+      for (OptimTensor& t : ts) {
+        t.g = t.acc_out;  // the mean gradient, unscaled already (its dtype the parameter's); zeroed below once used
+        t.grad_half = HalfKind::kNone;
+      }
       res = Apply(h, lr, step, ts, cs, 1.0, x.stats, nullptr, psq, x.reduce);
       for (const OptimTensor& t : ts)
         if (t.acc_out && t.n) std::memset(t.acc_out, 0, static_cast<size_t>(t.n) * (t.f64 ? 8 : 4));

@@ -11,7 +11,9 @@
 //     pass), so the norm, the finite check, clipping and the running sums all see unscaled gradients;
 //   - each chunk ends with an epilogue over the chunk just written (still in cache, so no second pass over
 //     memory): the half copy round(p') of parameters that have one, and the chunk's sum of squares of p' for
-//     param_norm. Skipped steps and micro-steps run the same epilogue on their copy of p.
+//     param_norm. Skipped steps and micro-steps run the same epilogue on their copy of p;
+//   - a half gradient (OptimTensor::grad_half) is widened to float32 one chunk at a time into a per-thread buffer
+//     (in cache) by every pass that reads it, which then runs as on a float32 gradient.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -54,6 +56,11 @@ struct OptimTensor {
   // Half copy (float32 parameters only): n uint16 elements, round-to-nearest-even of p_out as float.
   void* half_out = nullptr;
   HalfKind half = HalfKind::kNone;
+  // The gradient's storage (float32 parameters only): kNone, g (and acc) are of the parameter's dtype; a half kind,
+  // g is n uint16 elements of that format (a mixed-precision step's half gradient, read without a float32 copy:
+  // widening is exact, so the update is the one a Cast to float32 followed by this call would make, bit for bit).
+  // The sums of accumulation (acc, acc_out) stay float32.
+  HalfKind grad_half = HalfKind::kNone;
 };
 
 // Per-call options of the mixed-precision step.

@@ -13,6 +13,7 @@
 #include "passes/fuse_matmul_bias.h"
 #include "passes/fuse_softmax_ce.h"
 #include "passes/fusion_stage.h"
+#include "passes/half_grad_update.h"
 #include "passes/half_loss_grad.h"
 #include "passes/master_weights.h"
 #include "passes/pass_manager.h"
@@ -141,6 +142,9 @@ PassManager StepPipeline(StepBuild& b) {
         return changed;
       },
       "use --loss-scale none", b.loss_scaling != LossScaleMode::kNone);
+  // After amp and master_weights: every half weight gradient and the Cast before the update exist.
+  pm.Add(
+      "half_grad_update", [](Graph& g) { return HalfGradUpdatePass().Run(g); }, "", amp);
   pm.Add(
       "shard_masters", [&b](Graph& g) { return ShardMastersPass(b.o.data_parallel.rank).Run(g); }, "",
       amp && o.data_parallel.shard_optimizer && o.data_parallel.world > 1);

@@ -3,8 +3,8 @@
 //   one rank with --sync-batchnorm: BN on the global batch's statistics) -> pattern_fusion (fuse_gelu,
 //   fuse_layer_norm, fuse_softmax_ce, fuse_matmul_bias) -> loss -> autodiff -> data_parallel (more than one rank:
 //   the gradients' mean over the ranks) -> optimizer -> amp -> fp16_range (fp16 only) -> master_weights -> loss_scaling
-//   -> fold_transpose (GEMMs read transposed operands through their flags) -> fuse_bias_grad (a Linear's weight and
-//   bias gradients in one kernel).
+//   -> half_grad_update (the update reads half gradients) -> fold_transpose (GEMMs read transposed operands through
+//   their flags) -> fuse_bias_grad (a Linear's weight and bias gradients in one kernel).
 // The result is one Graph holding forward, loss, backward and the update, with update bindings for every state
 // (what ONNX's TrainingInfoProto holds); its outputs include the loss, "grad_norm" and "skipped".
 #pragma once

@@ -14,6 +14,7 @@
 #include "graph/graph.h"
 #include "graph/ops/optimizer_layout.h"
 #include "graph/tensor.h"
+#include "kernel_common/half.h"
 #include "kernel_common/optim_math.h"
 
 namespace ot {
@@ -35,7 +36,13 @@ void ReduceSums(std::vector<cpu::OptimTensor>& ts, double scale, float* s32, dou
     } else {
       const float* a = static_cast<const float*>(t.acc);
       const float* g = static_cast<const float*>(t.g);
-      for (int64_t e = 0; e < t.n; ++e) s32[o32 + e] = static_cast<float>(a[e] + static_cast<double>(g[e]) * scale);
+      const uint16_t* gh = static_cast<const uint16_t*>(t.g);  // a half gradient (t.grad_half)
+      for (int64_t e = 0; e < t.n; ++e) {
+        const float ge = t.grad_half == cpu::HalfKind::kNone       ? g[e]
+                         : t.grad_half == cpu::HalfKind::kBFloat16 ? Bf16BitsToFloat(gh[e])
+                                                                   : HalfBitsToFloat(gh[e]);
+        s32[o32 + e] = static_cast<float>(a[e] + static_cast<double>(ge) * scale);
+      }
       o32 += t.n;
     }
   }
@@ -52,6 +59,7 @@ void ReduceSums(std::vector<cpu::OptimTensor>& ts, double scale, float* s32, dou
     } else {
       for (int64_t e = 0; e < t.n; ++e) s32[o32 + e] = static_cast<float>(static_cast<double>(s32[o32 + e]) * inv);
       t.g = s32 + o32;
+      t.grad_half = cpu::HalfKind::kNone;
       o32 += t.n;
     }
     if (t.acc_out) std::memset(t.acc_out, 0, static_cast<size_t>(t.n) * (t.f64 ? 8 : 4));
@@ -112,6 +120,15 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
       if (ctx.in(2 + j * n + i).numel() != numel[i])
         ctx.Fail("gradient/state of parameter " + std::to_string(i) + " has another size than the parameter");
   }
+  // A float32 parameter's gradient may be half (passes/half_grad_update.h): read as it is, widened per chunk.
+  std::vector<cpu::HalfKind> grad_half(n, cpu::HalfKind::kNone);
+  for (int i = 0; i < n; ++i) {
+    const DataType gt = ctx.in(l.grad_in(i)).dtype;
+    if (gt == DataType::kFloat16 || gt == DataType::kBFloat16) {
+      if (f64[i]) ctx.Unsupported("a half gradient of a float64 parameter");
+      grad_half[i] = gt == DataType::kBFloat16 ? cpu::HalfKind::kBFloat16 : cpu::HalfKind::kFloat16;
+    }
+  }
   std::vector<cpu::HalfKind> half(n, cpu::HalfKind::kNone);
   std::vector<int> half_slot(n, -1);  // output index of parameter i's half copy
   for (int j = 0; j < l.m(); ++j) {
@@ -171,6 +188,7 @@ KernelInfo OptimizerUpdateKernel(const KernelContext& ctx) {
       t.f64 = f64[i];
       t.p = io.in[2 + i];
       t.g = io.in[2 + n + i];
+      t.grad_half = grad_half[i];
       t.p_out = io.out[i];
       if (k >= 1) {
         t.s0 = io.in[2 + 2 * n + i];

@@ -34,6 +34,8 @@
 //   rank's shard of the float32 master weights of every parameter (1-D, laid out as the sharded states); a
 //   parameter without input p_i (and output p'_i) exists only there and in its half copy; master_names (strings,
 //   n) names every parameter.
+//   The gradient of a float32 parameter may be float16 or bfloat16 (not sharded): read as it is, widened exactly
+//   (passes/half_grad_update.h folds the Cast that the amp pass puts before the update into it).
 //   AMP class deny: the update runs in fp32 (gradients arrive float32; the amp pass casts them).
 // One node updates the whole model (a multi-tensor kernel), not one node per parameter.
 #include "graph/grad/grad_rules.h"
@@ -126,7 +128,11 @@ void InferOptimizerUpdate(InferContext& ctx) {
   for (int i = 0; i < ni; ++i) {
     const DataType t = ptype(i);
     if (!IsFloat(t)) ctx.Fail("parameter " + std::to_string(i) + " is not a float tensor");
-    if (ctx.input_type(l.grad_in(i)) != t)
+    // A float32 parameter's gradient may be half (passes/half_grad_update.h), unless sharded.
+    const DataType gt = ctx.input_type(l.grad_in(i));
+    const bool half_grad =
+        t == DataType::kFloat32 && !l.sharded() && (gt == DataType::kFloat16 || gt == DataType::kBFloat16);
+    if (gt != t && !half_grad)
       ctx.Fail("gradient of parameter " + std::to_string(i) + " has another dtype than the parameter");
     if (l.sharded() && t != DataType::kFloat32)
       ctx.Fail("parameter " + std::to_string(i) + " is " + DataTypeName(t) + "; a sharded optimizer updates float32");
