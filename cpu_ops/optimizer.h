@@ -4,7 +4,8 @@
 //   2. global norm = sqrt(sum); when any gradient element is not finite, every output is a copy of its input
 //      (parameters, states, step) and `skipped` is set: the step changes nothing;
 //   3. clip coefficient (torch clip_grad_norm_), step t = step + 1, bias corrections;
-//   4. element-wise update (kernel_common/optim_math.h), parallel over chunks of all tensors;
+//   4. element-wise update (kernel_common/optim_math.h; Adam/AdamW on float32 storage take the direction
+//      m / (sqrt(v) / sqrt(bc2) + eps) in float, the rest in double), parallel over chunks of all tensors;
 //   5. LAMB only: per-tensor norms of w and of the update direction, then p -= lr * trust_ratio * update.
 // Mixed precision (OptimStepOptions, OptimTensor::half_out):
 //   - grad_scale (1/S with loss scaling) multiplies every incoming gradient in step 1 (and in the accumulation
