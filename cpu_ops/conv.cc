@@ -166,7 +166,7 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(s
   auto try_blocked = [&](dt t) -> bool {
     const auto any = dnnl::memory::format_tag::any;
     dnnl::memory::desc xa(xd, t, any), ya(yd, t, any), wa(wd, t, any);
-    const auto pk = dnnl::prop_kind::forward_inference;
+    const auto pk = dnnl::prop_kind::forward_training;
     const dnnl::memory::desc bmd =
         spec.has_bias ? dnnl::memory::desc({spec.c_out}, t, dims_t{1}) : dnnl::memory::desc();
     auto d = spec.has_bias ? dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, xa, wa, bmd, ya,
