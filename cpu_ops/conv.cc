@@ -7,6 +7,7 @@
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
@@ -129,12 +130,18 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(s
   PrepareDnnlCall();  // before creating the primitive too: oneDNN sizes it for this team (dnnl_util.h)
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (spec.channels_last && spec.transpose)
+    throw std::invalid_argument("a channels-last transposed convolution is not supported");
+  // X and Y as stored: ONNX's NCHW, or channels-last (oneDNN then runs its NHWC kernels on them directly).
+  const auto plain = [&](const dims_t& d) { return spec.channels_last ? ChannelsLastStrides(d) : Contiguous(d); };
   auto make = [&](dt t) {
-    im.x_md = dnnl::memory::desc(xd, t, Contiguous(xd));
-    im.y_md = dnnl::memory::desc(yd, t, Contiguous(yd));
+    im.x_md = dnnl::memory::desc(xd, t, plain(xd));
+    im.y_md = dnnl::memory::desc(yd, t, plain(yd));
     im.w_md = dnnl::memory::desc(wd, t, ws);
     im.b_md = spec.has_bias ? dnnl::memory::desc({spec.c_out}, t, dims_t{1}) : dnnl::memory::desc();
-    const auto pk = dnnl::prop_kind::forward_inference;
+    // Channels-last: a training step's forward (forward_inference picks slower kernels for it); the NCHW plain path
+    // (transposed, or a half type without a blocked kernel) as it always was.
+    const auto pk = spec.channels_last ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
     if (!spec.transpose) {
       auto d = spec.has_bias ? dnnl::convolution_forward::desc(pk, dnnl::algorithm::convolution_direct, im.x_md,
                                                                im.w_md, im.b_md, im.y_md, strides, dil, pl, pr)
@@ -227,7 +234,7 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(s
     }
     return true;
   };
-  if (!spec.transpose) {
+  if (!spec.transpose && !spec.channels_last) {
     if (spec.type == DnnType::kF32) {
       try_blocked(dt::f32);
     } else if (spec.type == DnnType::kBF16 && GetHalfGemmMode() != HalfGemmMode::kF32) {

@@ -2,7 +2,8 @@
 // convolution_forward / deconvolution_forward, with ONNX's tensor layouts:
 //   X [N, C_in, spatial...], Y [N, C_out, spatial...], bias [C_out];
 //   forward W [C_out, C_in/group, k...]; transposed W [C_in, C_out/group, k...].
-// The primitive is created once (per plan) and executed over the caller's buffers.
+// The primitive is created once (per plan) and executed over the caller's buffers. ConvSpec::channels_last: X and Y
+// [N, spatial..., C] instead.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -21,6 +22,11 @@ struct ConvSpec {
   // convolution whose output_padding exceeds its end padding.
   std::vector<int64_t> in_spatial, out_spatial, kernel, strides, dilations, pad_begin, pad_end;
   bool has_bias = false;
+  // X and Y (and dX, dY of the backward) stored channels-last, [N, spatial..., C] (NHWC), as the channels_last pass
+  // lays out a CNN's activations: oneDNN's convolutions read and write that layout natively (brgconv/jit kernels
+  // as fast as its blocked ones, bench/RESULTS.md), so no reorders around the call. Forward convolutions only (not
+  // transposed), and oneDNN's types only (the reference loops read NCHW).
+  bool channels_last = false;
 };
 
 class DnnlConv {

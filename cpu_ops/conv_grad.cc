@@ -85,8 +85,11 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   // runs an f32 object on widened operands (native() false).
   const dt t = spec.type == DnnType::kBF16 ? dt::bf16 : dt::f32;
   if (spec.type == DnnType::kF16 || (t == dt::bf16 && GetHalfGemmMode() == HalfGemmMode::kF32)) return;
-  im.x_md = dnnl::memory::desc(xd, t, Contiguous(xd));
-  im.y_md = dnnl::memory::desc(yd, t, Contiguous(yd));
+  // X and Y (dX, dY) as stored: NCHW, or channels-last (ConvSpec::channels_last), which the primitive then takes as
+  // its own layout (no reorders of the activations; only W's).
+  const auto plain = [&](const dims_t& d) { return spec.channels_last ? ChannelsLastStrides(d) : Contiguous(d); };
+  im.x_md = dnnl::memory::desc(xd, t, plain(xd));
+  im.y_md = dnnl::memory::desc(yd, t, plain(yd));
   im.w_md = dnnl::memory::desc(wd, t, Contiguous(wd));
   const auto alg = dnnl::algorithm::convolution_direct;
   PrepareDnnlCall();  // before creating the primitive too: oneDNN sizes it for this team (dnnl_util.h)
@@ -97,7 +100,9 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   // batch 64) takes ~250 ms where the blocked jit one takes ~1 ms, and for backward data is ~3x slower than the
   // blocked kernels with the reorders in and out.
   const auto any = dnnl::memory::format_tag::any;
-  const dnnl::memory::desc xa(xd, t, any), ya(yd, t, any), wa(wd, t, any), dwa(wd, dt::f32, any);
+  const dnnl::memory::desc xa = spec.channels_last ? im.x_md : dnnl::memory::desc(xd, t, any),
+                           ya = spec.channels_last ? im.y_md : dnnl::memory::desc(yd, t, any), wa(wd, t, any),
+                           dwa(wd, dt::f32, any);
   dnnl::convolution_forward::desc fda(dnnl::prop_kind::forward_training, alg, xa, wa, ya, strides, dil, pl, pr);
   std::optional<dnnl::convolution_forward::primitive_desc> ohint;
   try {

@@ -11,7 +11,9 @@
 namespace ot::cpu {
 
 bool DepthwiseGradWeightApplies(const ConvSpec& s) {
-  if (s.transpose || s.in_spatial.size() != 2 || s.group < 2 || s.group != s.c_in || s.group != s.c_out) return false;
+  if (s.transpose || s.channels_last || s.in_spatial.size() != 2 || s.group < 2 || s.group != s.c_in ||
+      s.group != s.c_out)
+    return false;
   for (int64_t d : s.dilations)
     if (d != 1) return false;
   for (int64_t v : s.strides)

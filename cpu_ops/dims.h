@@ -20,6 +20,20 @@ inline std::vector<int64_t> Contiguous(const std::vector<int64_t>& d) {
   return s;
 }
 
+// Strides of logical dims [N, C, spatial...] stored channels-last, [N, spatial..., C] (NHWC for 2-D): C is the
+// innermost axis, then the spatial axes in order, then N.
+inline std::vector<int64_t> ChannelsLastStrides(const std::vector<int64_t>& d) {
+  std::vector<int64_t> s(d.size(), 1);
+  if (d.size() < 2) return Contiguous(d);
+  int64_t run = std::max<int64_t>(d[1], 1);  // C: stride 1
+  for (int i = static_cast<int>(d.size()) - 1; i >= 2; --i) {
+    s[i] = run;
+    run *= std::max<int64_t>(d[i], 1);
+  }
+  s[0] = run;
+  return s;
+}
+
 // 1-D/2-D/3-D geometry padded to 3 dims with leading `fill`s, so one loop nest serves every rank.
 inline std::vector<int64_t> Pad3(const std::vector<int64_t>& v, int64_t fill) {
   std::vector<int64_t> r(3 - v.size(), fill);

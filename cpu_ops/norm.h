@@ -43,6 +43,20 @@ void BatchNormGrad(int64_t n, int64_t c, int64_t spatial, const T* dy, const T* 
                    const double* mean, const double* var, double eps, T* dx, double* dscale, double* dbias,
                    const T* relu_out = nullptr, double* dx_sum = nullptr);
 
+// The same three over channels-last activations, x [rows, c] (NHWC: rows = N*H*W; cpu_ops/norm_last.cc), as the
+// channels_last pass lays out a CNN: the statistics of each channel over the rows, the same formulas and precision
+// (half rows widened to float; dx rounded once), summed in fixed blocks of rows in order (independent of the thread
+// count; not the NCHW kernels' order, so equal to them to rounding). No dx_sum.
+template <typename T>
+void ChannelMomentsLast(int64_t rows, int64_t c, const T* x, double* mean, double* var);
+template <typename T>
+void BatchNormApplyLast(int64_t rows, int64_t c, const T* x, const double* scale, const double* bias,
+                        const double* mean, const double* var, double eps, T* y, bool relu = false);
+template <typename T>
+void BatchNormGradLast(int64_t rows, int64_t c, const T* dy, const T* x, const double* scale, const double* mean,
+                       const double* var, double eps, T* dx, double* dscale, double* dbias,
+                       const T* relu_out = nullptr);
+
 // LayerNormalization over rows of `cols`: y = (x - mean) * invstd * scale[idx[j]] + bias[idx[j]], where
 // idx maps a column to its (broadcast) parameter element; empty idx = identity. bias may be null.
 // mean_out / invstd_out (one per row, may be null) receive the statistics. float16/bfloat16 rows take the float

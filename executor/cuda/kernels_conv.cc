@@ -102,6 +102,7 @@ KernelInfo ConvKernel(const KernelContext& ctx) {
   const DataType t = ctx.in(0).dtype;
   if (ctx.in(1).dtype != t || (ctx.has_input(2) && ctx.in(2).dtype != t)) ctx.Fail("X, W and B must share a dtype");
   const cpu::ConvSpec s = BuildConvSpec(ctx, 0, 1, 2);
+  if (s.channels_last) ctx.Unsupported("a channels-last convolution on the GPU (the channels_last pass is the CPU's)");
   if (ctx.out(0).numel() == 0) return MakeInfo([](const KernelIO&) {});
   if (s.in_spatial.size() > 3) ctx.Unsupported(std::to_string(s.in_spatial.size()) + "-D convolution on the GPU");
   const cuda::ConvDesc d = DescOf(ctx, s, t);
@@ -125,6 +126,7 @@ KernelInfo ConvGradKernel(const KernelContext& ctx, bool data) {
   if (ctx.in(1).dtype != t || ctx.out(0).dtype != t) ctx.Fail("dY, input 1 and the output must share a dtype");
   const cpu::ConvSpec s = data ? GradConvSpec(ctx, ctx.out(0).dims, ctx.in(1).dims, ctx.in(0).dims)
                                : GradConvSpec(ctx, ctx.in(1).dims, ctx.out(0).dims, ctx.in(0).dims);
+  if (s.channels_last) ctx.Unsupported("a channels-last convolution on the GPU (the channels_last pass is the CPU's)");
   if (ctx.out(0).numel() == 0) return MakeInfo([](const KernelIO&) {});
   // An empty batch (or an empty output plane): dW sums nothing, zeros; dX is empty then too, or all padding.
   if (s.n == 0 || HasZero(s.out_spatial) || HasZero(s.in_spatial)) return ZeroKernel(ctx);

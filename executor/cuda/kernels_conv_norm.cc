@@ -26,6 +26,7 @@ void RequireF32(const KernelContext& ctx, bool input, int i, const char* what) {
 // BatchNormalization(X, scale, B, input_mean, input_var) -> Y[, running_mean, running_var]
 KernelInfo BatchNormKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
+  if (n.attr_int("channels_last", 0) != 0) ctx.Unsupported("a channels-last BatchNormalization on the GPU");
   const auto& dims = ctx.in(0).dims;
   if (dims.size() < 2) ctx.Fail("X must have rank >= 2 (N, C, ...)");
   bool training;
@@ -95,6 +96,7 @@ KernelInfo BatchNormKernel(const KernelContext& ctx) {
 // BatchNormGrad(dY, X, scale[, mean, var]) {epsilon, training} -> dX, dScale, dB
 KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
   const Node& n = ctx.node;
+  if (n.attr_int("channels_last", 0) != 0) ctx.Unsupported("a channels-last BatchNormGrad on the GPU");
   const bool training = n.attr_int("training", 1) != 0;
   // The folds of passes/fuse_batch_norm.h are CPU kernels (the Trainer leaves them out on a device).
   if (n.attr_int("relu", 0) != 0 || ctx.has_output(3))

@@ -38,11 +38,14 @@ cpu::ConvSpec GradConvSpec(const KernelContext& ctx, const std::vector<int64_t>&
   if (r > 3) ctx.Unsupported(std::to_string(r) + "-D convolution is not supported (1-D to 3-D are)");
   cpu::ConvSpec spec;
   spec.group = node.attr_int("group", 1);
-  spec.n = x[0];
-  spec.c_in = x[1];
-  spec.c_out = y[1];
-  spec.in_spatial.assign(x.begin() + 2, x.end());
-  spec.out_spatial.assign(y.begin() + 2, y.end());
+  spec.channels_last = node.attr_int("channels_last", 0) != 0;  // X, dY [N, spatial..., C]
+  const std::vector<int64_t> xl = spec.channels_last ? ChannelsFirst(x) : x;
+  const std::vector<int64_t> yl = spec.channels_last ? ChannelsFirst(y) : y;
+  spec.n = xl[0];
+  spec.c_in = xl[1];
+  spec.c_out = yl[1];
+  spec.in_spatial.assign(xl.begin() + 2, xl.end());
+  spec.out_spatial.assign(yl.begin() + 2, yl.end());
   spec.kernel.assign(w.begin() + 2, w.end());
   spec.strides = node.attr_ints("strides", std::vector<int64_t>(r, 1));
   spec.dilations = node.attr_ints("dilations", std::vector<int64_t>(r, 1));
@@ -52,7 +55,7 @@ cpu::ConvSpec GradConvSpec(const KernelContext& ctx, const std::vector<int64_t>&
       static_cast<int>(pads.size()) != 2 * r)
     ctx.Fail("strides, dilations or pads do not match the spatial rank");
   for (int i = 0; i < r; ++i) {
-    const auto g = linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i], pads[r + i],
+    const auto g = linalg::ConvAxis(xl[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i], pads[r + i],
                                     auto_pad, false);
     if (g.out != spec.out_spatial[i]) ctx.Fail("dY's shape disagrees with the convolution geometry");
     spec.pad_begin.push_back(g.pad_begin);
@@ -166,6 +169,7 @@ KernelInfo ConvBackwardKernel(const KernelContext& ctx, cpu::DnnlConvBackward::K
                                   : GradConvSpec(ctx, ctx.in(1).dims, ctx.out(0).dims, ctx.in(0).dims);
   KernelInfo info;
   if (ctx.in(0).dtype == DataType::kFloat64) {
+    if (spec.channels_last) ctx.Unsupported("a channels-last float64 convolution (the reference loops read NCHW)");
     info.fn = [spec, data](const KernelIO& io) {
       if (data)
         cpu::NaiveConvGradData<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0));

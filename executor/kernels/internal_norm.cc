@@ -403,7 +403,10 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
   const auto& dims = ctx.in(1).dims;
   if (dims.size() < 2) ctx.Fail("X must have rank >= 2 (N, C, ...)");
   if (ctx.in(0).dims != dims) ctx.Fail("dY and X shapes differ");
-  const int64_t N = dims[0], C = dims[1], S = Prod(dims, 2, dims.size());
+  // channels_last = 1: X, dY [N, spatial..., C] (cpu::BatchNormGradLast), no dX-sum output.
+  const bool last = n.attr_int("channels_last", 0) != 0;
+  const int64_t N = dims[0], C = last ? dims.back() : dims[1];
+  const int64_t S = last ? Prod(dims, 1, dims.size() - 1) : Prod(dims, 2, dims.size());
   for (int i = 2; i < (training ? 3 : 5); ++i)
     if (ctx.in(i).numel() != C) ctx.Fail("input " + std::to_string(i) + " must have C elements");
   const double eps = n.attr_float("epsilon", 1e-5f);
@@ -414,6 +417,7 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
   if (t0 != tx) ctx.Fail("dX has dtype " + DataTypeName(t0) + ", expected X's (" + DataTypeName(tx) + ")");
   const bool half = tx == DataType::kFloat16 || tx == DataType::kBFloat16;
   if (o3 && half) ctx.Fail("the dX-sum output (3) needs float32 or float64 dY, X and dX");
+  if (o3 && last) ctx.Fail("the dX-sum output (3) is not made for channels_last");
   if (o3 && ctx.out(3).numel() != C) ctx.Fail("the dX-sum output (3) must have C elements");
   const DataType t3 = o3 ? ctx.out(3).dtype : tx;
   KernelInfo k;
@@ -430,10 +434,16 @@ KernelInfo BatchNormGradKernel(const KernelContext& ctx) {
     if (o3) dsum.assign(static_cast<size_t>(C), 0.0);
     DispatchFloat(tx, [&](auto tag) {
       using T = decltype(tag);
-      cpu::BatchNormGrad<T>(N, C, S, static_cast<const T*>(io.in[0]), static_cast<const T*>(io.in[1]), s.data(),
-                            training ? nullptr : mu_in.data(), training ? nullptr : var_in.data(), eps,
-                            static_cast<T*>(io.out[0]), ds.data(), db.data(),
-                            relu ? static_cast<const T*>(io.in[5]) : nullptr, o3 ? dsum.data() : nullptr);
+      if (last)
+        cpu::BatchNormGradLast<T>(N * S, C, static_cast<const T*>(io.in[0]), static_cast<const T*>(io.in[1]), s.data(),
+                                  training ? nullptr : mu_in.data(), training ? nullptr : var_in.data(), eps,
+                                  static_cast<T*>(io.out[0]), ds.data(), db.data(),
+                                  relu ? static_cast<const T*>(io.in[5]) : nullptr);
+      else
+        cpu::BatchNormGrad<T>(N, C, S, static_cast<const T*>(io.in[0]), static_cast<const T*>(io.in[1]), s.data(),
+                              training ? nullptr : mu_in.data(), training ? nullptr : var_in.data(), eps,
+                              static_cast<T*>(io.out[0]), ds.data(), db.data(),
+                              relu ? static_cast<const T*>(io.in[5]) : nullptr, o3 ? dsum.data() : nullptr);
     });
     if (o1) Store(io.out[1], t1, 0, C, ds.data());
     if (o2) Store(io.out[2], t2, 0, C, db.data());

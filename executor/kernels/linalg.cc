@@ -304,12 +304,17 @@ cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi, bo
   cpu::ConvSpec spec;
   spec.transpose = transpose;
   spec.group = node.attr_int("group", 1);
-  spec.n = x[0];
-  spec.c_in = x[1];
-  spec.c_out = y[1];
+  spec.channels_last = node.attr_int("channels_last", 0) != 0;  // X, Y [N, spatial..., C]
+  if (spec.channels_last && (transpose || y_from_geometry))
+    ctx.Unsupported("channels_last on a transposed or fused convolution");
+  const std::vector<int64_t> xl = spec.channels_last ? ChannelsFirst(x) : x;
+  const std::vector<int64_t> yl = spec.channels_last ? ChannelsFirst(y) : y;
+  spec.n = xl[0];
+  spec.c_in = xl[1];
+  spec.c_out = yl[1];
   spec.has_bias = bi >= 0 && ctx.has_input(bi);
-  spec.in_spatial.assign(x.begin() + 2, x.end());
-  if (!y_from_geometry) spec.out_spatial.assign(y.begin() + 2, y.end());
+  spec.in_spatial.assign(xl.begin() + 2, xl.end());
+  if (!y_from_geometry) spec.out_spatial.assign(yl.begin() + 2, yl.end());
   spec.kernel.assign(w.begin() + 2, w.end());
   spec.strides = node.attr_ints("strides", std::vector<int64_t>(r, 1));
   spec.dilations = node.attr_ints("dilations", std::vector<int64_t>(r, 1));
@@ -319,9 +324,9 @@ cpu::ConvSpec BuildConvSpec(const KernelContext& ctx, int xi, int wi, int bi, bo
   auto os = node.attr_ints("output_shape");
   if (static_cast<int>(os.size()) == r + 2) os.erase(os.begin(), os.begin() + 2);
   for (int i = 0; i < r; ++i) {
-    const auto g = transpose ? linalg::ConvTransposeAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i],
+    const auto g = transpose ? linalg::ConvTransposeAxis(xl[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i],
                                                          pads[i], pads[r + i], op[i], os.empty() ? -1 : os[i], auto_pad)
-                             : linalg::ConvAxis(x[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i],
+                             : linalg::ConvAxis(xl[2 + i], spec.kernel[i], spec.strides[i], spec.dilations[i], pads[i],
                                                 pads[r + i], auto_pad, false);
     if (y_from_geometry) {
       spec.out_spatial.push_back(g.out);
@@ -346,6 +351,7 @@ KernelInfo ConvKernel(const KernelContext& ctx) {
   spec.type = ToDnnType(t);
   KernelInfo info;
   if (t == DataType::kFloat64) {
+    if (spec.channels_last) ctx.Unsupported("a channels-last float64 convolution (the reference loops read NCHW)");
     info.fn = [spec](const KernelIO& io) {
       cpu::NaiveConv<double>(spec, io.In<double>(0), io.In<double>(1), io.In<double>(2), io.Out<double>(0));
     };

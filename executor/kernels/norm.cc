@@ -114,8 +114,11 @@ KernelInfo MakeBatchNorm(const KernelContext& ctx) {
     ctx.Fail("running_mean/running_var outputs require training_mode = 1");
   // spatial = 0 (opsets 6-8): one statistic per (c, d1, ...): fold the spatial dims into the channels.
   const bool spatial = n.opset >= 9 || relu || n.attr_int("spatial", 1) != 0;
+  // channels_last = 1 (the channels_last pass): X [N, spatial..., C], normalised as N*S rows of C channels.
+  const bool last = n.attr_int("channels_last", 0) != 0;
+  if (last && !spatial) ctx.Fail("channels_last with spatial = 0");
   const int64_t N = dims[0];
-  int64_t C = dims[1], S = Prod(dims, 2, dims.size());
+  int64_t C = last ? dims.back() : dims[1], S = last ? Prod(dims, 1, dims.size() - 1) : Prod(dims, 2, dims.size());
   if (!spatial) {
     C *= S;
     S = 1;
@@ -136,13 +139,22 @@ KernelInfo MakeBatchNorm(const KernelContext& ctx) {
     const double *scale = p.data(), *bias = p.data() + C, *rmean = p.data() + 2 * C, *rvar = p.data() + 3 * C;
     DispatchFloat(dt, [&](auto tag) {
       using T = decltype(tag);
+      auto apply = [&](const double* m, const double* v) {
+        if (last)
+          cpu::BatchNormApplyLast<T>(N * S, C, io.In<T>(0), scale, bias, m, v, eps, io.Out<T>(0), relu);
+        else
+          cpu::BatchNormApply<T>(N, C, S, io.In<T>(0), scale, bias, m, v, eps, io.Out<T>(0), relu);
+      };
       if (!training) {
-        cpu::BatchNormApply<T>(N, C, S, io.In<T>(0), scale, bias, rmean, rvar, eps, io.Out<T>(0), relu);
+        apply(rmean, rvar);
         return;
       }
       std::vector<double> bm(C), bv(C);
-      cpu::ChannelMoments<T>(N, C, S, io.In<T>(0), bm.data(), bv.data());
-      cpu::BatchNormApply<T>(N, C, S, io.In<T>(0), scale, bias, bm.data(), bv.data(), eps, io.Out<T>(0), relu);
+      if (last)
+        cpu::ChannelMomentsLast<T>(N * S, C, io.In<T>(0), bm.data(), bv.data());
+      else
+        cpu::ChannelMoments<T>(N, C, S, io.In<T>(0), bm.data(), bv.data());
+      apply(bm.data(), bv.data());
       // Running statistics: momentum * running + (1 - momentum) * batch (the batch variance is biased, as in
       // the ONNX reference).
       std::vector<double> o(C);

@@ -75,8 +75,10 @@ void RegisterConvGrads(OpRegistry& r) {
     if (c.node().has_input(2) && c.needs_grad(2)) {
       const Shape& y = c.dY(0)->shape;
       if (!y.known_rank()) c.Fail("output rank must be known");
+      // Every axis but the channels': axis 1, or the last with channels_last (carried to the gradient ops too).
+      const bool last = c.node().attr_int("channels_last", 0) != 0;
       std::vector<int64_t> axes{0};
-      for (int i = 2; i < y.rank(); ++i) axes.push_back(i);
+      for (int i = last ? 1 : 2; i < (last ? y.rank() - 1 : y.rank()); ++i) axes.push_back(i);
       c.SetGrad(2, ReduceSumAxes(c, c.dY(0), axes));
     }
   });

@@ -22,6 +22,8 @@
 //     op instead of the Erf/Exp (or Tanh) expression so that under AMP (an infer op) the backward of GELU stays in
 //     half: the expression's Exp is a deny op that forced an fp32 copy of every GELU input.
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "graph/grad/grad_rules.h"
 #include "graph/grad_context.h"
@@ -100,6 +102,7 @@ void RegisterSchemas(OpRegistry& r) {
   bn.infer = [three](InferContext& ctx) {
     three(ctx);
     if (!ctx.has_output(3)) return;
+    if (ctx.node.attr_int("channels_last", 0) != 0) ctx.Fail("the dX-sum output (3) is not made for channels_last");
     const Shape& x = ctx.input_shape(1);
     Shape s;
     if (x.known_rank() && x.rank() >= 2) {
@@ -201,10 +204,10 @@ void RegisterNormGrads(OpRegistry& r) {
                 ins.push_back(c.X(3));
                 ins.push_back(c.X(4));
               }
-              auto outs =
-                  c.OpN("BatchNormGrad", ins, 3,
-                        {{"epsilon", Attribute::Float(n.attr_float("epsilon", 1e-5f))}, {"training", I(training)}},
-                        kInternalDomain);
+              std::map<std::string, Attribute> attrs{{"epsilon", Attribute::Float(n.attr_float("epsilon", 1e-5f))},
+                                                     {"training", I(training)}};
+              if (n.attr_int("channels_last", 0) != 0) attrs["channels_last"] = I(1);  // X, dY [N, spatial..., C]
+              auto outs = c.OpN("BatchNormGrad", ins, 3, attrs, kInternalDomain);
               for (int i = 0; i < 3; ++i)
                 if (c.needs_grad(i)) c.SetGrad(i, outs[i]);
             },

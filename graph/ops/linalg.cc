@@ -141,9 +141,28 @@ std::vector<Dim> PoolSpatial(InferContext& ctx, const Shape& x, const SpatialAtt
 
 // Conv / ConvTranspose geometry over X = input xi, W = input wi, optional bias bi (-1: none); output dtype t
 // (kUndefined: X's, and W and the bias must match it).
+// Attribute channels_last = 1 (the CPU's channels_last pass; not for ConvTranspose): X and Y are stored
+// [N, spatial..., C]; the geometry below reads X as [N, C, spatial...] and Y is written back channels-last.
 void InferConvOf(InferContext& ctx, int xi, int wi, int bi, DataType t) {
-  const Shape& x = ctx.Require(xi);
+  const bool channels_last = ctx.node.attr_int("channels_last", 0) != 0;
+  if (channels_last && ctx.node.op_type != "Conv") ctx.Fail("channels_last applies to Conv only");
+  const auto to_first = [](const Shape& v) {
+    if (!v.known_rank() || v.rank() < 3) return v;
+    std::vector<Dim> d{v[0], v[v.rank() - 1]};
+    for (int i = 1; i + 1 < v.rank(); ++i) d.push_back(v[i]);
+    return Shape(d);
+  };
+  const auto to_last = [](const std::vector<Dim>& d) {
+    std::vector<Dim> r{d[0]};
+    r.insert(r.end(), d.begin() + 2, d.end());
+    r.push_back(d[1]);
+    return Shape(r);
+  };
+  const Shape x = channels_last ? to_first(ctx.Require(xi)) : ctx.Require(xi);
   const Shape& w = ctx.Require(wi);
+  const auto set_y = [&](const std::vector<Dim>& out) {
+    ctx.set_output(0, t, channels_last ? to_last(out) : Shape(out));
+  };
   if (t == DataType::kUndefined) {
     RequireSameType(ctx, xi, wi);
     if (bi >= 0) RequireSameType(ctx, xi, bi);
@@ -202,7 +221,7 @@ void InferConvOf(InferContext& ctx, int xi, int wi, int bi, DataType t) {
                             std::all_of(kernel.begin(), kernel.end(), [](int64_t k) { return k >= 0; });
   if (!kernel_known || !x.known_rank()) {
     for (int i = 0; i < r; ++i) out.push_back(Dim());
-    ctx.set_output(0, t, Shape(out));
+    set_y(out);
     return;
   }
   SpatialAttrs s = ReadSpatialAttrs(ctx, r, kernel);
@@ -229,7 +248,7 @@ void InferConvOf(InferContext& ctx, int xi, int wi, int bi, DataType t) {
       out.push_back(g.out >= 0 ? Dim(g.out) : Dim());
     }
   }
-  ctx.set_output(0, t, Shape(out));
+  set_y(out);
 }
 
 void InferConv(InferContext& ctx) { InferConvOf(ctx, 0, 1, 2, DataType::kUndefined); }

@@ -43,9 +43,11 @@ void InferBatchNorm(InferContext& ctx) {
   for (int i = 1; i < 5; ++i) ctx.Require(i);
   RequireFloat(ctx, 0);
   Dim c;
+  // channels_last = 1 (the CPU's channels_last pass): X is [N, spatial..., C].
+  const bool last = ctx.node.attr_int("channels_last", 0) != 0;
   if (x.known_rank()) {
     if (x.rank() < 2) ctx.Fail("X must have rank >= 2 (N, C, ...), got " + x.ToString());
-    c = x[1];
+    c = last ? x[x.rank() - 1] : x[1];
   }
   CheckChannelParam(ctx, 1, c, "scale");
   CheckChannelParam(ctx, 2, c, "B");

@@ -296,5 +296,96 @@ TEST(ConvKernel, Bf16NativeForwardAndBackwardMatchTheDoubleLoops) {
   ExpectBf16Near(dw, rdw, mdw, "dW");
 }
 
+// [N, C, spatial...] <-> [N, spatial..., C] of a flat buffer.
+template <typename T>
+std::vector<T> ToChannelsLast(const std::vector<T>& v, int64_t n, int64_t c, int64_t sp) {
+  std::vector<T> r(v.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t p = 0; p < sp; ++p) r[(i * sp + p) * c + k] = v[(i * c + k) * sp + p];
+  return r;
+}
+template <typename T>
+std::vector<T> FromChannelsLast(const std::vector<T>& v, int64_t n, int64_t c, int64_t sp) {
+  std::vector<T> r(v.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t p = 0; p < sp; ++p) r[(i * c + k) * sp + p] = v[(i * sp + p) * c + k];
+  return r;
+}
+
+// ConvSpec::channels_last: X, Y, dX and dY stored [N, spatial..., C]. The forward, backward-data and backward-weights
+// results, brought back to NCHW, against the double loops on the NCHW operands (fresh random values, outputs
+// poisoned with NaN so an unwritten element fails); f32 and, where the CPU has the native kernels, bf16. Geometries:
+// 3x3 same-padded, 1x1 stride 2, 7x7 stride 2 on 3 channels (a stem), depthwise 3x3 and 5x5, grouped, 1-D and 3-D.
+TEST(ConvKernel, ChannelsLastMatchesTheNchwLoops) {
+  const std::vector<ConvSpec> specs = {
+      Make(false, 2, 16, 32, 1, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),
+      Make(false, 3, 32, 16, 1, {8, 8}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}),
+      Make(false, 2, 3, 16, 1, {20, 20}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}),
+      Make(false, 2, 24, 24, 24, {10, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),
+      Make(false, 2, 16, 16, 16, {11, 11}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}),
+      Make(false, 2, 16, 32, 4, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),
+      Make(false, 2, 8, 16, 1, {13}, {3}, {1}, {1}, {1}, {1}),
+      Make(false, 1, 8, 8, 1, {5, 6, 7}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1})};
+  uint64_t seed = std::random_device{}();
+  for (const ConvSpec& base : specs) {
+    ConvSpec s = base;
+    s.channels_last = true;
+    const int64_t isp = Prod(s.in_spatial), osp = Prod(s.out_spatial);
+    const int64_t nx = s.n * s.c_in * isp, ny = s.n * s.c_out * osp, nw = s.c_out * (s.c_in / s.group) * Prod(s.kernel);
+    SCOPED_TRACE("c_in " + std::to_string(s.c_in) + " c_out " + std::to_string(s.c_out) + " group " +
+                 std::to_string(s.group) + " seed " + std::to_string(seed));
+    const auto x = Rand(nx, seed++), w = Rand(nw, seed++), b = Rand(s.c_out, seed++), dy = Rand(ny, seed++);
+    std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()), bd(b.begin(), b.end()),
+        dyd(dy.begin(), dy.end());
+    std::vector<double> ry(ny), rdx(nx), rdw(nw);
+    NaiveConv<double>(base, xd.data(), wd.data(), bd.data(), ry.data());
+    NaiveConvGradData<double>(base, dyd.data(), wd.data(), rdx.data());
+    NaiveConvGradWeight<double>(base, dyd.data(), xd.data(), rdw.data());
+    const auto xl = ToChannelsLast(x, s.n, s.c_in, isp), dyl = ToChannelsLast(dy, s.n, s.c_out, osp);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> y(ny, nan), dx(nx, nan), dw(nw, nan);
+    DnnlConv(s).Run(xl.data(), w.data(), b.data(), y.data());
+    DnnlConvBackward(s, DnnlConvBackward::Kind::kData).Run(dyl.data(), w.data(), dx.data());
+    DnnlConvBackward(s, DnnlConvBackward::Kind::kWeights).Run(dyl.data(), xl.data(), dw.data());
+    const auto yc = FromChannelsLast(y, s.n, s.c_out, osp), dxc = FromChannelsLast(dx, s.n, s.c_in, isp);
+    for (int64_t i = 0; i < ny; ++i) ASSERT_NEAR(yc[i], ry[i], 1e-4 + 1e-4 * std::abs(ry[i])) << "y " << i;
+    for (int64_t i = 0; i < nx; ++i) ASSERT_NEAR(dxc[i], rdx[i], 1e-4 + 1e-4 * std::abs(rdx[i])) << "dx " << i;
+    for (int64_t i = 0; i < nw; ++i) ASSERT_NEAR(dw[i], rdw[i], 1e-3 + 1e-4 * std::abs(rdw[i])) << "dw " << i;
+    // bf16: the same against the loops on the rounded operands.
+    ConvSpec h = s;
+    h.type = DnnType::kBF16;
+    DnnlConvBackward hd(h, DnnlConvBackward::Kind::kData), hw(h, DnnlConvBackward::Kind::kWeights);
+    if (!hd.native() || !hw.native()) continue;  // no native bf16 kernels on this CPU: the f32 path serves it
+    const auto round = [&](const std::vector<float>& v) {
+      std::vector<uint16_t> r(v.size());
+      FromFloat(DnnType::kBF16, v.data(), r.data(), v.size());
+      return r;
+    };
+    const auto widen = [&](const std::vector<uint16_t>& v) {
+      std::vector<double> r(v.size());
+      for (size_t i = 0; i < v.size(); ++i) r[i] = Bf16BitsToFloat(v[i]);
+      return r;
+    };
+    const auto xh = round(xl), wh = round(w), bh = round(b), dyh = round(dyl);
+    const auto xr = widen(round(x)), wr = widen(wh), br = widen(bh), dyr = widen(round(dy));
+    NaiveConv<double>(base, xr.data(), wr.data(), br.data(), ry.data());
+    NaiveConvGradData<double>(base, dyr.data(), wr.data(), rdx.data());
+    NaiveConvGradWeight<double>(base, dyr.data(), xr.data(), rdw.data());
+    std::vector<uint16_t> yh(ny, 0x7fc0), dxh(nx, 0x7fc0), dwh(nw, 0x7fc0);
+    DnnlConv(h).Run(xh.data(), wh.data(), bh.data(), yh.data());
+    hd.Run(dyh.data(), wh.data(), dxh.data());
+    hw.Run(dyh.data(), xh.data(), dwh.data());
+    const auto yb = FromChannelsLast(widen(yh), s.n, s.c_out, osp),
+               dxb = FromChannelsLast(widen(dxh), s.n, s.c_in, isp);
+    const auto dwb = widen(dwh);
+    // One bf16 rounding of each result (8 bits), on sums whose terms are exact products of bf16 values.
+    for (int64_t i = 0; i < ny; ++i) ASSERT_NEAR(yb[i], ry[i], 1e-4 + std::abs(ry[i]) / 128) << "bf16 y " << i;
+    for (int64_t i = 0; i < nx; ++i) ASSERT_NEAR(dxb[i], rdx[i], 1e-4 + std::abs(rdx[i]) / 128) << "bf16 dx " << i;
+    for (int64_t i = 0; i < nw; ++i) ASSERT_NEAR(dwb[i], rdw[i], 1e-4 + std::abs(rdw[i]) / 128) << "bf16 dw " << i;
+  }
+}
+
 }  // namespace
 }  // namespace ot::cpu

@@ -296,5 +296,92 @@ TEST(CpuNorm, LpNormP1P2AndZeroVector) {
   EXPECT_NEAR(b[1], -0.75, 1e-7);
 }
 
+// Channels-last BatchNormalization (ChannelMomentsLast, BatchNormApplyLast, BatchNormGradLast) against the NCHW
+// kernels on the same values laid out [N, C, S]: statistics, y (with and without the folded Relu), dX, dscale and
+// dbias in training and inference, with a Relu mask; float, double, bfloat16 and float16; channel counts that are
+// and are not multiples of a vector, rows past a block boundary; fresh random values, outputs poisoned first. The
+// two layouts add in different orders: within a few ulps (one rounding of the result for the half types).
+template <typename T>
+void CheckBatchNormLast(int64_t N, int64_t C, int64_t S, uint64_t seed) {
+  SCOPED_TRACE("N " + std::to_string(N) + " C " + std::to_string(C) + " S " + std::to_string(S) + " seed " +
+               std::to_string(seed));
+  const int64_t total = N * C * S, rows = N * S;
+  auto make = [&](uint64_t sd, double lo, double hi) {
+    const std::vector<float> f = Rand(total, sd, lo, hi);
+    std::vector<T> v(f.size());
+    for (size_t i = 0; i < f.size(); ++i) v[i] = static_cast<T>(f[i]);
+    return v;
+  };
+  const std::vector<T> x = make(seed, 3, 7), dy = make(seed + 1, -1, 1), ro = make(seed + 2, -1, 1);
+  auto last = [&](const std::vector<T>& v) {
+    std::vector<T> r(v.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t j = 0; j < S; ++j) r[(n * S + j) * C + c] = v[(n * C + c) * S + j];
+    return r;
+  };
+  auto first = [&](const std::vector<T>& v) {
+    std::vector<T> r(v.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t j = 0; j < S; ++j) r[(n * C + c) * S + j] = v[(n * S + j) * C + c];
+    return r;
+  };
+  const auto xl = last(x), dyl = last(dy), rol = last(ro);
+  constexpr bool kHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+  const double tol = std::is_same_v<T, double> ? 1e-12 : std::is_same_v<T, float> ? 1e-6 : 1.0 / 128;
+  auto near = [&](double a, double b, double scale, const char* what, int64_t i) {
+    ASSERT_NEAR(a, b, tol * (std::abs(b) + scale)) << what << " " << i;
+  };
+  std::vector<double> m1(C), v1(C), m2(C), v2(C);
+  ChannelMoments(N, C, S, x.data(), m1.data(), v1.data());
+  ChannelMomentsLast(rows, C, xl.data(), m2.data(), v2.data());
+  for (int64_t c = 0; c < C; ++c) {
+    ASSERT_NEAR(m2[c], m1[c], 1e-12 * std::abs(m1[c]) + 1e-13) << c;
+    ASSERT_NEAR(v2[c], v1[c], 1e-10 * v1[c] + 1e-13) << c;
+  }
+  std::vector<double> scale(C), bias(C);
+  for (int64_t c = 0; c < C; ++c) scale[c] = 0.5 + 0.01 * c, bias[c] = 0.1 * c - 1;
+  const T poison = static_cast<T>(std::numeric_limits<float>::quiet_NaN());
+  for (const bool relu : {false, true}) {
+    std::vector<T> y1(total, poison), y2(total, poison);
+    BatchNormApply(N, C, S, x.data(), scale.data(), bias.data(), m1.data(), v1.data(), 1e-5, y1.data(), relu);
+    BatchNormApplyLast(rows, C, xl.data(), scale.data(), bias.data(), m1.data(), v1.data(), 1e-5, y2.data(), relu);
+    const auto y2c = first(y2);
+    for (int64_t i = 0; i < total; ++i)
+      near(static_cast<double>(y2c[i]), static_cast<double>(y1[i]), kHalf ? 0.02 : 1e-9, "y", i);
+  }
+  for (const bool inference : {false, true})
+    for (const bool masked : {false, true}) {
+      SCOPED_TRACE(std::string(inference ? "inference" : "training") + (masked ? ", Relu mask" : ""));
+      std::vector<T> d1(total, poison), d2(total, poison);
+      std::vector<double> s1(C), b1(C), s2(C), b2(C);
+      BatchNormGrad(N, C, S, dy.data(), x.data(), scale.data(), inference ? m1.data() : nullptr,
+                    inference ? v1.data() : nullptr, 1e-5, d1.data(), s1.data(), b1.data(),
+                    masked ? ro.data() : nullptr);
+      BatchNormGradLast(rows, C, dyl.data(), xl.data(), scale.data(), inference ? m1.data() : nullptr,
+                        inference ? v1.data() : nullptr, 1e-5, d2.data(), s2.data(), b2.data(),
+                        masked ? rol.data() : nullptr);
+      for (int64_t c = 0; c < C; ++c) {
+        ASSERT_NEAR(s2[c], s1[c], 1e-9 * (std::abs(s1[c]) + rows)) << "dscale " << c;
+        ASSERT_NEAR(b2[c], b1[c], 1e-9 * (std::abs(b1[c]) + rows)) << "dbias " << c;
+      }
+      // dx is a difference of terms of size ~|dy|: compared at that scale.
+      const auto d2c = first(d2);
+      for (int64_t i = 0; i < total; ++i)
+        near(static_cast<double>(d2c[i]), static_cast<double>(d1[i]), kHalf ? 0.05 : 1e-3, "dx", i);
+    }
+}
+
+TEST(CpuNorm, ChannelsLastBatchNormMatchesNchw) {
+  const uint64_t seed = std::random_device{}();
+  for (const auto& [n, c, s] : {std::tuple<int64_t, int64_t, int64_t>{3, 13, 63}, {2, 64, 100}, {1, 7, 1}}) {
+    CheckBatchNormLast<float>(n, c, s, seed);
+    CheckBatchNormLast<double>(n, c, s, seed + 1);
+    CheckBatchNormLast<bfloat16>(n, c, s, seed + 2);
+    CheckBatchNormLast<float16>(n, c, s, seed + 3);
+  }
+}
+
 }  // namespace
 }  // namespace ot::cpu
