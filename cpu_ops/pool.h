@@ -26,4 +26,9 @@ struct PoolSpec {
 template <typename T>
 void Pool(const PoolSpec& spec, const T* x, T* y, int64_t* indices);
 
+// Max or average pooling of channels-last x, [N, spatial..., C] (the channels_last pass's layout; y the same way):
+// Pool's values without indices (cpu_ops/pool_last.cc). T: float, double, float16, bfloat16.
+template <typename T>
+void PoolLast(const PoolSpec& spec, const T* x, T* y);
+
 }  // namespace ot::cpu

@@ -15,4 +15,11 @@ void MaxPoolGrad(const PoolSpec& spec, const T* dy, const T* x, T* dx, bool relu
 template <typename T>
 void AvgPoolGrad(const PoolSpec& spec, const T* dy, T* dx);
 
+// The same over channels-last dy, x, dx ([N, spatial..., C]; cpu_ops/pool_last.cc): the same windows, argmaxes and
+// sums, per channel. T = float or double.
+template <typename T>
+void MaxPoolGradLast(const PoolSpec& spec, const T* dy, const T* x, T* dx, bool relu = false);
+template <typename T>
+void AvgPoolGradLast(const PoolSpec& spec, const T* dy, T* dx);
+
 }  // namespace ot::cpu

@@ -75,6 +75,7 @@ KernelInfo PoolKernel(const KernelContext& ctx) {
   if (ctx.has_output(1)) ctx.Unsupported("MaxPool's Indices output on the GPU (cuDNN does not return positions)");
   const cpu::PoolSpec s =
       PoolGeometry(ctx, max ? cpu::PoolKind::kMax : cpu::PoolKind::kAvg, x, ctx.out(0).dims, global);
+  if (ctx.node.attr_int("channels_last", 0) != 0) ctx.Unsupported("a channels-last pooling on the GPU");
   if (ctx.out(0).dtype != ctx.in(0).dtype) ctx.Fail("Y's dtype differs from X's");
   if (ctx.out(0).numel() == 0) return MakeInfo([](const KernelIO&) {});
   if (Empty(x)) ctx.Unsupported("pooling an empty input into a non-empty output on the GPU");
@@ -100,6 +101,7 @@ KernelInfo PoolGradKernel(const KernelContext& ctx, bool max) {
   if (max && ctx.in(1).dims != x) ctx.Fail("X and dX shapes differ");
   const cpu::PoolSpec s =
       PoolGeometry(ctx, max ? cpu::PoolKind::kMax : cpu::PoolKind::kAvg, x, y, ctx.node.attr_int("global", 0) != 0);
+  if (ctx.node.attr_int("channels_last", 0) != 0) ctx.Unsupported("a channels-last pooling gradient on the GPU");
   if (ctx.out(0).numel() == 0) return MakeInfo([](const KernelIO&) {});
   if (Empty(y)) ctx.Unsupported("a pooling gradient with an empty dY on the GPU");
   const cuda::PoolDesc d = DescOf(ctx, s, t);

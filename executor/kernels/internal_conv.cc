@@ -252,6 +252,27 @@ KernelInfo MaxPoolGradKernel(const KernelContext& ctx) {
   const cpu::PoolSpec spec = GradPoolSpec(ctx, cpu::PoolKind::kMax);
   const bool relu = ctx.node.attr_int("relu", 0) != 0;
   KernelInfo info;
+  if (ctx.node.attr_int("channels_last", 0) != 0) {  // dY, X, dX [N, spatial..., C]
+    if (IsHalf(ctx.in(0).dtype)) {
+      const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
+      const int64_t ny = ctx.in(0).numel(), nx = ctx.in(1).numel();
+      info.heap_bytes = static_cast<size_t>(ny + 2 * nx) * sizeof(float);
+      info.fn = [=](const KernelIO& io) {
+        RunWidened(t, io.in[0], ny, io.in[1], nx, io.out[0], nx, [&](const float* dy, const float* x, float* dx) {
+          cpu::MaxPoolGradLast<float>(spec, dy, x, dx, relu);
+        });
+      };
+    } else if (ctx.in(0).dtype == DataType::kFloat64) {
+      info.fn = [spec, relu](const KernelIO& io) {
+        cpu::MaxPoolGradLast<double>(spec, io.In<double>(0), io.In<double>(1), io.Out<double>(0), relu);
+      };
+    } else {
+      info.fn = [spec, relu](const KernelIO& io) {
+        cpu::MaxPoolGradLast<float>(spec, io.In<float>(0), io.In<float>(1), io.Out<float>(0), relu);
+      };
+    }
+    return info;
+  }
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
     const PlaneBlocks pb = PlaneWorkspace(spec, true);
@@ -278,6 +299,22 @@ KernelInfo AveragePoolGradKernel(const KernelContext& ctx) {
   RequireFloatOrHalf(ctx, {});
   const cpu::PoolSpec spec = GradPoolSpec(ctx, cpu::PoolKind::kAvg);
   KernelInfo info;
+  if (ctx.node.attr_int("channels_last", 0) != 0) {  // dY, dX [N, spatial..., C]
+    if (IsHalf(ctx.in(0).dtype)) {
+      const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
+      const int64_t ny = ctx.in(0).numel(), nx = ctx.out(0).numel();
+      info.heap_bytes = static_cast<size_t>(ny + nx) * sizeof(float);
+      info.fn = [=](const KernelIO& io) {
+        RunWidened(t, io.in[0], ny, nullptr, 0, io.out[0], nx,
+                   [&](const float* dy, const float*, float* dx) { cpu::AvgPoolGradLast<float>(spec, dy, dx); });
+      };
+    } else if (ctx.in(0).dtype == DataType::kFloat64) {
+      info.fn = [spec](const KernelIO& io) { cpu::AvgPoolGradLast<double>(spec, io.In<double>(0), io.Out<double>(0)); };
+    } else {
+      info.fn = [spec](const KernelIO& io) { cpu::AvgPoolGradLast<float>(spec, io.In<float>(0), io.Out<float>(0)); };
+    }
+    return info;
+  }
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
     const PlaneBlocks pb = PlaneWorkspace(spec, false);

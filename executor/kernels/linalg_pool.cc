@@ -1,16 +1,23 @@
 // CPU kernel factories of the pooling ops: MaxPool (with optional Indices), AveragePool, LpPool and their
 // Global* forms, all on cpu_ops/pool.h's loops (float, float64, float16, bfloat16; MaxPool also int8/uint8).
+#include <type_traits>
+
 #include "cpu_ops/pool.h"
 #include "executor/kernel_registry.h"
+#include "executor/kernels/conv_geometry.h"
 #include "executor/kernels/pool_geometry.h"
 #include "graph/ops/linalg_util.h"
 #include "graph/tensor.h"
 
 namespace ot {
 
-cpu::PoolSpec PoolGeometry(const KernelContext& ctx, cpu::PoolKind kind, const std::vector<int64_t>& x,
-                           const std::vector<int64_t>& y, bool global) {
+cpu::PoolSpec PoolGeometry(const KernelContext& ctx, cpu::PoolKind kind, const std::vector<int64_t>& x_stored,
+                           const std::vector<int64_t>& y_stored, bool global) {
   const Node& node = ctx.node;
+  // channels_last = 1 (the channels_last pass): X and Y stored [N, spatial..., C]; the geometry reads [N, C, ...].
+  const bool last = node.attr_int("channels_last", 0) != 0;
+  const std::vector<int64_t> x = last ? ChannelsFirst(x_stored) : x_stored;
+  const std::vector<int64_t> y = last ? ChannelsFirst(y_stored) : y_stored;
   const int r = static_cast<int>(x.size()) - 2;
   cpu::PoolSpec spec;
   spec.kind = kind;
@@ -71,9 +78,19 @@ KernelInfo PoolKernel(const KernelContext& ctx) {
   }
   const bool want_indices = ctx.has_output(1);
   if (want_indices && spec.kind != cpu::PoolKind::kMax) ctx.Fail("only MaxPool has an Indices output");
+  const bool last = node.attr_int("channels_last", 0) != 0;
+  if (last && (want_indices || spec.kind == cpu::PoolKind::kLp || global))
+    ctx.Unsupported("channels_last for Indices, LpPool or a global pool");
   auto make = [&](auto tag) -> KernelInfo {
     using T = decltype(tag);
     KernelInfo k;
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+      if (last) {
+        k.fn = [spec](const KernelIO& io) { cpu::PoolLast<T>(spec, io.In<T>(0), io.Out<T>(0)); };
+        return k;
+      }
+    }
+    if (last) ctx.Unsupported("channels_last on " + DataTypeName(t));
     k.fn = [spec, want_indices](const KernelIO& io) {
       cpu::Pool<T>(spec, io.In<T>(0), io.Out<T>(0), want_indices ? io.Out<int64_t>(1) : nullptr);
     };

@@ -139,6 +139,20 @@ std::vector<Dim> PoolSpatial(InferContext& ctx, const Shape& x, const SpatialAtt
   return out;
 }
 
+// [N, spatial..., C] (attribute channels_last = 1) as [N, C, spatial...], and back.
+Shape ChannelsFirstShape(const Shape& v) {
+  if (!v.known_rank() || v.rank() < 3) return v;
+  std::vector<Dim> d{v[0], v[v.rank() - 1]};
+  for (int i = 1; i + 1 < v.rank(); ++i) d.push_back(v[i]);
+  return Shape(d);
+}
+Shape ChannelsLastShape(const std::vector<Dim>& d) {
+  std::vector<Dim> r{d[0]};
+  r.insert(r.end(), d.begin() + 2, d.end());
+  r.push_back(d[1]);
+  return Shape(r);
+}
+
 // Conv / ConvTranspose geometry over X = input xi, W = input wi, optional bias bi (-1: none); output dtype t
 // (kUndefined: X's, and W and the bias must match it).
 // Attribute channels_last = 1 (the CPU's channels_last pass; not for ConvTranspose): X and Y are stored
@@ -146,22 +160,10 @@ std::vector<Dim> PoolSpatial(InferContext& ctx, const Shape& x, const SpatialAtt
 void InferConvOf(InferContext& ctx, int xi, int wi, int bi, DataType t) {
   const bool channels_last = ctx.node.attr_int("channels_last", 0) != 0;
   if (channels_last && ctx.node.op_type != "Conv") ctx.Fail("channels_last applies to Conv only");
-  const auto to_first = [](const Shape& v) {
-    if (!v.known_rank() || v.rank() < 3) return v;
-    std::vector<Dim> d{v[0], v[v.rank() - 1]};
-    for (int i = 1; i + 1 < v.rank(); ++i) d.push_back(v[i]);
-    return Shape(d);
-  };
-  const auto to_last = [](const std::vector<Dim>& d) {
-    std::vector<Dim> r{d[0]};
-    r.insert(r.end(), d.begin() + 2, d.end());
-    r.push_back(d[1]);
-    return Shape(r);
-  };
-  const Shape x = channels_last ? to_first(ctx.Require(xi)) : ctx.Require(xi);
+  const Shape x = channels_last ? ChannelsFirstShape(ctx.Require(xi)) : ctx.Require(xi);
   const Shape& w = ctx.Require(wi);
   const auto set_y = [&](const std::vector<Dim>& out) {
-    ctx.set_output(0, t, channels_last ? to_last(out) : Shape(out));
+    ctx.set_output(0, t, channels_last ? ChannelsLastShape(out) : Shape(out));
   };
   if (t == DataType::kUndefined) {
     RequireSameType(ctx, xi, wi);
@@ -259,11 +261,15 @@ void InferQLinearConv(InferContext& ctx) {
   InferConvOf(ctx, 0, 3, 8, ctx.input_type(7));
 }
 
+// channels_last = 1 (MaxPool, AveragePool; the channels_last pass): X and Y stored [N, spatial..., C].
 void InferPool(InferContext& ctx) {
-  const Shape& x = ctx.Require(0);
-  const DataType t = ctx.input_type(0);
   const Node& n = ctx.node;
   const bool global = n.op_type.rfind("Global", 0) == 0;
+  const bool last = n.attr_int("channels_last", 0) != 0;
+  if (last && n.op_type != "MaxPool" && n.op_type != "AveragePool")
+    ctx.Fail("channels_last applies to MaxPool and AveragePool only");
+  const Shape x = last ? ChannelsFirstShape(ctx.Require(0)) : ctx.Require(0);
+  const DataType t = ctx.input_type(0);
   if (!x.known_rank()) {
     ctx.set_output(0, t, Shape());
     if (ctx.has_output(1)) ctx.set_output(1, DataType::kInt64, Shape());
@@ -282,8 +288,9 @@ void InferPool(InferContext& ctx) {
     auto sp = PoolSpatial(ctx, x, s, n.attr_int("ceil_mode", 0) != 0);
     out.insert(out.end(), sp.begin(), sp.end());
   }
-  ctx.set_output(0, t, Shape(out));
-  if (ctx.has_output(1)) ctx.set_output(1, DataType::kInt64, Shape(out));
+  const Shape y = last ? ChannelsLastShape(out) : Shape(out);
+  ctx.set_output(0, t, y);
+  if (ctx.has_output(1)) ctx.set_output(1, DataType::kInt64, y);
 }
 
 void InferEinsum(InferContext& ctx) {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "cpu_ops/pool_grad.h"
@@ -307,6 +308,101 @@ TEST(PoolGradKernel, MaxPoolGradTilesOverlapsGapsPadsAndTies) {
   CheckMaxPoolGrad(Make(PoolKind::kMax, {8, 33}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false), seed++);
   CheckMaxPoolGrad(Make(PoolKind::kMax, {50}, {3}, {2}, {1}, {1}, {1}, false), seed++);
   CheckMaxPoolGrad(Make(PoolKind::kMax, {4, 5}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}, false), seed++);
+}
+
+// Channels-last pooling (PoolLast, MaxPoolGradLast, AvgPoolGradLast) against the NCHW kernels on the same values:
+// max and average (with and without count_include_pad), overlapping 3x3 stride-2 windows with pads (a ResNet stem),
+// 2x2 stride 2, ceil mode, dilation, 1-D and 3-D, 37 channels (past a vector and a channel block), ties (values on a
+// coarse grid) and a NaN; the Relu fold of the max gradient; float and double (the forward also bf16). Outputs are
+// poisoned first. Max and its gradient: equal bit for bit; average: within float rounding.
+TEST(PoolKernel, ChannelsLastMatchesNchw) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::vector<PoolSpec> specs = {
+      Make(PoolKind::kMax, {9, 11}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false),
+      Make(PoolKind::kMax, {8, 8}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, false),
+      Make(PoolKind::kMax, {7, 9}, {3, 2}, {2, 2}, {2, 1}, {1, 0}, {1, 1}, true),
+      Make(PoolKind::kMax, {13}, {3}, {2}, {1}, {1}, {1}, false),
+      Make(PoolKind::kMax, {4, 5, 6}, {2, 2, 3}, {2, 1, 2}, {1, 1, 1}, {0, 1, 1}, {1, 0, 1}, false)};
+  for (size_t i = 0, n = specs.size(); i < n; ++i) {
+    PoolSpec a = specs[i];
+    a.kind = PoolKind::kAvg;
+    specs.push_back(a);
+    a.count_include_pad = true;
+    specs.push_back(a);
+  }
+  for (PoolSpec s : specs) {
+    s.n = 2;
+    s.c = 37;
+    const int64_t in_sz = Prod(s.in_spatial), out_sz = Prod(s.out_spatial);
+    const int64_t nx = s.n * s.c * in_sz, ny = s.n * s.c * out_sz;
+    SCOPED_TRACE("kind " + std::to_string(static_cast<int>(s.kind)) + " in " + std::to_string(in_sz) + " include pad " +
+                 std::to_string(s.count_include_pad));
+    std::uniform_int_distribution<int> q(-8, 8);
+    std::vector<float> x(nx), dy(ny);
+    for (auto& v : x) v = q(rng) / 4.f;  // a coarse grid: ties in most windows
+    for (auto& v : dy) v = q(rng) / 8.f + 0.01f;
+    x[nx / 3] = std::numeric_limits<float>::quiet_NaN();
+    auto last = [&](const std::vector<float>& v, int64_t sp) {
+      std::vector<float> r(v.size());
+      for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t c = 0; c < s.c; ++c)
+          for (int64_t p = 0; p < sp; ++p) r[(n * sp + p) * s.c + c] = v[(n * s.c + c) * sp + p];
+      return r;
+    };
+    const float poison = -12345.f;
+    std::vector<float> y(ny, poison), yl(ny, poison);
+    Pool(s, x.data(), y.data(), nullptr);
+    PoolLast(s, last(x, in_sz).data(), yl.data());
+    const auto y_as_last = last(y, out_sz);
+    const bool max = s.kind == PoolKind::kMax;
+    for (int64_t j = 0; j < ny; ++j) {
+      if (std::isnan(y_as_last[j])) {
+        ASSERT_TRUE(std::isnan(yl[j])) << "y " << j;
+      } else if (max) {
+        ASSERT_EQ(yl[j], y_as_last[j]) << "y " << j;
+      } else {
+        ASSERT_NEAR(yl[j], y_as_last[j], 1e-6 * (1 + std::abs(y_as_last[j]))) << "y " << j;
+      }
+    }
+    // bf16 forward: against the float one on the rounded values (max: the same; average: one rounding).
+    std::vector<bfloat16> xh(nx), yh(ny);
+    const auto xlast = last(x, in_sz);
+    for (int64_t j = 0; j < nx; ++j) xh[j] = bfloat16(xlast[j]);
+    PoolLast(s, xh.data(), yh.data());
+    for (int64_t j = 0; j < ny; ++j)
+      if (!std::isnan(yl[j])) ASSERT_NEAR(static_cast<float>(yh[j]), yl[j], 1e-2 * (1 + std::abs(yl[j]))) << j;
+    // Gradients (no NaN: a NaN's window takes it, in both layouts alike, but dX then compares NaN-free only there).
+    x[nx / 3] = 0.25f;
+    for (const bool relu : {false, true}) {
+      if (!max && relu) continue;
+      std::vector<float> dx(nx, poison), dxl(nx, poison);
+      if (max) {
+        MaxPoolGrad(s, dy.data(), x.data(), dx.data(), relu);
+        MaxPoolGradLast(s, last(dy, out_sz).data(), last(x, in_sz).data(), dxl.data(), relu);
+      } else {
+        AvgPoolGrad(s, dy.data(), dx.data());
+        AvgPoolGradLast(s, last(dy, out_sz).data(), dxl.data());
+      }
+      const auto dx_as_last = last(dx, in_sz);
+      for (int64_t j = 0; j < nx; ++j) {
+        if (max)
+          ASSERT_EQ(dxl[j], dx_as_last[j]) << "dx " << j << (relu ? " relu" : "");
+        else
+          ASSERT_NEAR(dxl[j], dx_as_last[j], 1e-6 * (1 + std::abs(dx_as_last[j]))) << "dx " << j;
+      }
+      std::vector<double> dxd(nx, -1.0);
+      const std::vector<double> dyd(dy.begin(), dy.end()), xd(x.begin(), x.end());
+      if (max) {
+        std::vector<double> xdl(nx), dydl(ny);
+        const auto xl = last(x, in_sz), dyl = last(dy, out_sz);
+        for (int64_t j = 0; j < nx; ++j) xdl[j] = xl[j];
+        for (int64_t j = 0; j < ny; ++j) dydl[j] = dyl[j];
+        MaxPoolGradLast(s, dydl.data(), xdl.data(), dxd.data(), relu);
+        for (int64_t j = 0; j < nx; ++j)
+          ASSERT_NEAR(dxd[j], dxl[j], 1e-6 * (1 + std::abs(dxl[j]))) << "double dx " << j;
+      }
+    }
+  }
 }
 
 }  // namespace

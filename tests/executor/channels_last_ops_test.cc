@@ -1,8 +1,8 @@
-// The channels_last attribute of Conv, ConvGradData, ConvGradWeight, BatchNormalization (and BatchNormRelu) and
-// BatchNormGrad on the CPU executor: activations stored [N, spatial..., C]. Each node against the same node without
-// the attribute on the NCHW values (fresh random ones): shapes from inference, values within float rounding (the
-// layouts add in different orders). Errors: a float64 channels-last convolution, and BatchNormGrad's dX-sum output,
-// are refused naming the node.
+// The channels_last attribute of Conv, ConvGradData, ConvGradWeight, BatchNormalization (and BatchNormRelu),
+// BatchNormGrad, MaxPool, AveragePool, MaxPoolGrad and AveragePoolGrad on the CPU executor: activations stored [N,
+// spatial..., C]. Each node against the same node without the attribute on the NCHW values (fresh random ones): shapes
+// from inference, values within float rounding (the layouts add in different orders). Errors: a float64 channels-last
+// convolution, and BatchNormGrad's dX-sum output, are refused naming the node.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -156,6 +156,31 @@ TEST(ChannelsLastOps, BatchNormAndItsGradientMatchNchw) {
     ExpectNear(Permuted(got[0], false), want[0], 1e-4, "dX");
     ExpectNear(got[1], want[1], 1e-5, "dScale");
     ExpectNear(got[2], want[2], 1e-5, "dB");
+  }
+}
+
+TEST(ChannelsLastOps, PoolingAndItsGradientsMatchNchw) {
+  const Tensor x = RandomTensor(DataType::kFloat32, {2, 20, 9, 9});
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    SCOPED_TRACE(op);
+    const bool max = std::string(op) == "MaxPool";
+    std::map<std::string, Attribute> a{
+        {"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}};
+    const Tensor y = RunNode(op, "", {{x}}, 1, a)[0];
+    std::map<std::string, Attribute> al = a;
+    al["channels_last"] = Attribute::Int(1);
+    std::vector<std::vector<int64_t>> dims;
+    const Tensor yl = RunNode(op, "", {{Permuted(x, true)}}, 1, al, &dims)[0];
+    EXPECT_EQ(dims[0], (std::vector<int64_t>{2, 5, 5, 20}));
+    ExpectNear(Permuted(yl, false), y, 1e-6, "Y");
+    const Tensor dy = RandomTensor(DataType::kFloat32, y.dims());
+    const Tensor xshape = Tensor::FromInt64(x.dims(), {4}), xlshape = Tensor::FromInt64(Permuted(x, true).dims(), {4});
+    const Tensor dx = max ? RunNode("MaxPoolGrad", kInternalDomain, {{dy}, {x}}, 1, a)[0]
+                          : RunNode("AveragePoolGrad", kInternalDomain, {{dy}, {xshape, true}}, 1, a)[0];
+    const Tensor dxl =
+        max ? RunNode("MaxPoolGrad", kInternalDomain, {{Permuted(dy, true)}, {Permuted(x, true)}}, 1, al)[0]
+            : RunNode("AveragePoolGrad", kInternalDomain, {{Permuted(dy, true)}, {xlshape, true}}, 1, al)[0];
+    ExpectNear(Permuted(dxl, false), dx, 1e-6, "dX");
   }
 }
 
