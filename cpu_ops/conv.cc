@@ -32,6 +32,7 @@ struct DnnlConv::Impl {
   // Blocked-layout path: the primitive's own layouts for X, W and Y, buffers for them; W reordered once when it is
   // constant, per call otherwise (training: W is state that changes every step).
   bool blocked = false, w_per_call = false;
+  bool x_direct = false, y_direct = false;  // the blocked path's X / Y used in place (already the primitive's layout)
   dnnl::memory::desc xb_md, yb_md, wb_md;
   mutable std::vector<float> xb, yb, wb;  // per-call layout buffers (the executor never runs one kernel twice at once)
   dnnl::reorder x_to_blocked, y_to_plain, w_to_blocked;
@@ -172,7 +173,10 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(s
   // paths below then set up everything).
   auto try_blocked = [&](dt t) -> bool {
     const auto any = dnnl::memory::format_tag::any;
-    dnnl::memory::desc xa(xd, t, any), ya(yd, t, any), wa(wd, t, any);
+    // Channels-last X and Y are the primitive's own layouts (its NHWC kernels): only W is left to oneDNN.
+    dnnl::memory::desc xa = spec.channels_last ? dnnl::memory::desc(xd, t, plain(xd)) : dnnl::memory::desc(xd, t, any),
+                       ya = spec.channels_last ? dnnl::memory::desc(yd, t, plain(yd)) : dnnl::memory::desc(yd, t, any),
+                       wa(wd, t, any);
     const auto pk = dnnl::prop_kind::forward_training;
     const dnnl::memory::desc bmd =
         spec.has_bias ? dnnl::memory::desc({spec.c_out}, t, dims_t{1}) : dnnl::memory::desc();
@@ -189,13 +193,15 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(s
     }
     dnnl::convolution_forward::primitive_desc& pd = *opd;
     if (t != dt::f32 && IsReferenceImpl(pd.impl_info_str())) return false;
-    im.x_md = dnnl::memory::desc(xd, t, Contiguous(xd));
-    im.y_md = dnnl::memory::desc(yd, t, Contiguous(yd));
+    im.x_md = dnnl::memory::desc(xd, t, plain(xd));
+    im.y_md = dnnl::memory::desc(yd, t, plain(yd));
     im.w_md = dnnl::memory::desc(wd, t, ws);
     im.b_md = bmd;
     const bool relayout = pd.src_desc() != im.x_md || pd.weights_desc() != im.w_md || pd.dst_desc() != im.y_md;
     if (t != dt::f32 && !relayout) return false;  // the plain-layout path below
-    if (relayout) im.block_n = ConvImagesPerBlock(spec.n, im.x_elems, im.y_elems, im.y_elems / spec.n);
+    // Blocks of images keep the activations' reorders in cache; channels-last has none.
+    if (relayout && !spec.channels_last)
+      im.block_n = ConvImagesPerBlock(spec.n, im.x_elems, im.y_elems, im.y_elems / spec.n);
     if (im.block_n) {
       ConvSpec b = spec;
       b.n = im.block_n;
@@ -229,12 +235,21 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(s
         im.w_per_call = true;
         im.w_to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.w_md, eng, im.wb_md));
       }
-      im.x_to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.x_md, eng, im.xb_md));
-      im.y_to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.yb_md, eng, im.y_md));
+      // X and Y reordered only where the primitive's layout is not theirs (never for channels-last ones).
+      im.x_direct = im.xb_md == im.x_md;
+      im.y_direct = im.yb_md == im.y_md;
+      if (im.x_direct)
+        im.xb.clear();
+      else
+        im.x_to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.x_md, eng, im.xb_md));
+      if (im.y_direct)
+        im.yb.clear();
+      else
+        im.y_to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.yb_md, eng, im.y_md));
     }
     return true;
   };
-  if (!spec.transpose && !spec.channels_last) {
+  if (!spec.transpose) {
     if (spec.type == DnnType::kF32) {
       try_blocked(dt::f32);
     } else if (spec.type == DnnType::kBF16 && GetHalfGemmMode() != HalfGemmMode::kF32) {
@@ -304,9 +319,10 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
     s.wait();
   };
   if (im.blocked) {
-    dnnl::memory xm(im.x_md, eng, const_cast<void*>(x)), xbm(im.xb_md, eng, im.xb.data());
-    dnnl::memory ybm(im.yb_md, eng, im.yb.data()), ym(im.y_md, eng, y);
-    im.x_to_blocked.execute(s, xm, xbm);
+    dnnl::memory xm(im.x_md, eng, const_cast<void*>(x)), ym(im.y_md, eng, y);
+    dnnl::memory xbm = im.x_direct ? xm : dnnl::memory(im.xb_md, eng, im.xb.data());
+    dnnl::memory ybm = im.y_direct ? ym : dnnl::memory(im.yb_md, eng, im.yb.data());
+    if (!im.x_direct) im.x_to_blocked.execute(s, xm, xbm);
     if (im.w_per_call) {
       dnnl::memory wm(im.w_md, eng, const_cast<void*>(w)), wbm(im.wb_md, eng, im.wb.data());
       im.w_to_blocked.execute(s, wm, wbm);
@@ -318,7 +334,7 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
         {DNNL_ARG_SCRATCHPAD, dnnl::memory(im.scratch_md, eng, im.scratch->data())}};
     if (spec_.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(im.b_md, eng, const_cast<void*>(bias)));
     im.prim.execute(s, args);
-    im.y_to_plain.execute(s, ybm, ym);
+    if (!im.y_direct) im.y_to_plain.execute(s, ybm, ym);
     s.wait();
     return;
   }

@@ -11,9 +11,7 @@
 namespace ot::cpu {
 
 bool DepthwiseGradWeightApplies(const ConvSpec& s) {
-  if (s.transpose || s.channels_last || s.in_spatial.size() != 2 || s.group < 2 || s.group != s.c_in ||
-      s.group != s.c_out)
-    return false;
+  if (s.transpose || s.in_spatial.size() != 2 || s.group < 2 || s.group != s.c_in || s.group != s.c_out) return false;
   for (int64_t d : s.dilations)
     if (d != 1) return false;
   for (int64_t v : s.strides)
@@ -112,8 +110,56 @@ OT_VEC_CLONES void Channel(const ConvSpec& s, const float* dy, const float* x, i
 
 }  // namespace
 
-void DepthwiseConvGradWeight(const ConvSpec& s, const float* dy, const float* x, float* dw) {
+namespace {
+// acc[j] += g[j] * x[j] along a block of channels.
+OT_VEC_CLONES void DotAlong(const float* __restrict g, const float* __restrict x, float* __restrict acc, int64_t len) {
+  for (int64_t j = 0; j < len; ++j) acc[j] += g[j] * x[j];
+}
+}  // namespace
+
+void DepthwiseConvGradWeightNchw(const ConvSpec& s, const float* dy, const float* x, float* dw) {
   tbb::parallel_for(int64_t{0}, s.c_in, [&](int64_t c) { Channel(s, dy, x, c, dw); });
+}
+
+// Channels-last dY [N, OH, OW, C] and X [N, H, W, C]: per block of channels, for every output position and each of
+// its taps inside the input, one product along the channels added into that tap's float sums; each image's sums
+// added into double totals per (tap, channel) in image order (deterministic for any thread count).
+void DepthwiseConvGradWeightLast(const ConvSpec& s, const float* dy, const float* x, float* dw) {
+  const int64_t C = s.c_in, H = s.in_spatial[0], W = s.in_spatial[1], OH = s.out_spatial[0], OW = s.out_spatial[1];
+  const int64_t KH = s.kernel[0], KW = s.kernel[1], SH = s.strides[0], SW = s.strides[1];
+  const int64_t PH = s.pad_begin[0], PW = s.pad_begin[1], taps = KH * KW;
+  constexpr int64_t kBlock = 64;
+  tbb::parallel_for(int64_t{0}, (C + kBlock - 1) / kBlock, [&](int64_t blk) {
+    const int64_t c0 = blk * kBlock, len = std::min(kBlock, C - c0);
+    std::vector<double> total(static_cast<size_t>(taps * len), 0.0);
+    std::vector<float> acc(static_cast<size_t>(taps * len));
+    for (int64_t n = 0; n < s.n; ++n) {
+      std::fill(acc.begin(), acc.end(), 0.f);
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const float* g = dy + ((n * OH + oh) * OW + ow) * C + c0;
+          for (int64_t kh = 0; kh < KH; ++kh) {
+            const int64_t ih = oh * SH + kh - PH;
+            if (ih < 0 || ih >= H) continue;
+            for (int64_t kw = 0; kw < KW; ++kw) {
+              const int64_t iw = ow * SW + kw - PW;
+              if (iw < 0 || iw >= W) continue;
+              DotAlong(g, x + ((n * H + ih) * W + iw) * C + c0, acc.data() + (kh * KW + kw) * len, len);
+            }
+          }
+        }
+      for (size_t i = 0; i < acc.size(); ++i) total[i] += acc[i];
+    }
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t t = 0; t < taps; ++t) dw[(c0 + j) * taps + t] = static_cast<float>(total[t * len + j]);
+  });
+}
+
+void DepthwiseConvGradWeight(const ConvSpec& s, const float* dy, const float* x, float* dw) {
+  if (s.channels_last)
+    DepthwiseConvGradWeightLast(s, dy, x, dw);
+  else
+    DepthwiseConvGradWeightNchw(s, dy, x, dw);
 }
 
 }  // namespace ot::cpu

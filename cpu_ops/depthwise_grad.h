@@ -9,6 +9,8 @@
 // phase planes and dY laid out at their width, so each tap is one contiguous dot product (taps that read one phase
 // share the loads of dY), summed in eight float lanes, the lanes of each image added into a double per tap: the
 // order is fixed by the shapes alone (deterministic for any thread count). Parallel over channels.
+// Channels-last dY and X (ConvSpec::channels_last, whose oneDNN weight gradient is no better): per block of 64
+// channels, each tap's products along the channels in float per image, the images added in double.
 #pragma once
 #include "cpu_ops/conv.h"
 

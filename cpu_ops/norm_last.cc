@@ -14,6 +14,7 @@
 
 #include "cpu_ops/half_convert.h"
 #include "cpu_ops/norm.h"
+#include "cpu_ops/row_stats.h"
 #include "kernel_common/half.h"
 #include "kernel_common/scalar_math.h"
 #include "kernel_common/vec_math.h"
@@ -52,30 +53,95 @@ void ForBlocks(int64_t rows, int64_t c, F&& f) {
   });
 }
 
-// acc[ch] += x[ch] - shift[ch], sq[ch] += (x[ch] - shift[ch])^2 over one row.
+// Rows are summed kGroup at a time: per chunk of 4 channels, the sums held in registers over the group's rows (each
+// channel's sums still take the rows in order, so the bits are those of a row-by-row loop), instead of every row
+// loading and storing the whole row of sums.
+constexpr int kGroup = 8;
+
+using row_stats::D4;
+
+// Four elements of p as doubles (GCC's generic vectors, written out: its vectorizer left these loops scalar).
 template <typename P>
-OT_VEC_CLONES void AddMomentsRow(const P* __restrict x, const double* __restrict shift, double* __restrict acc,
-                                 double* __restrict sq, int64_t c) {
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const double d = static_cast<double>(x[ch]) - shift[ch];
-    acc[ch] += d;
-    sq[ch] += d * d;
+OT_ROW_STATS_INLINE void Load4(const P* p, D4& v) {
+  if constexpr (std::is_same_v<P, float>)
+    row_stats::Widen4(p, v);
+  else
+    __builtin_memcpy(&v, p, sizeof v);
+}
+OT_ROW_STATS_INLINE void Store4(double* p, const D4& v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// acc[ch] += x - shift[ch], sq[ch] += (x - shift[ch])^2 over rows xs[0..nr).
+template <typename P>
+OT_VEC_CLONES void AddMomentsRows(const P* const* xs, int nr, const double* __restrict shift, double* __restrict acc,
+                                  double* __restrict sq, int64_t c) {
+  int64_t ch = 0;
+  for (; ch + 4 <= c; ch += 4) {
+    D4 a, b, sh;
+    Load4(acc + ch, a);
+    Load4(sq + ch, b);
+    Load4(shift + ch, sh);
+    for (int q = 0; q < nr; ++q) {
+      D4 d;
+      Load4(xs[q] + ch, d);
+      d -= sh;
+      a += d;
+      b += d * d;
+    }
+    Store4(acc + ch, a);
+    Store4(sq + ch, b);
   }
+  for (; ch < c; ++ch)
+    for (int q = 0; q < nr; ++q) {
+      const double d = static_cast<double>(xs[q][ch]) - shift[ch];
+      acc[ch] += d;
+      sq[ch] += d * d;
+    }
 }
 
-// The gradient's sums over one row: d = x - shift, g = dy (masked by r > 0 when r is given): sum d, d^2, g, g d.
+// The gradient's sums over rows [0, nr): d = x - shift, g = dy (masked by r > 0 when kMask: a bitwise select, as
+// the NCHW kernel's): sum d, d^2, g, g d.
 template <typename P, bool kMask>
-OT_VEC_CLONES void AddGradMomentsRow(const P* __restrict x, const P* __restrict g, const P* __restrict r,
-                                     const double* __restrict shift, double* __restrict m0, double* __restrict m1,
-                                     double* __restrict m2, double* __restrict m3, int64_t c) {
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const double d = static_cast<double>(x[ch]) - shift[ch];
-    const double gv = !kMask || r[ch] > 0 ? static_cast<double>(g[ch]) : 0.0;
-    m0[ch] += d;
-    m1[ch] += d * d;
-    m2[ch] += gv;
-    m3[ch] += gv * d;
+OT_VEC_CLONES void AddGradMomentsRows(const P* const* xs, const P* const* gs, const P* const* rs, int nr,
+                                      const double* __restrict shift, double* __restrict m0, double* __restrict m1,
+                                      double* __restrict m2, double* __restrict m3, int64_t c) {
+  typedef long long L4 __attribute__((vector_size(32)));
+  int64_t ch = 0;
+  for (; ch + 4 <= c; ch += 4) {
+    D4 a0, a1, a2, a3, sh;
+    Load4(m0 + ch, a0);
+    Load4(m1 + ch, a1);
+    Load4(m2 + ch, a2);
+    Load4(m3 + ch, a3);
+    Load4(shift + ch, sh);
+    for (int q = 0; q < nr; ++q) {
+      D4 d, g;
+      Load4(xs[q] + ch, d);
+      Load4(gs[q] + ch, g);
+      if constexpr (kMask) {
+        D4 r;
+        Load4(rs[q] + ch, r);
+        g = reinterpret_cast<D4>(reinterpret_cast<L4>(g) & (r > D4{}));
+      }
+      d -= sh;
+      a0 += d;
+      a1 += d * d;
+      a2 += g;
+      a3 += g * d;
+    }
+    Store4(m0 + ch, a0);
+    Store4(m1 + ch, a1);
+    Store4(m2 + ch, a2);
+    Store4(m3 + ch, a3);
   }
+  for (; ch < c; ++ch)
+    for (int q = 0; q < nr; ++q) {
+      const double d = static_cast<double>(xs[q][ch]) - shift[ch];
+      const double gv = !kMask || rs[q][ch] > 0 ? static_cast<double>(gs[q][ch]) : 0.0;
+      m0[ch] += d;
+      m1[ch] += d * d;
+      m2[ch] += gv;
+      m3[ch] += gv * d;
+    }
 }
 
 // y = (x - m) a + b per channel, in double, rounded once (O float or double), then Relu when kRelu.
@@ -99,12 +165,53 @@ OT_VEC_CLONES void ApplyRowF(const float* __restrict x, float* __restrict y, con
 }
 
 // dx = k0 (dy - mb) - (x - mu) q per channel (training), or k0 dy (q and mb zero), dy masked by r > 0 when kMask; in
-// double, rounded once to O (kOdd: round-to-odd floats, narrowed to a half type by the caller).
+// double, rounded once to O (kOdd: round-to-odd floats, narrowed to a half type by the caller). Float and double
+// rows four channels at a time in explicit vectors (the same operations as the scalar tail, so the same bits).
 template <typename P, typename O, bool kMask, bool kOdd>
 OT_VEC_CLONES void GradRow(const P* __restrict x, const P* __restrict g, const P* __restrict r, O* __restrict dx,
                            const double* __restrict k0, const double* __restrict mb, const double* __restrict mu,
                            const double* __restrict q, int64_t c) {
-  for (int64_t ch = 0; ch < c; ++ch) {
+  typedef long long L4 __attribute__((vector_size(32)));
+  typedef float F4 __attribute__((vector_size(16)));
+  typedef int I4 __attribute__((vector_size(16)));
+  int64_t ch = 0;
+  {
+    for (; ch + 4 <= c; ch += 4) {
+      D4 xv, gv, kv, mbv, muv, qv;
+      Load4(x + ch, xv);
+      Load4(g + ch, gv);
+      if constexpr (kMask) {
+        D4 rv;
+        Load4(r + ch, rv);
+        gv = reinterpret_cast<D4>(reinterpret_cast<L4>(gv) & (rv > D4{}));
+      }
+      Load4(k0 + ch, kv);
+      Load4(mb + ch, mbv);
+      Load4(mu + ch, muv);
+      Load4(q + ch, qv);
+      const D4 v = kv * (gv - mbv) - (xv - muv) * qv;
+      if constexpr (kOdd) {
+        // RoundToOddFloat on four lanes: the nearest float, one ulp back toward zero where that rounded away from
+        // zero, and the last bit set where inexact (the same bits as the scalar function).
+        const F4 f = __builtin_convertvector(v, F4);
+        const D4 back = __builtin_convertvector(f, D4);
+        const L4 abs_mask = L4{} + 0x7fffffffffffffffLL;
+        const L4 away = (reinterpret_cast<L4>(back) & abs_mask) > (reinterpret_cast<L4>(v) & abs_mask);
+        const L4 inexact = back != v;
+        I4 bits;
+        __builtin_memcpy(&bits, &f, sizeof bits);
+        bits += __builtin_convertvector(away, I4);  // -1 where it rounded away from zero
+        bits |= __builtin_convertvector(inexact, I4) & 1;
+        __builtin_memcpy(dx + ch, &bits, sizeof bits);
+      } else if constexpr (std::is_same_v<O, float>) {
+        const F4 f = __builtin_convertvector(v, F4);
+        __builtin_memcpy(dx + ch, &f, sizeof f);
+      } else {
+        __builtin_memcpy(dx + ch, &v, sizeof v);
+      }
+    }
+  }
+  for (; ch < c; ++ch) {
     const double gv = !kMask || r[ch] > 0 ? static_cast<double>(g[ch]) : 0.0;
     const double v = k0[ch] * (gv - mb[ch]) - (static_cast<double>(x[ch]) - mu[ch]) * q[ch];
     if constexpr (kOdd)
@@ -131,9 +238,14 @@ void ChannelMomentsLast(int64_t rows, int64_t c, const T* x, double* mean, doubl
   if (rows > 0)
     for (int64_t ch = 0; ch < c; ++ch) shift[ch] = FirstOf(x, ch);
   ForBlocks(rows, c, [&](int64_t b, int64_t r0, int64_t r1) {
-    std::vector<float> buf(kIsHalf<T> ? c : 0);
+    std::vector<float> buf(kIsHalf<T> ? kGroup * c : 0);
     double* acc = part.data() + b * c * 2;
-    for (int64_t r = r0; r < r1; ++r) AddMomentsRow(RowOf(x, r, c, buf.data()), shift.data(), acc, acc + c, c);
+    const Wide<T>* xs[kGroup];
+    for (int64_t r = r0; r < r1; r += kGroup) {
+      const int nr = static_cast<int>(std::min<int64_t>(kGroup, r1 - r));
+      for (int q = 0; q < nr; ++q) xs[q] = RowOf(x, r + q, c, buf.data() + (kIsHalf<T> ? q * c : 0));
+      AddMomentsRows(xs, nr, shift.data(), acc, acc + c, c);
+    }
   });
   const double cnt = static_cast<double>(rows);
   for (int64_t ch = 0; ch < c; ++ch) {
@@ -193,16 +305,22 @@ void BatchNormGradLast(int64_t rows, int64_t c, const T* dy, const T* x, const d
     rp = relu_out ? RowOf(relu_out, r, c, br.data()) : nullptr;
   };
   ForBlocks(rows, c, [&](int64_t b, int64_t r0, int64_t r1) {
-    const size_t hb = kIsHalf<T> ? static_cast<size_t>(c) : 0;
+    const size_t hb = kIsHalf<T> ? static_cast<size_t>(kGroup * c) : 0;
     std::vector<float> bx(hb), bg(hb), br(hb);
     double* m = part.data() + b * c * 4;
-    for (int64_t r = r0; r < r1; ++r) {
-      const P *xp, *gp, *rp;
-      rows_at(r, bx, bg, br, xp, gp, rp);
-      if (rp)
-        AddGradMomentsRow<P, true>(xp, gp, rp, shift.data(), m, m + c, m + 2 * c, m + 3 * c, c);
+    const P *xs[kGroup], *gs[kGroup], *rs[kGroup];
+    for (int64_t r = r0; r < r1; r += kGroup) {
+      const int nr = static_cast<int>(std::min<int64_t>(kGroup, r1 - r));
+      for (int q = 0; q < nr; ++q) {
+        const size_t o = kIsHalf<T> ? static_cast<size_t>(q * c) : 0;
+        xs[q] = RowOf(x, r + q, c, bx.data() + o);
+        gs[q] = RowOf(dy, r + q, c, bg.data() + o);
+        rs[q] = relu_out ? RowOf(relu_out, r + q, c, br.data() + o) : nullptr;
+      }
+      if (relu_out)
+        AddGradMomentsRows<P, true>(xs, gs, rs, nr, shift.data(), m, m + c, m + 2 * c, m + 3 * c, c);
       else
-        AddGradMomentsRow<P, false>(xp, gp, nullptr, shift.data(), m, m + c, m + 2 * c, m + 3 * c, c);
+        AddGradMomentsRows<P, false>(xs, gs, rs, nr, shift.data(), m, m + c, m + 2 * c, m + 3 * c, c);
     }
   });
   const double cnt = static_cast<double>(rows);

@@ -16,7 +16,8 @@ template <typename T>
 void AvgPoolGrad(const PoolSpec& spec, const T* dy, T* dx);
 
 // The same over channels-last dy, x, dx ([N, spatial..., C]; cpu_ops/pool_last.cc): the same windows, argmaxes and
-// sums, per channel. T = float or double.
+// sums, per channel. T = float or double; MaxPoolGradLast also float16 and bfloat16 (widened, dX summed in float and
+// rounded once).
 template <typename T>
 void MaxPoolGradLast(const PoolSpec& spec, const T* dy, const T* x, T* dx, bool relu = false);
 template <typename T>

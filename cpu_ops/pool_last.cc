@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cpu_ops/dims.h"
+#include "cpu_ops/half_convert.h"
 #include "cpu_ops/pool.h"
 #include "cpu_ops/pool_grad.h"
 #include "kernel_common/half.h"
@@ -97,6 +98,19 @@ OT_VEC_CLONES void SumTap(const T* __restrict x, Acc<T>* __restrict a, int64_t l
   for (int64_t j = 0; j < len; ++j) a[j] += Get(x[j]);
 }
 
+// One tap of a window for every channel: where x beats the maximum so far (TakesMax's rule: greater, or a NaN over a
+// number), it and its input position become the new maximum. Selects only: the loop vectorizes.
+template <typename T>
+OT_VEC_CLONES void ArgmaxTap(const T* __restrict x, int64_t at, T* __restrict bv, int64_t* __restrict best,
+                             int64_t len) {
+  for (int64_t j = 0; j < len; ++j) {
+    const T v = x[j], b = bv[j];
+    const bool take = (v > b) | ((v != v) & (b == b));
+    bv[j] = take ? v : b;
+    best[j] = take ? at : best[j];
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -132,32 +146,55 @@ void PoolLast(const PoolSpec& spec, const T* x, T* y) {
 
 template <typename T>
 void MaxPoolGradLast(const PoolSpec& spec, const T* dy, const T* x, T* dx, bool relu) {
+  using A = Acc<T>;
+  constexpr bool kHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
   const Geo g(spec);
   const int64_t C = spec.c;
   ForImageChannels(spec.n, C, [&](int64_t n, int64_t c0, int64_t c1) {
     const int64_t len = c1 - c0;
     const T* xi = x + n * g.in_sz * C;
     T* di = dx + n * g.in_sz * C;
-    for (int64_t p = 0; p < g.in_sz; ++p) std::fill(di + p * C + c0, di + p * C + c1, T(0));
+    // Half types: the window values widened (exact: the same argmax), dX summed in float here and rounded once.
+    std::vector<A> sums(kHalf ? static_cast<size_t>(g.in_sz * len) : 0), xw(kHalf ? static_cast<size_t>(len) : 0),
+        gw(kHalf ? static_cast<size_t>(len) : 0);
+    auto dx_at = [&](int64_t p) -> A* {
+      if constexpr (kHalf)
+        return sums.data() + p * len;
+      else
+        return di + p * C + c0;
+    };
+    auto x_at = [&](int64_t p) -> const A* {
+      if constexpr (kHalf) {
+        LoadFloats(xi + p * C + c0, xw.data(), len);
+        return xw.data();
+      } else {
+        return xi + p * C + c0;
+      }
+    };
+    for (int64_t p = 0; p < g.in_sz; ++p) std::fill(dx_at(p), dx_at(p) + len, A(0));
     std::vector<int64_t> taps, best(static_cast<size_t>(len));
+    std::vector<A> bv(static_cast<size_t>(len));
     for (int64_t o = 0; o < g.out_sz; ++o) {
       g.Taps(o, taps);
       if (taps.empty()) continue;
       std::fill(best.begin(), best.end(), taps[0]);
+      const A* first = x_at(taps[0]);
+      std::copy(first, first + len, bv.begin());
       // The first maximum wins; a NaN, once met, stays (as the forward picks it).
-      for (size_t q = 1; q < taps.size(); ++q) {
-        const T* xv = xi + taps[q] * C;
-        for (int64_t j = 0; j < len; ++j) {
-          const T v = xv[c0 + j], b = xi[best[j] * C + c0 + j];
-          if (v > b || (v != v && !(b != b))) best[j] = taps[q];
-        }
-      }
+      for (size_t q = 1; q < taps.size(); ++q) ArgmaxTap(x_at(taps[q]), taps[q], bv.data(), best.data(), len);
       const T* go = dy + (n * g.out_sz + o) * C + c0;
-      for (int64_t j = 0; j < len; ++j) {
-        const int64_t at = best[j] * C + c0 + j;
-        if (!relu || xi[at] > T(0)) di[at] += go[j];
+      const A* gv;
+      if constexpr (kHalf) {
+        LoadFloats(go, gw.data(), len);
+        gv = gw.data();
+      } else {
+        gv = go;
       }
+      for (int64_t j = 0; j < len; ++j)
+        if (!relu || bv[j] > A(0)) dx_at(best[j])[j] += gv[j];  // bv[j]: X at the argmax
     }
+    if constexpr (kHalf)
+      for (int64_t p = 0; p < g.in_sz; ++p) StoreFloats(dx_at(p), di + p * C + c0, len);
   });
 }
 
@@ -191,6 +228,8 @@ template void PoolLast<float16>(const PoolSpec&, const float16*, float16*);
 template void PoolLast<bfloat16>(const PoolSpec&, const bfloat16*, bfloat16*);
 template void MaxPoolGradLast<float>(const PoolSpec&, const float*, const float*, float*, bool);
 template void MaxPoolGradLast<double>(const PoolSpec&, const double*, const double*, double*, bool);
+template void MaxPoolGradLast<float16>(const PoolSpec&, const float16*, const float16*, float16*, bool);
+template void MaxPoolGradLast<bfloat16>(const PoolSpec&, const bfloat16*, const bfloat16*, bfloat16*, bool);
 template void AvgPoolGradLast<float>(const PoolSpec&, const float*, float*);
 template void AvgPoolGradLast<double>(const PoolSpec&, const double*, double*);
 

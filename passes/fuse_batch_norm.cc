@@ -129,7 +129,8 @@ bool BatchNormFoldPass::Run(Graph& g) {
     // bias sum: ReduceSum of dX over every axis but the channels.
     Value* dx = bg->outputs[0];
     const FusionSizes::Facts *fx = rep.facts(dx), *fin = rep.facts(bg->inputs[1]);
-    if (!fx || !fin || bg->has_output(3)) continue;
+    // Not channels-last: its kernel has no dX-sum output (cpu_ops/norm.h).
+    if (!fx || !fin || bg->has_output(3) || bg->attr_int("channels_last", 0) != 0) continue;
     const std::vector<int64_t>& d = fx->dims.dims;
     const int rank = static_cast<int>(d.size());
     Node* sum = nullptr;

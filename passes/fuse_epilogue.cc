@@ -34,7 +34,8 @@ bool IsGemm(const Node* n) {
 
 // A convolution whose result an epilogue may consume: Conv of 1 to 3 spatial dims (the conv kernels' range). Its dtype
 // is checked with Y's below (float64 runs the naive kernel of the gradient checks, which has no blocks).
-bool IsConv(const Node* n) { return fuse::IsOp(n, "Conv"); }
+// Not a channels-last one (passes/channels_last.h): ConvEpilogue's kernel reads NCHW.
+bool IsConv(const Node* n) { return fuse::IsOp(n, "Conv") && n->attr_int("channels_last", 0) == 0; }
 
 bool IsFused(const Node* n) { return fuse::IsInternalOp(n, "FusedElementwise"); }
 

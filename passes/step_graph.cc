@@ -6,6 +6,7 @@
 
 #include "graph/error.h"
 #include "passes/autodiff.h"
+#include "passes/channels_last.h"
 #include "passes/fold_transpose.h"
 #include "passes/fuse_bias_grad.h"
 #include "passes/fuse_gelu.h"
@@ -60,6 +61,12 @@ PassManager StepPipeline(StepBuild& b) {
   pm.Add("slice_pushdown", [](Graph& g) { return SlicePushdownPass().Run(g); });
   // Before autodiff, so the fused ops' gradient rules apply.
   pm.Add("pattern_fusion", [](Graph& g) { return RunPatternFusion(g, true); });
+  // Before autodiff: the gradient ops inherit the layout (and the Transposes at the edges are differentiated).
+  // Not with --sync-batchnorm: its global statistics are composed ops (ReduceMean, AllReduceSum) that follow the
+  // NCHW kernel's order of summation, which 2 ranks x B following 1 process x 2B within 1e-5 relies on.
+  pm.Add(
+      "channels_last", [](Graph& g) { return ChannelsLastPass().Run(g); }, "",
+      o.channels_last && !(o.data_parallel.world > 1 && o.data_parallel.sync_batchnorm));
   pm.Add(
       "loss",
       [&b](Graph& g) {

@@ -1,8 +1,9 @@
 // The training pipeline that turns a model into its step graph, in order:
 //   training_mode (BN/Dropout in training mode, BN running statistics become state) -> sync_batchnorm (more than
 //   one rank with --sync-batchnorm: BN on the global batch's statistics) -> pattern_fusion (fuse_gelu,
-//   fuse_layer_norm, fuse_softmax_ce, fuse_matmul_bias) -> loss -> autodiff -> data_parallel (more than one rank:
-//   the gradients' mean over the ranks) -> optimizer -> amp -> fp16_range (fp16 only) -> master_weights -> loss_scaling
+//   fuse_layer_norm, fuse_softmax_ce, fuse_matmul_bias) -> channels_last (CPU: a CNN's activations NHWC) -> loss ->
+//   autodiff -> data_parallel (more than one rank: the gradients' mean over the ranks) -> optimizer -> amp ->
+//   fp16_range (fp16 only) -> master_weights -> loss_scaling
 //   -> half_grad_update (the update reads half gradients) -> fold_transpose (GEMMs read transposed operands through
 //   their flags) -> fuse_bias_grad (a Linear's weight and bias gradients in one kernel).
 // The result is one Graph holding forward, loss, backward and the update, with update bindings for every state
@@ -36,6 +37,9 @@ struct StepOptions {
     l.mode = LossScaleMode::kAuto;
     return l;
   }();
+  // A CNN's activations channels-last (passes/channels_last.h): for steps that run on the CPU (the Trainer sets it
+  // when it has no device; the GPU's kernels read NCHW).
+  bool channels_last = false;
   // --disable-pass (OptionalPasses(); stage 2's names are taken and left to it), --dump-after, --verify-passes.
   PipelineControl control;
 };

@@ -74,6 +74,7 @@ Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std:
   TrainingModePass(false).Run(*eval_);
 
   Graph& g = *graph_;
+  opts_.channels_last = !opts_.device;  // a CPU step: CNN activations channels-last (passes/channels_last.h)
   info_ = BuildStepGraph(g, opts_);
   MakeExecutor();
 

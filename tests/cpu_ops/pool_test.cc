@@ -384,6 +384,19 @@ TEST(PoolKernel, ChannelsLastMatchesNchw) {
         AvgPoolGradLast(s, last(dy, out_sz).data(), dxl.data());
       }
       const auto dx_as_last = last(dx, in_sz);
+      if (max) {
+        // bf16 (x and dy on the coarse grid are bf16 values): the float sums rounded once, so bf16(float result).
+        const auto xl = last(x, in_sz), dyl = last(dy, out_sz);
+        std::vector<bfloat16> xb(nx), dyb(ny), dxb(nx, bfloat16(poison));
+        for (int64_t j = 0; j < nx; ++j) xb[j] = bfloat16(xl[j]);
+        for (int64_t j = 0; j < ny; ++j) dyb[j] = bfloat16(dyl[j]);
+        std::vector<float> dyr(ny), dxr(nx, poison);
+        for (int64_t j = 0; j < ny; ++j) dyr[j] = static_cast<float>(dyb[j]);
+        MaxPoolGradLast(s, dyr.data(), xl.data(), dxr.data(), relu);
+        MaxPoolGradLast(s, dyb.data(), xb.data(), dxb.data(), relu);
+        for (int64_t j = 0; j < nx; ++j)
+          ASSERT_EQ(static_cast<float>(dxb[j]), static_cast<float>(bfloat16(dxr[j]))) << "bf16 dx " << j;
+      }
       for (int64_t j = 0; j < nx; ++j) {
         if (max)
           ASSERT_EQ(dxl[j], dx_as_last[j]) << "dx " << j << (relu ? " relu" : "");

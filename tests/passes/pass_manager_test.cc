@@ -133,8 +133,8 @@ TEST(StepPipeline, NamesComeFromTheOneList) {
   // Optional: the rewrites the step is correct without, then stage 2's names and the stage itself.
   const std::vector<std::string>& optional = OptionalPasses();
   for (const char* n :
-       {"slice_pushdown", "pattern_fusion", "slice_grad_concat", "half_loss_grad", "fp16_range", "half_grad_update",
-        "fold_transpose", "fuse_bias_grad", "cluster_fusion", "fuse_epilogue", "fusion"})
+       {"slice_pushdown", "pattern_fusion", "channels_last", "slice_grad_concat", "half_loss_grad", "fp16_range",
+        "half_grad_update", "fold_transpose", "fuse_bias_grad", "cluster_fusion", "fuse_epilogue", "fusion"})
     EXPECT_NE(std::find(optional.begin(), optional.end(), n), optional.end()) << n;
   for (const char* n : {"training_mode", "loss", "autodiff", "data_parallel", "sync_batchnorm", "optimizer"})
     EXPECT_EQ(std::find(optional.begin(), optional.end(), n), optional.end()) << n << " cannot be left out";

@@ -1,0 +1,293 @@
+#include "passes/channels_last.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/op_registry.h"
+#include "passes/fuse_util.h"
+
+namespace ot {
+
+namespace {
+
+// NCHW axis -> its place in NHWC.
+constexpr int64_t kToLast[4] = {0, 3, 1, 2};
+
+bool Floatish(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16; }
+
+bool Rank4(const Value* v) { return v && v->shape.known_rank() && v->shape.rank() == 4 && Floatish(v->dtype); }
+
+Shape ToLastShape(const Shape& s) { return Shape({s[0], s[2], s[3], s[1]}); }
+
+bool IsUnary(const Node* n) {
+  static const std::set<std::string> kOps = {"Relu",      "Sigmoid",  "Tanh", "Clip", "HardSigmoid", "HardSwish",
+                                             "LeakyRelu", "Elu",      "Selu", "Neg",  "Abs",         "Exp",
+                                             "Softplus",  "Identity", "Gelu", "Erf",  "Sqrt",        "Dropout"};
+  return (n->domain.empty() || n->domain == kInternalDomain) && kOps.count(n->op_type);
+}
+
+bool IsBroadcast(const Node* n) {
+  static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"};
+  return n->domain.empty() && kOps.count(n->op_type);
+}
+
+bool IsReduce(const Node* n) {
+  return n->domain.empty() && (n->op_type == "ReduceMean" || n->op_type == "ReduceSum" || n->op_type == "ReduceMax");
+}
+
+// A constant operand (an initializer that is not a graph input).
+const Tensor* ConstantOf(const Graph& g, const Value* v) {
+  if (!v || !v->initializer) return nullptr;
+  if (std::find(g.inputs.begin(), g.inputs.end(), v) != g.inputs.end()) return nullptr;
+  return v->initializer.get();
+}
+
+// The axes of a Reduce node (attribute, or constant input 1 from the opset that moved them there), normalized to
+// rank 4; false when they are not known here.
+bool ReduceAxes(const Graph& g, const Node* n, std::vector<int64_t>& axes, bool& from_input) {
+  from_input = n->has_input(1);
+  if (from_input) {
+    const Tensor* t = ConstantOf(g, n->inputs[1]);
+    if (!t) return false;
+    axes = t->ToInt64Vector();
+  } else {
+    axes = n->attr_ints("axes");
+  }
+  if (axes.empty()) return !from_input && n->attr_int("noop_with_empty_axes", 0) == 0;  // every axis
+  for (int64_t& a : axes) {
+    if (a < -4 || a > 3) return false;
+    if (a < 0) a += 4;
+  }
+  return true;
+}
+
+class Rewriter {
+ public:
+  explicit Rewriter(Graph& g) : g_(g) {}
+
+  int converted = 0, transposes = 0;
+
+  void Run() {
+    std::vector<Node*> dropped;
+    for (Node* n : g_.TopologicalOrder()) {
+      if (Layout(n))
+        ConvertLayout(n);
+      else if (Agnostic(n))
+        ConvertAgnostic(n);
+      else if (ModelToLast(n))
+        dropped.push_back(n);
+    }
+    // The model's own Transposes back to NCHW whose readers now read the channels-last value (LastInput) are dead.
+    for (const auto& n : g_.nodes())
+      if (n->domain.empty() && n->op_type == "Transpose" && n->has_output(0) && n->outputs[0]->uses.empty() &&
+          n->attr_ints("perm") == std::vector<int64_t>{0, 3, 1, 2} && !Pinned(n->outputs[0]) &&
+          std::find(dropped.begin(), dropped.end(), n.get()) == dropped.end())
+        dropped.push_back(n.get());
+    g_.RemoveNodes(dropped);
+    // Every channels-last value that an NCHW reader, a graph output or a state binding still names: its NCHW value,
+    // kept under its name, from a Transpose back.
+    for (auto& [nchw, last] : last_) {
+      bool pinned = !nchw->uses.empty() || std::find(g_.outputs.begin(), g_.outputs.end(), nchw) != g_.outputs.end();
+      for (const auto& b : g_.update_bindings) pinned |= b.next == nchw;
+      if (!pinned) continue;
+      Node* t = g_.AddNode("Transpose", {last}, {nchw}, g_.UniqueName("channels_last/to_nchw"));
+      t->attrs["perm"] = Attribute::Ints({0, 3, 1, 2});
+      ++transposes;
+      InferNode(*t);
+    }
+  }
+
+ private:
+  // A graph output or a state's next value.
+  bool Pinned(const Value* v) const {
+    if (std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end()) return true;
+    for (const auto& b : g_.update_bindings)
+      if (b.next == v) return true;
+    return false;
+  }
+
+  // A layout op this pass gives channels_last = 1 (or, GlobalAveragePool, turns into ReduceMean).
+  bool Layout(const Node* n) const {
+    if (!n->domain.empty() || n->inputs.empty() || !Rank4(n->inputs[0]) || !n->has_output(0)) return false;
+    const std::string& op = n->op_type;
+    if (op == "Conv") return n->has_input(1) && n->attr_int("channels_last", 0) == 0;
+    if (op == "BatchNormalization") return n->opset >= 9 && n->attr_int("channels_last", 0) == 0;
+    if (op == "MaxPool") return !n->has_output(1) && n->attr_int("channels_last", 0) == 0;
+    if (op == "AveragePool") return n->attr_int("channels_last", 0) == 0;
+    if (op == "GlobalAveragePool") return last_.count(n->inputs[0]) != 0;  // only inside a region
+    return false;
+  }
+
+  // A layout-agnostic op reading a channels-last value, whose every operand can follow.
+  bool Agnostic(const Node* n) const {
+    const bool unary = IsUnary(n), bc = IsBroadcast(n), concat = n->domain.empty() && n->op_type == "Concat",
+               reduce = IsReduce(n);
+    if (!unary && !bc && !concat && !reduce) return false;
+    bool any_last = false;
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      const Value* v = n->inputs[i];
+      if (!v) continue;
+      if (last_.count(const_cast<Value*>(v))) any_last = true;
+    }
+    if (!any_last) return false;
+    for (const Value* o : n->outputs)
+      if (o && !Rank4(o)) return false;
+    if (unary) {
+      for (size_t i = 1; i < n->inputs.size(); ++i)  // Clip's bounds, Dropout's ratio: scalars
+        if (n->inputs[i] && (!n->inputs[i]->shape.known_rank() || n->inputs[i]->shape.rank() > 0)) return false;
+      return Rank4(n->inputs[0]);
+    }
+    if (concat) {
+      int64_t axis = n->attr_int("axis", 1);
+      if (axis < 0) axis += 4;
+      if (axis != 1) return false;
+      for (const Value* v : n->inputs)
+        if (!Rank4(v)) return false;
+      return true;
+    }
+    if (reduce) {
+      std::vector<int64_t> axes;
+      bool from_input;
+      return Rank4(n->inputs[0]) && n->attr_int("keepdims", 1) == 1 && ReduceAxes(g_, n, axes, from_input);
+    }
+    for (const Value* v : n->inputs) {  // broadcasting: rank-4 operands, scalars, or static shapes of rank < 4
+      if (!v || Rank4(v)) continue;
+      if (!v->shape.known_rank() || v->dtype != n->outputs[0]->dtype) return false;
+      const auto count = v->shape.NumElements();
+      if (count && *count == 1) continue;
+      if (!v->shape.is_static() || v->shape.rank() > 4) return false;
+    }
+    return true;
+  }
+
+  // The model's own Transpose(perm 0,2,3,1) of a channels-last value (ConvNeXt's move to channels-last for its
+  // LayerNorm and Linear layers) is that value: its readers read it directly and the node goes.
+  bool ModelToLast(Node* n) {
+    if (!n->domain.empty() || n->op_type != "Transpose" || !n->has_input(0) || !last_.count(n->inputs[0])) return false;
+    if (n->attr_ints("perm") != std::vector<int64_t>{0, 2, 3, 1} || !n->has_output(0)) return false;
+    Value* out = n->outputs[0];
+    if (std::find(g_.outputs.begin(), g_.outputs.end(), out) != g_.outputs.end()) return false;
+    for (const auto& b : g_.update_bindings)
+      if (b.next == out) return false;
+    g_.ReplaceAllUses(out, last_[n->inputs[0]]);
+    ++converted;
+    return true;
+  }
+
+  // Input i of n as channels-last: its channels-last value, the input of the model's own Transpose(perm 0,3,1,2)
+  // that made it (the way back from the model's channels-last layers), or a Transpose of it (one per value).
+  Value* LastInput(Value* v) {
+    if (auto it = last_.find(v); it != last_.end()) return it->second;
+    if (auto it = transposed_.find(v); it != transposed_.end()) return it->second;
+    if (const Node* p = v->producer; p && p->domain.empty() && p->op_type == "Transpose" && p->has_input(0) &&
+                                     p->attr_ints("perm") == std::vector<int64_t>{0, 3, 1, 2})
+      return p->inputs[0];
+    Value* t = g_.AddValue(g_.UniqueName(v->name + "_nhwc"));
+    Node* n = g_.AddNode("Transpose", {v}, {t}, g_.UniqueName("channels_last/to_nhwc"));
+    n->attrs["perm"] = Attribute::Ints({0, 2, 3, 1});
+    InferNode(*n);
+    ++transposes;
+    transposed_[v] = t;
+    return t;
+  }
+
+  // Output k of n becomes a new channels-last value; the old one is kept for NCHW readers (Run's Transposes back).
+  void LastOutput(Node* n, int k) {
+    Value* old = n->outputs[static_cast<size_t>(k)];
+    Value* v = g_.AddValue(g_.UniqueName(old->name + "_nhwc"));
+    v->dtype = old->dtype;
+    v->shape = ToLastShape(old->shape);
+    n->outputs[static_cast<size_t>(k)] = v;
+    v->producer = n;
+    v->producer_output = k;
+    old->producer = nullptr;
+    last_[old] = v;
+  }
+
+  void ConvertLayout(Node* n) {
+    g_.SetInput(n, 0, LastInput(n->inputs[0]));
+    if (n->op_type == "GlobalAveragePool") {
+      n->op_type = "ReduceMean";
+      n->attrs["keepdims"] = Attribute::Int(1);
+      const std::vector<int64_t> axes = {1, 2};
+      if (g_.OpsetOf("") >= 18) {
+        n->inputs.resize(2, nullptr);
+        g_.SetInput(n, 1, g_.AddInitializer(g_.UniqueName("channels_last/hw"), Tensor::FromInt64(axes, {2})));
+      } else {
+        n->attrs["axes"] = Attribute::Ints(axes);
+      }
+    } else {
+      n->attrs["channels_last"] = Attribute::Int(1);
+    }
+    LastOutput(n, 0);
+    InferNode(*n);
+    ++converted;
+  }
+
+  void ConvertAgnostic(Node* n) {
+    if (IsReduce(n)) {
+      std::vector<int64_t> axes;
+      bool from_input;
+      ReduceAxes(g_, n, axes, from_input);
+      for (int64_t& a : axes) a = kToLast[a];
+      std::sort(axes.begin(), axes.end());
+      if (from_input)
+        g_.SetInput(n, 1,
+                    g_.AddInitializer(g_.UniqueName("channels_last/axes"),
+                                      Tensor::FromInt64(axes, {static_cast<int64_t>(axes.size())})));
+      else if (!axes.empty())
+        n->attrs["axes"] = Attribute::Ints(axes);
+      g_.SetInput(n, 0, LastInput(n->inputs[0]));
+    } else if (n->op_type == "Concat") {
+      n->attrs["axis"] = Attribute::Int(3);
+      for (size_t i = 0; i < n->inputs.size(); ++i) g_.SetInput(n, static_cast<int>(i), LastInput(n->inputs[i]));
+    } else {
+      for (size_t i = 0; i < n->inputs.size(); ++i) {
+        Value* v = n->inputs[i];
+        if (!v) continue;
+        if (Rank4(v)) {
+          g_.SetInput(n, static_cast<int>(i), LastInput(v));
+        } else if (const auto count = v->shape.NumElements(); count && *count > 1) {
+          // A lower-rank operand (a per-channel [C, 1, 1] parameter): padded to rank 4 by a Reshape, then transposed
+          // like any other, so a trained parameter keeps its name and shape (and gets its gradient through both).
+          std::vector<int64_t> d = v->shape.StaticDims();
+          d.insert(d.begin(), 4 - d.size(), 1);
+          Value* r4 = g_.AddValue(g_.UniqueName(v->name + "_4d"));
+          Node* rs = g_.AddNode("Reshape",
+                                {v, g_.AddInitializer(g_.UniqueName("channels_last/shape"), Tensor::FromInt64(d, {4}))},
+                                {r4}, g_.UniqueName("channels_last/to_4d"));
+          InferNode(*rs);
+          g_.SetInput(n, static_cast<int>(i), LastInput(r4));
+        }
+      }
+    }
+    for (size_t k = 0; k < n->outputs.size(); ++k)
+      if (n->outputs[k]) LastOutput(n, static_cast<int>(k));
+    InferNode(*n);
+    ++converted;
+  }
+
+  Graph& g_;
+  std::unordered_map<Value*, Value*> last_;        // NCHW value -> its channels-last value
+  std::unordered_map<Value*, Value*> transposed_;  // NCHW value -> Transpose(it) to channels-last
+};
+
+}  // namespace
+
+bool ChannelsLastPass::Run(Graph& g) {
+  converted_ = transposes_ = 0;
+  bool conv = false;
+  for (const auto& n : g.nodes())
+    conv |= n->domain.empty() && n->op_type == "Conv" && !n->inputs.empty() && Rank4(n->inputs[0]);
+  if (!conv) return false;
+  Rewriter r(g);
+  r.Run();
+  converted_ = r.converted;
+  transposes_ = r.transposes;
+  return converted_ > 0;
+}
+
+}  // namespace ot
