@@ -41,6 +41,35 @@ inline std::vector<int64_t> Pad3(const std::vector<int64_t>& v, int64_t fill) {
   return r;
 }
 
+// For output position (od, oh, ow) of a 3-D (Pad3'ed) pooling window: calls f(i) for every tap inside the input (i
+// its flat index within one channel), in window order (depth, rows, columns), and returns the window's size within
+// the padded input (count_include_pad's divisor). The walk the pooling kernels and their gradients share.
+template <typename F>
+inline int64_t ForEachPoolTap(const std::vector<int64_t>& in, const std::vector<int64_t>& k,
+                              const std::vector<int64_t>& st, const std::vector<int64_t>& dl,
+                              const std::vector<int64_t>& pb, const std::vector<int64_t>& pe, int64_t od, int64_t oh,
+                              int64_t ow, F&& f) {
+  const int64_t s0 = od * st[0] - pb[0], s1 = oh * st[1] - pb[1], s2 = ow * st[2] - pb[2];
+  int64_t count_pad = 0;
+  for (int64_t kd = 0; kd < k[0]; ++kd) {
+    const int64_t id = s0 + kd * dl[0];
+    if (id >= in[0] + pe[0]) break;
+    const bool vd = id >= 0 && id < in[0];
+    for (int64_t kh = 0; kh < k[1]; ++kh) {
+      const int64_t ih = s1 + kh * dl[1];
+      if (ih >= in[1] + pe[1]) break;
+      const bool vh = vd && ih >= 0 && ih < in[1];
+      for (int64_t kw = 0; kw < k[2]; ++kw) {
+        const int64_t iw = s2 + kw * dl[2];
+        if (iw >= in[2] + pe[2]) break;
+        ++count_pad;
+        if (vh && iw >= 0 && iw < in[2]) f((id * in[1] + ih) * in[2] + iw);
+      }
+    }
+  }
+  return count_pad;
+}
+
 // For one kernel tap (kd, kh, kw) of a 3-D (Pad3'ed) convolution window: calls f(o, i) for every output position
 // o whose input position i = o*stride - pad_begin + k*dilation lies inside the input (flat indices within one
 // channel). The traversal the reference convolution and its two gradients share.

@@ -279,43 +279,28 @@ void Pool(const PoolSpec& spec, const T* x, T* y, int64_t* indices) {
       for (int64_t oh = 0; oh < out[1]; ++oh)
         for (int64_t ow = 0; ow < out[2]; ++ow) {
           const int64_t o = (od * out[1] + oh) * out[2] + ow;
-          const int64_t s0 = od * st[0] - pb[0], s1 = oh * st[1] - pb[1], s2 = ow * st[2] - pb[2];
           C best = std::numeric_limits<C>::lowest();
           if constexpr (!std::is_integral_v<C>) best = -std::numeric_limits<C>::infinity();
           int64_t best_idx = -1;
           double sum = 0;
-          int64_t count_in = 0, count_pad = 0;
-          for (int64_t kd = 0; kd < k[0]; ++kd) {
-            const int64_t id = s0 + kd * dl[0];
-            if (id >= in[0] + pe[0]) break;
-            const bool vd = id >= 0 && id < in[0];
-            for (int64_t kh = 0; kh < k[1]; ++kh) {
-              const int64_t ih = s1 + kh * dl[1];
-              if (ih >= in[1] + pe[1]) break;
-              const bool vh = vd && ih >= 0 && ih < in[1];
-              for (int64_t kw = 0; kw < k[2]; ++kw) {
-                const int64_t iw = s2 + kw * dl[2];
-                if (iw >= in[2] + pe[2]) break;
-                ++count_pad;
-                if (!vh || iw < 0 || iw >= in[2]) continue;
-                ++count_in;
-                const int64_t off = (id * in[1] + ih) * in[2] + iw;
-                const C v = static_cast<C>(xp[off]);
-                if (spec.kind == PoolKind::kMax) {
-                  // The first maximum wins; a NaN, once met, stays (it compares false with everything).
-                  if (best_idx < 0 || v > best || (v != v && !(best != best))) {
-                    best = v;
-                    best_idx = spec.indices_col_major ? id * cm_stride[0] + ih * cm_stride[1] + iw * cm_stride[2] : off;
-                  }
-                } else if (spec.kind == PoolKind::kAvg) {
-                  sum += static_cast<double>(v);
-                } else {
-                  const double a = std::fabs(static_cast<double>(v));
-                  sum += spec.p == 1 ? a : spec.p == 2 ? a * a : std::pow(a, static_cast<double>(spec.p));
-                }
+          int64_t count_in = 0;
+          const int64_t count_pad = ForEachPoolTap(in, k, st, dl, pb, pe, od, oh, ow, [&](int64_t off) {
+            ++count_in;
+            const C v = static_cast<C>(xp[off]);
+            if (spec.kind == PoolKind::kMax) {
+              // The first maximum wins; a NaN, once met, stays (it compares false with everything).
+              if (best_idx < 0 || v > best || (v != v && !(best != best))) {
+                best = v;
+                const int64_t id = off / (in[1] * in[2]), ih = (off / in[2]) % in[1], iw = off % in[2];
+                best_idx = spec.indices_col_major ? id * cm_stride[0] + ih * cm_stride[1] + iw * cm_stride[2] : off;
               }
+            } else if (spec.kind == PoolKind::kAvg) {
+              sum += static_cast<double>(v);
+            } else {
+              const double a = std::fabs(static_cast<double>(v));
+              sum += spec.p == 1 ? a : spec.p == 2 ? a * a : std::pow(a, static_cast<double>(spec.p));
             }
-          }
+          });
           if (spec.kind == PoolKind::kMax) {
             yp[o] = static_cast<T>(best);
             if (ip) ip[o] = best_idx < 0 ? -1 : plane * in_sz + best_idx;

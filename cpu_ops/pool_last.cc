@@ -45,25 +45,7 @@ struct Geo {
   int64_t Taps(int64_t o, std::vector<int64_t>& taps) const {
     taps.clear();
     const int64_t od = o / (out[1] * out[2]), oh = (o / out[2]) % out[1], ow = o % out[2];
-    const int64_t s0 = od * st[0] - pb[0], s1 = oh * st[1] - pb[1], s2 = ow * st[2] - pb[2];
-    int64_t count_pad = 0;
-    for (int64_t kd = 0; kd < k[0]; ++kd) {
-      const int64_t id = s0 + kd * dl[0];
-      if (id >= in[0] + pe[0]) break;
-      const bool vd = id >= 0 && id < in[0];
-      for (int64_t kh = 0; kh < k[1]; ++kh) {
-        const int64_t ih = s1 + kh * dl[1];
-        if (ih >= in[1] + pe[1]) break;
-        const bool vh = vd && ih >= 0 && ih < in[1];
-        for (int64_t kw = 0; kw < k[2]; ++kw) {
-          const int64_t iw = s2 + kw * dl[2];
-          if (iw >= in[2] + pe[2]) break;
-          ++count_pad;
-          if (vh && iw >= 0 && iw < in[2]) taps.push_back((id * in[1] + ih) * in[2] + iw);
-        }
-      }
-    }
-    return count_pad;
+    return ForEachPoolTap(in, k, st, dl, pb, pe, od, oh, ow, [&](int64_t i) { taps.push_back(i); });
   }
 };
 
