@@ -4,7 +4,12 @@
 
 namespace ot::tools {
 
-StepOptions MakeStepOptions(const TrainOptions& o) { return MakeTrainerOptions(o, o.steps); }
+// The step `train` builds: on the CPU, CNN activations channels-last as the Trainer sets them (training/trainer.cc).
+StepOptions MakeStepOptions(const TrainOptions& o) {
+  TrainerOptions t = MakeTrainerOptions(o, o.steps);
+  t.channels_last = !t.device;
+  return t;
+}
 
 void AddTrainOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("model", o.model, "MODEL.onnx")->required();

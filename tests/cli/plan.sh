@@ -81,6 +81,22 @@ done
 grep -Eq "^peak +[0-9]+ .* 100\.0%$" "$tmp/table" && ok || bad "table peak row: $(cat "$tmp/table")"
 grep -q "largest saved activations" "$tmp/table" && ok || bad "table without the largest saved activations"
 
+# A CNN on the CPU is planned as `train` runs it: its activations channels-last (the channels_last pass), the
+# fashion CNN's first convolution [8, 28, 28, 16] rather than [8, 16, 28, 28]; --disable-pass channels_last plans NCHW.
+cnn=$(dirname "$ex")/fashion_cnn/model.onnx
+for layout in nhwc nchw; do
+  extra=(); [ $layout = nchw ] && extra=(--disable-pass channels_last)
+  "$tool" plan "$cnn" "${loss[@]}" --batch 8 --json --threads 2 "${extra[@]}" >"$tmp/cnn_$layout.json" 2>"$tmp/err" ||
+    { bad "plan of the fashion CNN ($layout) exited non-zero"; cat "$tmp/err"; }
+done
+if python3 - "$tmp" <<'PY'; then ok; else bad "plan of the CNN: layouts"; fi
+import json, sys
+shapes = lambda n: [e["shape"] for e in json.load(open(f"{sys.argv[1]}/cnn_{n}.json"))["largest"]]
+nhwc, nchw = shapes("nhwc"), shapes("nchw")
+assert [8, 28, 28, 16] in nhwc and [8, 16, 28, 28] not in nhwc, nhwc
+assert [8, 16, 28, 28] in nchw and [8, 28, 28, 16] not in nchw, nchw
+PY
+
 # User errors: one line naming the problem, non-zero exit.
 "$tool" plan "$tmp/missing.onnx" "${loss[@]}" --batch 64 >"$tmp/out" 2>&1 && bad "plan of a missing file succeeded" ||
   { [ "$(wc -l <"$tmp/out")" -eq 1 ] && grep -q "missing.onnx" "$tmp/out" && ok || bad "missing file: $(cat "$tmp/out")"; }
