@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <memory>
 
 #include "graph/error.h"
 #include "graph/infer_util.h"
@@ -52,7 +54,27 @@ std::pair<int, int> ShapeRange(const Node& n, int rank) {
 }
 
 ValueOf ValuesOf(const InferContext& ctx) {
-  return [&ctx](int i) -> const Tensor* { return ctx.has_input(i) ? ctx.input_value(i) : nullptr; };
+  // Integers the data propagation knows in full (a Slice's end from Shape -> Gather -> Add -> Div, as PyTorch
+  // exports x.chunk(2, dim=1)) count as values: materialized once per call, kept alive with the function.
+  auto made = std::make_shared<std::map<int, Tensor>>();
+  return [&ctx, made](int i) -> const Tensor* {
+    if (!ctx.has_input(i)) return nullptr;
+    if (const Tensor* t = ctx.input_value(i)) return t;
+    if (auto it = made->find(i); it != made->end()) return &it->second;
+    const Value* v = ctx.node.inputs[static_cast<size_t>(i)];
+    if (!v->shape.known_rank() || v->shape.rank() > 1 || !IsInteger(v->dtype)) return nullptr;
+    const std::optional<DimsValue> d = ctx.input_dims_value(i);
+    if (!d) return nullptr;
+    std::vector<int64_t> ints;
+    for (const DimOrInt& e : *d) {
+      if (!e.known) return nullptr;
+      ints.push_back(e.value);
+    }
+    if (v->shape.rank() == 0 && ints.size() != 1) return nullptr;
+    std::vector<int64_t> dims;
+    if (v->shape.rank() == 1) dims.push_back(static_cast<int64_t>(ints.size()));
+    return &made->emplace(i, Tensor::FromInt64(ints, dims)).first->second;
+  };
 }
 
 IntsArg ReadInts(const Node& n, const std::string& attr, int input, int input_from, const ValueOf& val) {

@@ -73,6 +73,28 @@ TEST_F(DimsValueTest, SliceCastAndArithmeticAreFollowed) {
   EXPECT_EQ(y->shape.ToString(), "[batch,32,4,16]");
 }
 
+TEST_F(DimsValueTest, SliceBoundsFromSizesGiveStaticDims) {
+  // x.chunk(2, dim=1) as PyTorch exports it: the bounds (C + 1) / 2 * 1 and * 2 from the input's own shape are
+  // known integers, so the halves are [batch,16,64], not [batch,?,64].
+  Value* half = Op("Div", {Op("Add", {DimOf(x, 1), Ints({1})}), Ints({2})});
+  Value* e1 = Op("Mul", {half, Ints({1})});
+  Value* e2 = Op("Mul", {half, Ints({2})});
+  Value* a = Op("Slice", {x, Ints({0}), e1, Ints({1})});
+  Value* b = Op("Slice", {x, e1, e2, Ints({1})});
+  // A bound that is not known stays unknown.
+  Value* unknown = g.AddValue("n");
+  unknown->dtype = DataType::kInt64;
+  unknown->shape = Shape::Static({1});
+  g.inputs.push_back(unknown);
+  Value* c = Op("Slice", {x, Ints({0}), unknown, Ints({1})});
+  Infer(a);
+  Infer(b);
+  Infer(c);
+  EXPECT_FALSE(c->shape.known_rank() && c->shape[1].is_static());
+  EXPECT_EQ(a->shape.ToString(), "[batch,16,64]");
+  EXPECT_EQ(b->shape.ToString(), "[batch,16,64]");
+}
+
 TEST_F(DimsValueTest, ExpandConstantOfShapeAndReduceToShapeReadTheNames) {
   Value* s = Op("Shape", {x});
   Value* c = Op("ConstantOfShape", {s});
