@@ -1,6 +1,7 @@
 #include "passes/channels_last.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -45,6 +46,32 @@ const Tensor* ConstantOf(const Graph& g, const Value* v) {
   return v->initializer.get();
 }
 
+// The elements of an integer value of rank <= 1 when all are known here (a constant, or data propagation through
+// Shape -> Gather -> ... chains).
+std::optional<std::vector<int64_t>> KnownInts(const Value* v) {
+  if (!v) return std::nullopt;
+  const std::optional<DimsValue> d = DimsValueOf(v);
+  if (!d) return std::nullopt;
+  std::vector<int64_t> r;
+  for (const DimOrInt& e : *d) {
+    if (!e.known) return std::nullopt;
+    r.push_back(e.value);
+  }
+  return r;
+}
+
+// Slice (opset >= 10) axes given as an input that is known, normalized to rank 4; nullopt otherwise.
+std::optional<std::vector<int64_t>> SliceAxes(const Node* n) {
+  if (n->opset < 10 || !n->has_input(3)) return std::nullopt;
+  std::optional<std::vector<int64_t>> axes = KnownInts(n->inputs[3]);
+  if (!axes) return std::nullopt;
+  for (int64_t& a : *axes) {
+    if (a < -4 || a > 3) return std::nullopt;
+    if (a < 0) a += 4;
+  }
+  return axes;
+}
+
 // The axes of a Reduce node (attribute, or constant input 1 from the opset that moved them there), normalized to
 // rank 4; false when they are not known here.
 bool ReduceAxes(const Graph& g, const Node* n, std::vector<int64_t>& axes, bool& from_input) {
@@ -77,6 +104,8 @@ class Rewriter {
         ConvertLayout(n);
       else if (Agnostic(n))
         ConvertAgnostic(n);
+      else if (ChannelShuffle(n) || ShapeOfLast(n))
+        continue;
       else if (ModelToLast(n))
         dropped.push_back(n);
     }
@@ -124,8 +153,8 @@ class Rewriter {
   // A layout-agnostic op reading a channels-last value, whose every operand can follow.
   bool Agnostic(const Node* n) const {
     const bool unary = IsUnary(n), bc = IsBroadcast(n), concat = n->domain.empty() && n->op_type == "Concat",
-               reduce = IsReduce(n);
-    if (!unary && !bc && !concat && !reduce) return false;
+               reduce = IsReduce(n), slice = n->domain.empty() && n->op_type == "Slice";
+    if (!unary && !bc && !concat && !reduce && !slice) return false;
     bool any_last = false;
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       const Value* v = n->inputs[i];
@@ -133,6 +162,7 @@ class Rewriter {
       if (last_.count(const_cast<Value*>(v))) any_last = true;
     }
     if (!any_last) return false;
+    if (reduce && n->attr_int("keepdims", 1) == 0) return ReduceToPlain(n);
     for (const Value* o : n->outputs)
       if (o && !Rank4(o)) return false;
     if (unary) {
@@ -148,6 +178,7 @@ class Rewriter {
         if (!Rank4(v)) return false;
       return true;
     }
+    if (slice) return Rank4(n->inputs[0]) && last_.count(n->inputs[0]) && SliceAxes(n).has_value();
     if (reduce) {
       std::vector<int64_t> axes;
       bool from_input;
@@ -160,6 +191,101 @@ class Rewriter {
       if (count && *count == 1) continue;
       if (!v->shape.is_static() || v->shape.rank() > 4) return false;
     }
+    return true;
+  }
+
+  // A Reduce without keepdims whose kept axes come out in the same order from NHWC (N, C of a mean over H, W:
+  // ShuffleNet's x.mean([2, 3])): it reads the channels-last value and its output is an ordinary one.
+  bool ReduceToPlain(const Node* n) const {
+    std::vector<int64_t> axes;
+    bool from_input;
+    if (!Rank4(n->inputs[0]) || !ReduceAxes(g_, n, axes, from_input) || axes.empty()) return false;
+    int64_t prev = -1;
+    for (int64_t a = 0; a < 4; ++a) {
+      if (std::find(axes.begin(), axes.end(), a) != axes.end()) continue;
+      if (kToLast[a] < prev) return false;
+      prev = kToLast[a];
+    }
+    return true;
+  }
+
+  // The single reader of v, when v has exactly one and is not pinned.
+  Node* OnlyReader(const Value* v) const {
+    if (!v || v->uses.size() != 1 || Pinned(v)) return nullptr;
+    return v->uses[0].node;
+  }
+
+  // ShuffleNet's channel shuffle of a channels-last value x [N, C, H, W]: Reshape to [N, a, b, H, W] ->
+  // Transpose(perm 0,2,1,3,4) -> Reshape back to x's shape. In NHWC the same permutation of the channels is
+  // Reshape [N, H, W, a, b] -> Transpose(perm 0,1,2,4,3) -> Reshape [N, H, W, C]: the three nodes are rewritten so,
+  // with constant targets (0 keeps the batch), and the result is channels-last.
+  bool ChannelShuffle(Node* n) {
+    if (!n->domain.empty() || n->op_type != "Reshape" || !n->has_input(0) || !n->has_input(1) || !n->has_output(0))
+      return false;
+    Value* x = n->inputs[0];
+    if (!Rank4(x) || !last_.count(x)) return false;
+    const Shape& xs = x->shape;
+    const Shape& s5 = n->outputs[0]->shape;
+    if (!xs[1].is_static() || !xs[2].is_static() || !xs[3].is_static() || !s5.known_rank() || s5.rank() != 5)
+      return false;
+    for (int i = 1; i < 5; ++i)
+      if (!s5[i].is_static()) return false;
+    if (!(s5[0] == xs[0]) || s5[3] != xs[2] || s5[4] != xs[3] || s5[1].value * s5[2].value != xs[1].value) return false;
+    Node* t = OnlyReader(n->outputs[0]);
+    if (!t || !t->domain.empty() || t->op_type != "Transpose" ||
+        t->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3, 4} || !t->has_output(0))
+      return false;
+    Node* back = OnlyReader(t->outputs[0]);
+    if (!back || !back->domain.empty() || back->op_type != "Reshape" || back->inputs[0] != t->outputs[0] ||
+        !back->has_output(0) || !(back->outputs[0]->shape == xs))
+      return false;
+    const int64_t a = s5[1].value, b = s5[2].value, h = xs[2].value, w = xs[3].value, c = xs[1].value;
+    auto target = [&](std::vector<int64_t> d) {
+      return g_.AddInitializer(g_.UniqueName("channels_last/shape"),
+                               Tensor::FromInt64(d, {static_cast<int64_t>(d.size())}));
+    };
+    g_.SetInput(n, 0, LastInput(x));
+    g_.SetInput(n, 1, target({0, h, w, a, b}));
+    n->attrs["allowzero"] = Attribute::Int(0);
+    InferNode(*n);
+    t->attrs["perm"] = Attribute::Ints({0, 1, 2, 4, 3});
+    InferNode(*t);
+    g_.SetInput(back, 1, target({0, h, w, c}));
+    back->attrs["allowzero"] = Attribute::Int(0);
+    LastOutput(back, 0);
+    InferNode(*back);
+    converted += 3;
+    return true;
+  }
+
+  // Shape of a value that has a channels-last twin reads the twin, its dims gathered back to NCHW order, so the
+  // NCHW value need not be made for it.
+  bool ShapeOfLast(Node* n) {
+    if (!n->domain.empty() || n->op_type != "Shape" || !n->has_input(0) || !n->has_output(0)) return false;
+    auto it = last_.find(n->inputs[0]);
+    if (it == last_.end() || !Rank4(n->inputs[0])) return false;
+    int64_t start = n->opset >= 15 ? n->attr_int("start", 0) : 0, end = n->opset >= 15 ? n->attr_int("end", 4) : 4;
+    if (start < 0) start += 4;
+    if (end < 0) end += 4;
+    start = std::clamp<int64_t>(start, 0, 4);
+    end = std::clamp<int64_t>(end, start, 4);
+    std::vector<int64_t> idx(kToLast + start, kToLast + end);
+    Value* old = n->outputs[0];
+    Value* dims = g_.AddValue(g_.UniqueName(old->name + "_nhwc"));
+    n->outputs[0] = dims;
+    dims->producer = n;
+    dims->producer_output = 0;
+    old->producer = nullptr;
+    n->attrs.erase("start");
+    n->attrs.erase("end");
+    g_.SetInput(n, 0, it->second);
+    InferNode(*n);
+    Node* gather = g_.AddNode("Gather",
+                              {dims, g_.AddInitializer(g_.UniqueName("channels_last/nchw_dims"),
+                                                       Tensor::FromInt64(idx, {static_cast<int64_t>(idx.size())}))},
+                              {old}, g_.UniqueName("channels_last/shape_nchw"));
+    gather->attrs["axis"] = Attribute::Int(0);
+    InferNode(*gather);
     return true;
   }
 
@@ -240,6 +366,18 @@ class Rewriter {
                                       Tensor::FromInt64(axes, {static_cast<int64_t>(axes.size())})));
       else if (!axes.empty())
         n->attrs["axes"] = Attribute::Ints(axes);
+      g_.SetInput(n, 0, LastInput(n->inputs[0]));
+      if (n->attr_int("keepdims", 1) == 0) {  // ReduceToPlain: the output keeps its value and layout
+        InferNode(*n);
+        ++converted;
+        return;
+      }
+    } else if (n->op_type == "Slice") {  // starts, ends and steps stay; the axes move to where NHWC has them
+      std::vector<int64_t> axes = *SliceAxes(n);
+      for (int64_t& a : axes) a = kToLast[a];
+      g_.SetInput(n, 3,
+                  g_.AddInitializer(g_.UniqueName("channels_last/slice_axes"),
+                                    Tensor::FromInt64(axes, {static_cast<int64_t>(axes.size())})));
       g_.SetInput(n, 0, LastInput(n->inputs[0]));
     } else if (n->op_type == "Concat") {
       n->attrs["axis"] = Attribute::Int(3);

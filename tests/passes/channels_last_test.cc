@@ -82,6 +82,46 @@ std::unique_ptr<Graph> SmallCnn(uint64_t seed) {
   return g;
 }
 
+Value* Ints(Graph& g, const std::vector<int64_t>& v) {
+  return g.AddInitializer(g.UniqueName("k"), Tensor::FromInt64(v, {static_cast<int64_t>(v.size())}));
+}
+
+// A ShuffleNetV2 unit as PyTorch exports it: x.chunk(2, dim=1) as two Slices whose bounds come from Shape -> Gather
+// -> Add -> Div -> Mul, one half through a 1x1 Conv + BN + Relu, Concat, the channel shuffle (Reshape to [N, 2, C/2,
+// H, W] from Shape-built targets -> Transpose(0,2,1,3,4) -> Reshape back to the Concat's Shape), then a Conv and
+// x.mean([2, 3]) (ReduceMean without keepdims) -> Gemm. x [4, 3, 12, 12] -> logits [4, 5].
+std::unique_ptr<Graph> ShuffleUnit(uint64_t seed) {
+  test::Rng().seed(seed);
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = 15;
+  Value* x = g->AddValue("x");
+  x->dtype = DataType::kFloat32;
+  x->shape = Shape::Static({kN, 3, 12, 12});
+  g->inputs.push_back(x);
+  Value* h = BnRelu(*g, Conv(*g, x, "c1", 3, 8, 3, 1), "bn1", 8);
+  auto dim = [&](Value* v, int64_t i) { return Emit(*g, "Gather", {Emit(*g, "Shape", {v}), Ints(*g, {i})}); };
+  Value* half = Emit(*g, "Div", {Emit(*g, "Add", {dim(h, 1), Ints(*g, {1})}), Ints(*g, {2})});
+  Value* e1 = Emit(*g, "Mul", {half, Ints(*g, {1})});
+  Value* e2 = Emit(*g, "Mul", {half, Ints(*g, {2})});
+  Value* a = Emit(*g, "Slice", {h, Ints(*g, {0}), e1, Ints(*g, {1})});
+  Value* b = Emit(*g, "Slice", {h, e1, e2, Ints(*g, {1})});
+  b = BnRelu(*g, Conv(*g, b, "c2", 4, 4, 1, 0), "bn2", 4);
+  Value* cat = Emit(*g, "Concat", {a, b}, {{"axis", Attribute::Int(1)}});
+  Value* s5 =
+      Emit(*g, "Concat",
+           {dim(cat, 0), Ints(*g, {2}), Emit(*g, "Div", {dim(cat, 1), Ints(*g, {2})}), dim(cat, 2), dim(cat, 3)},
+           {{"axis", Attribute::Int(0)}});
+  Value* t = Emit(*g, "Transpose", {Emit(*g, "Reshape", {cat, s5})}, {{"perm", Attribute::Ints({0, 2, 1, 3, 4})}});
+  h = Emit(*g, "Reshape", {t, Emit(*g, "Shape", {cat})});
+  h = BnRelu(*g, Conv(*g, h, "c3", 8, 10, 3, 1), "bn3", 10);
+  h = Emit(*g, "ReduceMean", {h}, {{"axes", Attribute::Ints({2, 3})}, {"keepdims", Attribute::Int(0)}});
+  Value* logits = g->AddValue("logits");
+  g->AddNode("Gemm", {h, Init(*g, "fc.w", {10, kClasses}), Init(*g, "fc.b", {kClasses})}, {logits}, "fc");
+  g->outputs.push_back(logits);
+  InferShapes(*g, true);
+  return g;
+}
+
 std::map<std::string, Tensor> Batch(int step) {
   test::Rng().seed(1000 + step);
   Tensor y(DataType::kInt64, {kN});
@@ -96,8 +136,8 @@ struct Trained {
   int channels_last = 0;           // nodes with the attribute
 };
 
-Trained Train(bool last, DataType amp, uint64_t seed) {
-  auto g = SmallCnn(seed);
+Trained Train(bool last, DataType amp, uint64_t seed, std::unique_ptr<Graph> (*model)(uint64_t) = SmallCnn) {
+  auto g = model(seed);
   StepOptions o;
   o.loss.kind = "cross_entropy";
   o.loss.logits = "logits";
@@ -147,6 +187,32 @@ TEST(ChannelsLastPass, CnnTrainsAsInNchw) {
       ASSERT_TRUE(b.states.count(name)) << name;
       const Tensor& u = b.states.at(name);
       ASSERT_EQ(t.dims(), u.dims()) << name;  // parameters and moments keep their ONNX shapes
+      for (int64_t i = 0; i < t.numel(); ++i)
+        ASSERT_NEAR(u.GetDouble(i), t.GetDouble(i), tol * 10 * (std::abs(t.GetDouble(i)) + 1e-3)) << name << " " << i;
+    }
+  }
+}
+
+// The ShuffleNet unit stays channels-last from the first Conv to the mean: the chunk's Slices move their axis, the
+// shuffle becomes Reshape [N, H, W, 2, C/2] -> Transpose(0,1,2,4,3) -> Reshape, the Shapes read the NHWC values
+// (gathered back to NCHW order), and the mean over H, W reads NHWC into its [N, C] output. The only Transposes are
+// the input's and the shuffle's own (and its gradient); the training matches NCHW.
+TEST(ChannelsLastPass, ShuffleNetUnitStaysChannelsLast) {
+  const uint64_t seed = test::Rng()();
+  for (const DataType amp : {DataType::kUndefined, DataType::kBFloat16}) {
+    SCOPED_TRACE(amp == DataType::kUndefined ? "float32" : "bf16");
+    const Trained a = Train(false, amp, seed, ShuffleUnit), b = Train(true, amp, seed, ShuffleUnit);
+    EXPECT_EQ(a.ops.at("Transpose"), 2);  // the shuffle's and its gradient
+    EXPECT_EQ(b.ops.at("Transpose"), 3);  // and the input's
+    // Forward: 3 Convs, 3 BN; backward: 3 ConvGradWeight, 2 ConvGradData (the first Conv reads the input), 3 BN grads.
+    EXPECT_EQ(b.channels_last, 3 + 3 + 3 + 2 + 3);
+    const double tol = amp == DataType::kUndefined ? 1e-5 : 2e-2;
+    for (size_t s = 0; s < a.losses.size(); ++s)
+      EXPECT_NEAR(b.losses[s], a.losses[s], tol * std::abs(a.losses[s])) << "step " << s;
+    EXPECT_NE(a.losses.front(), a.losses.back());
+    for (const auto& [name, t] : a.states) {
+      const Tensor& u = b.states.at(name);
+      ASSERT_EQ(t.dims(), u.dims()) << name;
       for (int64_t i = 0; i < t.numel(); ++i)
         ASSERT_NEAR(u.GetDouble(i), t.GetDouble(i), tol * 10 * (std::abs(t.GetDouble(i)) + 1e-3)) << name << " " << i;
     }
