@@ -86,6 +86,67 @@ void TiledTranspose(const T* in, T* out, const std::vector<int64_t>& dims, const
   ForFixedChunks(tasks, 16384 / (kTile * kTile), run);
 }
 
+// Batches of small contiguous matrices, dst_b = src_b^T for src_b [Y, X] row-major (out [X, Y]), where one side is
+// K <= 8 elements: ShuffleNet's channel shuffle ([rows, 2, C/2] -> [rows, C/2, 2]) and its gradient. The tiled path
+// spends its time on 32 x K tiles; here the small side is a compile-time loop and the long side the vectorized one.
+template <typename T, int K>
+void SmallSideTranspose(const T* in, T* out, int64_t batch, int64_t X, int64_t Y) {
+  const int64_t m = X * Y;
+  ForFixedChunks(batch, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, m)), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const T* __restrict src = in + b * m;
+      T* __restrict dst = out + b * m;
+      if (Y == K) {  // interleave K rows of X
+        for (int64_t x = 0; x < X; ++x)
+          for (int y = 0; y < K; ++y) dst[x * K + y] = src[y * X + x];
+      } else {  // X == K: split rows of K into K rows of Y
+        for (int x = 0; x < K; ++x)
+          for (int64_t y = 0; y < Y; ++y) dst[x * Y + y] = src[y * K + x];
+      }
+    }
+  });
+}
+
+template <typename T>
+bool SmallSide(const T* in, T* out, int64_t batch, int64_t X, int64_t Y) {
+  switch (std::min(X, Y)) {
+    case 2:
+      SmallSideTranspose<T, 2>(in, out, batch, X, Y);
+      return true;
+    case 3:
+      SmallSideTranspose<T, 3>(in, out, batch, X, Y);
+      return true;
+    case 4:
+      SmallSideTranspose<T, 4>(in, out, batch, X, Y);
+      return true;
+    case 8:
+      SmallSideTranspose<T, 8>(in, out, batch, X, Y);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The batched small-side case of Transpose, when dims/is (output order, coalesced) are [batch, X, Y] with input
+// strides [X * Y, 1, X] (or [X, Y] alone); false otherwise.
+bool TrySmallSide(const void* in, void* out, size_t esz, const std::vector<int64_t>& dims,
+                  const std::vector<int64_t>& is) {
+  const size_t r = dims.size();
+  if (r < 2 || r > 3) return false;
+  const int64_t X = dims[r - 2], Y = dims[r - 1], batch = r == 3 ? dims[0] : 1;
+  if (is[r - 2] != 1 || is[r - 1] != X || (r == 3 && is[0] != X * Y)) return false;
+  switch (esz) {
+    case 2:
+      return SmallSide(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out), batch, X, Y);
+    case 4:
+      return SmallSide(static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out), batch, X, Y);
+    case 8:
+      return SmallSide(static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out), batch, X, Y);
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 void Transpose(const void* in, void* out, size_t esz, const std::vector<int64_t>& in_dims,
@@ -115,6 +176,7 @@ void Transpose(const void* in, void* out, size_t esz, const std::vector<int64_t>
     StridedCopy(in, 0, out, esz, dims, is);
     return;
   }
+  if (TrySmallSide(in, out, esz, dims, is)) return;
   switch (esz) {
     case 1:
       TiledTranspose(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), dims, is, j);

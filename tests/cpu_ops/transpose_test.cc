@@ -89,6 +89,24 @@ TEST(Transpose, FourByFourBlocks) {
   CheckTranspose({68, 44}, {1, 0}, 4);
 }
 
+// Batches of small matrices with one side of 2, 3, 4 or 8 (a compile-time loop): the channel shuffle of a
+// channels-last activation ([N, H, W, g, C/g] -> [N, H, W, C/g, g]) and its gradient, both directions, every
+// element size it takes, serial and parallel; other small sides take the tiled path.
+TEST(Transpose, SmallSideBatches) {
+  for (size_t esz : {2, 4, 8}) {
+    SCOPED_TRACE("esz " + std::to_string(esz));
+    CheckTranspose({2, 7, 7, 2, 58}, {0, 1, 2, 4, 3}, esz);
+    CheckTranspose({2, 7, 7, 58, 2}, {0, 1, 2, 4, 3}, esz);
+    CheckTranspose({4, 28, 28, 2, 58}, {0, 1, 2, 4, 3}, esz);  // parallel chunks of rows
+    CheckTranspose({3, 5, 3, 40}, {0, 1, 3, 2}, esz);
+    CheckTranspose({3, 5, 40, 4}, {0, 1, 3, 2}, esz);
+    CheckTranspose({9, 8, 33}, {0, 2, 1}, esz);
+    CheckTranspose({2, 300}, {1, 0}, esz);       // one matrix
+    CheckTranspose({6, 5, 17}, {0, 2, 1}, esz);  // a side of 5: tiled
+  }
+  CheckTranspose({4, 28, 28, 2, 58}, {0, 1, 2, 4, 3}, 1);  // one-byte elements: tiled
+}
+
 TEST(Transpose, EmptyAndScalar) {
   std::vector<uint8_t> in{1, 2, 3, 4}, out(4, 0);
   Transpose(in.data(), out.data(), 4, {}, {});
