@@ -32,17 +32,6 @@ constexpr bool kIsHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat1
 template <typename T>
 using Wide = std::conditional_t<kIsHalf<T>, float, T>;
 
-// Row r of x as Wide<T>: the row itself, or widened into buf (c floats).
-template <typename T>
-const Wide<T>* RowOf(const T* x, int64_t r, int64_t c, float* buf) {
-  if constexpr (kIsHalf<T>) {
-    LoadFloats(x + r * c, buf, c);
-    return buf;
-  } else {
-    return x + r * c;
-  }
-}
-
 // Over every block of rows in parallel: f(block, row_begin, row_end).
 template <typename F>
 void ForBlocks(int64_t rows, int64_t c, F&& f) {
@@ -98,41 +87,91 @@ OT_VEC_CLONES void AddMomentsRows(const P* const* xs, int nr, const double* __re
     }
 }
 
-// The gradient's sums over rows [0, nr): d = x - shift, g = dy (masked by r > 0 when kMask: a bitwise select, as
-// the NCHW kernel's): sum d, d^2, g, g d.
+// W lanes of doubles and their float, 32-bit and 64-bit integer companions (GCC's generic vectors: eight lanes are
+// one AVX-512 register, where the widening conversions and the compares -- the loops' bottleneck -- take half the
+// instructions that two four-lane steps do).
+template <int W>
+struct Lanes {
+  typedef double D __attribute__((vector_size(8 * W)));
+  typedef float F __attribute__((vector_size(4 * W)));
+  typedef int I __attribute__((vector_size(4 * W)));
+  typedef long long L __attribute__((vector_size(8 * W)));
+};
+
+// W elements of p as doubles.
+// (Out-parameters, not return values: vector values across a call that GCC might not inline change with the
+// target's ABI.)
+template <int W, typename P>
+OT_ROW_STATS_INLINE void LoadD(const P* p, typename Lanes<W>::D& d) {
+  using V = Lanes<W>;
+  if constexpr (std::is_same_v<P, float>) {
+    typename V::F f;
+    __builtin_memcpy(&f, p, sizeof f);
+    d = __builtin_convertvector(f, typename V::D);
+  } else {
+    __builtin_memcpy(&d, p, sizeof d);
+  }
+}
+
+// W elements of g as doubles, each zero where r's is not > 0 when kMask: a bitwise select (as the NCHW kernel's),
+// on float rows before they are widened (exact: the same values either way).
+template <int W, bool kMask, typename P>
+OT_ROW_STATS_INLINE void LoadGradD(const P* g, const P* r, typename Lanes<W>::D& d) {
+  using V = Lanes<W>;
+  if constexpr (!kMask) {
+    LoadD<W>(g, d);
+  } else if constexpr (std::is_same_v<P, float>) {
+    typename V::F gv, rv;
+    __builtin_memcpy(&gv, g, sizeof gv);
+    __builtin_memcpy(&rv, r, sizeof rv);
+    gv = reinterpret_cast<typename V::F>(reinterpret_cast<typename V::I>(gv) & (rv > typename V::F{}));
+    d = __builtin_convertvector(gv, typename V::D);
+  } else {
+    typename V::D rv;
+    LoadD<W>(g, d);
+    LoadD<W>(r, rv);
+    d = reinterpret_cast<typename V::D>(reinterpret_cast<typename V::L>(d) & (rv > typename V::D{}));
+  }
+}
+
+// The gradient's sums over rows [0, nr) for channels [ch, ch + W): d = x - shift, g = dy (masked by r > 0 when
+// kMask): sum d, d^2, g, g d, held in registers over the rows.
+template <int W, typename P, bool kMask>
+OT_ROW_STATS_INLINE void GradMomentsLanes(const P* const* xs, const P* const* gs, const P* const* rs, int nr,
+                                          int64_t ch, const double* shift, double* m0, double* m1, double* m2,
+                                          double* m3) {
+  using D = typename Lanes<W>::D;
+  D a0, a1, a2, a3, sh;
+  __builtin_memcpy(&a0, m0 + ch, sizeof a0);
+  __builtin_memcpy(&a1, m1 + ch, sizeof a1);
+  __builtin_memcpy(&a2, m2 + ch, sizeof a2);
+  __builtin_memcpy(&a3, m3 + ch, sizeof a3);
+  __builtin_memcpy(&sh, shift + ch, sizeof sh);
+  for (int q = 0; q < nr; ++q) {
+    D d, g;
+    LoadD<W>(xs[q] + ch, d);
+    LoadGradD<W, kMask>(gs[q] + ch, kMask ? rs[q] + ch : nullptr, g);
+    d -= sh;
+    a0 += d;
+    a1 += d * d;
+    a2 += g;
+    a3 += g * d;
+  }
+  __builtin_memcpy(m0 + ch, &a0, sizeof a0);
+  __builtin_memcpy(m1 + ch, &a1, sizeof a1);
+  __builtin_memcpy(m2 + ch, &a2, sizeof a2);
+  __builtin_memcpy(m3 + ch, &a3, sizeof a3);
+}
+
+// The gradient's sums over rows [0, nr): eight channels at a time, then four, then one (the same operations per
+// element in every path, so the same bits).
 template <typename P, bool kMask>
 OT_VEC_CLONES void AddGradMomentsRows(const P* const* xs, const P* const* gs, const P* const* rs, int nr,
                                       const double* __restrict shift, double* __restrict m0, double* __restrict m1,
                                       double* __restrict m2, double* __restrict m3, int64_t c) {
-  typedef long long L4 __attribute__((vector_size(32)));
   int64_t ch = 0;
-  for (; ch + 4 <= c; ch += 4) {
-    D4 a0, a1, a2, a3, sh;
-    Load4(m0 + ch, a0);
-    Load4(m1 + ch, a1);
-    Load4(m2 + ch, a2);
-    Load4(m3 + ch, a3);
-    Load4(shift + ch, sh);
-    for (int q = 0; q < nr; ++q) {
-      D4 d, g;
-      Load4(xs[q] + ch, d);
-      Load4(gs[q] + ch, g);
-      if constexpr (kMask) {
-        D4 r;
-        Load4(rs[q] + ch, r);
-        g = reinterpret_cast<D4>(reinterpret_cast<L4>(g) & (r > D4{}));
-      }
-      d -= sh;
-      a0 += d;
-      a1 += d * d;
-      a2 += g;
-      a3 += g * d;
-    }
-    Store4(m0 + ch, a0);
-    Store4(m1 + ch, a1);
-    Store4(m2 + ch, a2);
-    Store4(m3 + ch, a3);
-  }
+  for (; ch + 8 <= c; ch += 8) GradMomentsLanes<8, P, kMask>(xs, gs, rs, nr, ch, shift, m0, m1, m2, m3);
+  for (; ch + 4 <= c; ch += 4) GradMomentsLanes<4, P, kMask>(xs, gs, rs, nr, ch, shift, m0, m1, m2, m3);
   for (; ch < c; ++ch)
     for (int q = 0; q < nr; ++q) {
       const double d = static_cast<double>(xs[q][ch]) - shift[ch];
@@ -164,61 +203,66 @@ OT_VEC_CLONES void ApplyRowF(const float* __restrict x, float* __restrict y, con
   }
 }
 
-// dx = k0 (dy - mb) - (x - mu) q per channel (training), or k0 dy (q and mb zero), dy masked by r > 0 when kMask; in
-// double, rounded once to O (kOdd: round-to-odd floats, narrowed to a half type by the caller). Float and double
-// rows four channels at a time in explicit vectors (the same operations as the scalar tail, so the same bits).
-template <typename P, typename O, bool kMask, bool kOdd>
-OT_VEC_CLONES void GradRow(const P* __restrict x, const P* __restrict g, const P* __restrict r, O* __restrict dx,
-                           const double* __restrict k0, const double* __restrict mb, const double* __restrict mu,
-                           const double* __restrict q, int64_t c) {
-  typedef long long L4 __attribute__((vector_size(32)));
-  typedef float F4 __attribute__((vector_size(16)));
-  typedef int I4 __attribute__((vector_size(16)));
-  int64_t ch = 0;
-  {
-    for (; ch + 4 <= c; ch += 4) {
-      D4 xv, gv, kv, mbv, muv, qv;
-      Load4(x + ch, xv);
-      Load4(g + ch, gv);
-      if constexpr (kMask) {
-        D4 rv;
-        Load4(r + ch, rv);
-        gv = reinterpret_cast<D4>(reinterpret_cast<L4>(gv) & (rv > D4{}));
-      }
-      Load4(k0 + ch, kv);
-      Load4(mb + ch, mbv);
-      Load4(mu + ch, muv);
-      Load4(q + ch, qv);
-      const D4 v = kv * (gv - mbv) - (xv - muv) * qv;
-      if constexpr (kOdd) {
-        // RoundToOddFloat on four lanes: the nearest float, one ulp back toward zero where that rounded away from
-        // zero, and the last bit set where inexact (the same bits as the scalar function).
-        const F4 f = __builtin_convertvector(v, F4);
-        const D4 back = __builtin_convertvector(f, D4);
-        const L4 abs_mask = L4{} + 0x7fffffffffffffffLL;
-        const L4 away = (reinterpret_cast<L4>(back) & abs_mask) > (reinterpret_cast<L4>(v) & abs_mask);
-        const L4 inexact = back != v;
-        I4 bits;
-        __builtin_memcpy(&bits, &f, sizeof bits);
-        bits += __builtin_convertvector(away, I4);  // -1 where it rounded away from zero
-        bits |= __builtin_convertvector(inexact, I4) & 1;
-        __builtin_memcpy(dx + ch, &bits, sizeof bits);
-      } else if constexpr (std::is_same_v<O, float>) {
-        const F4 f = __builtin_convertvector(v, F4);
-        __builtin_memcpy(dx + ch, &f, sizeof f);
-      } else {
-        __builtin_memcpy(dx + ch, &v, sizeof v);
-      }
+// dx for channels [ch, ch + W) of nr rows (GradRows).
+template <int W, typename P, typename O, bool kMask, bool kOdd>
+OT_ROW_STATS_INLINE void GradLanes(const P* x, const P* g, const P* r, O* dx, int nr, int64_t ch, const double* k0,
+                                   const double* mb, const double* mu, const double* q, int64_t c) {
+  using V = Lanes<W>;
+  typename V::D kv, mbv, muv, qv;
+  __builtin_memcpy(&kv, k0 + ch, sizeof kv);
+  __builtin_memcpy(&mbv, mb + ch, sizeof mbv);
+  __builtin_memcpy(&muv, mu + ch, sizeof muv);
+  __builtin_memcpy(&qv, q + ch, sizeof qv);
+  for (int row = 0; row < nr; ++row) {
+    const int64_t at = row * c + ch;
+    typename V::D gv, xv;
+    LoadGradD<W, kMask>(g + at, kMask ? r + at : nullptr, gv);
+    LoadD<W>(x + at, xv);
+    const typename V::D v = kv * (gv - mbv) - (xv - muv) * qv;
+    if constexpr (kOdd) {
+      // RoundToOddFloat on W lanes: the nearest float, one ulp back toward zero where that rounded away from zero,
+      // and the last bit set where inexact (the same bits as the scalar function).
+      const typename V::F f = __builtin_convertvector(v, typename V::F);
+      const typename V::D back = __builtin_convertvector(f, typename V::D);
+      const typename V::L abs_mask = typename V::L{} + 0x7fffffffffffffffLL;
+      const typename V::L away =
+          (reinterpret_cast<typename V::L>(back) & abs_mask) > (reinterpret_cast<typename V::L>(v) & abs_mask);
+      const typename V::L inexact = back != v;
+      typename V::I bits;
+      __builtin_memcpy(&bits, &f, sizeof bits);
+      bits += __builtin_convertvector(away, typename V::I);  // -1 where it rounded away from zero
+      bits |= __builtin_convertvector(inexact, typename V::I) & 1;
+      __builtin_memcpy(dx + at, &bits, sizeof bits);
+    } else if constexpr (std::is_same_v<O, float>) {
+      const typename V::F f = __builtin_convertvector(v, typename V::F);
+      __builtin_memcpy(dx + at, &f, sizeof f);
+    } else {
+      __builtin_memcpy(dx + at, &v, sizeof v);
     }
   }
-  for (; ch < c; ++ch) {
-    const double gv = !kMask || r[ch] > 0 ? static_cast<double>(g[ch]) : 0.0;
-    const double v = k0[ch] * (gv - mb[ch]) - (static_cast<double>(x[ch]) - mu[ch]) * q[ch];
-    if constexpr (kOdd)
-      dx[ch] = RoundToOddFloat(v);
-    else
-      dx[ch] = static_cast<O>(v);
-  }
+}
+
+// dx = k0 (dy - mb) - (x - mu) q per channel (training), or k0 dy (q and mb zero), dy masked by r > 0 when kMask; in
+// double, rounded once to O (kOdd: round-to-odd floats, narrowed to a half type by the caller); over nr consecutive
+// rows of c channels (x, g, r, dx row-major [nr, c]): eight channels at a time, then four, then one, the parameters
+// loaded once per group of channels (the same operations per element in every path, so the same bits).
+template <typename P, typename O, bool kMask, bool kOdd>
+OT_VEC_CLONES void GradRows(const P* __restrict x, const P* __restrict g, const P* __restrict r, O* __restrict dx,
+                            int nr, const double* __restrict k0, const double* __restrict mb,
+                            const double* __restrict mu, const double* __restrict q, int64_t c) {
+  int64_t ch = 0;
+  for (; ch + 8 <= c; ch += 8) GradLanes<8, P, O, kMask, kOdd>(x, g, r, dx, nr, ch, k0, mb, mu, q, c);
+  for (; ch + 4 <= c; ch += 4) GradLanes<4, P, O, kMask, kOdd>(x, g, r, dx, nr, ch, k0, mb, mu, q, c);
+  for (; ch < c; ++ch)
+    for (int row = 0; row < nr; ++row) {
+      const int64_t at = row * c + ch;
+      const double gv = !kMask || r[at] > 0 ? static_cast<double>(g[at]) : 0.0;
+      const double v = k0[ch] * (gv - mb[ch]) - (static_cast<double>(x[at]) - mu[ch]) * q[ch];
+      if constexpr (kOdd)
+        dx[at] = RoundToOddFloat(v);
+      else
+        dx[at] = static_cast<O>(v);
+    }
 }
 
 template <typename T>
@@ -243,7 +287,14 @@ void ChannelMomentsLast(int64_t rows, int64_t c, const T* x, double* mean, doubl
     const Wide<T>* xs[kGroup];
     for (int64_t r = r0; r < r1; r += kGroup) {
       const int nr = static_cast<int>(std::min<int64_t>(kGroup, r1 - r));
-      for (int q = 0; q < nr; ++q) xs[q] = RowOf(x, r + q, c, buf.data() + (kIsHalf<T> ? q * c : 0));
+      const Wide<T>* xp;
+      if constexpr (kIsHalf<T>) {
+        LoadFloats(x + r * c, buf.data(), nr * c);
+        xp = buf.data();
+      } else {
+        xp = x + r * c;
+      }
+      for (int q = 0; q < nr; ++q) xs[q] = xp + q * c;
       AddMomentsRows(xs, nr, shift.data(), acc, acc + c, c);
     }
   });
@@ -297,12 +348,15 @@ void BatchNormGradLast(int64_t rows, int64_t c, const T* dy, const T* x, const d
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
   std::vector<double> shift(static_cast<size_t>(c), 0.0), part(static_cast<size_t>(blocks * c * 4), 0.0);
   for (int64_t ch = 0; ch < c; ++ch) shift[ch] = mean ? mean[ch] : (rows ? FirstOf(x, ch) : 0.0);
-  // The rows of x, dy (and Relu's output) as P; half rows widened into the block's buffers.
-  auto rows_at = [&](int64_t r, std::vector<float>& bx, std::vector<float>& bg, std::vector<float>& br, const P*& xp,
-                     const P*& gp, const P*& rp) {
-    xp = RowOf(x, r, c, bx.data());
-    gp = RowOf(dy, r, c, bg.data());
-    rp = relu_out ? RowOf(relu_out, r, c, br.data()) : nullptr;
+  // Rows [r, r + nr) of an array as P: in place, or half rows widened into the block's buffer with one call (the
+  // rows are contiguous; a call per row cost more than the arithmetic at small channel counts).
+  auto group_at = [&](const T* base, int64_t r, int nr, float* buf) -> const P* {
+    if constexpr (kIsHalf<T>) {
+      LoadFloats(base + r * c, buf, nr * c);
+      return buf;
+    } else {
+      return base + r * c;
+    }
   };
   ForBlocks(rows, c, [&](int64_t b, int64_t r0, int64_t r1) {
     const size_t hb = kIsHalf<T> ? static_cast<size_t>(kGroup * c) : 0;
@@ -311,11 +365,12 @@ void BatchNormGradLast(int64_t rows, int64_t c, const T* dy, const T* x, const d
     const P *xs[kGroup], *gs[kGroup], *rs[kGroup];
     for (int64_t r = r0; r < r1; r += kGroup) {
       const int nr = static_cast<int>(std::min<int64_t>(kGroup, r1 - r));
-      for (int q = 0; q < nr; ++q) {
-        const size_t o = kIsHalf<T> ? static_cast<size_t>(q * c) : 0;
-        xs[q] = RowOf(x, r + q, c, bx.data() + o);
-        gs[q] = RowOf(dy, r + q, c, bg.data() + o);
-        rs[q] = relu_out ? RowOf(relu_out, r + q, c, br.data() + o) : nullptr;
+      const P *xp = group_at(x, r, nr, bx.data()), *gp = group_at(dy, r, nr, bg.data()),
+              *rp = relu_out ? group_at(relu_out, r, nr, br.data()) : nullptr;
+      for (int k = 0; k < nr; ++k) {
+        xs[k] = xp + k * c;
+        gs[k] = gp + k * c;
+        rs[k] = rp ? rp + k * c : nullptr;
       }
       if (relu_out)
         AddGradMomentsRows<P, true>(xs, gs, rs, nr, shift.data(), m, m + c, m + 2 * c, m + 3 * c, c);
@@ -344,22 +399,24 @@ void BatchNormGradLast(int64_t rows, int64_t c, const T* dy, const T* x, const d
     q[ch] = mean ? 0.0 : k0[ch] * r * (ss / cnt);
   }
   ForBlocks(rows, c, [&](int64_t, int64_t r0, int64_t r1) {
-    const size_t hb = kIsHalf<T> ? static_cast<size_t>(c) : 0;
+    const size_t hb = kIsHalf<T> ? static_cast<size_t>(kGroup * c) : 0;
     std::vector<float> bx(hb), bg(hb), br(hb), out(hb);
-    for (int64_t r = r0; r < r1; ++r) {
-      const P *xp, *gp, *rp;
-      rows_at(r, bx, bg, br, xp, gp, rp);
+    for (int64_t r = r0; r < r1; r += kGroup) {
+      const int nr = static_cast<int>(std::min<int64_t>(kGroup, r1 - r));
+      const P *xp = group_at(x, r, nr, bx.data()), *gp = group_at(dy, r, nr, bg.data()),
+              *rp = relu_out ? group_at(relu_out, r, nr, br.data()) : nullptr;
       if constexpr (kIsHalf<T>) {
         if (rp)
-          GradRow<P, float, true, true>(xp, gp, rp, out.data(), k0.data(), mb.data(), mu.data(), q.data(), c);
+          GradRows<P, float, true, true>(xp, gp, rp, out.data(), nr, k0.data(), mb.data(), mu.data(), q.data(), c);
         else
-          GradRow<P, float, false, true>(xp, gp, nullptr, out.data(), k0.data(), mb.data(), mu.data(), q.data(), c);
-        StoreFloats(out.data(), dx + r * c, c);
+          GradRows<P, float, false, true>(xp, gp, nullptr, out.data(), nr, k0.data(), mb.data(), mu.data(), q.data(),
+                                          c);
+        StoreFloats(out.data(), dx + r * c, nr * c);
       } else {
         if (rp)
-          GradRow<P, T, true, false>(xp, gp, rp, dx + r * c, k0.data(), mb.data(), mu.data(), q.data(), c);
+          GradRows<P, T, true, false>(xp, gp, rp, dx + r * c, nr, k0.data(), mb.data(), mu.data(), q.data(), c);
         else
-          GradRow<P, T, false, false>(xp, gp, nullptr, dx + r * c, k0.data(), mb.data(), mu.data(), q.data(), c);
+          GradRows<P, T, false, false>(xp, gp, nullptr, dx + r * c, nr, k0.data(), mb.data(), mu.data(), q.data(), c);
       }
     }
   });
