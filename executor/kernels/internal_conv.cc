@@ -90,17 +90,29 @@ void RequireFloatOrHalf(const KernelContext& ctx, std::initializer_list<int> sam
                DataTypeName(t) + " (dY's)");
 }
 
+// RunWidened's float copies in one planned workspace (KernelInfo::workspace_bytes: no allocation in the step; a
+// 4-8 MB buffer per call cost page faults), each starting on a 64-byte line.
+constexpr int64_t WidenedAt(int64_t n) { return (n + 15) / 16 * 16; }
+constexpr int64_t WidenedFloats(int64_t n0, int64_t n1, int64_t n_out) {
+  return WidenedAt(n0) + WidenedAt(n1) + WidenedAt(n_out);
+}
+
 // Runs `f32(in0, in1, out)` (a float32 kernel) on half operands: in0/in1 (n0/n1 elements; in1 may be absent
 // with n1 = 0) are widened to float, the float result (n_out elements) is rounded once into out. The float
-// kernels accumulate in float or better, so every sum stays fp32 inside.
+// kernels accumulate in float or better, so every sum stays fp32 inside. `workspace`: WidenedFloats floats, or null.
 template <typename F>
 void RunWidened(cpu::DnnType t, const void* in0, int64_t n0, const void* in1, int64_t n1, void* out, int64_t n_out,
-                const F& f32) {
-  auto a = cpu::NewFloats(n0), b = cpu::NewFloats(n1), o = cpu::NewFloats(n_out);
-  cpu::ToFloat(t, in0, a.get(), n0);
-  if (n1) cpu::ToFloat(t, in1, b.get(), n1);
-  f32(a.get(), b.get(), o.get());
-  cpu::FromFloat(t, o.get(), out, n_out);
+                void* workspace, const F& f32) {
+  std::unique_ptr<float[]> own;  // called outside a plan (KernelIO::workspace null): its own buffers
+  if (!workspace) {
+    own = cpu::NewFloats(WidenedFloats(n0, n1, n_out));
+    workspace = own.get();
+  }
+  float *a = static_cast<float*>(workspace), *b = a + WidenedAt(n0), *o = b + WidenedAt(n1);
+  cpu::ToFloat(t, in0, a, n0);
+  if (n1) cpu::ToFloat(t, in1, b, n1);
+  f32(a, b, o);
+  cpu::FromFloat(t, o, out, n_out);
 }
 
 // A pooling gradient's (n, c) planes are independent: on half operands, `f32(spec_b, dy, x, dx)` (a float32 pooling
@@ -210,9 +222,9 @@ KernelInfo ConvBackwardKernel(const KernelContext& ctx, cpu::DnnlConvBackward::K
     if (IsHalf(ctx.in(0).dtype)) {
       const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
       const int64_t ny = ctx.in(0).numel(), n1 = ctx.in(1).numel(), nout = ctx.out(0).numel();
-      info.heap_bytes += static_cast<size_t>(ny + n1 + nout) * sizeof(float);
+      info.workspace_bytes = static_cast<size_t>(WidenedFloats(ny, n1, nout)) * sizeof(float);
       info.fn = [=](const KernelIO& io) {
-        RunWidened(t, io.in[0], ny, io.in[1], n1, io.out[0], nout,
+        RunWidened(t, io.in[0], ny, io.in[1], n1, io.out[0], nout, io.workspace,
                    [&](const float* dy, const float* x, float* dw) { cpu::DepthwiseConvGradWeight(spec, dy, x, dw); });
       };
     } else {
@@ -225,9 +237,9 @@ KernelInfo ConvBackwardKernel(const KernelContext& ctx, cpu::DnnlConvBackward::K
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
     const int64_t ny = ctx.in(0).numel(), n1 = ctx.in(1).numel(), nout = ctx.out(0).numel();
-    info.heap_bytes += static_cast<size_t>(ny + n1 + nout) * sizeof(float);  // RunWidened's f32 copies
+    info.workspace_bytes = static_cast<size_t>(WidenedFloats(ny, n1, nout)) * sizeof(float);  // the f32 copies
     info.fn = [=](const KernelIO& io) {
-      RunWidened(t, io.in[0], ny, io.in[1], n1, io.out[0], nout,
+      RunWidened(t, io.in[0], ny, io.in[1], n1, io.out[0], nout, io.workspace,
                  [&](const float* dy, const float* in1, float* out) { bw->Run(dy, in1, out); });
     };
     return info;
@@ -307,9 +319,9 @@ KernelInfo AveragePoolGradKernel(const KernelContext& ctx) {
     if (IsHalf(ctx.in(0).dtype)) {
       const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
       const int64_t ny = ctx.in(0).numel(), nx = ctx.out(0).numel();
-      info.heap_bytes = static_cast<size_t>(ny + nx) * sizeof(float);
+      info.workspace_bytes = static_cast<size_t>(WidenedFloats(ny, 0, nx)) * sizeof(float);
       info.fn = [=](const KernelIO& io) {
-        RunWidened(t, io.in[0], ny, nullptr, 0, io.out[0], nx,
+        RunWidened(t, io.in[0], ny, nullptr, 0, io.out[0], nx, io.workspace,
                    [&](const float* dy, const float*, float* dx) { cpu::AvgPoolGradLast<float>(spec, dy, dx); });
       };
     } else if (ctx.in(0).dtype == DataType::kFloat64) {
