@@ -468,9 +468,29 @@ void SumRowsToColumns(const T* x, int64_t rows, int64_t cols, T* y) {
   });
 }
 
+template <typename T>
+void SumRowsToColumnsBatched(const T* x, int64_t batch, int64_t rows, int64_t cols, T* y) {
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  constexpr int64_t kBlock = 512;
+  const int64_t blocks = (cols + kBlock - 1) / kBlock;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, batch * blocks), [&](const tbb::blocked_range<int64_t>& r) {
+    std::vector<double> acc(static_cast<size_t>(std::min(cols, kBlock)));
+    for (int64_t t = r.begin(); t != r.end(); ++t) {
+      const int64_t b = t / blocks, j0 = t % blocks * kBlock, w = std::min(kBlock, cols - j0);
+      std::fill(acc.begin(), acc.begin() + w, 0.0);
+      AddRowsToAcc<T>(x + b * rows * cols + j0, rows, cols, w, acc.data());
+      for (int64_t j = 0; j < w; ++j) y[b * cols + j0 + j] = static_cast<T>(static_cast<A>(acc[j]));
+    }
+  });
+}
+
 template void SumRowsToColumns<float>(const float*, int64_t, int64_t, float*);
 template void SumRowsToColumns<double>(const double*, int64_t, int64_t, double*);
 template void SumRowsToColumns<float16>(const float16*, int64_t, int64_t, float16*);
 template void SumRowsToColumns<bfloat16>(const bfloat16*, int64_t, int64_t, bfloat16*);
+template void SumRowsToColumnsBatched<float>(const float*, int64_t, int64_t, int64_t, float*);
+template void SumRowsToColumnsBatched<double>(const double*, int64_t, int64_t, int64_t, double*);
+template void SumRowsToColumnsBatched<float16>(const float16*, int64_t, int64_t, int64_t, float16*);
+template void SumRowsToColumnsBatched<bfloat16>(const bfloat16*, int64_t, int64_t, int64_t, bfloat16*);
 
 }  // namespace ot::cpu

@@ -79,5 +79,10 @@ void CumSum(bool exclusive, bool reverse, int64_t outer, int64_t n, int64_t inne
 // T: float, double, float16, bfloat16.
 template <typename T>
 void SumRowsToColumns(const T* x, int64_t rows, int64_t cols, T* y);
+// The same over `batch` consecutive [rows, cols] matrices into batch rows of y ([batch, rows, cols] -> [batch, cols]:
+// a channels-last activation's gradient summed over H, W per image), in parallel over the images and column blocks;
+// each column's sum the bits SumRowsToColumns gives it.
+template <typename T>
+void SumRowsToColumnsBatched(const T* x, int64_t batch, int64_t rows, int64_t cols, T* y);
 
 }  // namespace ot::cpu

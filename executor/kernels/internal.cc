@@ -32,6 +32,21 @@ KernelInfo ReduceToShapeKernel(const KernelContext& ctx) {
   while (!core.empty() && core.front() == 1) core.erase(core.begin());
   const bool rows = m > 0 && n > m && in.size() >= core.size() &&
                     std::equal(core.begin(), core.end(), in.end() - static_cast<std::ptrdiff_t>(core.size()));
+  // Leading axes kept, middle ones reduced, trailing ones kept ([N, H, W, C] -> [N, 1, 1, C]: a squeeze-and-excite
+  // scale's gradient on channels-last activations): per leading index, a sum of rows as above.
+  int64_t lead = 1, mid = 1, cols = 1;
+  bool batched = false;
+  if (!rows && m > 0 && n > m) {
+    std::vector<int64_t> o(in.size() - std::min(in.size(), out.size()), 1);
+    o.insert(o.end(), out.begin(), out.end());
+    if (o.size() == in.size()) {
+      size_t i = 0;
+      for (; i < in.size() && o[i] == in[i] && in[i] != 1; ++i) lead *= in[i];
+      for (; i < in.size() && o[i] == 1; ++i) mid *= in[i];
+      for (; i < in.size() && o[i] == in[i]; ++i) cols *= in[i];
+      batched = i == in.size() && lead > 1 && mid > 1;
+    }
+  }
   KernelInfo k;
   k.fn = [=](const KernelIO& io) {
     DispatchDType(t, [&](auto tag) {
@@ -39,6 +54,10 @@ KernelInfo ReduceToShapeKernel(const KernelContext& ctx) {
       if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
         const T* g = io.In<T>(0);
         T* y = io.Out<T>(0);
+        if (batched) {
+          cpu::SumRowsToColumnsBatched<T>(g, lead, mid, cols, y);
+          return;
+        }
         if (n == m) {
           if (y != g) std::memcpy(y, g, static_cast<size_t>(n) * sizeof(T));
           return;

@@ -170,13 +170,17 @@ TEST(ReductionOps, CumSumAxisFromInput) {
 
 // ai.onnxtrain.ReduceToShape (the autodiff's undo of broadcasting) against a float64 sum on fresh inputs: whole
 // leading axes reduced (a bias gradient, the row-streaming path, with more columns than one block and odd sizes),
-// a reduction over inner axes (the general path), and the same shape (a copy).
+// middle axes reduced with leading and trailing ones kept (a channels-last squeeze-and-excite gradient, [N, H, W, C]
+// -> [N, 1, 1, C]: per image, with column blocks and a single column), a reduction over inner axes (the general
+// path), and the same shape (a copy).
 TEST(ReduceToShapeKernel, MatchesAFloat64SumForEveryShapeKind) {
   struct Case {
     std::vector<int64_t> in, out;
   };
-  for (const Case& c : {Case{{3, 37, 1030}, {1030}}, Case{{5, 7, 9}, {1, 7, 9}}, Case{{4, 6, 8}, {4, 1, 8}},
-                        Case{{2, 3}, {2, 3}}, Case{{600, 3}, {3}}}) {
+  for (const Case& c :
+       {Case{{3, 37, 1030}, {1030}}, Case{{5, 7, 9}, {1, 7, 9}}, Case{{4, 6, 8}, {4, 1, 8}}, Case{{2, 3}, {2, 3}},
+        Case{{600, 3}, {3}}, Case{{4, 7, 5, 600}, {4, 1, 1, 600}}, Case{{3, 4, 5, 6}, {3, 1, 1, 1}},
+        Case{{2, 9, 1, 5}, {2, 1, 1, 5}}, Case{{1, 6, 6, 8}, {1, 1, 1, 8}}, Case{{3, 5, 2}, {5, 1}}}) {
     SCOPED_TRACE(DimsToString(c.in) + " -> " + DimsToString(c.out));
     Graph g;
     g.opset_imports[""] = 17;
