@@ -16,6 +16,16 @@
 
 namespace ot::cpu {
 
+bool BlockedForChannelsLast(const ConvSpec& s) {
+  // oneDNN 2.6's f32 kernels on NHWC lose to its blocked ones by more than the reorders cost where the channels are
+  // many and the images small: ResNet-18's 3x3 256- and 512-channel layers (4% of its fp32 step, bench/RESULTS.md;
+  // 128 channels, or the 1x1 layers of RegNet-Y, lose time blocked).
+  constexpr int64_t kMinChannels = 256;
+  bool pointwise = true;
+  for (int64_t k : s.kernel) pointwise &= k == 1;
+  return s.channels_last && !s.transpose && s.group == 1 && !pointwise && std::min(s.c_in, s.c_out) >= kMinChannels;
+}
+
 namespace {
 
 using dt = dnnl::memory::data_type;
@@ -174,8 +184,9 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(s
   auto try_blocked = [&](dt t) -> bool {
     const auto any = dnnl::memory::format_tag::any;
     // Channels-last X and Y are the primitive's own layouts (its NHWC kernels): only W is left to oneDNN.
-    dnnl::memory::desc xa = spec.channels_last ? dnnl::memory::desc(xd, t, plain(xd)) : dnnl::memory::desc(xd, t, any),
-                       ya = spec.channels_last ? dnnl::memory::desc(yd, t, plain(yd)) : dnnl::memory::desc(yd, t, any),
+    const bool as_stored = spec.channels_last && !(t == dt::f32 && BlockedForChannelsLast(spec));
+    dnnl::memory::desc xa = as_stored ? dnnl::memory::desc(xd, t, plain(xd)) : dnnl::memory::desc(xd, t, any),
+                       ya = as_stored ? dnnl::memory::desc(yd, t, plain(yd)) : dnnl::memory::desc(yd, t, any),
                        wa(wd, t, any);
     const auto pk = dnnl::prop_kind::forward_training;
     const dnnl::memory::desc bmd =

@@ -29,6 +29,10 @@ struct ConvSpec {
   bool channels_last = false;
 };
 
+// Whether a channels-last f32 convolution runs on oneDNN's blocked layouts, its X and Y reordered in and out (as the
+// NCHW path does), instead of on NHWC directly.
+bool BlockedForChannelsLast(const ConvSpec& s);
+
 class DnnlConv {
  public:
   // A forward f32 convolution runs in oneDNN's preferred (blocked) layouts where they differ from the plain ones:

@@ -317,7 +317,8 @@ std::vector<T> FromChannelsLast(const std::vector<T>& v, int64_t n, int64_t c, i
 // ConvSpec::channels_last: X, Y, dX and dY stored [N, spatial..., C]. The forward, backward-data and backward-weights
 // results, brought back to NCHW, against the double loops on the NCHW operands (fresh random values, outputs
 // poisoned with NaN so an unwritten element fails); f32 and, where the CPU has the native kernels, bf16. Geometries:
-// 3x3 same-padded, 1x1 stride 2, 7x7 stride 2 on 3 channels (a stem), depthwise 3x3 and 5x5, grouped, 1-D and 3-D.
+// 3x3 same-padded, 1x1 stride 2, 7x7 stride 2 on 3 channels (a stem), depthwise 3x3 and 5x5, grouped, 1-D and 3-D,
+// and a 3x3 with 256 channels (f32 on oneDNN's blocked layouts, reordered from and to NHWC: BlockedForChannelsLast).
 TEST(ConvKernel, ChannelsLastMatchesTheNchwLoops) {
   const std::vector<ConvSpec> specs = {
       Make(false, 2, 16, 32, 1, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),
@@ -327,11 +328,13 @@ TEST(ConvKernel, ChannelsLastMatchesTheNchwLoops) {
       Make(false, 2, 16, 16, 16, {11, 11}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}),
       Make(false, 2, 16, 32, 4, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),
       Make(false, 2, 8, 16, 1, {13}, {3}, {1}, {1}, {1}, {1}),
-      Make(false, 1, 8, 8, 1, {5, 6, 7}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1})};
+      Make(false, 1, 8, 8, 1, {5, 6, 7}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}),
+      Make(false, 2, 256, 264, 1, {5, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1})};
   uint64_t seed = std::random_device{}();
   for (const ConvSpec& base : specs) {
     ConvSpec s = base;
     s.channels_last = true;
+    EXPECT_EQ(BlockedForChannelsLast(s), s.c_in >= 256) << "the blocked path only for the 256-channel case";
     const int64_t isp = Prod(s.in_spatial), osp = Prod(s.out_spatial);
     const int64_t nx = s.n * s.c_in * isp, ny = s.n * s.c_out * osp, nw = s.c_out * (s.c_in / s.group) * Prod(s.kernel);
     SCOPED_TRACE("c_in " + std::to_string(s.c_in) + " c_out " + std::to_string(s.c_out) + " group " +
