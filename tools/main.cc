@@ -69,11 +69,17 @@ int RunCommand(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // oneDNN's OpenMP threads must sleep, not spin, between parallel regions: spinning OpenMP workers would
-  // take the cores from the TBB threads that run the other kernels (measured: a 0.2 ms step became 120 ms on
-  // 2 cores). libgomp reads its wait policy only when it loads, so set it and re-execute once.
+  // oneDNN's OpenMP wait policy, which libgomp reads only when it loads (so set it and re-execute once; a policy in
+  // the environment is kept). ACTIVE: the workers wait spinning, so a oneDNN call soon after the last (a weight
+  // reorder after its convolution, the next layer's call) finds them awake instead of waking each from a futex.
+  // Measured at 2 threads (bench/RESULTS.md): CNN training steps 3-20% faster (ShuffleNetV2 bf16 75 -> 66 ms,
+  // ResNet-18 bf16 144 -> 115), the TBB kernels between the calls no slower (BatchNormGrad 0.9-1.05x), transformers,
+  // the tiny LM and `run` of the digits MLP level. PASSIVE was chosen when spinning workers starved a tiny MLP's TBB
+  // kernels (0.2 -> 120 ms a step on 2 cores), before oneDNN-calling kernels ran exclusively and tiny GEMMs on one
+  // thread; that `run` takes 0.044 ms under either policy now. Under mpirun/srun the ranks share the machine's
+  // cores, where a spinning worker takes one from another rank: PASSIVE there.
   if (!std::getenv("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    setenv("OMP_WAIT_POLICY", ot::dist::LaunchedByMpi() ? "PASSIVE" : "ACTIVE", 1);
     execv("/proc/self/exe", argv);  // on failure, carry on with the default policy
   }
   // Under mpirun/srun: MPI's world (data-parallel training), set up before any thread starts; otherwise one process.
