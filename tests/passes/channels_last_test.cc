@@ -50,8 +50,9 @@ Value* BnRelu(Graph& g, Value* x, const std::string& name, int64_t c) {
   return Emit(g, "Relu", {y});
 }
 
-// x [4, 3, 12, 12] -> logits [4, 5]; seeded weights.
-std::unique_ptr<Graph> SmallCnn(uint64_t seed) {
+// A graph with the input x [4, 3, 12, 12] and its first layer (Conv 3 -> 8, BatchNormalization, Relu) as h; seeded
+// weights.
+std::unique_ptr<Graph> WithStem(uint64_t seed, Value*& h) {
   test::Rng().seed(seed);
   auto g = std::make_unique<Graph>();
   g->opset_imports[""] = 15;
@@ -59,7 +60,14 @@ std::unique_ptr<Graph> SmallCnn(uint64_t seed) {
   x->dtype = DataType::kFloat32;
   x->shape = Shape::Static({kN, 3, 12, 12});
   g->inputs.push_back(x);
-  Value* h = BnRelu(*g, Conv(*g, x, "c1", 3, 8, 3, 1), "bn1", 8);
+  h = BnRelu(*g, Conv(*g, x, "c1", 3, 8, 3, 1), "bn1", 8);
+  return g;
+}
+
+// x [4, 3, 12, 12] -> logits [4, 5]; seeded weights.
+std::unique_ptr<Graph> SmallCnn(uint64_t seed) {
+  Value* h = nullptr;
+  auto g = WithStem(seed, h);
   h = Emit(*g, "MaxPool", {h},
            {{"kernel_shape", Attribute::Ints({3, 3})},
             {"strides", Attribute::Ints({2, 2})},
@@ -91,14 +99,8 @@ Value* Ints(Graph& g, const std::vector<int64_t>& v) {
 // H, W] from Shape-built targets -> Transpose(0,2,1,3,4) -> Reshape back to the Concat's Shape), then a Conv and
 // x.mean([2, 3]) (ReduceMean without keepdims) -> Gemm. x [4, 3, 12, 12] -> logits [4, 5].
 std::unique_ptr<Graph> ShuffleUnit(uint64_t seed) {
-  test::Rng().seed(seed);
-  auto g = std::make_unique<Graph>();
-  g->opset_imports[""] = 15;
-  Value* x = g->AddValue("x");
-  x->dtype = DataType::kFloat32;
-  x->shape = Shape::Static({kN, 3, 12, 12});
-  g->inputs.push_back(x);
-  Value* h = BnRelu(*g, Conv(*g, x, "c1", 3, 8, 3, 1), "bn1", 8);
+  Value* h = nullptr;
+  auto g = WithStem(seed, h);
   auto dim = [&](Value* v, int64_t i) { return Emit(*g, "Gather", {Emit(*g, "Shape", {v}), Ints(*g, {i})}); };
   Value* half = Emit(*g, "Div", {Emit(*g, "Add", {dim(h, 1), Ints(*g, {1})}), Ints(*g, {2})});
   Value* e1 = Emit(*g, "Mul", {half, Ints(*g, {1})});
