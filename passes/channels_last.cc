@@ -104,7 +104,7 @@ class Rewriter {
         ConvertLayout(n);
       else if (Agnostic(n))
         ConvertAgnostic(n);
-      else if (ChannelShuffle(n) || ShapeOfLast(n))
+      else if (ChannelShuffle(n) || GroupNormOneGroup(n) || ShapeOfLast(n))
         continue;
       else if (ModelToLast(n))
         dropped.push_back(n);
@@ -251,6 +251,40 @@ class Rewriter {
     t->attrs["perm"] = Attribute::Ints({0, 1, 2, 4, 3});
     InferNode(*t);
     g_.SetInput(back, 1, target({0, h, w, c}));
+    back->attrs["allowzero"] = Attribute::Int(0);
+    LastOutput(back, 0);
+    InferNode(*back);
+    converted += 3;
+    return true;
+  }
+
+  // GroupNorm with one group as PyTorch exports it (PoolFormer's): Reshape x [N, C, H, W] to [N, 1, K] ->
+  // InstanceNormalization over the K = C*H*W values of each image (scale and bias of one element) -> Reshape back to
+  // x's shape. One group normalizes the whole image, whatever order its values are in: on a channels-last x the same
+  // nodes read it, and the Reshape back takes the NHWC shape (a Shape of the channels-last value).
+  bool GroupNormOneGroup(Node* n) {
+    if (!n->domain.empty() || n->op_type != "Reshape" || !n->has_input(0) || !n->has_output(0)) return false;
+    Value* x = n->inputs[0];
+    if (!Rank4(x) || !last_.count(x)) return false;
+    const Shape& s3 = n->outputs[0]->shape;
+    if (!s3.known_rank() || s3.rank() != 3 || !s3[1].is_static() || s3[1].value != 1 || !(s3[0] == x->shape[0]))
+      return false;
+    Node* in = OnlyReader(n->outputs[0]);
+    if (!in || !in->domain.empty() || in->op_type != "InstanceNormalization" || in->inputs[0] != n->outputs[0] ||
+        !in->has_output(0))
+      return false;
+    Node* back = OnlyReader(in->outputs[0]);
+    if (!back || !back->domain.empty() || back->op_type != "Reshape" || back->inputs[0] != in->outputs[0] ||
+        !back->has_output(0) || !(back->outputs[0]->shape == x->shape))
+      return false;
+    Value* xl = LastInput(x);
+    g_.SetInput(n, 0, xl);
+    InferNode(*n);
+    InferNode(*in);
+    Value* dims = g_.AddValue(g_.UniqueName(xl->name + "_dims"));
+    Node* shape = g_.AddNode("Shape", {xl}, {dims}, g_.UniqueName("channels_last/group_norm_shape"));
+    InferNode(*shape);
+    g_.SetInput(back, 1, dims);
     back->attrs["allowzero"] = Attribute::Int(0);
     LastOutput(back, 0);
     InferNode(*back);

@@ -12,8 +12,10 @@
 //     starts and ends as they are), and ReduceMean/ReduceSum/ReduceMax with keepdims (axes remapped) or without
 //     it where the kept axes come out in the same order (a mean over H, W: [N, C] either way);
 //   - ShuffleNet's channel shuffle, Reshape [N, g, C/g, H, W] -> Transpose(0,2,1,3,4) -> Reshape back, becomes
-//     Reshape [N, H, W, g, C/g] -> Transpose(0,1,2,4,3) -> Reshape; and a Shape of a channels-last value reads it,
-//     its dims gathered back to NCHW order (so the NCHW value is not made for it).
+//     Reshape [N, H, W, g, C/g] -> Transpose(0,1,2,4,3) -> Reshape; GroupNorm with one group (PoolFormer's:
+//     Reshape [N, 1, -1] -> InstanceNormalization -> Reshape back) reads the NHWC value as it is, the whole image
+//     normalized either way; and a Shape of a channels-last value reads it, its dims gathered back to NCHW order (so
+//     the NCHW value is not made for it).
 // A node's rank-4 data input that is not channels-last gets a Transpose(perm 0,2,3,1) (one per value); a
 // channels-last value read by any other node, or a graph output, keeps its name and NCHW shape through a
 // Transpose(perm 0,3,1,2) of the new channels-last value. Autodiff then differentiates the rewritten graph (the

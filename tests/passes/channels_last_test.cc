@@ -124,6 +124,30 @@ std::unique_ptr<Graph> ShuffleUnit(uint64_t seed) {
   return g;
 }
 
+// A PoolFormer block as timm exports it: GroupNorm with one group (Reshape to [N, 1, -1] -> InstanceNormalization ->
+// Reshape back to the input's Shape -> Mul and Add by the [C, 1, 1] weight and bias), AveragePool(3, stride 1, pad 1)
+// minus its input, a [C, 1, 1] layer scale, the residual Add, then GlobalAveragePool -> Flatten -> Gemm.
+std::unique_ptr<Graph> PoolFormerBlock(uint64_t seed) {
+  Value* h = nullptr;
+  auto g = WithStem(seed, h);
+  Value* r = Emit(*g, "Reshape", {h, Ints(*g, {0, 1, -1})});
+  r = Emit(*g, "InstanceNormalization", {r, Init(*g, "gn.s", {1}, 1, 1), Init(*g, "gn.b", {1}, 0, 0)});
+  r = Emit(*g, "Reshape", {r, Emit(*g, "Shape", {h})});
+  r = Emit(*g, "Add",
+           {Emit(*g, "Mul", {r, Init(*g, "gn.weight", {8, 1, 1}, 0.8, 1.2)}), Init(*g, "gn.bias", {8, 1, 1})});
+  Value* pooled = Emit(*g, "AveragePool", {r},
+                       {{"kernel_shape", Attribute::Ints({3, 3})},
+                        {"pads", Attribute::Ints({1, 1, 1, 1})},
+                        {"count_include_pad", Attribute::Int(0)}});
+  h = Emit(*g, "Add", {h, Emit(*g, "Mul", {Emit(*g, "Sub", {pooled, r}), Init(*g, "ls", {8, 1, 1})})});
+  h = Emit(*g, "Flatten", {Emit(*g, "GlobalAveragePool", {Conv(*g, h, "c2", 8, 10, 1, 0)})});
+  Value* logits = g->AddValue("logits");
+  g->AddNode("Gemm", {h, Init(*g, "fc.w", {10, kClasses}), Init(*g, "fc.b", {kClasses})}, {logits}, "fc");
+  g->outputs.push_back(logits);
+  InferShapes(*g, true);
+  return g;
+}
+
 std::map<std::string, Tensor> Batch(int step) {
   test::Rng().seed(1000 + step);
   Tensor y(DataType::kInt64, {kN});
@@ -136,6 +160,7 @@ struct Trained {
   std::map<std::string, Tensor> states;
   std::map<std::string, int> ops;  // op type -> nodes of the step
   int channels_last = 0;           // nodes with the attribute
+  int to_nchw = 0;                 // the pass's Transposes back to NCHW (forward)
 };
 
 Trained Train(bool last, DataType amp, uint64_t seed, std::unique_ptr<Graph> (*model)(uint64_t) = SmallCnn) {
@@ -155,6 +180,7 @@ Trained Train(bool last, DataType amp, uint64_t seed, std::unique_ptr<Graph> (*m
   for (const auto& n : g->nodes()) {
     ++t.ops[n->op_type];
     t.channels_last += n->attr_int("channels_last", 0) != 0;
+    t.to_nchw += n->name.rfind("channels_last/to_nchw", 0) == 0 && n->name.find("/grad/") == std::string::npos;
   }
   for (int s = 0; s < 3; ++s) {
     const std::vector<Tensor> outs = amp_test::RunStep(*g, Batch(s));
@@ -208,6 +234,34 @@ TEST(ChannelsLastPass, ShuffleNetUnitStaysChannelsLast) {
     EXPECT_EQ(b.ops.at("Transpose"), 3);  // and the input's
     // Forward: 3 Convs, 3 BN; backward: 3 ConvGradWeight, 2 ConvGradData (the first Conv reads the input), 3 BN grads.
     EXPECT_EQ(b.channels_last, 3 + 3 + 3 + 2 + 3);
+    const double tol = amp == DataType::kUndefined ? 1e-5 : 2e-2;
+    for (size_t s = 0; s < a.losses.size(); ++s)
+      EXPECT_NEAR(b.losses[s], a.losses[s], tol * std::abs(a.losses[s])) << "step " << s;
+    EXPECT_NE(a.losses.front(), a.losses.back());
+    for (const auto& [name, t] : a.states) {
+      const Tensor& u = b.states.at(name);
+      ASSERT_EQ(t.dims(), u.dims()) << name;
+      for (int64_t i = 0; i < t.numel(); ++i)
+        ASSERT_NEAR(u.GetDouble(i), t.GetDouble(i), tol * 10 * (std::abs(t.GetDouble(i)) + 1e-3)) << name << " " << i;
+    }
+  }
+}
+
+// The PoolFormer block stays channels-last: GroupNorm's one group normalizes the same values in either layout, so
+// its Reshapes and InstanceNormalization read the NHWC value (the Reshape back takes the NHWC shape), and nothing
+// goes back to NCHW before the pooled features.
+TEST(ChannelsLastPass, GroupNormOfOneGroupStaysChannelsLast) {
+  const uint64_t seed = test::Rng()();
+  for (const DataType amp : {DataType::kUndefined, DataType::kBFloat16}) {
+    SCOPED_TRACE(amp == DataType::kUndefined ? "float32" : "bf16");
+    const Trained a = Train(false, amp, seed, PoolFormerBlock), b = Train(true, amp, seed, PoolFormerBlock);
+    EXPECT_EQ(a.ops.count("Transpose"), 0u);
+    // The input's, those of the three [C, 1, 1] parameters and the pooled features' way out (with their gradients);
+    // the only way back to NCHW is the last.
+    EXPECT_EQ(b.ops.at("Transpose"), 1 + 3 * 2 + 2);
+    EXPECT_EQ(b.to_nchw, 1);
+    // Forward: 2 Convs, BN, AveragePool; backward: 2 ConvGradWeight, 1 ConvGradData, BN grad, AveragePoolGrad.
+    EXPECT_EQ(b.channels_last, 2 + 1 + 1 + 2 + 1 + 1 + 1);
     const double tol = amp == DataType::kUndefined ? 1e-5 : 2e-2;
     for (size_t s = 0; s < a.losses.size(); ++s)
       EXPECT_NEAR(b.losses[s], a.losses[s], tol * std::abs(a.losses[s])) << "step " << s;
