@@ -190,6 +190,26 @@ Trained Train(bool last, DataType amp, uint64_t seed, std::unique_ptr<Graph> (*m
   return t;
 }
 
+// b (channels-last) trained as a (NCHW): the same losses at every step and the same trained states (parameters and
+// moments keep their ONNX shapes), within float32's or bf16's tolerance.
+void ExpectSameTraining(const Trained& a, const Trained& b, DataType amp) {
+  const double tol = amp == DataType::kUndefined ? 1e-5 : 2e-2;
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (size_t s = 0; s < a.losses.size(); ++s) {
+    EXPECT_TRUE(std::isfinite(b.losses[s]));
+    EXPECT_NEAR(b.losses[s], a.losses[s], tol * std::abs(a.losses[s])) << "step " << s;
+  }
+  EXPECT_NE(a.losses.front(), a.losses.back());  // it trained
+  ASSERT_EQ(a.states.size(), b.states.size());
+  for (const auto& [name, t] : a.states) {
+    ASSERT_TRUE(b.states.count(name)) << name;
+    const Tensor& u = b.states.at(name);
+    ASSERT_EQ(t.dims(), u.dims()) << name;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      ASSERT_NEAR(u.GetDouble(i), t.GetDouble(i), tol * 10 * (std::abs(t.GetDouble(i)) + 1e-3)) << name << " " << i;
+  }
+}
+
 TEST(ChannelsLastPass, CnnTrainsAsInNchw) {
   const uint64_t seed = test::Rng()();
   for (const DataType amp : {DataType::kUndefined, DataType::kBFloat16}) {
@@ -203,21 +223,7 @@ TEST(ChannelsLastPass, CnnTrainsAsInNchw) {
     // Transposes: the input and the [8, 1, 1] parameter into the region, the pooled features out of it; the
     // gradients of the last two (the input needs none).
     EXPECT_EQ(b.ops.count("Transpose") ? b.ops.at("Transpose") : 0, 5);
-    const double tol = amp == DataType::kUndefined ? 1e-5 : 2e-2;
-    ASSERT_EQ(a.losses.size(), b.losses.size());
-    for (size_t s = 0; s < a.losses.size(); ++s) {
-      EXPECT_TRUE(std::isfinite(b.losses[s]));
-      EXPECT_NEAR(b.losses[s], a.losses[s], tol * std::abs(a.losses[s])) << "step " << s;
-    }
-    EXPECT_NE(a.losses.front(), a.losses.back());  // it trained
-    ASSERT_EQ(a.states.size(), b.states.size());
-    for (const auto& [name, t] : a.states) {
-      ASSERT_TRUE(b.states.count(name)) << name;
-      const Tensor& u = b.states.at(name);
-      ASSERT_EQ(t.dims(), u.dims()) << name;  // parameters and moments keep their ONNX shapes
-      for (int64_t i = 0; i < t.numel(); ++i)
-        ASSERT_NEAR(u.GetDouble(i), t.GetDouble(i), tol * 10 * (std::abs(t.GetDouble(i)) + 1e-3)) << name << " " << i;
-    }
+    ExpectSameTraining(a, b, amp);
   }
 }
 
@@ -234,16 +240,7 @@ TEST(ChannelsLastPass, ShuffleNetUnitStaysChannelsLast) {
     EXPECT_EQ(b.ops.at("Transpose"), 3);  // and the input's
     // Forward: 3 Convs, 3 BN; backward: 3 ConvGradWeight, 2 ConvGradData (the first Conv reads the input), 3 BN grads.
     EXPECT_EQ(b.channels_last, 3 + 3 + 3 + 2 + 3);
-    const double tol = amp == DataType::kUndefined ? 1e-5 : 2e-2;
-    for (size_t s = 0; s < a.losses.size(); ++s)
-      EXPECT_NEAR(b.losses[s], a.losses[s], tol * std::abs(a.losses[s])) << "step " << s;
-    EXPECT_NE(a.losses.front(), a.losses.back());
-    for (const auto& [name, t] : a.states) {
-      const Tensor& u = b.states.at(name);
-      ASSERT_EQ(t.dims(), u.dims()) << name;
-      for (int64_t i = 0; i < t.numel(); ++i)
-        ASSERT_NEAR(u.GetDouble(i), t.GetDouble(i), tol * 10 * (std::abs(t.GetDouble(i)) + 1e-3)) << name << " " << i;
-    }
+    ExpectSameTraining(a, b, amp);
   }
 }
 
@@ -262,16 +259,7 @@ TEST(ChannelsLastPass, GroupNormOfOneGroupStaysChannelsLast) {
     EXPECT_EQ(b.to_nchw, 1);
     // Forward: 2 Convs, BN, AveragePool; backward: 2 ConvGradWeight, 1 ConvGradData, BN grad, AveragePoolGrad.
     EXPECT_EQ(b.channels_last, 2 + 1 + 1 + 2 + 1 + 1 + 1);
-    const double tol = amp == DataType::kUndefined ? 1e-5 : 2e-2;
-    for (size_t s = 0; s < a.losses.size(); ++s)
-      EXPECT_NEAR(b.losses[s], a.losses[s], tol * std::abs(a.losses[s])) << "step " << s;
-    EXPECT_NE(a.losses.front(), a.losses.back());
-    for (const auto& [name, t] : a.states) {
-      const Tensor& u = b.states.at(name);
-      ASSERT_EQ(t.dims(), u.dims()) << name;
-      for (int64_t i = 0; i < t.numel(); ++i)
-        ASSERT_NEAR(u.GetDouble(i), t.GetDouble(i), tol * 10 * (std::abs(t.GetDouble(i)) + 1e-3)) << name << " " << i;
-    }
+    ExpectSameTraining(a, b, amp);
   }
 }
 
