@@ -458,17 +458,6 @@ OT_VEC_CLONES void AddRowsToAcc(const T* __restrict x, int64_t rows, int64_t col
 }  // namespace
 
 template <typename T>
-void SumRowsToColumns(const T* x, int64_t rows, int64_t cols, T* y) {
-  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, cols, 512), [&](const tbb::blocked_range<int64_t>& b) {
-    const int64_t j0 = b.begin(), w = b.end() - b.begin();
-    std::vector<double> acc(static_cast<size_t>(w), 0.0);
-    AddRowsToAcc<T>(x + j0, rows, cols, w, acc.data());
-    for (int64_t j = 0; j < w; ++j) y[j0 + j] = static_cast<T>(static_cast<A>(acc[j]));
-  });
-}
-
-template <typename T>
 void SumRowsToColumnsBatched(const T* x, int64_t batch, int64_t rows, int64_t cols, T* y) {
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
   constexpr int64_t kBlock = 512;
@@ -482,6 +471,11 @@ void SumRowsToColumnsBatched(const T* x, int64_t batch, int64_t rows, int64_t co
       for (int64_t j = 0; j < w; ++j) y[b * cols + j0 + j] = static_cast<T>(static_cast<A>(acc[j]));
     }
   });
+}
+
+template <typename T>
+void SumRowsToColumns(const T* x, int64_t rows, int64_t cols, T* y) {
+  SumRowsToColumnsBatched(x, 1, rows, cols, y);
 }
 
 template void SumRowsToColumns<float>(const float*, int64_t, int64_t, float*);
