@@ -472,8 +472,26 @@ void ResidualLayerNormF32(int64_t rows, int64_t cols, const float* x, const floa
   LayerNormFloatRows(rows, cols, x, scale, bias, scale_idx, bias_idx, eps, y, mean_out, invstd_out, residual, sum);
 }
 
+// One float plane of InstanceNormalization: the statistics as a LayerNorm row's (row_stats.h: vectorized lanes in
+// double), then y = (x - mean) (scale inv) + bias in double, rounded once. y may alias x.
+OT_VEC_CLONES void InstanceNormPlaneF32(const float* x, int64_t n, double eps, double scale, double bias, float* y) {
+  double mu, inv;
+  row_stats::StatsOfRows<1>(x, n, eps, &mu, &inv);
+  const double a = scale * inv;
+  for (int64_t j = 0; j < n; ++j) y[j] = static_cast<float>((static_cast<double>(x[j]) - mu) * a + bias);
+}
+
 template <typename T>
 void InstanceNorm(int64_t n, int64_t c, int64_t spatial, const T* x, const T* scale, const T* bias, double eps, T* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (spatial > 0) {
+      ParallelItems(n * c, spatial, [&](int64_t nc) {
+        const int64_t ch = nc % c;
+        InstanceNormPlaneF32(x + nc * spatial, spatial, eps, scale[ch], bias[ch], y + nc * spatial);
+      });
+      return;
+    }
+  }
   ParallelItems(n * c, spatial, [&](int64_t nc) {
     const int64_t ch = nc % c;
     std::vector<float> in, out;

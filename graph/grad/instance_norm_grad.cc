@@ -5,7 +5,11 @@
 //   dxhat = dY * scale
 //   dX     = inv * (dxhat - E_S[dxhat] - xhat * E_S[dxhat * xhat])
 //   dScale = sum over N and S of dY * xhat;   dB = sum over N and S of dY
-// The statistics are recomputed from X (the forward node has no saved-statistics outputs).
+// which is BatchNormalization's training gradient with each (n, c) plane a channel of its own: X and dY viewed as
+// [1, N*C, S], the scale repeated per image. So the rule is one BatchNormGrad (its kernel: the plane's statistics
+// recomputed from X and both sums in one pass, dX in a second) on that view, and dScale, dB its per-plane results
+// summed over N. (Before, ~15 standard ops, which re-read X and dY in five passes: PoolFormer's GroupNorm gradient
+// took 3x PyTorch's.)
 //
 // LpNormalization, Y = X / ||X||_p along `axis` (p = 2 or 1), s = sum along the axis of dY * Y:
 //   dX = (dY - Y s) / ||X||_2   or   (dY - Sign(X) s) / ||X||_1;   0 where the norm is 0 (the forward gives 0)
@@ -26,27 +30,24 @@ Value* MeanAxes(GradContext& c, Value* v, const std::vector<int64_t>& axes) {
 void InstanceNormGrad(GradContext& c) {
   const int rank = grad::Rank(c, c.X(0), "X");
   if (rank < 3) c.Fail("X must have rank >= 3");
-  std::vector<int64_t> spatial, per_channel{0}, channel_view;
-  for (int i = 2; i < rank; ++i) {
-    spatial.push_back(i);
-    per_channel.push_back(i);
-    channel_view.push_back(i - 1);  // scale [C] -> [C, 1, ...] against [N, C, ...]
-  }
   Value* x = c.X(0);
-  Value* eps = c.Scalar(c.node().attr_float("epsilon", 1e-5f), x);
-  Value* xc = c.Op("Sub", {x, MeanAxes(c, x, spatial)});
-  Value* var = MeanAxes(c, c.Op("Mul", {xc, xc}), spatial);
-  Value* inv = c.Op("Reciprocal", {c.Op("Sqrt", {c.Op("Add", {var, eps})})});
-  Value* xhat = c.Op("Mul", {xc, inv});
-  if (c.needs_grad(0)) {
-    Value* dxhat = c.Op("Mul", {c.dY(0), grad::UnsqueezeAxes(c, c.X(1), channel_view)});
-    Value* t = c.Op("Sub", {dxhat, MeanAxes(c, dxhat, spatial)});
-    t = c.Op("Sub", {t, c.Op("Mul", {xhat, MeanAxes(c, c.Op("Mul", {dxhat, xhat}), spatial)})});
-    c.SetGrad(0, c.Op("Mul", {inv, t}));
-  }
-  if (c.needs_grad(1))
-    c.SetGrad(1, grad::ReduceSumAxes(c, c.Op("Mul", {c.dY(0), xhat}), per_channel, /*keepdims=*/false));
-  if (c.needs_grad(2)) c.SetGrad(2, grad::ReduceSumAxes(c, c.dY(0), per_channel, /*keepdims=*/false));
+  // [N, C, S...] -> [1, N*C, prod S]: Flatten at axis 2, then a leading 1.
+  auto planes = [&](Value* v) {
+    return grad::UnsqueezeAxes(c, c.Op("Flatten", {v}, {{"axis", Attribute::Int(2)}}), std::vector<int64_t>{0});
+  };
+  Value* shape = c.Op("Shape", {x});
+  Value* nc = c.node().opset >= 10  // [N, C]
+                  ? c.Op("Slice", {shape, c.Ints({0}), c.Ints({2})})
+                  : c.Op("Slice", {shape}, {{"starts", Attribute::Ints({0})}, {"ends", Attribute::Ints({2})}});
+  Value* scale_nc = c.Op("Expand", {c.X(1), nc});                             // scale per plane, [N, C]
+  auto outs =
+      c.OpN("BatchNormGrad", {planes(c.dY(0)), planes(x), c.Op("Reshape", {scale_nc, c.Ints({-1})})}, 3,
+            {{"epsilon", Attribute::Float(c.node().attr_float("epsilon", 1e-5f))}, {"training", Attribute::Int(1)}},
+            kInternalDomain);
+  if (c.needs_grad(0)) c.SetGrad(0, c.Op("Reshape", {outs[0], shape}));
+  for (int i = 1; i < 3; ++i)
+    if (c.needs_grad(i))
+      c.SetGrad(i, grad::ReduceSumAxes(c, c.Op("Reshape", {outs[i], nc}), std::vector<int64_t>{0}, false));
 }
 
 // MeanVarianceNormalization over `axes` A: Y = xc / d, xc = X - E_A[X], sigma = sqrt(E_A[xc^2]), d = sigma + 1e-9
