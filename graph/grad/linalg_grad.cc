@@ -44,7 +44,17 @@ void RegisterLinalgGrads(OpRegistry& r) {
       if (a1) da = grad::SqueezeAxes(c, da, {yr - 2});  // [..., K]: the batch dims are summed by ReduceToShape
       c.SetGrad(0, c.ReduceToShape(da, c.X(0)));
     }
-    if (c.needs_grad(1)) {
+    const bool a_transposed = a->producer && a->producer->op_type == "Transpose" && a->producer->domain.empty();
+    if (c.needs_grad(1) && !a1 && !b1 && br == 2 && ar >= 3 && !a_transposed) {
+      // A Linear layer on [..., K] rows (B a [K, N] weight, broadcast over A's batch): dB = A^T dY over all rows at
+      // once, one GEMM of the flattened rows, as PyTorch's linear computes it -- not a batch of [K, N] products
+      // summed afterwards (T5's tied lm_head: 4 x [512, 32128] products, their sum and a Transpose of it were 98 ms
+      // of its bf16 step). Not when A is a Transpose's output: its rows would be copied out, where the batched
+      // product reads the untransposed value through its flags (passes/fold_transpose.h).
+      Value* rows_a = c.Op("Flatten", {a}, {{"axis", Attribute::Int(ar - 1)}});
+      Value* rows_dy = c.Op("Flatten", {dy}, {{"axis", Attribute::Int(ar - 1)}});
+      c.SetGrad(1, c.Op("Gemm", {rows_a, rows_dy}, {{"transA", Attribute::Int(1)}}));
+    } else if (c.needs_grad(1)) {
       Value* db = c.Op("MatMul", {SwapLast2(c, a, ar), dy});
       if (b1) db = grad::SqueezeAxes(c, db, {yr - 1});
       c.SetGrad(1, c.ReduceToShape(db, c.X(1)));

@@ -44,7 +44,11 @@ TEST(GradientCheck, Exp) { CheckGradients({{5}}, {5}, Unary("Exp")); }
 TEST(GradientCheck, Log) { CheckGradients({{5}}, {5}, Unary("Log"), 17, 0.5, 2.0); }
 TEST(GradientCheck, Sqrt) { CheckGradients({{5}}, {5}, Unary("Sqrt"), 17, 0.5, 2.0); }
 TEST(GradientCheck, MatMul) { CheckGradients({{3, 4}, {4, 2}}, {3, 2}, Binary("MatMul")); }
-TEST(GradientCheck, MatMulBatchedBroadcast) { CheckGradients({{2, 3, 4}, {4, 2}}, {2, 3, 2}, Binary("MatMul")); }
+// B a [K, N] weight broadcast over A's batch dims: dB is one GEMM of A's and dY's flattened rows.
+TEST(GradientCheck, MatMulBatchedBroadcast) {
+  CheckGradients({{2, 3, 4}, {4, 2}}, {2, 3, 2}, Binary("MatMul"));
+  CheckGradients({{2, 2, 3, 4}, {4, 2}}, {2, 2, 3, 2}, Binary("MatMul"));
+}
 // 1-D operands (numpy's matmul: a unit axis added, then removed from the result), at opsets 13 and 11.
 TEST(GradientCheck, MatMulVectors) {
   for (int opset : {13, 11}) {
