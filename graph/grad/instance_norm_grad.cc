@@ -39,7 +39,7 @@ void InstanceNormGrad(GradContext& c) {
   Value* nc = c.node().opset >= 10  // [N, C]
                   ? c.Op("Slice", {shape, c.Ints({0}), c.Ints({2})})
                   : c.Op("Slice", {shape}, {{"starts", Attribute::Ints({0})}, {"ends", Attribute::Ints({2})}});
-  Value* scale_nc = c.Op("Expand", {c.X(1), nc});                             // scale per plane, [N, C]
+  Value* scale_nc = c.Op("Expand", {c.X(1), nc});  // scale per plane, [N, C]
   auto outs =
       c.OpN("BatchNormGrad", {planes(c.dY(0)), planes(x), c.Op("Reshape", {scale_nc, c.Ints({-1})})}, 3,
             {{"epsilon", Attribute::Float(c.node().attr_float("epsilon", 1e-5f))}, {"training", Attribute::Int(1)}},

@@ -145,6 +145,37 @@ TEST(CpuReduce, LongContiguousReductionsSplitIntoChunks) {
   }
 }
 
+// A sum over the leading axes (a channels-last bias gradient) runs as column sums split into row chunks: against the
+// double reference, fresh random data, every column written (y starts as NaN), and the same bits each run and per
+// image of the batched form.
+TEST(CpuReduce, LeadingAxesSumSplitsRowsIntoChunks) {
+  for (const auto& dims : std::vector<std::vector<int64_t>>{{3, 1500, 37}, {5000, 600}, {7, 3}}) {
+    const std::vector<bool> red = {true, dims.size() == 3, false};
+    std::vector<bool> r(red.begin(), red.begin() + static_cast<long>(dims.size()));
+    std::vector<double> xd = Rand(Numel(dims), -1, 1, std::random_device{}());
+    std::vector<float> x(xd.begin(), xd.end());
+    for (size_t i = 0; i < x.size(); ++i) xd[i] = x[i];
+    const ReduceGeometry g = MakeReduceGeometry(dims, r);
+    const std::vector<double> ref = NaiveReduce(ReduceKind::kSum, dims, r, xd);
+    std::vector<float> y(ref.size(), std::nanf("")), again(ref.size(), std::nanf(""));
+    Reduce<float>(ReduceKind::kSum, g, x.data(), y.data());
+    Reduce<float>(ReduceKind::kSum, g, x.data(), again.data());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_NEAR(y[i], ref[i], 1e-6 * (1 + std::fabs(ref[i]))) << "column " << i;
+      ASSERT_EQ(y[i], again[i]);
+    }
+    const int64_t cols = dims.back(), rows = Numel(dims) / cols;
+    std::vector<float> two(2 * x.size()), y2(2 * cols, std::nanf(""));
+    std::copy(x.begin(), x.end(), two.begin());
+    std::copy(x.begin(), x.end(), two.begin() + static_cast<long>(x.size()));
+    SumRowsToColumnsBatched<float>(two.data(), 2, rows, cols, y2.data());
+    for (int64_t j = 0; j < cols; ++j) {
+      ASSERT_EQ(y2[j], y[j]);
+      ASSERT_EQ(y2[cols + j], y[j]);
+    }
+  }
+}
+
 TEST(CpuReduce, SumLikeOverNonTrailingAxesWithContiguousRuns) {
   // The last reduced run is contiguous and no kept dim trails (a conv bias gradient: axes (0, 2, 3) of NCHW):
   // runs summed in vector lanes. Odd sizes exercise the lane tails; every output is written (sentinel) and
