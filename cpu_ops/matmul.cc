@@ -162,7 +162,10 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     po.append_sum(1.0f);
     attr.set_post_ops(po);
   }
-  im.parts = RowBlocks(spec, Prod(c_batch));
+  // A half product with a transposed A (every weight gradient, A^T dY) is one call on oneDNN's team: oneDNN 2.6's
+  // brgemm (AMX) takes the whole transposed A but not a row block of it, which fell to its gemm driver (T5-small's
+  // bf16 Gemms 0.53x, BERT's 0.76-0.89x in one call; bench/RESULTS.md).
+  im.parts = spec.trans_a && spec.type != DnnType::kF32 ? 1 : RowBlocks(spec, Prod(c_batch));
   if (im.parts > 1) {
     im.block_rows = (spec.m + im.parts - 1) / im.parts;
     im.parts = static_cast<int>((spec.m + im.block_rows - 1) / im.block_rows);
