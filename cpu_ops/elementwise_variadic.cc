@@ -70,6 +70,19 @@ void Fold(const std::vector<const T*>& ins, T* out, const BroadcastPlan& p, G g,
 
 template <typename T, typename E>
 void Pow(const T* a, const E* b, T* out, const BroadcastPlan& p) {
+  if constexpr ((std::is_same_v<T, float> || kIsHalf<T>)&&kIsFloat<E>) {
+    // One exponent of 2 for every element (an RMS norm's x^2): x * x in float is the same bits as pow in double
+    // rounded to float (a float's square is exact in double), at a fraction of the time.
+    bool one_exponent = true;
+    for (int64_t s : p.strides[1]) one_exponent &= s == 0;
+    if (one_exponent && p.numel > 0 && static_cast<double>(static_cast<ComputeType<E>>(b[0])) == 2.0) {
+      BinaryLoop(a, b, out, p, [](T x, E) -> T {
+        const float f = static_cast<float>(x);
+        return static_cast<T>(f * f);
+      });
+      return;
+    }
+  }
   BinaryLoop(a, b, out, p, [](T x, E y) -> T {
     if constexpr (std::is_integral_v<T> && std::is_integral_v<E>) {
       return IntPow<T>(x, static_cast<int64_t>(y));

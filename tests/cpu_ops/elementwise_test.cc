@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -287,6 +288,37 @@ TEST(ElementwiseBinary, PowMixedTypes) {
   std::vector<int64_t> la = {3, -5, -2}, lo(3);
   Pow<int64_t, int64_t>(la.data(), le.data(), lo.data(), plan);
   EXPECT_EQ(lo, (std::vector<int64_t>{static_cast<int64_t>(12157665459056928801ULL), 25, -8}));  // 3^40 wraps
+}
+
+// x^2 with one exponent for all (a multiply in float) gives exactly pow in double rounded to float: random values
+// and the edges (signed zeros, infinities, NaN, squares that overflow, turn subnormal or vanish); bfloat16 too.
+TEST(ElementwiseBinary, PowOfTwoIsThePowInDouble) {
+  std::vector<float> a = To<float>(Uniform(4096, -100, 100));
+  const float edges[] = {0.f, -0.f, INFINITY, -INFINITY, NAN, 1e20f, -3e19f, 1e-20f, -2e-23f, 1e-30f};
+  for (int i = 0; i < 10; ++i) a[static_cast<size_t>(i) * 17] = edges[i];
+  const std::vector<float> two = {2.f};
+  std::vector<float> out(a.size());
+  const auto plan = MakeBroadcastPlan({4096}, {{4096}, {}});
+  Pow<float, float>(a.data(), two.data(), out.data(), plan);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float want = static_cast<float>(std::pow(static_cast<double>(a[i]), 2.0));
+    if (std::isnan(want))
+      EXPECT_TRUE(std::isnan(out[i])) << a[i];
+    else
+      EXPECT_EQ(std::memcmp(&out[i], &want, sizeof want), 0) << a[i] << ": " << out[i] << " vs " << want;
+  }
+  std::vector<bfloat16> h(a.size()), ho(a.size());
+  for (size_t i = 0; i < a.size(); ++i) h[i] = bfloat16(a[i]);
+  const std::vector<bfloat16> two_h = {bfloat16(2.f)};
+  Pow<bfloat16, bfloat16>(h.data(), two_h.data(), ho.data(), plan);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float want =
+        static_cast<float>(bfloat16(static_cast<float>(std::pow(static_cast<double>(float(h[i])), 2.0))));
+    if (std::isnan(want))
+      EXPECT_TRUE(std::isnan(float(ho[i])));
+    else
+      EXPECT_EQ(float(ho[i]), want) << float(h[i]);
+  }
 }
 
 TEST(ElementwiseVariadic, FoldsWithBroadcastAndWhere) {

@@ -178,6 +178,26 @@ TEST(FusedKernel, EveryOpMatchesTheReferences) {
   }
 }
 
+// Pow by one exponent for every element: 2 and 1 take a multiply and a copy (an RMS norm's x^2 and its gradient's
+// x^1), 3 the general pow; all three give exactly the reference's pow in double rounded to float, over random values
+// and the edges (zeros of both signs, infinities, NaN, squares that overflow or fall to subnormals or zero).
+TEST(FusedKernel, PowOfOneExponentIsExact) {
+  const std::vector<int64_t> D = {2, 3000};
+  for (double e : {2.0, 1.0, 3.0}) {
+    SCOPED_TRACE("exponent " + std::to_string(e));
+    Builder b(2);
+    const int x = b.In(0);
+    const int y = b.In(1);
+    b.Out({b.Op_(Op::kPow, DType::kF32, x, y)});
+    Tensor t = RandomTensor(DType::kF32, D, -50, 50);
+    const double edges[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e20, -3e19, 1e-20, -2e-23, 1e-30};
+    for (int64_t i = 0; i < 10; ++i) WriteElem(DType::kF32, t.bytes, i * 37, edges[i]);
+    Tensor ex = RandomTensor(DType::kF32, {}, 0, 1);
+    WriteElem(DType::kF32, ex.bytes, 0, e);
+    Check(b.p, D, {t, ex});
+  }
+}
+
 // Casts between all four types, and inputs read as a narrower dtype (a Cast folded into the load).
 TEST(FusedKernel, CastsRoundLikeTheStorageTypes) {
   const std::vector<int64_t> D = {5000};
