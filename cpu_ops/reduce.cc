@@ -463,28 +463,16 @@ OT_VEC_CLONES void AddRowsToAcc(const T* __restrict x, int64_t rows, int64_t col
 
 }  // namespace
 
-// Tasks of column blocks (kBlock wide) and row chunks (kRowChunk rows), each summing its rows in order in double; a
-// matrix of more than one chunk keeps each chunk's sums and adds them in chunk order afterwards. The split depends
-// on rows and cols alone, never on the threads: deterministic. (One task per column block before: a bias gradient of
-// 256 channels, PoolFormer's [12544, 256], ran on one thread at a third of the other kernels' bandwidth.)
+// Tasks of column blocks (kBlock wide) and row chunks (kRowChunk rows), each summing its rows in order in double into
+// its chunk's partial sums, which are then added in chunk order (one chunk: the sum itself). The split depends on rows
+// and cols alone, never on the threads: deterministic. (One task per column block before: a bias gradient of 256
+// channels, PoolFormer's [12544, 256], ran on one thread at a third of the other kernels' bandwidth.)
 template <typename T>
 void SumRowsToColumnsBatched(const T* x, int64_t batch, int64_t rows, int64_t cols, T* y) {
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
   constexpr int64_t kBlock = 512, kRowChunk = 2048;
   const int64_t blocks = (cols + kBlock - 1) / kBlock;
   const int64_t chunks = std::max<int64_t>(1, (rows + kRowChunk - 1) / kRowChunk);
-  if (chunks == 1) {
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, batch * blocks), [&](const tbb::blocked_range<int64_t>& r) {
-      std::vector<double> acc(static_cast<size_t>(std::min(cols, kBlock)));
-      for (int64_t t = r.begin(); t != r.end(); ++t) {
-        const int64_t b = t / blocks, j0 = t % blocks * kBlock, w = std::min(kBlock, cols - j0);
-        std::fill(acc.begin(), acc.begin() + w, 0.0);
-        AddRowsToAcc<T>(x + b * rows * cols + j0, rows, cols, w, acc.data());
-        for (int64_t j = 0; j < w; ++j) y[b * cols + j0 + j] = static_cast<T>(static_cast<A>(acc[j]));
-      }
-    });
-    return;
-  }
   std::vector<double> part(static_cast<size_t>(batch * chunks * cols), 0.0);  // [batch, chunk, cols]
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, batch * chunks * blocks), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t t = r.begin(); t != r.end(); ++t) {

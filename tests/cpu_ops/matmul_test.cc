@@ -108,18 +108,23 @@ TEST(MatMulKernel, TransposedWithAlphaAndAccumulate) {
     }
 }
 
+// v rounded to the half type t (in place, so a reference sees the values the kernel reads); returns their bits.
+std::vector<uint16_t> RoundToHalf(DnnType t, std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  FromFloat(t, v.data(), h.data(), v.size());
+  ToFloat(t, h.data(), v.data(), v.size());
+  return h;
+}
+
 TEST(MatMulKernel, HalfTypesMatchFloatWithinRounding) {
   MatMulSpec s;
   s.m = 4, s.k = 16, s.n = 6;
   auto a = Rand(s.m * s.k, 3), b = Rand(s.k * s.n, 4);
   for (DnnType t : {DnnType::kF16, DnnType::kBF16}) {
     // Round inputs to the half type first so the reference sees the same values.
-    std::vector<uint16_t> ah(a.size()), bh(b.size()), ch(s.m * s.n);
-    std::vector<float> ar(a.size()), br(b.size());
-    FromFloat(t, a.data(), ah.data(), a.size());
-    FromFloat(t, b.data(), bh.data(), b.size());
-    ToFloat(t, ah.data(), ar.data(), a.size());
-    ToFloat(t, bh.data(), br.data(), b.size());
+    std::vector<float> ar = a, br = b;
+    const std::vector<uint16_t> ah = RoundToHalf(t, ar), bh = RoundToHalf(t, br);
+    std::vector<uint16_t> ch(s.m * s.n);
     MatMulSpec st = s;
     st.type = t;
     DnnlMatMul(st).Run(ah.data(), bh.data(), ch.data());
@@ -148,11 +153,7 @@ TEST(MatMulKernel, HalfTransposedAMatchesTheReference) {
         SCOPED_TRACE(std::to_string(threads) + " threads, batch " + std::to_string(batch) + ", type " +
                      std::to_string(static_cast<int>(t)));
         auto a = Rand(batch * m * k, 50 + batch), b = Rand(batch * k * n, 60 + batch);
-        std::vector<uint16_t> ah(a.size()), bh(b.size());
-        FromFloat(t, a.data(), ah.data(), a.size());
-        FromFloat(t, b.data(), bh.data(), b.size());
-        ToFloat(t, ah.data(), a.data(), a.size());
-        ToFloat(t, bh.data(), b.data(), b.size());
+        const std::vector<uint16_t> ah = RoundToHalf(t, a), bh = RoundToHalf(t, b);
         MatMulSpec f = s;
         f.type = DnnType::kF32;
         const auto ref = Reference(f, a, b, {});
