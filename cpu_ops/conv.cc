@@ -13,6 +13,7 @@
 
 #include "cpu_ops/dims.h"
 #include "cpu_ops/dnnl_half.h"
+#include "kernel_common/host_alloc.h"
 
 namespace ot::cpu {
 
@@ -38,20 +39,20 @@ struct DnnlConv::Impl {
   // User-managed scratchpad owned by this primitive: oneDNN's library-managed one is tied to the creating
   // thread, and the executor runs the primitive on whichever TBB thread is free (that crashed in oneDNN).
   dnnl::memory::desc scratch_md;
-  std::shared_ptr<std::vector<uint8_t>> scratch;
+  std::shared_ptr<HostVector<uint8_t>> scratch;
   // Blocked-layout path: the primitive's own layouts for X, W and Y, buffers for them; W reordered once when it is
   // constant, per call otherwise (training: W is state that changes every step).
   bool blocked = false, w_per_call = false;
   bool x_direct = false, y_direct = false;  // the blocked path's X / Y used in place (already the primitive's layout)
   dnnl::memory::desc xb_md, yb_md, wb_md;
-  mutable std::vector<float> xb, yb, wb;  // per-call layout buffers (the executor never runs one kernel twice at once)
+  mutable HostVector<float> xb, yb, wb;  // per-call layout buffers (the executor never runs one kernel twice at once)
   dnnl::reorder x_to_blocked, y_to_plain, w_to_blocked;
   dnnl::memory::desc x_md, w_md, b_md, y_md;
   // Half types without a native (jit) oneDNN kernel: an f32 convolution of the same geometry (with the blocked
   // layouts when W is constant, its f32 copy made once here) runs on operands converted per call.
   bool convert = false;
   std::shared_ptr<DnnlConv> f32;
-  std::vector<float> w_f32;  // constant W converted once (empty when W is fed per call)
+  HostVector<float> w_f32;  // constant W converted once (empty when W is fed per call)
   std::string impl;
   bool empty = false;
   int64_t x_elems = 0, w_elems = 0, y_elems = 0;
@@ -69,7 +70,7 @@ struct DnnlConv::Impl {
   std::shared_ptr<DnnlConv> inner;
   std::vector<int64_t> inner_out;
   int64_t inner_y_elems = 0;
-  mutable std::vector<uint8_t> inner_y;  // per-call buffer (the executor never runs one kernel twice at once)
+  mutable HostVector<uint8_t> inner_y;  // per-call buffer (the executor never runs one kernel twice at once)
 };
 
 int64_t ConvImagesPerBlock(int64_t n, int64_t x_elems, int64_t y_elems, int64_t out_image_elems) {
@@ -232,8 +233,6 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(s
       im.wb_md = pd.weights_desc();
       im.scratch_md = pd.scratchpad_desc();
       im.prim = dnnl::convolution_forward(pd);
-      im.xb.resize(im.xb_md.get_size() / sizeof(float) + 16);
-      im.yb.resize(im.yb_md.get_size() / sizeof(float) + 16);
       im.wb.resize(im.wb_md.get_size() / sizeof(float) + 16);
       dnnl::engine& eng = DnnlEngine();
       if (constant_weights) {
@@ -249,14 +248,14 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(s
       // X and Y reordered only where the primitive's layout is not theirs (never for channels-last ones).
       im.x_direct = im.xb_md == im.x_md;
       im.y_direct = im.yb_md == im.y_md;
-      if (im.x_direct)
-        im.xb.clear();
-      else
+      if (!im.x_direct) {
+        im.xb.resize(im.xb_md.get_size() / sizeof(float) + 16);
         im.x_to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.x_md, eng, im.xb_md));
-      if (im.y_direct)
-        im.yb.clear();
-      else
+      }
+      if (!im.y_direct) {
+        im.yb.resize(im.yb_md.get_size() / sizeof(float) + 16);
         im.y_to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(eng, im.yb_md, eng, im.y_md));
+      }
     }
     return true;
   };
@@ -286,7 +285,7 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(s
       return;
     }
   }
-  im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
+  im.scratch = std::make_shared<HostVector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
 }
 
 std::string DnnlConv::impl_name() const { return impl_->impl.empty() ? std::string("none") : impl_->impl; }
@@ -365,7 +364,7 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
 void DnnlConv::RunExtended(const void* x, const void* w, const void* bias, void* y) const {
   const Impl& im = *impl_;
   const size_t es = DnnTypeSize(spec_.type);
-  std::vector<uint8_t>& buf = im.inner_y;
+  HostVector<uint8_t>& buf = im.inner_y;
   if (im.inner) im.inner->Run(x, w, bias, buf.data());
   // Both planes as [D, H, W] (leading 1s for 1-D and 2-D).
   auto pad3 = [](std::vector<int64_t> v) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu_ops/dims.h"
+#include "kernel_common/host_alloc.h"
 
 namespace ot::cpu {
 
@@ -41,9 +42,9 @@ struct DnnlConvBackward::Impl {
   // them (weights: x, dy in and dw out; data: dy, w in and dx out) and buffers for the reordered copies.
   dnnl::memory::desc px_md, py_md, pw_md;
   std::optional<dnnl::reorder> x_in, y_in, w_out, w_in, x_out;
-  std::shared_ptr<std::vector<uint8_t>> px, py, pw;
+  std::shared_ptr<HostVector<uint8_t>> px, py, pw;
   // User-managed scratchpad owned by this object (oneDNN's library-managed one is tied to the creating thread).
-  std::shared_ptr<std::vector<uint8_t>> scratch;
+  std::shared_ptr<HostVector<uint8_t>> scratch;
   bool empty = false;
   bool native = false;  // a primitive of spec.type was made (always for f32)
   std::string impl;     // oneDNN's implementation name
@@ -53,7 +54,7 @@ struct DnnlConvBackward::Impl {
   // block's dW goes to `partial` and is added to the first block's, block by block in order (deterministic).
   int64_t block_n = 0, x_image = 0, y_image = 0;
   std::shared_ptr<DnnlConvBackward> block, tail;
-  mutable std::vector<float> partial;  // the executor never runs one kernel twice at once
+  mutable HostVector<float> partial;  // the executor never runs one kernel twice at once
 };
 
 DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
@@ -116,12 +117,12 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   dnnl::primitive_attr rattr;
   rattr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // simple reorders need none; checked below
   auto make = [&](const dnnl::memory::desc& from, const dnnl::memory::desc& to, std::optional<dnnl::reorder>& r,
-                  std::shared_ptr<std::vector<uint8_t>>& buf, size_t bytes) {
+                  std::shared_ptr<HostVector<uint8_t>>& buf, size_t bytes) {
     if (from == to) return;
     dnnl::reorder::primitive_desc rpd(DnnlEngine(), from, DnnlEngine(), to, rattr);
     if (rpd.scratchpad_desc().get_size() != 0) throw std::runtime_error("conv backward: reorder needs scratch");
     r = dnnl::reorder(rpd);
-    buf = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(bytes, 64));
+    buf = std::make_shared<HostVector<uint8_t>>(std::max<size_t>(bytes, 64));
   };
   // With the primitive's layouts known: a large batch with relayouts runs as block primitives instead (sized by
   // `out_image` elements of the blocked output per image); true when it does.
@@ -179,7 +180,7 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
     make(im.y_md, im.py_md, im.y_in, im.py, im.py_md.get_size());
     make(im.pw_md, im.w_md, im.w_out, im.pw, im.pw_md.get_size());
   }
-  im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
+  im.scratch = std::make_shared<HostVector<uint8_t>>(std::max<size_t>(im.scratch_md.get_size(), 64));
 }
 
 bool DnnlConvBackward::native() const { return impl_->native || impl_->empty; }
@@ -217,7 +218,7 @@ void DnnlConvBackward::Run(const void* dy, const void* a, void* out) const {
   PrepareDnnlCall();
   // An operand in the primitive's layout: reordered into its buffer when `in` exists, else the plain memory.
   auto staged_in = [&](const std::optional<dnnl::reorder>& in, dnnl::memory plain, const dnnl::memory::desc& md,
-                       const std::shared_ptr<std::vector<uint8_t>>& buf) {
+                       const std::shared_ptr<HostVector<uint8_t>>& buf) {
     if (!in) return plain;
     dnnl::memory m(md, eng, buf->data());
     in->execute(s, plain, m);
@@ -225,7 +226,7 @@ void DnnlConvBackward::Run(const void* dy, const void* a, void* out) const {
   };
   // The output in the primitive's layout: its buffer when `out` reorders it back afterwards.
   auto staged_out = [&](const std::optional<dnnl::reorder>& out_r, const dnnl::memory& plain,
-                        const dnnl::memory::desc& md, const std::shared_ptr<std::vector<uint8_t>>& buf) {
+                        const dnnl::memory::desc& md, const std::shared_ptr<HostVector<uint8_t>>& buf) {
     return out_r ? dnnl::memory(md, eng, buf->data()) : plain;
   };
   std::unordered_map<int, dnnl::memory> args{

@@ -17,6 +17,7 @@
 #include "cpu_ops/dnnl_half.h"
 #include "cpu_ops/dnnl_util.h"
 #include "kernel_common/half.h"
+#include "kernel_common/host_alloc.h"
 
 namespace ot::cpu {
 
@@ -44,7 +45,7 @@ struct DnnlMatMul::Impl {
   // Allocated on the first Run without a caller's workspace.
   dnnl::memory::desc scratch_md;
   mutable std::once_flag scratch_once;
-  mutable std::shared_ptr<std::vector<uint8_t>> scratch;
+  mutable std::shared_ptr<HostVector<uint8_t>> scratch;
   size_t scratch_bytes = 0, a_off = 0, b_off = 0, c_off = 0, ws_bytes = 0;  // workspace layout
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, c_md;
@@ -262,9 +263,8 @@ void DnnlMatMul::Run(const void* a, const void* b, void* c, void* workspace) con
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   void* scratch = ws;
   if (!ws) {
-    std::call_once(im.scratch_once, [&] {
-      im.scratch = std::make_shared<std::vector<uint8_t>>(std::max<size_t>(im.scratch_bytes, 64));
-    });
+    std::call_once(im.scratch_once,
+                   [&] { im.scratch = std::make_shared<HostVector<uint8_t>>(std::max<size_t>(im.scratch_bytes, 64)); });
     scratch = im.scratch->data();
   }
   if (!im.convert) {

@@ -17,6 +17,7 @@
 #include "executor/threads.h"
 #include "graph/error.h"
 #include "graph/op_registry.h"
+#include "kernel_common/host_alloc.h"
 #include "passes/pass_manager.h"
 
 namespace ot {
@@ -33,11 +34,15 @@ constexpr size_t kMinOperandSlots = 16;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-std::shared_ptr<uint8_t> AllocBytes(size_t n) {
-  void* p = std::aligned_alloc(kAlign, std::max(AlignUp(n), kAlign));
+// The arena is long-lived: huge pages (kernel_common/host_alloc.h); a plan-time fold's workspace is malloc's.
+std::shared_ptr<uint8_t> AllocBytes(size_t n, bool long_lived) {
+  const size_t bytes = std::max(AlignUp(n), kAlign);
+  std::shared_ptr<uint8_t> p =
+      long_lived ? AllocHostShared(bytes)
+                 : std::shared_ptr<uint8_t>(static_cast<uint8_t*>(std::aligned_alloc(kAlign, bytes)), std::free);
   if (!p)
     throw Error("out of memory: could not allocate " + FormatBytes(static_cast<int64_t>(n)) + " for the step's values");
-  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+  return p;
 }
 
 TensorDesc DescOf(const Tensor& t) { return TensorDesc{t.dtype(), t.dims(), true}; }
@@ -280,7 +285,7 @@ class Plan::Compiler {
     KernelIO io{in_ptrs.data(), out_ptrs.data()};
     std::shared_ptr<uint8_t> ws;
     if (kinfo.workspace_bytes) {
-      ws = AllocBytes(kinfo.workspace_bytes);
+      ws = AllocBytes(kinfo.workspace_bytes, false);
       io.workspace = ws.get();
     }
     kinfo.fn(io);
@@ -669,7 +674,7 @@ void Plan::CheckArenaFits(int64_t available, const std::string& where) const {
 void Plan::EnsureArena() {
   if (arena_ || device_) return;
   CheckArenaFits(AvailableHostMemory(), "the machine");
-  arena_ = AllocBytes(arena_size_);
+  arena_ = AllocBytes(arena_size_, true);
 }
 
 uint8_t* Plan::BufferPtr(int b) const {

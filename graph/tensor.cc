@@ -83,6 +83,12 @@ Tensor Tensor::Clone() const {
   return t;
 }
 
+void Tensor::MoveInto(std::shared_ptr<uint8_t> storage) {
+  if (!storage) throw Error("Tensor::MoveInto: no storage");
+  if (nbytes()) std::memcpy(storage.get(), raw(), nbytes());
+  buf_ = std::move(storage);
+}
+
 Tensor Tensor::Reshaped(std::vector<int64_t> dims) const {
   if (NumElements(dims) != numel_) throw Error("cannot reshape " + DimsToString(dims_) + " to " + DimsToString(dims));
   Tensor t = *this;

@@ -39,6 +39,9 @@ class Tensor {
 
   // Deep copy (the buffer is shared between copies of a Tensor object otherwise).
   Tensor Clone() const;
+  // Moves the elements into `storage` (at least nbytes(), suitably aligned), which this tensor then holds; copies of
+  // this Tensor made before keep the old buffer.
+  void MoveInto(std::shared_ptr<uint8_t> storage);
   // Same buffer, other dims of equal element count.
   Tensor Reshaped(std::vector<int64_t> dims) const;
   // Element i converted to double / int64 (any numeric dtype).

@@ -27,6 +27,7 @@
 #include "training/ctc_decode.h"
 #include "training/fusion.h"
 #include "training/sharded_state.h"
+#include "training/state_memory.h"
 
 namespace ot {
 
@@ -76,6 +77,7 @@ Trainer::Trainer(std::unique_ptr<Graph> model, TrainerOptions opts) : opts_(std:
   Graph& g = *graph_;
   opts_.channels_last = !opts_.device;  // a CPU step: CNN activations channels-last (passes/channels_last.h)
   info_ = BuildStepGraph(g, opts_);
+  if (!opts_.device) PackStateMemory(g);
   MakeExecutor();
 
   LossPass(opts_.loss).Run(*eval_);
@@ -147,6 +149,7 @@ Trainer::Trainer(StoredStep stored, TrainerOptions opts)
     opts_.optimizer.total_steps = n->attr_int("total_steps", 0);
   }
   if (info_.lr && info_.lr->initializer) opts_.optimizer.lr = info_.lr->initializer->GetDouble(0);
+  if (!opts_.device) PackStateMemory(g);
   MakeExecutor();
   DropShardOnlyParameters();
 }
