@@ -15,6 +15,7 @@
 #include "cpu_ops/conv_grad.h"
 #include "cpu_ops/depthwise_grad.h"
 #include "cpu_ops/dnnl_util.h"
+#include "cpu_ops/patch_conv_grad.h"
 #include "cpu_ops/pool_grad.h"
 #include "cpu_ops/scatter_add.h"
 #include "executor/kernel_registry.h"
@@ -192,6 +193,15 @@ KernelInfo ConvBackwardKernel(const KernelContext& ctx, cpu::DnnlConvBackward::K
   }
   info.exclusive = true;
   info.heap_bytes = cpu::DnnlCallHeapBytes(4);
+  if (!data && IsHalf(ctx.in(0).dtype) && ctx.out(0).dtype == ctx.in(0).dtype && cpu::PatchGradWeightApplies(spec)) {
+    cpu::ConvSpec hs = spec;
+    hs.type = HalfDnnType(ctx.in(0).dtype);
+    auto pg = std::make_shared<cpu::PatchConvGradWeight>(hs);
+    info.workspace_bytes = pg->workspace_bytes();
+    info.heap_bytes += pg->heap_bytes();
+    info.fn = [pg](const KernelIO& io) { pg->Run(io.in[0], io.in[1], io.out[0], io.workspace); };
+    return info;
+  }
   bool half_gemm_depthwise = false;
   if (IsHalf(ctx.in(0).dtype)) {
     const cpu::DnnType t = HalfDnnType(ctx.in(0).dtype);
