@@ -54,13 +54,15 @@ struct DnnlMatMul::Impl {
   int64_t a_elems = 0, b_elems = 0, c_elems = 0;
   bool empty = false;   // some output dim is 0: nothing to do
   bool k_zero = false;  // K == 0: C = 0 (or unchanged when accumulating)
-  // Row blocks (RowBlocks below): `parts` one-thread primitives over rows [p * block_rows, ...) of C, run as TBB
-  // tasks; the last block may be shorter (prim_tail). parts == 1: `prim` with oneDNN's own OpenMP team.
+  // Blocks (SplitOf below): `parts` one-thread primitives over blocks of C -- rows [p * block, ...) of C, or its
+  // columns when `cols` -- run as TBB tasks; the last block may be shorter (prim_tail). parts == 1: `prim` with
+  // oneDNN's own OpenMP team.
   int parts = 1;
+  bool cols = false;
   int team = 1;  // oneDNN's OpenMP team for the whole-matrix call (parts == 1)
-  int64_t block_rows = 0;
+  int64_t block = 0;
   dnnl::matmul prim_tail;
-  dnnl::memory::desc a_block_md, c_block_md, a_tail_md, c_tail_md;
+  dnnl::memory::desc a_block_md, b_block_md, c_block_md, a_tail_md, b_tail_md, c_tail_md;
   size_t scratch_stride = 0;  // bytes between the blocks' scratchpads
   // Converting a large unbatched product (TileSizes): C in row chunks of mc rows, each over K in chunks of kc, the
   // f32 copies holding one tile of A, B and C at a time. The row chunks are split into `slices` contiguous groups run
@@ -76,24 +78,35 @@ struct DnnlMatMul::Impl {
 
 namespace {
 
-// A matrix of `rows` logical rows starting at row 0 of a [rows_total, cols] matrix (stored [cols, rows_total] when
-// trans): the descriptor of one row block, with the whole matrix's strides.
-dnnl::memory::desc RowBlockDesc(size_t batch_rank, int64_t rows, int64_t rows_total, int64_t cols, bool trans, dt t) {
-  dnnl::memory::dims dims(batch_rank, 1), strides(batch_rank, rows_total * cols);
+// The [rows, cols] corner of a [rows_total, cols_total] matrix (stored [cols_total, rows_total] when trans): the
+// descriptor of one block, with the whole matrix's strides.
+dnnl::memory::desc BlockDesc(size_t batch_rank, int64_t rows, int64_t cols, int64_t rows_total, int64_t cols_total,
+                             bool trans, dt t) {
+  dnnl::memory::dims dims(batch_rank, 1), strides(batch_rank, rows_total * cols_total);
   dims.push_back(rows);
   dims.push_back(cols);
-  strides.push_back(trans ? 1 : cols);
+  strides.push_back(trans ? 1 : cols_total);
   strides.push_back(trans ? rows_total : 1);
   return dnnl::memory::desc(dims, t, strides);
 }
 
-// A GEMM on more than one thread runs as row blocks of C, one oneDNN call on one thread each, parallel through TBB,
+// A GEMM on more than one thread runs as blocks of C, one oneDNN call on one thread each, parallel through TBB,
 // instead of oneDNN's own OpenMP team: the OpenMP workers sleep between parallel regions (tools/main.cc), and waking
 // them cost each call about what the second thread gained (1024x64x256 after a TBB kernel, 2 threads: 0.89x of one
-// thread), while TBB's threads are awake. Only unbatched products with at least kMinBlockRows rows per block and
-// kMinFlops of work; the split depends only on the shape and the thread count, so a run is repeatable.
+// thread), while TBB's threads are awake. Only unbatched products with at least kMinBlockRows rows (kMinBlockCols
+// columns) per block and kMinFlops of work; the split depends only on the shape, the type and the thread count, so a
+// run is repeatable.
 constexpr int64_t kMinBlockRows = 32;
+constexpr int64_t kMinBlockCols = 64;
 constexpr double kMinFlops = 2e6;
+// A half product with a transposed A (a weight gradient, A^T dY) runs as column blocks from kMinTransASplitK rows of
+// A, else as one call on oneDNN's team: oneDNN 2.6's brgemm (AMX) takes the whole transposed A but not a block of it,
+// and a block falls to its gemm driver (row and column blocks alike), slower than brgemm on the team where K is short
+// (T5-small's and BERT's K = 512: [768, 512]^T x [512, 3072] 2.1 against 1.65 ms, and T5-small's Gemms 0.53x in the
+// step) but faster from K ~ 768 (ViT-B's K = 788: 2.7 against 3.8 ms). The blocks also leave the executor free to run
+// another kernel beside them, where a call on the team holds both threads: ViT-B/16 bf16 steps 0.93x, MLP-Mixer 0.94x,
+// DeiT-S 0.96x (bench/RESULTS.md).
+constexpr int64_t kMinTransASplitK = 768;
 
 // A GEMM that stays one call gets oneDNN's OpenMP team of --threads only from kMinTeamFlops of work: a sleeping
 // worker's wake-up costs tens of microseconds here (a 2.1 MFLOP GEMM on a team of 2: 0.35x of one thread; the
@@ -117,10 +130,21 @@ std::pair<int64_t, int64_t> TileSizes(const MatMulSpec& s, int64_t batches) {
   return {mc, kc};
 }
 
-int RowBlocks(const MatMulSpec& spec, int64_t batches) {
+// How a GEMM runs on several threads: in `parts` blocks of C's rows, or of its columns (cols), or as one call
+// (parts == 1).
+struct Split {
+  int parts = 1;
+  bool cols = false;
+};
+
+Split SplitOf(const MatMulSpec& spec, int64_t batches) {
   const int threads = OmpThreads();
-  if (threads < 2 || batches != 1 || GemmFlops(spec) < kMinFlops) return 1;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, spec.m / kMinBlockRows)));
+  if (threads < 2 || batches != 1 || GemmFlops(spec) < kMinFlops) return {};
+  if (spec.type != DnnType::kF32 && spec.trans_a) {
+    const int64_t parts = spec.k >= kMinTransASplitK ? std::min<int64_t>(threads, spec.n / kMinBlockCols) : 1;
+    return parts > 1 ? Split{static_cast<int>(parts), true} : Split{};
+  }
+  return {static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, spec.m / kMinBlockRows))), false};
 }
 
 }  // namespace
@@ -163,13 +187,13 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     po.append_sum(1.0f);
     attr.set_post_ops(po);
   }
-  // A half product with a transposed A (every weight gradient, A^T dY) is one call on oneDNN's team: oneDNN 2.6's
-  // brgemm (AMX) takes the whole transposed A but not a row block of it, which fell to its gemm driver (T5-small's
-  // bf16 Gemms 0.53x, BERT's 0.76-0.89x in one call; bench/RESULTS.md).
-  im.parts = spec.trans_a && spec.type != DnnType::kF32 ? 1 : RowBlocks(spec, Prod(c_batch));
+  const Split split = SplitOf(spec, Prod(c_batch));
+  im.parts = split.parts;
+  im.cols = split.cols;
+  const int64_t extent = im.cols ? spec.n : spec.m;  // of C along the split
   if (im.parts > 1) {
-    im.block_rows = (spec.m + im.parts - 1) / im.parts;
-    im.parts = static_cast<int>((spec.m + im.block_rows - 1) / im.block_rows);
+    im.block = (extent + im.parts - 1) / im.parts;
+    im.parts = static_cast<int>((extent + im.block - 1) / im.block);
     im.team = 1;
     omp_set_num_threads(1);  // each block's primitive is made for the one thread that runs it
   }
@@ -177,22 +201,29 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     im.a_md = MatrixDesc(spec.a_batch, spec.m, spec.k, spec.trans_a, t);
     im.b_md = MatrixDesc(spec.b_batch, spec.k, spec.n, spec.trans_b, t);
     im.c_md = MatrixDesc(c_batch, spec.m, spec.n, false, t);
-    dnnl::memory::desc a_md = im.a_md, c_md = im.c_md;
+    // A block of `len` rows or columns: A's rows and C's, or B's columns and C's.
+    auto block_descs = [&](int64_t len, dnnl::memory::desc* a, dnnl::memory::desc* b, dnnl::memory::desc* c) {
+      const int64_t rows = im.cols ? spec.m : len, cols = im.cols ? len : spec.n;
+      *a = im.cols ? im.a_md : BlockDesc(spec.a_batch.size(), rows, spec.k, spec.m, spec.k, spec.trans_a, t);
+      *b = im.cols ? BlockDesc(spec.b_batch.size(), spec.k, cols, spec.k, spec.n, spec.trans_b, t) : im.b_md;
+      *c = BlockDesc(c_batch.size(), rows, cols, spec.m, spec.n, false, t);
+    };
+    dnnl::memory::desc a_md = im.a_md, b_md = im.b_md, c_md = im.c_md;
     if (im.parts > 1) {
-      a_md = im.a_block_md = RowBlockDesc(spec.a_batch.size(), im.block_rows, spec.m, spec.k, spec.trans_a, t);
-      c_md = im.c_block_md = RowBlockDesc(c_batch.size(), im.block_rows, spec.m, spec.n, false, t);
+      block_descs(im.block, &im.a_block_md, &im.b_block_md, &im.c_block_md);
+      a_md = im.a_block_md, b_md = im.b_block_md, c_md = im.c_block_md;
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, im.b_md, c_md), attr, DnnlEngine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, DnnlEngine());
     if (t != dt::f32 && GetHalfGemmMode() == HalfGemmMode::kAuto && IsReferenceImpl(pd.impl_info_str()))
       throw NotNativeHalf{};
     im.impl = pd.impl_info_str();
     im.scratch_md = pd.scratchpad_desc();
     im.prim = dnnl::matmul(pd);
-    const int64_t tail = spec.m - (im.parts - 1) * im.block_rows;
-    if (im.parts > 1 && tail != im.block_rows) {
-      im.a_tail_md = RowBlockDesc(spec.a_batch.size(), tail, spec.m, spec.k, spec.trans_a, t);
-      im.c_tail_md = RowBlockDesc(c_batch.size(), tail, spec.m, spec.n, false, t);
-      dnnl::matmul::primitive_desc tpd(dnnl::matmul::desc(im.a_tail_md, im.b_md, im.c_tail_md), attr, DnnlEngine());
+    const int64_t tail = extent - (im.parts - 1) * im.block;
+    if (im.parts > 1 && tail != im.block) {
+      block_descs(tail, &im.a_tail_md, &im.b_tail_md, &im.c_tail_md);
+      dnnl::matmul::primitive_desc tpd(dnnl::matmul::desc(im.a_tail_md, im.b_tail_md, im.c_tail_md), attr,
+                                       DnnlEngine());
       im.prim_tail = dnnl::matmul(tpd);
       if (tpd.scratchpad_desc().get_size() > im.scratch_md.get_size()) im.scratch_md = tpd.scratchpad_desc();
     }
@@ -206,7 +237,7 @@ DnnlMatMul::DnnlMatMul(const MatMulSpec& spec) : spec_(spec), impl_(std::make_sh
     if (im.convert) std::tie(im.mc, im.kc) = TileSizes(spec, Prod(c_batch));
   }
   if (im.kc > 0) MakeTiles(spec);
-  // Workspace: the scratchpad (one per row block), then (converting) the f32 copies of A, B and C, each 64-byte
+  // Workspace: the scratchpad (one per block), then (converting) the f32 copies of A, B and C, each 64-byte
   // aligned.
   auto align = [](size_t n) { return (n + 63) / 64 * 64; };
   im.scratch_stride = align(std::max<size_t>(im.scratch_md.get_size(), 1));
@@ -229,21 +260,24 @@ size_t DnnlMatMul::heap_bytes() const {
   const Impl& im = *impl_;
   size_t bytes = DnnlCallHeapBytes(4);
   if (im.impl.rfind("gemm:", 0) == 0) {
-    // oneDNN's gemm driver (chosen where brgemm cannot take the operands: a row block of a transposed A) mallocs its
-    // packing buffers in every call. Measured per one-thread call on AVX512-BF16, k = 2048: f32 ~78 KB whatever m
-    // and n; bf16 ~68 KB + 0.76 k (m + n) bytes (m 32..128 rows, n 64..256). Declared: 80 KB, plus k (m + n) bytes
-    // for a half type, per call that can run at once (the row blocks on TBB's threads, or the OpenMP team).
+    // oneDNN's gemm driver (chosen where brgemm cannot take the operands: a block of a transposed A, a column block of
+    // B) mallocs its packing buffers in every call. Measured per one-thread call on AVX512-BF16, k = 2048: f32 ~78 KB
+    // whatever m and n; bf16 ~68 KB + 0.76 k (m + n) bytes (m 32..128 rows, n 64..256). Declared: 80 KB, plus
+    // k (m + n) bytes for a half type, per call that can run at once (the blocks on TBB's threads, or the OpenMP
+    // team), m and n a block's.
     const int calls = std::max(im.parts, im.team);
-    const size_t m = static_cast<size_t>(im.parts > 1 ? im.block_rows : spec_.m);
+    const bool rows = im.parts > 1 && !im.cols, cols = im.parts > 1 && im.cols;
+    const size_t m = static_cast<size_t>(rows ? im.block : spec_.m), n = static_cast<size_t>(cols ? im.block : spec_.n);
     size_t per_call = size_t{80} << 10;
-    if (spec_.type != DnnType::kF32 && !im.convert)
-      per_call += static_cast<size_t>(spec_.k) * (m + static_cast<size_t>(spec_.n));
+    if (spec_.type != DnnType::kF32 && !im.convert) per_call += static_cast<size_t>(spec_.k) * (m + n);
     bytes += static_cast<size_t>(calls) * per_call;
   }
   return bytes;
 }
 
-int DnnlMatMul::row_blocks() const { return impl_->parts; }
+int DnnlMatMul::blocks() const { return impl_->parts; }
+
+bool DnnlMatMul::column_blocks() const { return impl_->parts > 1 && impl_->cols; }
 
 DnnlMatMul::~DnnlMatMul() = default;
 
@@ -402,21 +436,24 @@ void DnnlMatMul::Execute(const void* a, const void* b, void* c, void* scratch) c
     s.wait();
     return;
   }
-  // Row blocks as TBB tasks, each one oneDNN call on its thread's own one-thread OpenMP team, on a stream of its
-  // own (a oneDNN stream is not for concurrent use). Isolated: a thread waiting for the blocks runs only blocks,
-  // never another kernel of the step (which might wait for the executor's kernel lock).
-  const size_t esz = im.convert ? sizeof(float) : DnnTypeSize(spec_.type);
-  const int64_t a_row = spec_.trans_a ? 1 : spec_.k, c_row = spec_.n;
+  // Blocks as TBB tasks, each one oneDNN call on its thread's own one-thread OpenMP team, on a stream of its own (a
+  // oneDNN stream is not for concurrent use). Isolated: a thread waiting for the blocks runs only blocks, never
+  // another kernel of the step (which might wait for the executor's kernel lock).
+  const int64_t esz = static_cast<int64_t>(im.convert ? sizeof(float) : DnnTypeSize(spec_.type));
+  // Element offsets of a block's first row (column) in A (B) and C, per row (column).
+  const int64_t a_step = im.cols ? 0 : (spec_.trans_a ? 1 : spec_.k);
+  const int64_t b_step = im.cols ? (spec_.trans_b ? spec_.k : 1) : 0;
+  const int64_t c_step = im.cols ? 1 : spec_.n;
   auto block = [&](int p) {
     omp_set_num_threads(1);
     const bool tail = im.prim_tail && p == im.parts - 1;
-    const int64_t r0 = static_cast<int64_t>(p) * im.block_rows;
+    const int64_t i0 = static_cast<int64_t>(p) * im.block;
     dnnl::stream s(eng);
     dnnl::memory am(tail ? im.a_tail_md : im.a_block_md, eng,
-                    const_cast<uint8_t*>(static_cast<const uint8_t*>(a)) + r0 * a_row * static_cast<int64_t>(esz));
-    dnnl::memory bm(im.b_md, eng, const_cast<void*>(b));
-    dnnl::memory cm(tail ? im.c_tail_md : im.c_block_md, eng,
-                    static_cast<uint8_t*>(c) + r0 * c_row * static_cast<int64_t>(esz));
+                    const_cast<uint8_t*>(static_cast<const uint8_t*>(a)) + i0 * a_step * esz);
+    dnnl::memory bm(tail ? im.b_tail_md : im.b_block_md, eng,
+                    const_cast<uint8_t*>(static_cast<const uint8_t*>(b)) + i0 * b_step * esz);
+    dnnl::memory cm(tail ? im.c_tail_md : im.c_block_md, eng, static_cast<uint8_t*>(c) + i0 * c_step * esz);
     (tail ? im.prim_tail : im.prim)
         .execute(s, {{DNNL_ARG_SRC, am},
                      {DNNL_ARG_WEIGHTS, bm},

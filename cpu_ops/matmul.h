@@ -87,16 +87,18 @@ class DnnlMatMul {
   // Bytes of the memory one Run needs (0 when it runs no primitive): what a caller that plans its memory hands in.
   size_t workspace_bytes() const;
   // Host bytes one Run allocates on its own, outside the workspace (an upper estimate for the memory plan):
-  // DnnlCallHeapBytes, plus the packing buffers oneDNN's gemm driver ("gemm:jit": row blocks of a transposed A)
-  // mallocs in each call. Measured on AVX512-BF16 at 2 threads, [64, 2048]^T x [2048, 256] in two row blocks:
-  // f32 156 KB, bf16 1.02 MB; brgemm calls allocate ~4 KB.
+  // DnnlCallHeapBytes, plus the packing buffers oneDNN's gemm driver ("gemm:jit": blocks of a transposed A, column
+  // blocks of B) mallocs in each call. Measured on AVX512-BF16 at 2 threads, [64, 2048]^T x [2048, 256] in two row
+  // blocks: f32 156 KB, bf16 1.02 MB; brgemm calls allocate ~4 KB.
   size_t heap_bytes() const;
   const MatMulSpec& spec() const { return spec_; }
   // oneDNN's implementation name, with " (f32 on converted operands)" when the half type is converted.
   std::string impl_name() const;
-  // Row blocks of C run as parallel one-thread calls (1: one call on oneDNN's own team); fixed when made, from the
-  // shape and the configured thread count (cpu_ops/threads.h).
-  int row_blocks() const;
+  // Blocks of C -- its rows, or its columns where column_blocks() -- run as parallel one-thread calls (1: one call on
+  // oneDNN's own team); fixed when made, from the shape, the type and the configured thread count
+  // (cpu_ops/threads.h).
+  int blocks() const;
+  bool column_blocks() const;
 
  private:
   // Converting a tile at a time (Impl::mc, kc): the tiles' primitives, and the run over the workspace's slices.

@@ -128,7 +128,7 @@ KernelInfo MatMulBiasKernel(const KernelContext& ctx) {
       // oneDNN's scratchpad and the f32 copies of converted half operands come from the memory plan.
       info.workspace_bytes = mm->workspace_bytes();
       info.heap_bytes = mm->heap_bytes();
-      info.exclusive = mm->row_blocks() == 1;  // row blocks run on TBB's threads only (linalg.cc)
+      info.exclusive = mm->blocks() == 1;  // blocks run on TBB's threads only (linalg.cc)
     }
   };
   switch (t) {

@@ -57,9 +57,9 @@ KernelInfo MakeGemmKernel(const KernelContext& ctx, DataType t, const cpu::MatMu
     // oneDNN's scratchpad and the f32 copies of converted half operands come from the plan.
     info.workspace_bytes = mm->workspace_bytes();
     info.heap_bytes = mm->heap_bytes();
-    // A GEMM in row blocks runs on TBB's threads only (cpu_ops/matmul.h), so it may run beside other kernels;
+    // A GEMM in blocks runs on TBB's threads only (cpu_ops/matmul.h), so it may run beside other kernels;
     // exclusive, it would leave a thread waiting for the lock that could run its second block.
-    info.exclusive = mm->row_blocks() == 1;
+    info.exclusive = mm->blocks() == 1;
     info.flops = cpu::GemmFlops(spec);
     return info;
   }

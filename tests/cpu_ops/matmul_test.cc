@@ -136,10 +136,10 @@ TEST(MatMulKernel, HalfTypesMatchFloatWithinRounding) {
   }
 }
 
-// A half product with a transposed A (a weight gradient, A^T dY) is one oneDNN call (no row blocks: brgemm takes the
-// whole transposed A, not a row block of it), native where oneDNN has a jit kernel: it matches the double reference on
-// the rounded inputs, every element written (C starts as NaN), batched or not, at 1 and 2 threads, with the plan's
-// workspace and without.
+// A half product with a transposed A (a weight gradient, A^T dY) and K below 768 is one oneDNN call (no blocks: brgemm
+// takes the whole transposed A, not a block of it), native where oneDNN has a jit kernel: it matches the double
+// reference on the rounded inputs, every element written (C starts as NaN), batched or not, at 1 and 2 threads, with
+// the plan's workspace and without.
 TEST(MatMulKernel, HalfTransposedAMatchesTheReference) {
   const int saved = IntraOpThreads();
   for (int threads : {1, 2})
@@ -158,11 +158,12 @@ TEST(MatMulKernel, HalfTransposedAMatchesTheReference) {
         f.type = DnnType::kF32;
         const auto ref = Reference(f, a, b, {});
         DnnlMatMul mm(s);
-        EXPECT_EQ(mm.row_blocks(), 1);
+        EXPECT_EQ(mm.blocks(), 1);
         MatMulSpec plain = s;
         plain.trans_a = false;
-        if (DnnlMatMul(plain).impl_name().rfind("brg:", 0) == 0)  // brgemm for A plain: for A transposed too
+        if (DnnlMatMul(plain).impl_name().rfind("brg:", 0) == 0) {  // brgemm for A plain: for A transposed too
           EXPECT_EQ(mm.impl_name().rfind("brg:", 0), 0u) << mm.impl_name();
+        }
         std::vector<uint8_t> ws(mm.workspace_bytes() + 64);
         void* w = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
         for (int run = 0; run < 2; ++run) {
@@ -221,11 +222,11 @@ TEST(MatMulKernel, RowBlocksOnSeveralThreads) {
           SetOmpThreads(1);
           std::vector<float> one = acc ? c0 : std::vector<float>(c0.size(), NAN);
           DnnlMatMul single(s);
-          ASSERT_EQ(single.row_blocks(), 1);
+          ASSERT_EQ(single.blocks(), 1);
           single.Run(a.data(), b.data(), one.data());
           SetOmpThreads(threads);
           DnnlMatMul split(s);
-          ASSERT_EQ(split.row_blocks(), threads);
+          ASSERT_EQ(split.blocks(), threads);
           std::vector<uint8_t> ws(split.workspace_bytes() + 64);
           void* w = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
           for (int run = 0; run < 2; ++run) {  // the plan's workspace, then the object's own scratchpads
@@ -235,6 +236,52 @@ TEST(MatMulKernel, RowBlocksOnSeveralThreads) {
               ASSERT_NEAR(c[i], ref[i], 1e-4 + 1e-4 * std::abs(ref[i])) << "element " << i;
               ASSERT_NEAR(c[i], one[i], 1e-5 + 1e-5 * std::abs(one[i])) << "element " << i;
             }
+          }
+        }
+  SetOmpThreads(saved);
+}
+
+// A half product with a transposed A and K >= 768 (a weight gradient over many rows) runs as column blocks of C on
+// several threads, the last block narrower when the columns do not divide: every element written (C starts as NaN
+// unless accumulating), the double reference on the rounded operands matched, with the plan's workspace and without;
+// with K = 512 it stays one call.
+TEST(MatMulKernel, ColumnBlocksOfAHalfTransposedAProduct) {
+  const int saved = IntraOpThreads();
+  int case_no = 0;
+  for (int threads : {2, 3})
+    for (DnnType t : {DnnType::kBF16, DnnType::kF16})
+      for (int tb = 0; tb < 2; ++tb)
+        for (int acc = 0; acc < 2; ++acc) {
+          MatMulSpec s;
+          s.m = 24, s.k = 776, s.n = 200;  // 7.4 MFLOP; 3 threads: blocks of 67, 67 and 66 columns
+          s.type = t, s.trans_a = true, s.trans_b = tb, s.accumulate = acc;
+          s.alpha = acc ? 0.75f : 1.f;
+          SCOPED_TRACE("threads " + std::to_string(threads) + " type " + std::to_string(static_cast<int>(t)) +
+                       " trans_b " + std::to_string(tb) + " accumulate " + std::to_string(acc));
+          const uint64_t seed = 300 + 4 * case_no++;
+          auto a = Rand(s.m * s.k, seed), b = Rand(s.k * s.n, seed + 1), c0 = Rand(s.m * s.n, seed + 2);
+          const std::vector<uint16_t> ah = RoundToHalf(t, a), bh = RoundToHalf(t, b), c0h = RoundToHalf(t, c0);
+          MatMulSpec f = s;
+          f.type = DnnType::kF32;
+          const auto ref = Reference(f, a, b, c0);
+          SetOmpThreads(threads);
+          DnnlMatMul mm(s);
+          ASSERT_EQ(mm.blocks(), threads);
+          ASSERT_TRUE(mm.column_blocks());
+          MatMulSpec short_k = s;
+          short_k.k = 512;
+          EXPECT_EQ(DnnlMatMul(short_k).blocks(), 1);
+          std::vector<uint8_t> ws(mm.workspace_bytes() + 64);
+          void* w = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
+          for (int run = 0; run < 2; ++run) {  // the plan's workspace, then the object's own scratchpads
+            const uint16_t nan_bits = t == DnnType::kBF16 ? 0x7fc0 : 0x7e00;
+            std::vector<uint16_t> ch = acc ? c0h : std::vector<uint16_t>(c0.size(), nan_bits);
+            mm.Run(ah.data(), bh.data(), ch.data(), run == 0 ? w : nullptr);
+            std::vector<float> c(ch.size());
+            ToFloat(t, ch.data(), c.data(), ch.size());
+            const double tol = t == DnnType::kF16 ? 2e-3 : 1e-2;
+            for (size_t i = 0; i < c.size(); ++i)
+              ASSERT_NEAR(c[i], ref[i], tol * (1 + std::abs(ref[i]))) << "element " << i << " of " << mm.impl_name();
           }
         }
   SetOmpThreads(saved);
@@ -254,7 +301,7 @@ TEST(MatMulKernel, RowBlocksOfConvertedHalfAndWhereNotUsed) {
   ToFloat(DnnType::kBF16, ah.data(), ar.data(), a.size());
   ToFloat(DnnType::kBF16, bh.data(), br.data(), b.size());
   DnnlMatMul mm(s);
-  EXPECT_EQ(mm.row_blocks(), 2);
+  EXPECT_EQ(mm.blocks(), 2);
   mm.Run(ah.data(), bh.data(), ch.data());
   ToFloat(DnnType::kBF16, ch.data(), c.data(), ch.size());
   MatMulSpec sf = s;
@@ -263,10 +310,10 @@ TEST(MatMulKernel, RowBlocksOfConvertedHalfAndWhereNotUsed) {
   for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], ref[i], 1e-2 * (1 + std::abs(ref[i]))) << "element " << i;
   MatMulSpec batched = sf;
   batched.a_batch = batched.b_batch = {2};
-  EXPECT_EQ(DnnlMatMul(batched).row_blocks(), 1);
+  EXPECT_EQ(DnnlMatMul(batched).blocks(), 1);
   MatMulSpec small = sf;
   small.m = 64, small.k = 16, small.n = 16;  // 33 kFLOP
-  EXPECT_EQ(DnnlMatMul(small).row_blocks(), 1);
+  EXPECT_EQ(DnnlMatMul(small).blocks(), 1);
   SetOmpThreads(saved);
 }
 
@@ -316,13 +363,13 @@ TEST(MatMulKernel, SmallWholeGemmsRunOnOneThread) {
     MatMulSpec small;
     small.m = 50, small.k = 784, small.n = 128;  // 10 MFLOP, 50 rows: no row blocks
     DnnlMatMul a(small);
-    EXPECT_EQ(a.row_blocks(), 1);
+    EXPECT_EQ(a.blocks(), 1);
     small_team = omp_get_max_threads();
     MatMulSpec large;
     large.a_batch = large.b_batch = {2};  // batched: no row blocks; 2 x 67 MFLOP
     large.m = 256, large.k = 256, large.n = 512;
     DnnlMatMul b(large);
-    EXPECT_EQ(b.row_blocks(), 1);
+    EXPECT_EQ(b.blocks(), 1);
     large_team = omp_get_max_threads();
   });
   builder.join();
