@@ -100,13 +100,16 @@ constexpr int64_t kMinBlockRows = 32;
 constexpr int64_t kMinBlockCols = 64;
 constexpr double kMinFlops = 2e6;
 // A half product with a transposed A (a weight gradient, A^T dY) runs as column blocks from kMinTransASplitK rows of
-// A, else as one call on oneDNN's team: oneDNN 2.6's brgemm (AMX) takes the whole transposed A but not a block of it,
-// and a block falls to its gemm driver (row and column blocks alike), slower than brgemm on the team where K is short
-// (T5-small's and BERT's K = 512: [768, 512]^T x [512, 3072] 2.1 against 1.65 ms, and T5-small's Gemms 0.53x in the
-// step) but faster from K ~ 768 (ViT-B's K = 788: 2.7 against 3.8 ms). The blocks also leave the executor free to run
-// another kernel beside them, where a call on the team holds both threads: ViT-B/16 bf16 steps 0.93x, MLP-Mixer 0.94x,
-// DeiT-S 0.96x (bench/RESULTS.md).
+// A and kMinTransASplitFlops of work, else as one call on oneDNN's team: oneDNN 2.6's brgemm (AMX) takes the whole
+// transposed A but not a block of it, and a block falls to its gemm driver (row and column blocks alike), whose fixed
+// costs per call only large products repay. 2 threads, AMX, ms: [768, 788]^T x [788, 3072] (ViT-B's MLP, 3.7 GFLOP)
+// 2.7 split against 3.8 on the team, [768, 788]^T x [788, 2304] 1.9 against 2.9; about level at 0.9 GFLOP
+// ([768, 788]^T x [788, 768], DeiT-S's MLP); slower below (CaiT-XXS's [192, 784]^T x [784, 768] 0.38 against 0.32,
+// its step 1.38x slower with them split) or with a short K (BERT's and T5-small's K = 512: [768, 512]^T x
+// [512, 3072] 2.1 against 1.65). Steps with the large ones split: ViT-B/16 bf16 0.94x, Swin-T 0.92x, MLP-Mixer 0.94x
+// (bench/RESULTS.md).
 constexpr int64_t kMinTransASplitK = 768;
+constexpr double kMinTransASplitFlops = 1.5e9;
 
 // A GEMM that stays one call gets oneDNN's OpenMP team of --threads only from kMinTeamFlops of work: a sleeping
 // worker's wake-up costs tens of microseconds here (a 2.1 MFLOP GEMM on a team of 2: 0.35x of one thread; the
@@ -141,7 +144,8 @@ Split SplitOf(const MatMulSpec& spec, int64_t batches) {
   const int threads = OmpThreads();
   if (threads < 2 || batches != 1 || GemmFlops(spec) < kMinFlops) return {};
   if (spec.type != DnnType::kF32 && spec.trans_a) {
-    const int64_t parts = spec.k >= kMinTransASplitK ? std::min<int64_t>(threads, spec.n / kMinBlockCols) : 1;
+    const bool split = spec.k >= kMinTransASplitK && GemmFlops(spec) >= kMinTransASplitFlops;
+    const int64_t parts = split ? std::min<int64_t>(threads, spec.n / kMinBlockCols) : 1;
     return parts > 1 ? Split{static_cast<int>(parts), true} : Split{};
   }
   return {static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, spec.m / kMinBlockRows))), false};

@@ -241,49 +241,62 @@ TEST(MatMulKernel, RowBlocksOnSeveralThreads) {
   SetOmpThreads(saved);
 }
 
-// A half product with a transposed A and K >= 768 (a weight gradient over many rows) runs as column blocks of C on
-// several threads, the last block narrower when the columns do not divide: every element written (C starts as NaN
-// unless accumulating), the double reference on the rounded operands matched, with the plan's workspace and without;
-// with K = 512 it stays one call.
-TEST(MatMulKernel, ColumnBlocksOfAHalfTransposedAProduct) {
+// A large half product with a transposed A (a weight gradient over many rows: K >= 768, >= 1.5 GFLOP) runs as
+// column blocks of C on several threads, the last block narrower when the columns do not divide: every element
+// written (C starts as NaN unless accumulating), the double reference on the rounded operands matched (every column
+// of every 16th row), with the plan's workspace and without; with K = 512 or a tenth of the columns it stays one call.
+TEST(MatMulKernel, ColumnBlocksOfALargeHalfTransposedAProduct) {
   const int saved = IntraOpThreads();
   int case_no = 0;
   for (int threads : {2, 3})
     for (DnnType t : {DnnType::kBF16, DnnType::kF16})
-      for (int tb = 0; tb < 2; ++tb)
-        for (int acc = 0; acc < 2; ++acc) {
-          MatMulSpec s;
-          s.m = 24, s.k = 776, s.n = 200;  // 7.4 MFLOP; 3 threads: blocks of 67, 67 and 66 columns
-          s.type = t, s.trans_a = true, s.trans_b = tb, s.accumulate = acc;
-          s.alpha = acc ? 0.75f : 1.f;
-          SCOPED_TRACE("threads " + std::to_string(threads) + " type " + std::to_string(static_cast<int>(t)) +
-                       " trans_b " + std::to_string(tb) + " accumulate " + std::to_string(acc));
-          const uint64_t seed = 300 + 4 * case_no++;
-          auto a = Rand(s.m * s.k, seed), b = Rand(s.k * s.n, seed + 1), c0 = Rand(s.m * s.n, seed + 2);
-          const std::vector<uint16_t> ah = RoundToHalf(t, a), bh = RoundToHalf(t, b), c0h = RoundToHalf(t, c0);
-          MatMulSpec f = s;
-          f.type = DnnType::kF32;
-          const auto ref = Reference(f, a, b, c0);
-          SetOmpThreads(threads);
-          DnnlMatMul mm(s);
-          ASSERT_EQ(mm.blocks(), threads);
-          ASSERT_TRUE(mm.column_blocks());
-          MatMulSpec short_k = s;
-          short_k.k = 512;
-          EXPECT_EQ(DnnlMatMul(short_k).blocks(), 1);
-          std::vector<uint8_t> ws(mm.workspace_bytes() + 64);
-          void* w = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
-          for (int run = 0; run < 2; ++run) {  // the plan's workspace, then the object's own scratchpads
-            const uint16_t nan_bits = t == DnnType::kBF16 ? 0x7fc0 : 0x7e00;
-            std::vector<uint16_t> ch = acc ? c0h : std::vector<uint16_t>(c0.size(), nan_bits);
-            mm.Run(ah.data(), bh.data(), ch.data(), run == 0 ? w : nullptr);
-            std::vector<float> c(ch.size());
-            ToFloat(t, ch.data(), c.data(), ch.size());
-            const double tol = t == DnnType::kF16 ? 2e-3 : 1e-2;
-            for (size_t i = 0; i < c.size(); ++i)
-              ASSERT_NEAR(c[i], ref[i], tol * (1 + std::abs(ref[i]))) << "element " << i << " of " << mm.impl_name();
-          }
+      for (int tb = 0; tb < 2; ++tb) {
+        const bool acc = tb;
+        MatMulSpec s;
+        s.m = 768, s.k = 776, s.n = 1280;  // 1.53 GFLOP; 3 threads: blocks of 427, 427 and 426 columns
+        s.type = t, s.trans_a = true, s.trans_b = tb, s.accumulate = acc;
+        s.alpha = acc ? 0.75f : 1.f;
+        SCOPED_TRACE("threads " + std::to_string(threads) + " type " + std::to_string(static_cast<int>(t)) +
+                     " trans_b " + std::to_string(tb) + " accumulate " + std::to_string(acc));
+        const uint64_t seed = 300 + 4 * case_no++;
+        auto a = Rand(s.m * s.k, seed), b = Rand(s.k * s.n, seed + 1), c0 = Rand(s.m * s.n, seed + 2);
+        const std::vector<uint16_t> ah = RoundToHalf(t, a), bh = RoundToHalf(t, b), c0h = RoundToHalf(t, c0);
+        MatMulSpec sampled = s;  // the reference's rows: every 16th (A's columns, A being stored transposed)
+        sampled.type = DnnType::kF32;
+        sampled.m = s.m / 16;
+        std::vector<float> a_rows(sampled.m * s.k), c0_rows(sampled.m * s.n);
+        for (int64_t i = 0; i < sampled.m; ++i) {
+          for (int64_t k = 0; k < s.k; ++k) a_rows[k * sampled.m + i] = a[k * s.m + 16 * i];
+          for (int64_t j = 0; j < s.n; ++j) c0_rows[i * s.n + j] = c0[16 * i * s.n + j];
         }
+        const auto ref = Reference(sampled, a_rows, b, c0_rows);
+        SetOmpThreads(threads);
+        DnnlMatMul mm(s);
+        ASSERT_EQ(mm.blocks(), threads);
+        ASSERT_TRUE(mm.column_blocks());
+        MatMulSpec short_k = s, narrow = s;
+        short_k.k = 512;
+        narrow.n = s.n / 10;
+        EXPECT_EQ(DnnlMatMul(short_k).blocks(), 1);
+        EXPECT_EQ(DnnlMatMul(narrow).blocks(), 1);
+        std::vector<uint8_t> ws(mm.workspace_bytes() + 64);
+        void* w = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
+        for (int run = 0; run < 2; ++run) {  // the plan's workspace, then the object's own scratchpads
+          const uint16_t nan_bits = t == DnnType::kBF16 ? 0x7fc0 : 0x7e00;
+          std::vector<uint16_t> ch = acc ? c0h : std::vector<uint16_t>(c0.size(), nan_bits);
+          mm.Run(ah.data(), bh.data(), ch.data(), run == 0 ? w : nullptr);
+          std::vector<float> c(ch.size());
+          ToFloat(t, ch.data(), c.data(), ch.size());
+          for (size_t i = 0; i < c.size(); ++i) ASSERT_FALSE(std::isnan(c[i])) << "element " << i << " not written";
+          const double tol = t == DnnType::kF16 ? 2e-3 : 1e-2;
+          for (int64_t i = 0; i < sampled.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) {
+              const double r = ref[i * s.n + j];
+              ASSERT_NEAR(c[16 * i * s.n + j], r, tol * (1 + std::abs(r)))
+                  << "row " << 16 * i << " column " << j << " of " << mm.impl_name();
+            }
+        }
+      }
   SetOmpThreads(saved);
 }
 
