@@ -188,8 +188,8 @@ TEST(ElementwiseOps, ActivationAttributesAndGelu) {
   EXPECT_THROW(RunOp("Sin", {Tensor::FromInt64({1, 2}, {2})}), UnsupportedError);
 }
 
-// The internal GeluGrad kernel (erf form), run through test::RunOp's domain argument, against the float64 formula
-// dY (Phi(x) + x phi(x)) on fresh inputs; bound: 8 eps of the terms' size (1 and erf counted apart)
+// The internal GeluGrad kernel (erf form, then tanh), run through test::RunOp's domain argument, against the float64
+// formula dY (Phi(x) + x phi(x)) on fresh inputs; bound: 8 eps of the terms' size (1 and erf counted apart)
 // (kernel_common/vec_math.h's single-branch cdf; tests/cpu_ops/vec_math_test.cc has the exhaustive check).
 TEST(ElementwiseOps, InternalGeluGradMatchesFloat64) {
   const Tensor dy = test::RandomTensor(DataType::kFloat32, {37, 129}, -2, 2);
@@ -202,6 +202,15 @@ TEST(ElementwiseOps, InternalGeluGradMatchesFloat64) {
     const double cdf = 0.5 * std::erfc(-v / std::sqrt(2.0)), pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
     const double terms = std::fabs(d) * (0.5 * (1 + std::fabs(2 * cdf - 1)) + std::fabs(v) * pdf) + 1e-30;
     ASSERT_NEAR(out[0].GetDouble(i), d * (cdf + v * pdf), 8 * std::ldexp(terms, -24)) << "element " << i;
+  }
+  // The tanh form: dY ((1 + t) / 2 + x (1 - t^2) k (1 + 3 a x^2) / 2), t = tanh(k (x + a x^3)).
+  const std::vector<Tensor> th = test::RunOp("GeluGrad", {dy, x}, {{"approximate", Attribute::String("tanh")}}, 1, 17,
+                                             {}, nullptr, kInternalDomain);
+  const double k = std::sqrt(2 / M_PI), a = 0.044715;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double v = x.GetDouble(i), d = dy.GetDouble(i), t = std::tanh(k * (v + a * v * v * v));
+    const double want = d * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * a * v * v));
+    ASSERT_NEAR(th[0].GetDouble(i), want, 1e-5 * std::fabs(d) * (1 + std::fabs(v))) << "element " << i;
   }
 }
 
