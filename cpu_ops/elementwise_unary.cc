@@ -35,24 +35,32 @@ void Map(const T* x, T* y, int64_t n, F f) {
 }
 
 // y[i] = f(x[i]) over n floats, compiled for AVX2 and for the baseline (OT_VEC_CLONES; bit-identical results): the
-// loops of the ops whose float formula is kernel_common/vec_math.h's. x may equal y.
-template <typename F>
+// loops of the ops whose float formula is kernel_common/vec_math.h's. x may equal y. Prefetch: X is read 1 KB ahead
+// of the loop -- these formulas are long enough per element that the core keeps few loads in flight, and a tensor
+// in memory arrives far below the stream rate without it (executor/kernels/gelu_grad.cc).
+template <bool Prefetch, typename F>
 OT_VEC_CLONES void FloatLoop(F f, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+  int64_t i = 0;
+  if constexpr (Prefetch)
+    for (; i + 16 <= n; i += 16) {
+      __builtin_prefetch(x + i + 256);
+      for (int64_t j = i; j < i + 16; ++j) y[j] = f(x[j]);
+    }
+  for (; i < n; ++i) y[i] = f(x[i]);
 }
 
 // Map for those ops: float and half (in fp32 tiles) run FloatLoop; double runs Map (std:: math, not vectorized).
 template <typename T, typename F>
 void MapVec(const T* x, T* y, int64_t n, F f) {
   if constexpr (std::is_same_v<T, float>) {
-    ParallelChunks(n, [&](int64_t b, int64_t e) { FloatLoop(f, x + b, y + b, e - b); });
+    ParallelChunks(n, [&](int64_t b, int64_t e) { FloatLoop<true>(f, x + b, y + b, e - b); });
   } else if constexpr (kIsHalf<T>) {
     ParallelChunks(n, [&](int64_t b, int64_t e) {
       float buf[kHalfTile];
       for (int64_t t = b; t < e; t += kHalfTile) {
         const int64_t len = std::min(kHalfTile, e - t);
         LoadFloats(x + t, buf, len);
-        FloatLoop(f, buf, buf, len);
+        FloatLoop<false>(f, buf, buf, len);
         StoreFloats(buf, y + t, len);
       }
     });
