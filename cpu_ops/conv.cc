@@ -13,6 +13,7 @@
 
 #include "cpu_ops/dims.h"
 #include "cpu_ops/dnnl_half.h"
+#include "cpu_ops/pointwise_conv.h"
 #include "kernel_common/host_alloc.h"
 
 namespace ot::cpu {
@@ -71,6 +72,8 @@ struct DnnlConv::Impl {
   std::vector<int64_t> inner_out;
   int64_t inner_y_elems = 0;
   mutable HostVector<uint8_t> inner_y;  // per-call buffer (the executor never runs one kernel twice at once)
+  // A channels-last pointwise convolution as a GEMM on the stored layouts (cpu_ops/pointwise_conv.h).
+  std::shared_ptr<PointwiseConvGemm> pointwise;
 };
 
 int64_t ConvImagesPerBlock(int64_t n, int64_t x_elems, int64_t y_elems, int64_t out_image_elems) {
@@ -113,6 +116,14 @@ DnnlConv::DnnlConv(const ConvSpec& spec, const void* constant_weights) : spec_(s
     }
     im.impl = (im.inner ? im.inner->impl_name() : std::string("none")) + " (output extended past the input's reach)";
     return;
+  }
+  if (PointwiseGemmApplies(spec) && (spec.type == DnnType::kF32 || GetHalfGemmMode() != HalfGemmMode::kF32)) {
+    try {
+      im.pointwise = std::make_shared<PointwiseConvGemm>(spec, PointwiseConvGemm::Kind::kForward);
+      im.impl = im.pointwise->impl_name();
+      return;
+    } catch (const NotNativeHalf&) {  // a reference bf16 matmul only: the convolution paths below
+    }
   }
   const int64_t g = spec.group, ocg = spec.c_out / g, icg = spec.c_in / g;
   dims_t xd{spec.n, spec.c_in}, yd{spec.n, spec.c_out};
@@ -293,6 +304,7 @@ std::string DnnlConv::impl_name() const { return impl_->impl.empty() ? std::stri
 size_t DnnlConv::workspace_bytes() const {
   const Impl& im = *impl_;
   if (im.extended) return (im.inner ? im.inner->workspace_bytes() : 0) + im.inner_y_elems * DnnTypeSize(spec_.type);
+  if (im.pointwise) return im.pointwise->workspace_bytes();
   if (im.block) return im.block->workspace_bytes() + (im.tail ? im.tail->workspace_bytes() : 0);
   if (im.f32) return im.f32->workspace_bytes() + im.w_f32.size() * sizeof(float);
   return (im.scratch ? im.scratch->size() : 0) + (im.xb.size() + im.yb.size() + im.wb.size()) * sizeof(float);
@@ -305,6 +317,10 @@ void DnnlConv::Run(const void* x, const void* w, const void* bias, void* y) cons
   if (im.empty) return;
   if (im.extended) {
     RunExtended(x, w, bias, y);
+    return;
+  }
+  if (im.pointwise) {
+    im.pointwise->Run(x, w, bias, y);
     return;
   }
   if (im.block) {

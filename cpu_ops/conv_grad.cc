@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu_ops/dims.h"
+#include "cpu_ops/pointwise_conv.h"
 #include "kernel_common/host_alloc.h"
 
 namespace ot::cpu {
@@ -55,6 +56,8 @@ struct DnnlConvBackward::Impl {
   int64_t block_n = 0, x_image = 0, y_image = 0;
   std::shared_ptr<DnnlConvBackward> block, tail;
   mutable HostVector<float> partial;  // the executor never runs one kernel twice at once
+  // A channels-last pointwise convolution as a GEMM on the stored layouts (cpu_ops/pointwise_conv.h).
+  std::shared_ptr<PointwiseConvGemm> pointwise;
 };
 
 DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
@@ -86,6 +89,16 @@ DnnlConvBackward::DnnlConvBackward(const ConvSpec& spec, Kind kind)
   // runs an f32 object on widened operands (native() false).
   const dt t = spec.type == DnnType::kBF16 ? dt::bf16 : dt::f32;
   if (spec.type == DnnType::kF16 || (t == dt::bf16 && GetHalfGemmMode() == HalfGemmMode::kF32)) return;
+  if (PointwiseGemmApplies(spec)) {
+    try {
+      im.pointwise = std::make_shared<PointwiseConvGemm>(
+          spec, kind == Kind::kData ? PointwiseConvGemm::Kind::kData : PointwiseConvGemm::Kind::kWeights);
+      im.native = true;
+      im.impl = im.pointwise->impl_name();
+      return;
+    } catch (const NotNativeHalf&) {  // a reference bf16 matmul only: the convolution below
+    }
+  }
   // X and Y (dX, dY) as stored: NCHW, or channels-last (ConvSpec::channels_last), which the primitive then takes as
   // its own layout (no reorders of the activations; only W's).
   const auto plain = [&](const dims_t& d) { return spec.channels_last ? ChannelsLastStrides(d) : Contiguous(d); };
@@ -195,6 +208,10 @@ void DnnlConvBackward::Run(const void* dy, const void* a, void* out) const {
   const Impl& im = *impl_;
   if (im.empty) {
     std::memset(out, 0, static_cast<size_t>(im.out_elems) * DnnTypeSize(spec_.type));
+    return;
+  }
+  if (im.pointwise) {
+    im.pointwise->Run(dy, a, nullptr, out);
     return;
   }
   if (im.block) {

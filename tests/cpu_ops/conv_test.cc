@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cpu_ops/conv_grad.h"
+#include "cpu_ops/pointwise_conv.h"
 #include "graph/ops/linalg_util.h"
 #include "kernel_common/half.h"
 
@@ -318,9 +319,17 @@ std::vector<T> FromChannelsLast(const std::vector<T>& v, int64_t n, int64_t c, i
 // results, brought back to NCHW, against the double loops on the NCHW operands (fresh random values, outputs
 // poisoned with NaN so an unwritten element fails); f32 and, where the CPU has the native kernels, bf16. Geometries:
 // 3x3 same-padded, 1x1 stride 2, 7x7 stride 2 on 3 channels (a stem), depthwise 3x3 and 5x5, grouped, 1-D and 3-D,
-// and a 3x3 with 256 channels (f32 on oneDNN's blocked layouts, reordered from and to NHWC: BlockedForChannelsLast).
+// a 3x3 with 256 channels (f32 on oneDNN's blocked layouts, reordered from and to NHWC: BlockedForChannelsLast), and
+// 1x1 stride-1 ones: as GEMMs where the weights are large beside the images (2-D with and without bias, 3-D:
+// cpu_ops/pointwise_conv.h), as convolutions where they are small.
 TEST(ConvKernel, ChannelsLastMatchesTheNchwLoops) {
+  ConvSpec pointwise_no_bias = Make(false, 2, 96, 80, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0});
+  pointwise_no_bias.has_bias = false;
   const std::vector<ConvSpec> specs = {
+      Make(false, 2, 80, 96, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}),
+      pointwise_no_bias,
+      Make(false, 1, 40, 48, 1, {2, 3, 2}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}),
+      Make(false, 2, 8, 8, 1, {6, 6}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}),
       Make(false, 2, 16, 32, 1, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),
       Make(false, 3, 32, 16, 1, {8, 8}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}),
       Make(false, 2, 3, 16, 1, {20, 20}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}),
@@ -335,6 +344,9 @@ TEST(ConvKernel, ChannelsLastMatchesTheNchwLoops) {
     ConvSpec s = base;
     s.channels_last = true;
     EXPECT_EQ(BlockedForChannelsLast(s), s.c_in >= 256) << "the blocked path only for the 256-channel case";
+    const bool gemm = s.kernel[0] == 1 && s.strides[0] == 1 && s.c_in > 8;
+    EXPECT_EQ(PointwiseGemmApplies(s), gemm);
+    EXPECT_EQ(DnnlConv(s).impl_name().find("pointwise GEMM") != std::string::npos, gemm) << DnnlConv(s).impl_name();
     const int64_t isp = Prod(s.in_spatial), osp = Prod(s.out_spatial);
     const int64_t nx = s.n * s.c_in * isp, ny = s.n * s.c_out * osp, nw = s.c_out * (s.c_in / s.group) * Prod(s.kernel);
     SCOPED_TRACE("c_in " + std::to_string(s.c_in) + " c_out " + std::to_string(s.c_out) + " group " +
