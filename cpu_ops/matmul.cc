@@ -91,11 +91,11 @@ dnnl::memory::desc BlockDesc(size_t batch_rank, int64_t rows, int64_t cols, int6
 }
 
 // A GEMM on more than one thread runs as blocks of C, one oneDNN call on one thread each, parallel through TBB,
-// instead of oneDNN's own OpenMP team: the OpenMP workers sleep between parallel regions (tools/main.cc), and waking
-// them cost each call about what the second thread gained (1024x64x256 after a TBB kernel, 2 threads: 0.89x of one
-// thread), while TBB's threads are awake. Only unbatched products with at least kMinBlockRows rows (kMinBlockCols
-// columns) per block and kMinFlops of work; the split depends only on the shape, the type and the thread count, so a
-// run is repeatable.
+// instead of oneDNN's own OpenMP team: where the OpenMP workers sleep between parallel regions
+// (OMP_WAIT_POLICY=PASSIVE, as under mpirun/srun; tools/main.cc), waking them cost each call about what the second
+// thread gained (1024x64x256 after a TBB kernel, 2 threads: 0.89x of one thread), while TBB's threads are awake. Only
+// unbatched products with at least kMinBlockRows rows (kMinBlockCols columns) per block and kMinFlops of work; the
+// split depends only on the shape, the type and the thread count, so a run is repeatable.
 constexpr int64_t kMinBlockRows = 32;
 constexpr int64_t kMinBlockCols = 64;
 constexpr double kMinFlops = 2e6;
