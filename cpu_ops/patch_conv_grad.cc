@@ -19,7 +19,8 @@ PatchConvGradWeight::PatchConvGradWeight(const ConvSpec& s) : spec_(s) {
   rows_ = s.n * s.out_spatial[0] * s.out_spatial[1];
   cols_ = s.c_in * s.kernel[0] * s.kernel[1];
   es_ = DnnTypeSize(s.type);
-  p_bytes_ = (static_cast<size_t>(rows_ * cols_) * es_ + 63) / 64 * 64;
+  direct_ = s.kernel[0] == 1 && s.kernel[1] == 1;  // 1x1, stride 1: P is X as stored
+  p_bytes_ = direct_ ? 0 : (static_cast<size_t>(rows_ * cols_) * es_ + 63) / 64 * 64;
   MatMulSpec m;
   m.type = s.type;
   m.a_batch = m.b_batch = {1};
@@ -33,6 +34,10 @@ PatchConvGradWeight::PatchConvGradWeight(const ConvSpec& s) : spec_(s) {
 size_t PatchConvGradWeight::workspace_bytes() const { return p_bytes_ + gemm_->workspace_bytes(); }
 
 void PatchConvGradWeight::Run(const void* dy, const void* x, void* dw, void* workspace) const {
+  if (direct_) {
+    gemm_->Run(dy, x, dw, workspace);
+    return;
+  }
   const int64_t oh = spec_.out_spatial[0], ow = spec_.out_spatial[1], kh = spec_.kernel[0], kw = spec_.kernel[1];
   const int64_t h = spec_.in_spatial[0], w = spec_.in_spatial[1], c = spec_.c_in;
   const auto* xs = static_cast<const uint8_t*>(x);

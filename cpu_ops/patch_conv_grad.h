@@ -2,7 +2,8 @@
 // stride, no padding or dilation, channels-last X and dY) as one GEMM over its patches:
 //   dW[OC, C*KH*KW] = dY^T x P,  dY [N*OH*OW, OC] as stored, P [N*OH*OW, C*KH*KW] gathered from X,
 // each patch a row in W's (c, kh, kw) order. oneDNN 2.6's AMX backward-weights kernel runs ViT-B/16's (3 input
-// channels) at 47 GFLOP/s, a twelfth of its forward (bench/RESULTS.md, session 38).
+// channels) at 47 GFLOP/s, a twelfth of its forward (bench/RESULTS.md, session 38). A 1x1 stride-1 convolution (a
+// pointwise one) is a patchify one whose P is X itself: no gather then.
 #pragma once
 #include <memory>
 
@@ -26,6 +27,7 @@ class PatchConvGradWeight {
   ConvSpec spec_;
   int64_t rows_ = 0, cols_ = 0;
   size_t es_ = 0, p_bytes_ = 0;
+  bool direct_ = false;  // P is X (1x1 patches): the GEMM reads X
   std::shared_ptr<DnnlMatMul> gemm_;
 };
 

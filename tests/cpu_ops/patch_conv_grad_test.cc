@@ -67,6 +67,7 @@ void CheckAgainstReference(const ConvSpec& s) {
 TEST(PatchConvGradWeight, MatchesTheDoubleReference) {
   CheckAgainstReference(Patch(2, 3, 24, 32, 32, 16, 16));  // ViT's patch embedding, smaller
   CheckAgainstReference(Patch(3, 5, 7, 10, 13, 3, 4));     // rows and columns the patches leave uncovered
+  CheckAgainstReference(Patch(2, 40, 24, 9, 11, 1, 1));    // pointwise: X is the patch matrix, read in place
 }
 
 TEST(PatchConvGradWeight, AppliesToPatchifyConvolutionsOnly) {
