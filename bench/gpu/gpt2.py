@@ -58,15 +58,20 @@ def data(args):
 
 
 def diff_symbolic(g, x, n, dim, prepend, append):
-    """aten::diff (first order, no prepend/append) as x[1:] - x[:-1] along dim: transformers 5's mask code calls
-    torch.diff on the position ids, which the TorchScript exporter has no symbolic for."""
+    """aten::diff (first order) as x[1:] - x[:-1] along dim, after concatenating prepend and append there:
+    transformers 5's mask code calls torch.diff on the position ids (with prepend), which the TorchScript exporter
+    has no symbolic for."""
     try:
         from torch.onnx import symbolic_helper as sh
     except ImportError:  # torch >= 2.9 keeps it with the TorchScript exporter
         from torch.onnx._internal.torchscript_exporter import symbolic_helper as sh
-    if sh._get_const(n, "i", "n") != 1 or not sh._is_none(prepend) or not sh._is_none(append):
-        raise RuntimeError("diff_symbolic: only first-order torch.diff without prepend/append")
-    axis = g.op("Constant", value_t=torch.tensor([sh._get_const(dim, "i", "dim")], dtype=torch.int64))
+    if sh._get_const(n, "i", "n") != 1:
+        raise RuntimeError("diff_symbolic: only first-order torch.diff")
+    d = sh._get_const(dim, "i", "dim")
+    parts = [t for t in (prepend, x, append) if t is not None and not sh._is_none(t)]
+    if len(parts) > 1:
+        x = g.op("Concat", *parts, axis_i=d)
+    axis = g.op("Constant", value_t=torch.tensor([d], dtype=torch.int64))
     one = g.op("Constant", value_t=torch.tensor([1], dtype=torch.int64))
     zero = g.op("Constant", value_t=torch.tensor([0], dtype=torch.int64))
     end = g.op("Constant", value_t=torch.tensor([2**62], dtype=torch.int64))
